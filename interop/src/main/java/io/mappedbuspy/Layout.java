@@ -1,0 +1,129 @@
+package io.mappedbuspy;
+
+/**
+ * The Mappedbus 0.5.1 wire layout, written once for the JVM side.
+ *
+ * <p>All integers are little-endian (the byte order the original wrote through {@code sun.misc.Unsafe}
+ * on x86-64 and aarch64). Offsets are bytes from the start of the file.
+ *
+ * <pre>
+ *  0               8
+ *  +---------------+--------------------------+--------------------------+----
+ *  | limit (int64) | record 0                 | record 1                 | ...
+ *  +---------------+--------------------------+--------------------------+----
+ *  LIMIT_OFFSET    FIRST_RECORD_OFFSET        recordOffset(1, recordSize)
+ *
+ *  one record = HEADER_SIZE bytes of header + recordSize bytes of payload:
+ *  +0               +4                +8
+ *  +----------------+-----------------+--------------------------------------+
+ *  | status (int32) | metadata (int32)| payload: recordSize bytes            |
+ *  +----------------+-----------------+--------------------------------------+
+ *  STATUS_OFFSET    METADATA_OFFSET   PAYLOAD_OFFSET
+ *
+ *  status:   STATUS_NOT_SET (0) -> STATUS_COMMITTED (1)   by the writer, CAS
+ *            STATUS_NOT_SET (0) -> STATUS_ROLLED_BACK (2) by a reader after its timeout, CAS
+ *  metadata: the message type (object messages) or the used byte length (byte arrays)
+ * </pre>
+ *
+ * <p>{@code limit} is the offset just past the last allocated record (0 in a new file; the first writer
+ * sets it to 8 with a CAS). Neither the record size nor the file size is stored in the file. The mapping
+ * (and the file on disk) is the logical file size rounded up to {@link #PAGE_SIZE}; end-of-file checks use
+ * the unrounded logical size.
+ */
+public final class Layout {
+    /** Offset of the int64 limit field (offset just past the last allocated record). */
+    public static final int LIMIT_OFFSET = 0;
+    /** Offset of record 0. */
+    public static final int FIRST_RECORD_OFFSET = 8;
+    /** Offset of the int32 status within a record. */
+    public static final int STATUS_OFFSET = 0;
+    /** Offset of the int32 metadata (type or byte length) within a record. */
+    public static final int METADATA_OFFSET = 4;
+    /** Offset of the payload within a record. */
+    public static final int PAYLOAD_OFFSET = 8;
+    /** Size of a record header (status + metadata). */
+    public static final int HEADER_SIZE = 8;
+    /** Status of an allocated record whose writer has not committed yet. */
+    public static final int STATUS_NOT_SET = 0;
+    /** Status of a committed record. */
+    public static final int STATUS_COMMITTED = 1;
+    /** Status of a record a reader rolled back after its timeout. */
+    public static final int STATUS_ROLLED_BACK = 2;
+    /** Granularity the mapping size (and the file length) is rounded up to. */
+    public static final int PAGE_SIZE = 4096;
+    /** Default reader timeout before an uncommitted record is rolled back, in milliseconds. */
+    public static final int DEFAULT_TIMEOUT_MS = 2000;
+
+    private Layout() {
+    }
+
+    /**
+     * Size of one record slot: header plus payload.
+     *
+     * @param recordSize payload size in bytes
+     * @return {@code HEADER_SIZE + recordSize}
+     */
+    public static long slotSize(int recordSize) {
+        return HEADER_SIZE + (long) recordSize;
+    }
+
+    /**
+     * Offset of record {@code k}.
+     *
+     * @param k          record index, from 0
+     * @param recordSize payload size in bytes
+     * @return {@code FIRST_RECORD_OFFSET + k * slotSize(recordSize)}
+     */
+    public static long recordOffset(long k, int recordSize) {
+        return FIRST_RECORD_OFFSET + k * slotSize(recordSize);
+    }
+
+    /**
+     * The mapping size (and minimum file length) for a logical file size.
+     *
+     * @param fileSize logical file size in bytes
+     * @return {@code fileSize} rounded up to a multiple of {@link #PAGE_SIZE}
+     */
+    public static long mappedSize(long fileSize) {
+        return (fileSize + PAGE_SIZE - 1) / PAGE_SIZE * PAGE_SIZE;
+    }
+
+    /**
+     * Whether {@code offset} is the start of a record slot for this record size.
+     *
+     * @param offset     file offset
+     * @param recordSize payload size in bytes
+     * @return true when {@code offset >= FIRST_RECORD_OFFSET} and on a slot boundary
+     */
+    public static boolean isRecordBoundary(long offset, int recordSize) {
+        return offset >= FIRST_RECORD_OFFSET && (offset - FIRST_RECORD_OFFSET) % slotSize(recordSize) == 0;
+    }
+
+    /**
+     * Prints every constant as {@code NAME=value}, one per line (the Python side parses this).
+     *
+     * @param args ignored
+     */
+    public static void main(String[] args) {
+        System.out.print(describe());
+    }
+
+    /**
+     * The constants as {@code NAME=value} lines.
+     *
+     * @return one line per constant, each ending in a newline
+     */
+    public static String describe() {
+        return "LIMIT_OFFSET=" + LIMIT_OFFSET + "\n"
+                + "FIRST_RECORD_OFFSET=" + FIRST_RECORD_OFFSET + "\n"
+                + "STATUS_OFFSET=" + STATUS_OFFSET + "\n"
+                + "METADATA_OFFSET=" + METADATA_OFFSET + "\n"
+                + "PAYLOAD_OFFSET=" + PAYLOAD_OFFSET + "\n"
+                + "HEADER_SIZE=" + HEADER_SIZE + "\n"
+                + "STATUS_NOT_SET=" + STATUS_NOT_SET + "\n"
+                + "STATUS_COMMITTED=" + STATUS_COMMITTED + "\n"
+                + "STATUS_ROLLED_BACK=" + STATUS_ROLLED_BACK + "\n"
+                + "PAGE_SIZE=" + PAGE_SIZE + "\n"
+                + "DEFAULT_TIMEOUT_MS=" + DEFAULT_TIMEOUT_MS + "\n";
+    }
+}
