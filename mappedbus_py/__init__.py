@@ -1,0 +1,29 @@
+"""mappedbus_py: many-writer, many-reader message passing between processes over a
+memory-mapped file, in the Mappedbus 0.5.1 format that JVM processes read and write too.
+
+    from mappedbus_py import MappedBusWriter, MappedBusReader, PriceUpdate
+
+    with MappedBusWriter("/dev/shm/prices", 10_000_000, 12) as w:
+        w.write(PriceUpdate(source=1, price=100, quantity=5))
+
+    with MappedBusReader("/dev/shm/prices", 10_000_000, 12) as r:
+        msg = PriceUpdate()
+        while r.read_into(msg):
+            print(msg)
+"""
+from ._reader import MappedBusReader
+from ._record import Record
+from ._writer import MappedBusWriter
+from .errors import BusClosedError, BusFullError, CorruptBusError, MappedBusError
+from .messages import (Field, Message, PriceUpdate, Token, Trade, fixed_bytes, float32,
+                       float64, int8, int16, int32, int64, uint8, uint16, uint32, uint64)
+
+__version__ = "0.1.0"
+
+__all__ = (
+    "MappedBusWriter", "MappedBusReader", "Record",
+    "Message", "Field", "PriceUpdate", "Token", "Trade",
+    "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
+    "float32", "float64", "fixed_bytes",
+    "MappedBusError", "BusFullError", "CorruptBusError", "BusClosedError",
+)

@@ -1,0 +1,20 @@
+# cython: language_level=3
+from libc.stdint cimport int32_t
+
+
+cdef class MessageBase:
+    cdef char *_buf            # the payload bytes, laid out as in the record (owned)
+    cdef Py_ssize_t _size      # payload bytes the message uses (<= the bus record_size)
+    cdef int32_t _type         # written to the record's metadata field
+    cdef Py_ssize_t _len       # _size as the buffer protocol's shape
+    cdef Py_ssize_t _exports   # buffers handed out
+
+
+cdef class Field:
+    cdef readonly str name
+    cdef readonly Py_ssize_t offset    # within the payload; -1 until the class is laid out
+    cdef readonly Py_ssize_t size      # bytes
+    cdef readonly str code             # numpy-style type code: '<i4', '<f8', 'S16', ...
+    cdef int _kind                     # which C type, for the accessors' switch
+
+    cdef char *_at(self, obj) except NULL

@@ -1,0 +1,211 @@
+# cython: language_level=3, embedsignature=True
+"""Fixed-layout object messages: a payload buffer plus typed field descriptors.
+
+A message owns one small buffer laid out exactly as its payload sits in a record, so a
+writer copies it with one memcpy and a reader fills it with one memcpy, allocating
+nothing per message. Fields are little-endian, at fixed offsets, like the fields the Java
+``MappedBusMessage`` samples put with ``MemoryMappedFile.putInt`` and friends.
+"""
+from cpython.buffer cimport PyBUF_WRITABLE, PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
+from cpython.mem cimport PyMem_Calloc, PyMem_Free
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.string cimport memcpy, memset, memcmp
+
+cdef enum:
+    K_I8, K_I16, K_I32, K_I64, K_U8, K_U16, K_U32, K_U64, K_F32, K_F64, K_BYTES
+
+_KINDS = {
+    "<i1": (K_I8, 1), "<i2": (K_I16, 2), "<i4": (K_I32, 4), "<i8": (K_I64, 8),
+    "<u1": (K_U8, 1), "<u2": (K_U16, 2), "<u4": (K_U32, 4), "<u8": (K_U64, 8),
+    "<f4": (K_F32, 4), "<f8": (K_F64, 8),
+}
+
+
+cdef class MessageBase:
+    """Base of every object message; see ``mappedbus_py.Message`` for declaring one."""
+
+    def __cinit__(self, *args, **kwargs):
+        cls = type(self)
+        size = getattr(cls, "_payload_size_", None)
+        if size is None:
+            raise TypeError(f"{cls.__name__} declares no fields: subclass mappedbus_py.Message")
+        self._size = size
+        self._len = size
+        self._type = cls.type_id
+        self._buf = <char *>PyMem_Calloc(max(<Py_ssize_t>size, 1), 1)
+        if self._buf == NULL:
+            raise MemoryError()
+
+    def __dealloc__(self):
+        PyMem_Free(self._buf)
+
+    def type(self):
+        """The type id written to the metadata field (Java ``MappedBusMessage.type()``)."""
+        return self._type
+
+    def size(self):
+        """Payload bytes this message takes (Java ``MappedBusMessage.size()``)."""
+        return self._size
+
+    def to_bytes(self):
+        """The payload bytes, as they sit in a record."""
+        return self._buf[:self._size]
+
+    def load_bytes(self, data):
+        """Set every field from payload bytes (at least ``size()`` long)."""
+        cdef Py_buffer view
+        PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+        try:
+            if view.len < self._size:
+                raise ValueError(f"{type(self).__name__} needs {self._size} bytes, got {view.len}")
+            memcpy(self._buf, view.buf, self._size)
+        finally:
+            PyBuffer_Release(&view)
+        return self
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        cdef MessageBase o = <MessageBase>other
+        return o._type == self._type and memcmp(o._buf, self._buf, self._size) == 0
+
+    __hash__ = None
+
+    def __getbuffer__(self, Py_buffer *view, int flags):
+        view.buf = self._buf
+        view.obj = self
+        view.len = self._size
+        view.readonly = 0
+        view.itemsize = 1
+        view.format = "B"
+        view.ndim = 1
+        view.shape = &self._len
+        view.strides = &_ONE
+        view.suboffsets = NULL
+        view.internal = NULL
+        self._exports += 1
+
+    def __releasebuffer__(self, Py_buffer *view):
+        self._exports -= 1
+
+
+cdef Py_ssize_t _ONE = 1
+
+
+cdef class Field:
+    """A fixed-size field of a message: a descriptor reading and writing its bytes."""
+
+    def __init__(self, str code, Py_ssize_t offset=-1):
+        if code in _KINDS:
+            self._kind, self.size = _KINDS[code]
+        elif code.startswith("S") and code[1:].isdigit() and int(code[1:]) > 0:
+            self._kind, self.size = K_BYTES, int(code[1:])
+        else:
+            raise ValueError(f"unknown field type {code!r}")
+        self.code = code
+        self.offset = offset
+        self.name = None
+
+    def __set_name__(self, owner, name):
+        self.name = name
+
+    def _placed(self, Py_ssize_t offset):
+        """A copy of this field at ``offset`` (used when a message class is laid out)."""
+        f = Field(self.code, offset)
+        f.name = self.name
+        return f
+
+    def __repr__(self):
+        return f"Field({self.name!r}, {self.code!r}, offset={self.offset})"
+
+    cdef char *_at(self, obj) except NULL:
+        if not isinstance(obj, MessageBase):
+            raise TypeError(f"field {self.name!r} belongs to a message, not {type(obj).__name__}")
+        cdef MessageBase m = <MessageBase>obj
+        if self.offset < 0 or self.offset + self.size > m._size:
+            raise TypeError(f"field {self.name!r} is not part of {type(obj).__name__}'s layout")
+        return m._buf + self.offset
+
+    def __get__(self, obj, objtype):
+        if obj is None:
+            return self
+        cdef char *p = self._at(obj)
+        cdef int8_t i8
+        cdef int16_t i16
+        cdef int32_t i32
+        cdef int64_t i64
+        cdef uint8_t u8
+        cdef uint16_t u16
+        cdef uint32_t u32
+        cdef uint64_t u64
+        cdef float f32
+        cdef double f64
+        if self._kind == K_I32:
+            memcpy(&i32, p, 4); return i32
+        elif self._kind == K_I64:
+            memcpy(&i64, p, 8); return i64
+        elif self._kind == K_F64:
+            memcpy(&f64, p, 8); return f64
+        elif self._kind == K_I8:
+            memcpy(&i8, p, 1); return i8
+        elif self._kind == K_I16:
+            memcpy(&i16, p, 2); return i16
+        elif self._kind == K_U8:
+            memcpy(&u8, p, 1); return u8
+        elif self._kind == K_U16:
+            memcpy(&u16, p, 2); return u16
+        elif self._kind == K_U32:
+            memcpy(&u32, p, 4); return u32
+        elif self._kind == K_U64:
+            memcpy(&u64, p, 8); return u64
+        elif self._kind == K_F32:
+            memcpy(&f32, p, 4); return f32
+        return p[:self.size]
+
+    def __set__(self, obj, value):
+        cdef char *p = self._at(obj)
+        cdef int8_t i8
+        cdef int16_t i16
+        cdef int32_t i32
+        cdef int64_t i64
+        cdef uint8_t u8
+        cdef uint16_t u16
+        cdef uint32_t u32
+        cdef uint64_t u64
+        cdef float f32
+        cdef double f64
+        cdef Py_buffer view
+        if self._kind == K_I32:
+            i32 = value; memcpy(p, &i32, 4)
+        elif self._kind == K_I64:
+            i64 = value; memcpy(p, &i64, 8)
+        elif self._kind == K_F64:
+            f64 = value; memcpy(p, &f64, 8)
+        elif self._kind == K_I8:
+            i8 = value; memcpy(p, &i8, 1)
+        elif self._kind == K_I16:
+            i16 = value; memcpy(p, &i16, 2)
+        elif self._kind == K_U8:
+            u8 = value; memcpy(p, &u8, 1)
+        elif self._kind == K_U16:
+            u16 = value; memcpy(p, &u16, 2)
+        elif self._kind == K_U32:
+            u32 = value; memcpy(p, &u32, 4)
+        elif self._kind == K_U64:
+            u64 = value; memcpy(p, &u64, 8)
+        elif self._kind == K_F32:
+            f32 = value; memcpy(p, &f32, 4)
+        else:
+            if isinstance(value, str):
+                raise TypeError(f"field {self.name!r} holds bytes, not str (encode it first)")
+            PyObject_GetBuffer(value, &view, PyBUF_SIMPLE)
+            try:
+                if view.len > self.size:
+                    raise ValueError(f"field {self.name!r} holds {self.size} bytes, got {view.len}")
+                memcpy(p, view.buf, view.len)
+                memset(p + view.len, 0, self.size - view.len)
+            finally:
+                PyBuffer_Release(&view)
+
+    def __delete__(self, obj):
+        raise AttributeError(f"message fields cannot be deleted")

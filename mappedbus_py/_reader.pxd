@@ -1,0 +1,39 @@
+# cython: language_level=3
+from libc.stdint cimport int32_t, int64_t
+
+from ._mapping cimport MappedFile
+from ._record cimport Record
+
+
+cdef class MappedBusReader:
+    cdef MappedFile _file      # the mapping; None until open()
+    cdef char *_base           # _file.base, cached for the hot path; NULL when closed
+    cdef readonly object path
+    cdef readonly int64_t file_size     # logical size: no record ends past it
+    cdef readonly int32_t record_size   # payload bytes per record (not stored in the file)
+    cdef readonly bint read_only        # never writes: times out stalls without rolling back
+    cdef int64_t _slot         # header + record_size
+    cdef int64_t _last         # the last offset a record may start at
+    cdef bint _aligned         # statuses are 4-byte aligned (record_size % 4 == 0)
+    cdef int64_t _pos          # the next slot to look at
+    cdef int64_t _cur          # the current record (next() returned True for it), or -1
+    cdef int64_t _limit_seen   # the last limit loaded: slots below it are allocated, so the
+                               # shared limit line is only re-read once the reader catches up
+    cdef int64_t _initial_limit  # the limit at open(), for has_recovered()
+    cdef int64_t _timeout_ns   # how long a slot may stay uncommitted before rollback
+    cdef int64_t _wait_pos     # the uncommitted slot being timed, or -1
+    cdef int64_t _wait_start   # monotonic ns when this reader saw the stall begin
+    cdef int64_t _wait_limit   # the limit known then: slots below it were allocated by
+                               # _wait_start, so a crashed batch costs one timeout, not N
+    cdef object _start         # where open() puts the reader: None, "end" or a position
+    cdef readonly int64_t rollbacks  # slots this reader rolled back (compare-and-swap 0 -> 2)
+    cdef readonly int64_t skipped    # rolled-back or timed-out slots passed over: lost records
+
+    cdef int _next(self) except -1
+    cdef bint _timed_out(self, int64_t pos) except -1
+    cdef int _wait(self, object timeout) except -1
+    cdef int64_t _current(self) except -1
+    cdef int32_t _meta(self, int64_t rec) noexcept
+    cdef int32_t _length(self, int64_t rec) except -1
+    cdef int64_t _end_boundary(self)
+    cdef Record _record(self)

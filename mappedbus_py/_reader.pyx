@@ -1,0 +1,440 @@
+# cython: language_level=3, embedsignature=True
+"""The reader: follows the limit, delivers committed records, rolls back stalled ones."""
+import warnings
+
+from cpython.buffer cimport (PyObject_GetBuffer, PyBuffer_Release, PyBUF_WRITABLE,
+                             PyBUF_C_CONTIGUOUS, PyBUF_SIMPLE)
+from cpython.bytearray cimport PyByteArray_CheckExact, PyByteArray_AS_STRING, PyByteArray_GET_SIZE
+from libc.stdint cimport int32_t, int64_t
+from libc.string cimport memcpy
+from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC, nanosleep
+
+from ._atomic cimport load_acquire_i64, status_load_acquire, status_cas, cpu_relax
+from ._mapping cimport MappedFile
+from ._message cimport MessageBase
+from ._record cimport Record
+
+from ._writer import _check_sizes, _check_limit
+from .errors import BusClosedError, BusFullError, CorruptBusError
+from .layout import FIRST_RECORD_OFFSET, HEADER_SIZE, DEFAULT_TIMEOUT_MS
+
+cdef extern from "sched.h" nogil:
+    int sched_yield()
+
+cdef extern from "Python.h":
+    int PyErr_CheckSignals() except -1
+
+cdef int64_t FIRST = FIRST_RECORD_OFFSET
+# The blocking wait: spin (sub-microsecond wake-up), then yield, then sleep with backoff,
+# so an idle reader costs next to no CPU while a busy one never sleeps.
+cdef long SPINS = 20000
+cdef long YIELDS = 2000
+cdef int64_t SLEEP_MIN_NS = 20000
+cdef int64_t SLEEP_MAX_NS = 1000000
+
+
+cdef inline int64_t monotonic_ns() noexcept nogil:
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return <int64_t>ts.tv_sec * 1000000000 + ts.tv_nsec
+
+
+cdef class MappedBusReader:
+    """Reads every record of a bus file, in the one order all readers share.
+
+    Java-style: ``open()``, then ``if reader.next(): reader.read_type();
+    reader.read_message(msg)`` or ``reader.read_buffer(buf)``. ``next()`` moves to the next
+    committed record and makes it current; the read methods read the current record, in
+    any order, until the next ``next()``.
+
+    Pythonic: ``reader.read(timeout)`` returns a ``Record`` or None, ``for rec in reader``
+    blocks for each record until the end of the bus, ``read_batch(array)`` fills a numpy
+    array with up to ``len(array)`` records in one call.
+
+    A slot whose writer allocated it but has not committed it within ``timeout``
+    milliseconds (default 2000) is rolled back (status 2) and skipped; ``skipped`` counts
+    lost records. ``read_only=True`` opens the file read-only and never writes: it skips a
+    stalled slot after the timeout without rolling it back, with a RuntimeWarning.
+    ``start`` is where reading begins: None (the first record), ``"end"`` (the current
+    end, only new records), or a record position.
+    """
+
+    def __init__(self, path, file_size, record_size, *, timeout=DEFAULT_TIMEOUT_MS,
+                 start=None, bint read_only=False):
+        _check_sizes(file_size, record_size)
+        self.path = path
+        self.file_size = file_size
+        self.record_size = record_size
+        self.read_only = read_only
+        self._slot = HEADER_SIZE + record_size
+        self._last = file_size - self._slot
+        self._aligned = record_size % 4 == 0
+        self._start = start
+        self.set_timeout(timeout)
+        self._file = None
+        self._base = NULL
+        self._pos = FIRST
+        self._cur = -1
+        self._wait_pos = -1
+
+    def open(self):
+        """Map the file (created if absent, unless read-only) and place the reader."""
+        if self._base != NULL:
+            return self
+        f = MappedFile(self.path, self.file_size, read_only=self.read_only)
+        cdef int64_t limit = load_acquire_i64(f.base)
+        try:
+            _check_limit(limit, self._slot, self.record_size, self.path)
+        except BaseException:
+            f.close()
+            raise
+        self._file = f
+        self._base = f.base
+        # Recovered once every record that fits in the file below the opening limit is read.
+        self._initial_limit = min(max(limit, FIRST), self._end_boundary())
+        self._limit_seen = 0
+        self._cur = -1
+        self._wait_pos = -1
+        if self._start is None:
+            self._pos = FIRST
+        elif isinstance(self._start, str) and self._start == "end":
+            self.seek_end()
+        else:
+            self.seek(self._start)
+        return self
+
+    def close(self):
+        """Unmap the file. Closing twice is harmless."""
+        if self._file is not None:
+            self._file.close()
+        self._file = None
+        self._base = NULL
+        self._cur = -1
+
+    @property
+    def closed(self):
+        return self._base == NULL
+
+    def __enter__(self):
+        return self.open()
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        state = "closed" if self._base == NULL else f"open at {self._pos}"
+        return (f"<MappedBusReader {state} path={self.path!r} file_size={self.file_size} "
+                f"record_size={self.record_size}>")
+
+    # -- position -----------------------------------------------------------------
+
+    cdef int64_t _end_boundary(self):
+        # The first record boundary past the last record that fits in file_size.
+        return FIRST + ((self.file_size - FIRST) // self._slot) * self._slot
+
+    @property
+    def position(self):
+        """Offset of the next slot this reader will look at."""
+        return self._pos
+
+    @property
+    def limit(self):
+        """The bus's limit now: the offset just past the last allocated slot."""
+        if self._base == NULL:
+            raise BusClosedError("the MappedBusReader is closed")
+        return load_acquire_i64(self._base)
+
+    def seek(self, int64_t position):
+        """Continue from the record at ``position`` (a record boundary)."""
+        if position < FIRST or (position - FIRST) % self._slot != 0:
+            raise ValueError(f"position {position} is not a record boundary (records start "
+                             f"at {FIRST} and take {self._slot} bytes)")
+        if position > self._end_boundary():
+            raise ValueError(f"position {position} is past the end of the bus "
+                             f"({self._end_boundary()})")
+        self._pos = position
+        self._cur = -1
+        self._wait_pos = -1
+
+    def seek_end(self):
+        """Skip to the current end of the bus: only records allocated from now on."""
+        if self._base == NULL:
+            raise BusClosedError("the MappedBusReader is closed")
+        cdef int64_t limit = load_acquire_i64(self._base)
+        _check_limit(limit, self._slot, self.record_size, self.path)
+        self.seek(min(max(limit, FIRST), self._end_boundary()))
+
+    def has_recovered(self):
+        """True once every record present when the reader opened has been read."""
+        return self._pos >= self._initial_limit
+
+    # -- timeout ------------------------------------------------------------------
+
+    @property
+    def timeout(self):
+        """Milliseconds a slot may stay uncommitted before this reader rolls it back."""
+        return self._timeout_ns // 1000000
+
+    @timeout.setter
+    def timeout(self, value):
+        self.set_timeout(value)
+
+    def set_timeout(self, timeout):
+        """Java's ``setTimeout(int)``: the rollback timeout in milliseconds."""
+        if not isinstance(timeout, (int, float)) or timeout < 0:
+            raise ValueError(f"timeout must be a non-negative number of milliseconds, got {timeout!r}")
+        self._timeout_ns = <int64_t>(timeout * 1000000)
+
+    # -- the protocol -------------------------------------------------------------
+
+    cdef int _next(self) except -1:
+        cdef char *base = self._base
+        cdef int64_t pos = self._pos
+        cdef int64_t limit
+        cdef int32_t status
+        self._cur = -1
+        if base == NULL:
+            raise BusClosedError("read from a closed MappedBusReader (call open() first)")
+        while True:
+            # A slot that cannot fit is the end, never a wait: a writer whose fetch-and-add
+            # went past the end failed with EOF and will not commit it.
+            if pos > self._last:
+                self._pos = pos
+                raise BusFullError(f"end of bus: position {pos}, file_size {self.file_size}")
+            if pos >= self._limit_seen:
+                limit = load_acquire_i64(base)
+                self._limit_seen = limit
+                if limit <= pos:
+                    self._pos = pos
+                    return 0
+            status = status_load_acquire(base + pos, self._aligned)
+            if status == 1:
+                self._cur = pos
+                self._pos = pos + self._slot
+                return 1
+            if status == 2:
+                pos += self._slot
+                self.skipped += 1
+                continue
+            if status != 0:
+                self._pos = pos
+                raise CorruptBusError(f"{self.path!r}: record at {pos} has status {status} "
+                                      f"(valid: 0, 1, 2): corrupt file or wrong record_size")
+            if not self._timed_out(pos):
+                self._pos = pos
+                return 0
+            if self.read_only:
+                warnings.warn(f"read-only reader skipped the uncommitted record at {pos} "
+                              f"after {self.timeout} ms without rolling it back; other "
+                              f"readers may still deliver it", RuntimeWarning, stacklevel=3)
+                pos += self._slot
+                self.skipped += 1
+            elif status_cas(base + pos, self._aligned, 0, 2) == 0:
+                self.rollbacks += 1
+                self.skipped += 1
+                pos += self._slot
+            # else the writer committed, or another reader rolled it back: look again
+
+    cdef bint _timed_out(self, int64_t pos) except -1:
+        cdef int64_t now = monotonic_ns()
+        if pos != self._wait_pos:
+            # A slot below the limit seen when the last stall began was allocated by then:
+            # it keeps that start time. Otherwise its clock starts now.
+            if self._wait_pos < 0 or pos >= self._wait_limit:
+                self._wait_start = now
+                self._wait_limit = self._limit_seen
+            self._wait_pos = pos
+        return now - self._wait_start >= self._timeout_ns
+
+    cdef int _wait(self, object timeout) except -1:
+        # 1 when a record became current, 0 when ``timeout`` seconds passed first.
+        if self._next():
+            return 1
+        cdef int64_t deadline = -1
+        cdef int64_t sleep_ns = SLEEP_MIN_NS
+        cdef long spins = 0
+        cdef timespec ts
+        if timeout is not None:
+            if timeout <= 0:
+                return 0
+            deadline = monotonic_ns() + <int64_t>(timeout * 1e9)
+        while True:
+            if spins < SPINS:
+                cpu_relax()
+            elif spins < SPINS + YIELDS:
+                with nogil:
+                    sched_yield()
+            else:
+                ts.tv_sec = 0
+                ts.tv_nsec = sleep_ns
+                with nogil:
+                    nanosleep(&ts, NULL)
+                sleep_ns = min(sleep_ns * 2, SLEEP_MAX_NS)
+            spins += 1
+            if self._next():
+                return 1
+            if (spins & 1023) == 0 or spins >= SPINS:
+                PyErr_CheckSignals()
+                if deadline >= 0 and monotonic_ns() >= deadline:
+                    return 0
+
+    cdef int64_t _current(self) except -1:
+        if self._cur < 0:
+            if self._base == NULL:
+                raise BusClosedError("the MappedBusReader is closed")
+            raise RuntimeError("no current record: call next() and check it returned True")
+        return self._cur
+
+    cdef int32_t _meta(self, int64_t rec) noexcept:
+        cdef int32_t meta
+        memcpy(&meta, self._base + rec + 4, 4)
+        return meta
+
+    def next(self):
+        """Move to the next committed record; True if there is one (it becomes current),
+        False if none is ready yet. Raises BusFullError at the end of the bus."""
+        return self._next() == 1
+
+    def wait(self, timeout=None):
+        """Like ``next()``, but block up to ``timeout`` seconds (None: no limit)."""
+        return self._wait(timeout) == 1
+
+    def read_type(self):
+        """The current record's metadata: its type id (object messages)."""
+        return self._meta(self._current())
+
+    def read_message(self, message):
+        """Copy the current record's payload into ``message`` (no allocation); returns it."""
+        cdef int64_t rec = self._current()
+        if not isinstance(message, MessageBase):
+            raise TypeError(f"read_message() needs a Message, got {type(message).__name__}")
+        cdef MessageBase m = <MessageBase>message
+        if m._size > self.record_size:
+            raise ValueError(f"{type(message).__name__} takes {m._size} bytes, more than "
+                             f"record_size {self.record_size}")
+        memcpy(m._buf, self._base + rec + 8, m._size)
+        return message
+
+    def read_into(self, message):
+        """``next()`` and ``read_message(message)`` in one call: True if a record was read."""
+        if not isinstance(message, MessageBase):
+            raise TypeError(f"read_into() needs a Message, got {type(message).__name__}")
+        cdef MessageBase m = <MessageBase>message
+        if m._size > self.record_size:
+            raise ValueError(f"{type(message).__name__} takes {m._size} bytes, more than "
+                             f"record_size {self.record_size}")
+        if not self._next():
+            return False
+        memcpy(m._buf, self._base + self._cur + 8, m._size)
+        return True
+
+    cdef int32_t _length(self, int64_t rec) except -1:
+        cdef int32_t n = self._meta(rec)
+        if n < 0 or n > self.record_size:
+            raise CorruptBusError(f"{self.path!r}: record at {rec} stores length {n}, "
+                                  f"outside 0..{self.record_size}")
+        return n
+
+    def read_buffer(self, buffer, Py_ssize_t offset=0):
+        """Copy the current byte-array record into ``buffer[offset:]``; returns its length."""
+        cdef int64_t rec = self._current()
+        cdef int32_t n = self._length(rec)
+        cdef Py_buffer view
+        cdef char *dst
+        cdef Py_ssize_t size
+        if PyByteArray_CheckExact(buffer):
+            dst = PyByteArray_AS_STRING(buffer)
+            size = PyByteArray_GET_SIZE(buffer)
+            if offset < 0 or offset > size or n > size - offset:
+                raise ValueError(f"a {n}-byte record does not fit at offset {offset} of a "
+                                 f"{size}-byte buffer")
+            memcpy(dst + offset, self._base + rec + 8, n)
+            return n
+        PyObject_GetBuffer(buffer, &view, PyBUF_WRITABLE)
+        try:
+            if offset < 0 or offset > view.len or n > view.len - offset:
+                raise ValueError(f"a {n}-byte record does not fit at offset {offset} of a "
+                                 f"{view.len}-byte buffer")
+            memcpy(<char *>view.buf + offset, self._base + rec + 8, n)
+        finally:
+            PyBuffer_Release(&view)
+        return n
+
+    def read_bytes(self):
+        """The current byte-array record's bytes (its stored length of them)."""
+        cdef int64_t rec = self._current()
+        cdef int32_t n = self._length(rec)
+        return self._base[rec + 8:rec + 8 + n]
+
+    cdef Record _record(self):
+        cdef int64_t rec = self._cur
+        return Record(rec, self._meta(rec), self._base[rec + 8:rec + 8 + self.record_size])
+
+    def read(self, timeout=0.0):
+        """The next committed record as a ``Record``, waiting up to ``timeout`` seconds
+        (0: don't wait, None: no limit); None if none came."""
+        if not self._wait(timeout):
+            return None
+        return self._record()
+
+    def records(self, timeout=None):
+        """Yield records until none arrives for ``timeout`` seconds (None: never stop
+        waiting) or the bus ends."""
+        while True:
+            try:
+                if not self._wait(timeout):
+                    return
+            except BusFullError:
+                return
+            yield self._record()
+
+    def __iter__(self):
+        return self.records(None)
+
+    def read_batch(self, out, meta=None):
+        """Copy up to ``len(out)`` committed records into ``out`` without waiting and return
+        how many. ``out`` is C-contiguous with one row per record (a numpy structured array
+        whose itemsize is at most record_size, or a 2-D uint8 array); each row gets the
+        first ``itemsize`` payload bytes. ``meta``, if given, is an int32 array receiving
+        each record's metadata."""
+        cdef Py_buffer view, mview
+        cdef Py_ssize_t nrows, rowlen, n = 0
+        cdef int32_t *metas = NULL
+        cdef char *dst
+        cdef bint have_meta = meta is not None
+        PyObject_GetBuffer(out, &view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS)
+        try:
+            nrows = view.shape[0] if view.ndim > 0 else 1
+            if nrows == 0:
+                return 0
+            rowlen = view.len // nrows
+            if rowlen > self.record_size:
+                raise ValueError(f"rows of {rowlen} bytes are longer than record_size "
+                                 f"{self.record_size}")
+            if have_meta:
+                PyObject_GetBuffer(meta, &mview, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS)
+                if mview.itemsize != 4 or mview.len < 4 * nrows:
+                    PyBuffer_Release(&mview)
+                    raise ValueError(f"meta must be an int32 array of at least {nrows} items")
+                metas = <int32_t *>mview.buf
+            try:
+                dst = <char *>view.buf
+                while n < nrows:
+                    try:
+                        if not self._next():
+                            break
+                    except BusFullError:
+                        if n == 0:
+                            raise
+                        break
+                    memcpy(dst, self._base + self._cur + 8, rowlen)
+                    dst += rowlen
+                    if have_meta:
+                        metas[n] = self._meta(self._cur)
+                    n += 1
+            finally:
+                if have_meta:
+                    PyBuffer_Release(&mview)
+        finally:
+            PyBuffer_Release(&view)
+        return n

@@ -1,0 +1,22 @@
+# cython: language_level=3
+from libc.stdint cimport int32_t, int64_t
+
+from ._mapping cimport MappedFile
+
+
+cdef class MappedBusWriter:
+    cdef MappedFile _file      # the mapping; None until open()
+    cdef char *_base           # _file.base, cached for the hot path; NULL when closed
+    cdef readonly object path
+    cdef readonly int64_t file_size     # logical size: records must end at or before it
+    cdef readonly int32_t record_size   # payload bytes per record (not stored in the file)
+    cdef int64_t _slot         # header + record_size
+    cdef int64_t _last         # the last offset a record may start at
+    cdef bint _aligned         # statuses are 4-byte aligned (record_size % 4 == 0)
+    cdef int _mode             # permissions of a file this writer creates
+    cdef bint _preallocate     # reserve the file's blocks at open
+
+    cdef char *_alloc(self, int64_t count) except NULL
+    cdef bint _commit(self, char *rec) except -1
+    cdef bint _write_bytes(self, const char *src, Py_ssize_t n, Py_ssize_t offset,
+                           Py_ssize_t length) except -1

@@ -1,0 +1,227 @@
+# cython: language_level=3, embedsignature=True
+"""The writer: fetch-and-add a slot on the limit, fill it, commit it by compare-and-swap."""
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_C_CONTIGUOUS
+from cpython.bytes cimport PyBytes_CheckExact, PyBytes_AS_STRING, PyBytes_GET_SIZE
+from libc.stdint cimport int32_t, int64_t
+from libc.string cimport memcpy
+
+from ._atomic cimport load_acquire_i64, fetch_add_i64, cas_i64, status_cas
+from ._mapping cimport MappedFile
+from ._message cimport MessageBase
+
+from .errors import BusClosedError, BusFullError, CorruptBusError
+from .layout import FIRST_RECORD_OFFSET, HEADER_SIZE, MAX_RECORD_SIZE
+
+cdef int64_t FIRST = FIRST_RECORD_OFFSET
+
+
+def _check_sizes(file_size, record_size):
+    """Shared by writer and reader: the argument errors a caller can make."""
+    if not isinstance(file_size, int) or not isinstance(record_size, int):
+        raise TypeError("file_size and record_size must be integers")
+    if record_size <= 0:
+        raise ValueError(f"record_size must be positive, got {record_size}")
+    if record_size > MAX_RECORD_SIZE:
+        raise ValueError(f"record_size must be at most {MAX_RECORD_SIZE}, got {record_size}")
+    if file_size <= 0:
+        raise ValueError(f"file_size must be positive, got {file_size}")
+    need = FIRST_RECORD_OFFSET + HEADER_SIZE + record_size
+    if file_size < need:
+        raise ValueError(f"file_size {file_size} cannot hold one record of record_size "
+                         f"{record_size}: it needs at least {need} bytes")
+    if file_size >= 2**62:
+        raise ValueError(f"file_size {file_size} is too large")
+
+
+def _check_limit(int64_t limit, int64_t slot, int32_t record_size, path):
+    """A limit off the record grid means a wrong record_size or a corrupt file."""
+    if limit != 0 and (limit < FIRST or (limit - FIRST) % slot != 0):
+        raise CorruptBusError(
+            f"{path!r}: limit {limit} is not a record boundary for record_size "
+            f"{record_size} (records start at 8 and take {slot} bytes): the file was "
+            f"written with another record_size, or it is corrupt")
+
+
+cdef class MappedBusWriter:
+    """Writes records onto a bus file; many writers may share one file.
+
+    ``MappedBusWriter(path, file_size, record_size)`` then ``open()``, as in Java, or use it
+    as a context manager. ``write(message)`` writes an object message, ``write(data)``
+    any bytes-like payload (bytes, bytearray, memoryview, numpy). Both return True when
+    the record is committed, False when a reader rolled it back first because this writer
+    took longer than the readers' timeout between allocating and committing.
+    """
+
+    def __init__(self, path, file_size, record_size, *, int mode=0o600, bint preallocate=True):
+        _check_sizes(file_size, record_size)
+        self.path = path
+        self.file_size = file_size
+        self.record_size = record_size
+        self._slot = HEADER_SIZE + record_size
+        self._last = file_size - self._slot
+        self._aligned = record_size % 4 == 0
+        self._mode = mode
+        self._preallocate = preallocate
+        self._file = None
+        self._base = NULL
+
+    def open(self):
+        """Map the file (created, zero-filled, if absent) and initialise its limit."""
+        if self._base != NULL:
+            return self
+        f = MappedFile(self.path, self.file_size, mode=self._mode, preallocate=self._preallocate)
+        cdef int64_t limit = cas_i64(f.base, 0, FIRST)
+        try:
+            _check_limit(limit, self._slot, self.record_size, self.path)
+        except BaseException:
+            f.close()
+            raise
+        self._file = f
+        self._base = f.base
+        return self
+
+    def close(self):
+        """Unmap the file. Committed records stay for readers; closing twice is harmless."""
+        if self._file is not None:
+            self._file.close()
+        self._file = None
+        self._base = NULL
+
+    @property
+    def closed(self):
+        return self._base == NULL
+
+    def __enter__(self):
+        return self.open()
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        state = "closed" if self._base == NULL else "open"
+        return (f"<MappedBusWriter {state} path={self.path!r} file_size={self.file_size} "
+                f"record_size={self.record_size}>")
+
+    cdef char *_alloc(self, int64_t count) except NULL:
+        # A full bus is refused before the add, so the limit does not keep climbing past
+        # the end; the add itself is what orders this writer among the others.
+        cdef int64_t pos
+        if self._base == NULL:
+            raise BusClosedError("write to a closed MappedBusWriter (call open() first)")
+        pos = load_acquire_i64(self._base)
+        if pos > self._last:
+            raise BusFullError(f"bus is full: limit {pos}, file_size {self.file_size}, "
+                               f"a record takes {self._slot} bytes")
+        pos = fetch_add_i64(self._base, self._slot * count)
+        if pos < FIRST:
+            raise CorruptBusError(f"{self.path!r}: limit was {pos}, below the first record "
+                                  f"offset {FIRST}: the file is corrupt")
+        if pos > self._last:
+            raise BusFullError(f"bus is full: the record at offset {pos} would end past "
+                               f"file_size {self.file_size}")
+        return self._base + pos
+
+    cdef bint _commit(self, char *rec) except -1:
+        cdef int32_t old = status_cas(rec, self._aligned, 0, 1)
+        if old == 0:
+            return True
+        if old == 2:
+            return False    # a reader timed us out and skipped the record
+        raise CorruptBusError(f"{self.path!r}: the status of the record this writer "
+                              f"allocated at offset {rec - self._base} was {old}")
+
+    def write(self, data, Py_ssize_t offset=0, Py_ssize_t length=-1):
+        """Write one record: an object message, or ``data[offset:offset+length]`` of a
+        bytes-like object (all of it by default). Returns True once committed."""
+        cdef MessageBase msg
+        cdef Py_buffer view
+        cdef const char *src
+        cdef Py_ssize_t n
+        cdef char *rec
+        cdef int32_t meta
+        if isinstance(data, MessageBase):
+            msg = <MessageBase>data
+            if msg._size > self.record_size:
+                raise ValueError(f"{type(data).__name__} takes {msg._size} bytes, more than "
+                                 f"record_size {self.record_size}")
+            rec = self._alloc(1)
+            memcpy(rec + 4, &msg._type, 4)
+            memcpy(rec + 8, msg._buf, msg._size)
+            return self._commit(rec)
+        if PyBytes_CheckExact(data):
+            return self._write_bytes(PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), offset, length)
+        PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+        try:
+            return self._write_bytes(<const char *>view.buf, view.len, offset, length)
+        finally:
+            PyBuffer_Release(&view)
+
+    cdef bint _write_bytes(self, const char *src, Py_ssize_t n, Py_ssize_t offset,
+                           Py_ssize_t length) except -1:
+        if length < 0:
+            if length != -1:
+                raise ValueError(f"length must not be negative, got {length}")
+            length = n - offset
+        if offset < 0 or offset > n or length > n - offset:
+            raise ValueError(f"offset {offset} and length {length} fall outside the "
+                             f"{n}-byte buffer")
+        if length > self.record_size:
+            raise ValueError(f"payload of {length} bytes is longer than record_size "
+                             f"{self.record_size}")
+        cdef char *rec = self._alloc(1)
+        cdef int32_t meta = <int32_t>length
+        memcpy(rec + 4, &meta, 4)
+        memcpy(rec + 8, src + offset, length)
+        return self._commit(rec)
+
+    def write_batch(self, rows, meta=0):
+        """Write every row of a C-contiguous array (e.g. a numpy structured array) as one
+        record each, allocating them with a single fetch-and-add.
+
+        ``meta`` is the metadata for every record (an int: a message type id), or a
+        sequence of one int32 per row. Returns the number of records committed. If the
+        bus fills up, the rows that fit are written and committed, then BusFullError is
+        raised with ``.committed`` set.
+        """
+        cdef Py_buffer view
+        cdef Py_ssize_t nrows, rowlen, i, fit
+        cdef int64_t pos
+        cdef int32_t m
+        cdef const int32_t *metas = NULL
+        cdef char *rec
+        cdef Py_ssize_t committed = 0
+        meta_arr = None
+        if not isinstance(meta, int):
+            import numpy
+            meta_arr = numpy.ascontiguousarray(meta, dtype="<i4")
+            metas = <const int32_t *><size_t>meta_arr.ctypes.data
+        else:
+            m = meta
+        PyObject_GetBuffer(rows, &view, PyBUF_C_CONTIGUOUS)
+        try:
+            nrows = view.shape[0] if view.ndim > 0 else 1
+            if nrows == 0:
+                return 0
+            rowlen = view.len // nrows
+            if rowlen > self.record_size:
+                raise ValueError(f"rows of {rowlen} bytes are longer than record_size "
+                                 f"{self.record_size}")
+            if meta_arr is not None and meta_arr.shape != (nrows,):
+                raise ValueError(f"meta has shape {meta_arr.shape}, expected ({nrows},)")
+            rec = self._alloc(nrows)
+            pos = rec - self._base
+            fit = min(nrows, (self._last - pos) // self._slot + 1)
+            for i in range(fit):
+                if metas != NULL:
+                    m = metas[i]
+                memcpy(rec + 4, &m, 4)
+                memcpy(rec + 8, <char *>view.buf + i * rowlen, rowlen)
+                committed += self._commit(rec)
+                rec += self._slot
+        finally:
+            PyBuffer_Release(&view)
+        if fit < nrows:
+            err = BusFullError(f"bus is full after {fit} of {nrows} rows")
+            err.committed = committed
+            raise err
+        return committed

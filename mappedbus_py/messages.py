@@ -1,0 +1,137 @@
+"""Declaring object messages, and the messages the samples use.
+
+A message is a class with a type id and fixed fields, laid out in declaration order with
+no padding (or at explicit offsets), little-endian: the same bytes the Java
+``MappedBusMessage`` classes put into a record::
+
+    class PriceUpdate(Message, type_id=0):
+        source = int32()
+        price = int32()
+        quantity = int32()
+"""
+from ._message import Field, MessageBase
+
+__all__ = (
+    "Message", "Field", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+    "uint64", "float32", "float64", "fixed_bytes", "PriceUpdate", "Token", "Trade",
+)
+
+
+def int8(offset=-1): return Field("<i1", offset)
+def int16(offset=-1): return Field("<i2", offset)
+def int32(offset=-1): return Field("<i4", offset)
+def int64(offset=-1): return Field("<i8", offset)
+def uint8(offset=-1): return Field("<u1", offset)
+def uint16(offset=-1): return Field("<u2", offset)
+def uint32(offset=-1): return Field("<u4", offset)
+def uint64(offset=-1): return Field("<u8", offset)
+def float32(offset=-1): return Field("<f4", offset)
+def float64(offset=-1): return Field("<f8", offset)
+
+
+def fixed_bytes(size, offset=-1):
+    """``size`` raw bytes; shorter values are zero-padded on write."""
+    return Field(f"S{int(size)}", offset)
+
+
+class Message(MessageBase):
+    """Base class of object messages. Subclass it with ``type_id=`` and field attributes.
+
+    ``size=`` pads the payload to a given length. Instances are built with the fields as
+    positional or keyword arguments; unset fields are zero. ``repr`` matches the Java
+    samples' ``toString`` (``PriceUpdate [source=0, price=20, quantity=40]``).
+    """
+
+    type_id = 0
+    fields = ()
+    _payload_size_ = None
+
+    def __init_subclass__(cls, type_id=None, size=None, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if type_id is not None:
+            if not isinstance(type_id, int) or not -2**31 <= type_id < 2**31:
+                raise ValueError(f"type_id must be an int32, got {type_id!r}")
+            cls.type_id = type_id
+        placed = list(getattr(cls, "fields", ()))
+        end = max((f.offset + f.size for f in placed), default=0)
+        for name, value in list(vars(cls).items()):
+            if isinstance(value, Field):
+                off = value.offset if value.offset >= 0 else end
+                f = value._placed(off)
+                for other in placed:
+                    if off < other.offset + other.size and other.offset < off + f.size:
+                        raise ValueError(f"{cls.__name__}.{name} overlaps {other.name}")
+                setattr(cls, name, f)
+                placed.append(f)
+                end = max(end, off + f.size)
+        if size is not None:
+            if size < end:
+                raise ValueError(f"{cls.__name__}: size {size} is smaller than its fields ({end})")
+            end = size
+        cls.fields = tuple(placed)
+        cls._payload_size_ = end
+        cls._dtype = None
+
+    def __init__(self, *args, **kwargs):
+        fields = type(self).fields
+        if len(args) > len(fields):
+            raise TypeError(f"{type(self).__name__} takes at most {len(fields)} field values")
+        for f, v in zip(fields, args):
+            f.__set__(self, v)
+        for name, v in kwargs.items():
+            if not isinstance(getattr(type(self), name, None), Field):
+                raise TypeError(f"{type(self).__name__} has no field {name!r}")
+            setattr(self, name, v)
+
+    def __repr__(self):
+        # A trailing underscore only dodges a Python keyword (Token.from_): Java says "from".
+        body = ", ".join(f"{f.name.rstrip('_')}={self._java_str(f.__get__(self))}"
+                         for f in self.fields)
+        return f"{type(self).__name__} [{body}]"
+
+    @staticmethod
+    def _java_str(v):
+        if isinstance(v, bytes):
+            return v.hex()
+        return repr(v) if isinstance(v, float) else str(v)
+
+    def as_dict(self):
+        return {f.name: f.__get__(self) for f in self.fields}
+
+    @classmethod
+    def from_bytes(cls, data):
+        return cls().load_bytes(data)
+
+    @classmethod
+    def numpy_dtype(cls):
+        """A numpy structured dtype with this message's fields at their offsets, for
+        ``MappedBusReader.read_batch`` and ``MappedBusWriter.write_batch``."""
+        if cls.__dict__.get("_dtype") is None:
+            import numpy
+            cls._dtype = numpy.dtype({
+                "names": [f.name.rstrip("_") for f in cls.fields],
+                "formats": [f.code for f in cls.fields],
+                "offsets": [f.offset for f in cls.fields],
+                "itemsize": cls._payload_size_,
+            })
+        return cls._dtype
+
+
+class PriceUpdate(Message, type_id=0):
+    """The Java samples' price update: three int32."""
+    source = int32()
+    price = int32()
+    quantity = int32()
+
+
+class Token(Message, type_id=0):
+    """The Java token-ring sample's token: who sent it, to whom."""
+    from_ = int32()
+    to = int32()
+
+
+class Trade(Message, type_id=2):
+    """A message with wider fields, mirrored by the Java side's ``Trade``."""
+    id = int64()
+    price = float64()
+    quantity = int32()
