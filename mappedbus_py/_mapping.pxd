@@ -13,4 +13,4 @@ cdef class MappedFile:
 
     cpdef close(self)
     cdef _grow(self, int fd, int64_t size, bint preallocate)
-    cdef _map(self, int fd, int64_t size)
+    cdef _map(self, int fd, int64_t size, bint prefault)

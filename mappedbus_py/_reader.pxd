@@ -26,6 +26,7 @@ cdef class MappedBusReader:
     cdef int64_t _wait_limit   # the limit known then: slots below it were allocated by
                                # _wait_start, so a crashed batch costs one timeout, not N
     cdef object _start         # where open() puts the reader: None, "end" or a position
+    cdef bint _prefault        # map every page at open (MAP_POPULATE)
     cdef readonly int64_t rollbacks  # slots this reader rolled back (compare-and-swap 0 -> 2)
     cdef readonly int64_t skipped    # rolled-back or timed-out slots passed over: lost records
 

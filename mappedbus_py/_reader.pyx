@@ -60,7 +60,7 @@ cdef class MappedBusReader:
     """
 
     def __init__(self, path, file_size, record_size, *, timeout=DEFAULT_TIMEOUT_MS,
-                 start=None, bint read_only=False):
+                 start=None, bint read_only=False, bint prefault=False):
         _check_sizes(file_size, record_size)
         self.path = path
         self.file_size = file_size
@@ -70,6 +70,7 @@ cdef class MappedBusReader:
         self._last = file_size - self._slot
         self._aligned = record_size % 4 == 0
         self._start = start
+        self._prefault = prefault
         self.set_timeout(timeout)
         self._file = None
         self._base = NULL
@@ -81,7 +82,8 @@ cdef class MappedBusReader:
         """Map the file (created if absent, unless read-only) and place the reader."""
         if self._base != NULL:
             return self
-        f = MappedFile(self.path, self.file_size, read_only=self.read_only)
+        f = MappedFile(self.path, self.file_size, read_only=self.read_only,
+                       prefault=self._prefault)
         cdef int64_t limit = load_acquire_i64(f.base)
         try:
             _check_limit(limit, self._slot, self.record_size, self.path)

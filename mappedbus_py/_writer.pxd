@@ -15,6 +15,7 @@ cdef class MappedBusWriter:
     cdef bint _aligned         # statuses are 4-byte aligned (record_size % 4 == 0)
     cdef int _mode             # permissions of a file this writer creates
     cdef bint _preallocate     # reserve the file's blocks at open
+    cdef bint _prefault        # map every page at open (MAP_POPULATE)
 
     cdef char *_alloc(self, int64_t count) except NULL
     cdef bint _commit(self, char *rec) except -1

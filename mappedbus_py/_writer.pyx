@@ -52,7 +52,8 @@ cdef class MappedBusWriter:
     took longer than the readers' timeout between allocating and committing.
     """
 
-    def __init__(self, path, file_size, record_size, *, int mode=0o600, bint preallocate=True):
+    def __init__(self, path, file_size, record_size, *, int mode=0o600, bint preallocate=True,
+                 bint prefault=False):
         _check_sizes(file_size, record_size)
         self.path = path
         self.file_size = file_size
@@ -62,6 +63,7 @@ cdef class MappedBusWriter:
         self._aligned = record_size % 4 == 0
         self._mode = mode
         self._preallocate = preallocate
+        self._prefault = prefault
         self._file = None
         self._base = NULL
 
@@ -69,7 +71,8 @@ cdef class MappedBusWriter:
         """Map the file (created, zero-filled, if absent) and initialise its limit."""
         if self._base != NULL:
             return self
-        f = MappedFile(self.path, self.file_size, mode=self._mode, preallocate=self._preallocate)
+        f = MappedFile(self.path, self.file_size, mode=self._mode, preallocate=self._preallocate,
+                       prefault=self._prefault)
         cdef int64_t limit = cas_i64(f.base, 0, FIRST)
         try:
             _check_limit(limit, self._slot, self.record_size, self.path)
