@@ -1,0 +1,240 @@
+package io.mappedbuspy;
+
+import io.mappedbuspy.messages.PriceUpdate;
+import io.mappedbuspy.testing.Test;
+import io.mappedbuspy.testing.TestFiles;
+
+import java.io.EOFException;
+import java.io.File;
+import java.io.RandomAccessFile;
+
+import static io.mappedbuspy.testing.Assert.assertArrayEquals;
+import static io.mappedbuspy.testing.Assert.assertContains;
+import static io.mappedbuspy.testing.Assert.assertEquals;
+import static io.mappedbuspy.testing.Assert.assertFalse;
+import static io.mappedbuspy.testing.Assert.assertThrows;
+import static io.mappedbuspy.testing.Assert.assertTrue;
+
+/** The writer's protocol and its argument and state checks. */
+public final class WriterTest {
+    /** A new file gets limit 8 from the first writer; the file is sized to a page multiple. */
+    @Test
+    public void firstWriterInitialisesLimitAndSizesTheFile() throws Exception {
+        String path = TestFiles.newPath("new.bus");
+        try (MappedBusWriter w = new MappedBusWriter(path, 5000, 16).open()) {
+            assertEquals("file length", 8192, new File(path).length());
+            try (MemoryMappedFile mem = new MemoryMappedFile(path, 5000)) {
+                assertEquals("limit", 8, mem.getLongAcquire(0));
+                assertTrue("write", w.write(new byte[] {1, 2, 3}, 0, 3));
+                assertEquals("limit after one record", 32, mem.getLongAcquire(0));
+                assertEquals("status", 1, mem.getStatus(8));
+                assertEquals("meta", 3, mem.getInt(12));
+                assertEquals("payload", 0x030201, mem.getInt(16));
+            }
+        }
+        try (MappedBusWriter w = new MappedBusWriter(path, 5000, 16).open();
+             MemoryMappedFile mem = new MemoryMappedFile(path, 5000)) {
+            assertEquals("a second writer keeps the limit", 32, mem.getLongAcquire(0));
+            w.write(new byte[0], 0, 0);
+            assertEquals("limit", 56, mem.getLongAcquire(0));
+        }
+    }
+
+    /** A payload longer than the record is refused before anything is allocated or written. */
+    @Test
+    public void payloadTooLongIsRejectedBeforeAllocation() throws Exception {
+        String path = TestFiles.newPath("long.bus");
+        try (MappedBusWriter w = new MappedBusWriter(path, 4096, 8).open()) {
+            w.write(new byte[] {1, 2, 3, 4, 5, 6, 7, 8}, 0, 8);
+            w.write(new byte[] {9}, 0, 1);
+            byte[] before = Buses.bytes(path);
+            IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                    () -> w.write(new byte[9], 0, 9));
+            assertContains(e.getMessage(), "9");
+            assertThrows(IllegalArgumentException.class, () -> w.write(new byte[4], 0, -1));
+            assertThrows(IllegalArgumentException.class, () -> w.write(new byte[4], 2, 3));
+            assertThrows(IllegalArgumentException.class, () -> w.write(new byte[4], -1, 2));
+            assertArrayEquals("file unchanged", before, Buses.bytes(path));
+        }
+        try (MappedBusReader r = new MappedBusReader(path, 4096, 8).open()) {
+            byte[] buf = new byte[8];
+            assertTrue("first", r.next());
+            assertEquals("len", 8, r.readBuffer(buf, 0));
+            assertTrue("second", r.next());
+            assertEquals("len", 1, r.readBuffer(buf, 0));
+            assertEquals("byte", 9, buf[0]);
+            assertFalse("nothing else", r.next());
+        }
+    }
+
+    /** Zero or negative sizes, and files too small for one record, are refused. */
+    @Test
+    public void badSizesAreRejected() {
+        String path = TestFiles.newPath("sizes.bus");
+        assertThrows(IllegalArgumentException.class, () -> new MappedBusWriter(path, 4096, 0));
+        assertThrows(IllegalArgumentException.class, () -> new MappedBusWriter(path, 4096, -1));
+        assertThrows(IllegalArgumentException.class, () -> new MappedBusWriter(path, 0, 8));
+        assertThrows(IllegalArgumentException.class, () -> new MappedBusWriter(path, -4096, 8));
+        assertThrows(IllegalArgumentException.class, () -> new MappedBusWriter(path, 23, 8));
+        assertThrows(IllegalArgumentException.class, () -> new MappedBusWriter(path, 1L << 40, Integer.MAX_VALUE));
+        assertThrows(IllegalArgumentException.class, () -> new MappedBusReader(path, 4096, 0));
+        assertThrows(IllegalArgumentException.class, () -> new MappedBusReader(path, 10, 8));
+        assertFalse("no file was created", new File(path).exists());
+    }
+
+    /** The smallest file holds exactly one record; the next write is EOF. */
+    @Test
+    public void smallestFileHoldsOneRecord() throws Exception {
+        String path = TestFiles.newPath("min.bus");
+        try (MappedBusWriter w = new MappedBusWriter(path, 24, 8).open()) {
+            assertTrue("one record", w.write(new byte[8], 0, 8));
+            assertThrows(EOFException.class, () -> w.write(new byte[8], 0, 8));
+        }
+    }
+
+    /** A full bus throws EOF with the numbers; readers reach EOF without waiting for their timeout. */
+    @Test
+    public void fullBusThrowsEofAndReaderReachesEofWithoutTimeout() throws Exception {
+        String path = TestFiles.newPath("full.bus");
+        long fileSize = 80; // 3 slots of 24 bytes after the limit
+        try (MappedBusWriter w = new MappedBusWriter(path, fileSize, 16).open()) {
+            for (int i = 0; i < 3; i++) {
+                assertTrue("write " + i, w.write(new PriceUpdate(i, i, i)));
+            }
+            EOFException e = assertThrows(EOFException.class, () -> w.write(new PriceUpdate()));
+            assertContains(e.getMessage(), "80");
+            assertThrows(EOFException.class, () -> w.write(new byte[1], 0, 1));
+        }
+        try (MappedBusReader r = new MappedBusReader(path, fileSize, 16).open()) {
+            r.setTimeout(10_000);
+            long start = System.nanoTime();
+            for (int i = 0; i < 3; i++) {
+                assertTrue("read " + i, r.next());
+            }
+            assertThrows(EOFException.class, r::next);
+            assertThrows(EOFException.class, r::next);
+            long ms = (System.nanoTime() - start) / 1_000_000;
+            assertTrue("EOF took " + ms + " ms", ms < 1000);
+        }
+    }
+
+    /** A limit that is not on a record boundary for this record size fails open. */
+    @Test
+    public void limitOffRecordBoundaryFailsOpen() throws Exception {
+        String path = TestFiles.newPath("limit.bus");
+        try (RandomAccessFile raf = new RandomAccessFile(path, "rw")) {
+            raf.setLength(4096);
+            raf.seek(0);
+            raf.write(new byte[] {30, 0, 0, 0, 0, 0, 0, 0}); // 30 - 8 = 22 is not a multiple of 20
+        }
+        CorruptBusException e = assertThrows(CorruptBusException.class,
+                () -> new MappedBusWriter(path, 4096, 12).open());
+        assertContains(e.getMessage(), "limit 30");
+        assertContains(e.getMessage(), "recordSize 12");
+        assertThrows(CorruptBusException.class, () -> new MappedBusReader(path, 4096, 12).open());
+        assertThrows(CorruptBusException.class, () -> new MappedBusReader(path, 4096, 12, true).open());
+        // 30 is a boundary for recordSize 14 (slot 22).
+        new MappedBusWriter(path, 4096, 14).open().close();
+    }
+
+    /** Reopening with a smaller file size maps less but never truncates the file. */
+    @Test
+    public void reopeningWithSmallerFileSizeNeverShrinks() throws Exception {
+        String path = TestFiles.newPath("shrink.bus");
+        try (MappedBusWriter big = new MappedBusWriter(path, 1 << 20, 16).open()) {
+            big.write(new byte[] {7}, 0, 1);
+            try (MappedBusWriter small = new MappedBusWriter(path, 4096, 16).open();
+                 MappedBusReader r = new MappedBusReader(path, 8192, 16).open()) {
+                assertEquals("length", 1 << 20, new File(path).length());
+                small.write(new byte[] {8}, 0, 1);
+                big.write(new byte[] {9}, 0, 1);
+                byte[] buf = new byte[16];
+                int n = 0;
+                while (r.next()) {
+                    r.readBuffer(buf, 0);
+                    n++;
+                }
+                assertEquals("records", 3, n);
+                assertEquals("last", 9, buf[0]);
+            }
+            assertEquals("length", 1 << 20, new File(path).length());
+        }
+    }
+
+    /** A closed or never-opened writer says so. */
+    @Test
+    public void closedWriterThrows() throws Exception {
+        String path = TestFiles.newPath("closed.bus");
+        MappedBusWriter w = new MappedBusWriter(path, 4096, 8);
+        IllegalStateException e = assertThrows(IllegalStateException.class, () -> w.write(new byte[1], 0, 1));
+        assertContains(e.getMessage(), "not open");
+        w.open();
+        assertThrows(IllegalStateException.class, w::open);
+        w.close();
+        e = assertThrows(IllegalStateException.class, () -> w.write(new PriceUpdate()));
+        assertContains(e.getMessage(), "closed");
+        w.close();
+        assertThrows(IllegalStateException.class, w::open);
+    }
+
+    /** Several writer threads share one bus: every record is delivered once, each writer's in order. */
+    @Test(timeoutSeconds = 120)
+    public void concurrentWritersDeliverEveryRecordOnceInOrder() throws Exception {
+        String path = TestFiles.newPath("mw.bus");
+        int writers = 4;
+        int perWriter = 20_000;
+        long fileSize = Layout.recordOffset((long) writers * perWriter, 8);
+        Thread[] threads = new Thread[writers];
+        Throwable[] errors = new Throwable[writers];
+        for (int k = 0; k < writers; k++) {
+            final int id = k;
+            threads[k] = new Thread(() -> {
+                try (MappedBusWriter w = new MappedBusWriter(path, fileSize, 8).open()) {
+                    byte[] rec = new byte[8];
+                    for (int i = 0; i < perWriter; i++) {
+                        rec[0] = (byte) id;
+                        rec[4] = (byte) i;
+                        rec[5] = (byte) (i >>> 8);
+                        rec[6] = (byte) (i >>> 16);
+                        if (!w.write(rec, 0, 8)) {
+                            throw new AssertionError("record rolled back");
+                        }
+                    }
+                } catch (Throwable t) {
+                    errors[id] = t;
+                }
+            });
+        }
+        try (MappedBusReader r = new MappedBusReader(path, fileSize, 8).open()) {
+            r.setTimeout(30_000); // a descheduled writer thread must not be rolled back
+            for (Thread t : threads) {
+                t.start();
+            }
+            int[] nextExpected = new int[writers];
+            byte[] buf = new byte[8];
+            int total = 0;
+            while (total < writers * perWriter) {
+                if (!Buses.await(r, 30_000)) {
+                    break;
+                }
+                assertEquals("length", 8, r.readBuffer(buf, 0));
+                int id = buf[0];
+                int i = (buf[4] & 0xFF) | (buf[5] & 0xFF) << 8 | (buf[6] & 0xFF) << 16;
+                assertEquals("order of writer " + id, nextExpected[id], i);
+                nextExpected[id]++;
+                total++;
+            }
+            for (Thread t : threads) {
+                t.join();
+            }
+            for (Throwable t : errors) {
+                if (t != null) {
+                    throw new AssertionError("writer failed", t);
+                }
+            }
+            assertEquals("records", writers * perWriter, total);
+            assertThrows(EOFException.class, r::next);
+            assertEquals("no rollbacks", 0, r.rollbacks() + r.rolledBackSkipped());
+        }
+    }
+}
