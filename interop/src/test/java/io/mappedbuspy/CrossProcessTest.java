@@ -1,0 +1,108 @@
+package io.mappedbuspy;
+
+import io.mappedbuspy.testing.Test;
+import io.mappedbuspy.testing.TestFiles;
+
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+
+import static io.mappedbuspy.testing.Assert.assertContains;
+import static io.mappedbuspy.testing.Assert.assertEquals;
+import static io.mappedbuspy.testing.Assert.assertFalse;
+import static io.mappedbuspy.testing.Assert.assertTrue;
+
+/** Writers in other JVM processes (BusTool), as the cross-language tests use them. */
+public final class CrossProcessTest {
+    private static Process busTool(String... args) throws IOException {
+        List<String> cmd = new ArrayList<>();
+        cmd.add(ProcessHandle.current().info().command().orElse("java"));
+        cmd.add("-cp");
+        cmd.add(System.getProperty("java.class.path"));
+        cmd.add("io.mappedbuspy.tools.BusTool");
+        cmd.addAll(List.of(args));
+        return new ProcessBuilder(cmd).redirectErrorStream(true).start();
+    }
+
+    private static BufferedReader lines(Process p) {
+        return new BufferedReader(new InputStreamReader(p.getInputStream(), StandardCharsets.US_ASCII));
+    }
+
+    private static String finish(Process p) throws Exception {
+        String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.US_ASCII);
+        assertTrue("exited", p.waitFor(30, TimeUnit.SECONDS));
+        assertEquals("exit code, output: " + out, 0, p.exitValue());
+        return out;
+    }
+
+    /** Two writer processes interleave; a reader gets every record once, each writer's in order. */
+    @Test(timeoutSeconds = 120)
+    public void twoWriterProcessesInterleave() throws Exception {
+        String path = TestFiles.newPath("xp.bus");
+        int n = 5000;
+        long fileSize = Layout.recordOffset(2L * n, 8);
+        try (MappedBusReader r = new MappedBusReader(path, fileSize, 8).open()) {
+            r.setTimeout(30_000);
+            Process a = busTool("write-bytes", path, "" + fileSize, "8", "" + n, "1");
+            Process b = busTool("write-bytes", path, "" + fileSize, "8", "" + n, "2");
+            int[] next = new int[3];
+            byte[] buf = new byte[8];
+            for (int k = 0; k < 2 * n; k++) {
+                assertTrue("record " + k, Buses.await(r, 30_000));
+                assertEquals("length", 8, r.readBuffer(buf, 0));
+                int id = buf[0];
+                int i = (buf[4] & 0xFF) | (buf[5] & 0xFF) << 8 | (buf[6] & 0xFF) << 16 | (buf[7] & 0xFF) << 24;
+                assertEquals("order of writer " + id, next[id], i);
+                next[id]++;
+            }
+            assertContains(finish(a), "wrote 5000 committed 5000");
+            assertContains(finish(b), "wrote 5000 committed 5000");
+        }
+    }
+
+    /** A writer process that allocates and hangs costs readers one timeout, not the later records. */
+    @Test(timeoutSeconds = 60)
+    public void hungWriterProcessIsRolledBack() throws Exception {
+        String path = TestFiles.newPath("hang.bus");
+        Process p = busTool("allocate-and-hang", path, "4096", "12");
+        try {
+            assertEquals("first line", "allocated 8", lines(p).readLine());
+            try (MappedBusWriter w = new MappedBusWriter(path, 4096, 12).open();
+                 MappedBusReader r = new MappedBusReader(path, 4096, 12).open()) {
+                r.setTimeout(100);
+                assertTrue("write", w.write(new byte[] {42}, 0, 1));
+                assertFalse("waiting", r.next());
+                assertTrue("delivered after the rollback", Buses.await(r, 5000));
+                assertEquals("position", 28, r.recordPosition());
+                assertEquals("rollbacks", 1, r.rollbacks());
+            }
+        } finally {
+            p.destroy();
+            p.waitFor(10, TimeUnit.SECONDS);
+        }
+    }
+
+    /** A writer process slower than the reader's timeout learns its record was rolled back. */
+    @Test(timeoutSeconds = 60)
+    public void slowWriterProcessGetsFalse() throws Exception {
+        String path = TestFiles.newPath("slowxp.bus");
+        Process p = busTool("slow-write", path, "4096", "12", "1000");
+        BufferedReader out = lines(p);
+        assertEquals("first line", "allocated 8", out.readLine());
+        try (MappedBusReader r = new MappedBusReader(path, 4096, 12).open()) {
+            r.setTimeout(50);
+            long end = System.nanoTime() + 5_000_000_000L;
+            while (r.rollbacks() == 0 && System.nanoTime() < end) {
+                assertFalse("nothing delivered", r.next());
+            }
+            assertEquals("rollbacks", 1, r.rollbacks());
+        }
+        assertEquals("writer's result", "committed false", out.readLine());
+        assertTrue("exited", p.waitFor(30, TimeUnit.SECONDS));
+        assertEquals("exit code", 0, p.exitValue());
+    }
+}
