@@ -228,3 +228,25 @@ cdef class MappedBusWriter:
             err.committed = committed
             raise err
         return committed
+
+    # -- fault injection for tests: a writer stopped between allocating and committing --
+
+    def _allocate_only(self, data):
+        """Allocate a record and fill it, but do not commit it: what a writer that crashes
+        (or stalls) between the two steps leaves behind. Returns its offset."""
+        cdef bytes payload = bytes(data)
+        if len(payload) > self.record_size:
+            raise ValueError("payload longer than record_size")
+        cdef char *rec = self._alloc(1)
+        cdef int32_t meta = len(payload)
+        memcpy(rec + 4, &meta, 4)
+        memcpy(rec + 8, <char *>payload, len(payload))
+        return rec - self._base
+
+    def _commit_at(self, int64_t offset):
+        """Commit a record left by ``_allocate_only``: False if a reader rolled it back."""
+        if self._base == NULL:
+            raise BusClosedError("the MappedBusWriter is closed")
+        if offset < FIRST or offset > self._last or (offset - FIRST) % self._slot:
+            raise ValueError(f"{offset} is not a record offset")
+        return self._commit(self._base + offset)

@@ -1,0 +1,48 @@
+"""Shared fixtures: unique bus paths on /dev/shm and on disk, and the golden vectors."""
+import json
+import os
+import pathlib
+import shutil
+import sys
+import uuid
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+GOLDEN = ROOT / "tests" / "data" / "golden"
+SHM = pathlib.Path("/dev/shm")
+
+# Subprocesses started by tests import the package from this checkout.
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+
+@pytest.fixture
+def bus_path(request):
+    """A fresh bus path in RAM (/dev/shm), removed afterwards."""
+    base = SHM if SHM.is_dir() else pathlib.Path("/tmp")
+    path = base / f"mbtest-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+    yield str(path)
+    if path.exists():
+        path.unlink()
+
+
+@pytest.fixture
+def disk_bus_path(tmp_path):
+    """A fresh bus path on disk."""
+    return str(tmp_path / "bus.dat")
+
+
+@pytest.fixture(scope="session")
+def manifest():
+    with open(GOLDEN / "manifest.json") as f:
+        return json.load(f)
+
+
+def golden_copy(tmp_path, name):
+    """A writable copy of a golden file (readers may roll back its uncommitted slot)."""
+    dst = tmp_path / name
+    shutil.copyfile(GOLDEN / name, dst)
+    os.chmod(dst, 0o600)
+    return str(dst)
