@@ -104,11 +104,9 @@ def test_java_reader_stops_at_eof_on_full_bus(jar, tmp_path):
     assert proc.stdout.strip().splitlines()[-1] == "END 3 rolledBackSkipped=0 rollbacks=0"
 
 
-def test_java_layout_constants():
+def test_java_layout_constants(jar):
     """BusTool layout prints NAME=value for the wire constants (the Python side compares them)."""
-    if not os.path.exists(JAR):
-        pytest.skip("jar not built")
-    out = subprocess.run(["java", "-cp", JAR, "io.mappedbuspy.tools.BusTool", "layout"],
+    out = subprocess.run(["java", "-cp", jar, "io.mappedbuspy.tools.BusTool", "layout"],
                          capture_output=True, text=True, timeout=60, check=True).stdout
     constants = dict(line.split("=") for line in out.split())
     assert constants["FIRST_RECORD_OFFSET"] == "8"
