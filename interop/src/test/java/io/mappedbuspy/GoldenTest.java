@@ -94,6 +94,7 @@ public final class GoldenTest {
             assertEquals(name + " bytes on disk", num(f, "bytes_on_disk"), Files.size(src));
             String path = TestFiles.newPath(name);
             Files.copy(src, Paths.get(path));
+            Paths.get(path).toFile().setWritable(true, true); // the shared originals are read-only
             byte[] before = Files.readAllBytes(Paths.get(path));
             long fileSize = num(f, "file_size");
             int recordSize = (int) num(f, "record_size");
