@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Sets up everything a clean clone needs, idempotently: a virtualenv in .venv with the
+# package built in place (plus the test, JVM, Spark and benchmark extras), and the jars.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v javac >/dev/null 2>&1; then
+    echo "setup: installing a JDK (javac not found)" >&2
+    if [ "$(id -u)" = 0 ]; then
+        apt-get update -qq && apt-get install -y -qq openjdk-17-jdk-headless >/dev/null
+    else
+        echo "setup: need javac (OpenJDK 17+); install openjdk-17-jdk-headless" >&2
+        exit 1
+    fi
+fi
+
+PY=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+    echo "setup: creating .venv" >&2
+    "$PY" -m venv .venv
+fi
+# shellcheck disable=SC1091
+. .venv/bin/activate
+
+stamp=".venv/.deps-$(cat pyproject.toml setup.py | sha1sum | cut -c1-12)"
+if [ ! -f "$stamp" ]; then
+    echo "setup: installing dependencies (pyspark is large: about a minute)" >&2
+    python -m pip install -q --upgrade pip
+    python -m pip install -q -e ".[test,jvm,spark,perf]"
+    touch "$stamp"
+fi
+# Rebuild the extensions in place when a .pyx/.pxd/.h changed (a no-op otherwise).
+python setup.py -q build_ext --inplace 2>&1 | grep -v -e "^running" -e "BetaConfiguration" -e "warnings.warn" || true
+
+bash interop/build.sh >/dev/null
+if [ -f interop/build_spark.sh ]; then
+    bash interop/build_spark.sh >/dev/null
+fi
+echo "setup: ready (.venv, build/jvm)" >&2

@@ -1,0 +1,93 @@
+"""Real processes on one real file: integrity, total order, crashed and slow writers."""
+import os
+import signal
+import struct
+import subprocess
+import sys
+import time
+from collections import defaultdict
+
+import pytest
+
+from mappedbus_py import MappedBusReader, MappedBusWriter
+
+CHILD = [sys.executable, os.path.join(os.path.dirname(__file__), "bus_child.py")]
+
+
+def start(*args):
+    return subprocess.Popen(CHILD + [str(a) for a in args], stdout=subprocess.PIPE, text=True)
+
+
+def parse_reader(out):
+    lines = out.strip().splitlines()
+    assert lines[-1].startswith("END "), lines[-1:]
+    recs = [line.split() for line in lines[:-1]]
+    return [(int(p), int(m), bytes.fromhex(h)) for p, m, h in recs], lines[-1]
+
+
+def check_integrity(records, writers, per_writer):
+    """Every record untorn; each writer's records complete and in its own order."""
+    seen = defaultdict(list)
+    for _, meta, payload in records:
+        assert meta == 8
+        wid, i = struct.unpack_from("<ii", payload)
+        seen[wid].append(i)
+    assert sorted(seen) == sorted(writers)
+    for wid in writers:
+        assert seen[wid] == list(range(per_writer)), f"writer {wid} out of order or incomplete"
+
+
+@pytest.mark.slow
+def test_nine_writer_processes_ninety_thousand_records_two_readers_agree(bus_path):
+    writers, per = 9, 10_000
+    total = writers * per
+    fsize = 8 + (total + 10) * 16
+    MappedBusWriter(bus_path, fsize, 8).open().close()
+    readers = [start("read", bus_path, fsize, 8, total, "--idle-exit", 20000) for _ in range(2)]
+    ws = [start("write", bus_path, fsize, 8, per, wid) for wid in range(writers)]
+    for w in ws:
+        out, _ = w.communicate(timeout=120)
+        assert w.returncode == 0 and out.strip() == f"wrote {per} committed {per}"
+    outs = [r.communicate(timeout=120)[0] for r in readers]
+    parsed = [parse_reader(o) for o in outs]
+    for recs, end in parsed:
+        assert len(recs) == total, end
+        check_integrity(recs, range(writers), per)
+    assert parsed[0][0] == parsed[1][0]      # the same total order, position by position
+
+
+@pytest.mark.slow
+def test_crashed_writer_costs_one_timeout_and_every_later_record_arrives(bus_path):
+    fsize = 1_000_000
+    with MappedBusWriter(bus_path, fsize, 8) as w:
+        w.write(b"before")
+        hang = start("allocate-and-hang", bus_path, fsize, 8)
+        assert hang.stdout.readline().startswith("allocated")
+        hang.send_signal(signal.SIGKILL)          # dies between allocate and commit
+        hang.wait()
+        for i in range(100):
+            w.write(struct.pack("<ii", 1, i))
+    t0 = time.monotonic()
+    reader = start("read", bus_path, fsize, 8, 101, "--timeout", 300, "--idle-exit", 5000)
+    recs, end = parse_reader(reader.communicate(timeout=30)[0])
+    took = time.monotonic() - t0
+    assert len(recs) == 101 and recs[0][2].startswith(b"before")
+    assert "rollbacks=1" in end and "rolledBackSkipped=1" in end
+    assert took < 4.0
+
+
+@pytest.mark.slow
+def test_stopped_writer_resumed_after_the_timeout_gets_false_and_is_never_delivered(bus_path):
+    fsize = 100_000
+    MappedBusWriter(bus_path, fsize, 8).open().close()
+    slow = start("slow-write", bus_path, fsize, 8, 1500)
+    assert slow.stdout.readline().startswith("allocated")
+    with MappedBusWriter(bus_path, fsize, 8) as w:
+        w.write(b"other")
+    with MappedBusReader(bus_path, fsize, 8, timeout=200) as r:
+        rec = r.read(timeout=5)
+        assert rec.data == b"other" and r.rollbacks == 1
+    out, _ = slow.communicate(timeout=10)
+    assert out.strip() == "committed false"
+    with MappedBusReader(bus_path, fsize, 8, timeout=200) as r:
+        assert [x.data for x in r.records(timeout=0.1)] == [b"other"]
