@@ -54,9 +54,9 @@ cdef class MappedFile:
             os.close(fd)   # the mapping keeps the file; no descriptor held per bus
 
     cdef _grow(self, int fd, int64_t size, bint preallocate):
-        # flock: two processes growing at once must not let the later, smaller ftruncate
-        # cut what the other grew.
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        # A POSIX record lock (what Java's FileChannel.lock takes too): two processes
+        # growing at once must not let the later, smaller ftruncate cut what the other grew.
+        fcntl.lockf(fd, fcntl.LOCK_EX)
         try:
             current = os.fstat(fd).st_size
             if preallocate:
@@ -75,7 +75,7 @@ cdef class MappedFile:
             if current < size:
                 os.ftruncate(fd, size)
         finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
+            fcntl.lockf(fd, fcntl.LOCK_UN)
 
     cdef _map(self, int fd, int64_t size, bint prefault):
         cdef int prot = PROT_READ if self.read_only else PROT_READ | PROT_WRITE

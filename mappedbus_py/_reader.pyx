@@ -203,12 +203,8 @@ cdef class MappedBusReader:
             if pos > self._last:
                 self._pos = pos
                 raise BusFullError(f"end of bus: position {pos}, file_size {self.file_size}")
-            if pos >= self._limit_seen:
-                limit = load_acquire_i64(base)
-                self._limit_seen = limit
-                if limit <= pos:
-                    self._pos = pos
-                    return 0
+            # The status first: a committed slot was allocated, so the common path never
+            # touches the limit's cache line, which every writer's fetch-and-add owns.
             status = status_load_acquire(base + pos, self._aligned)
             if status == 1:
                 self._cur = pos
@@ -218,6 +214,13 @@ cdef class MappedBusReader:
                 pos += self._slot
                 self.skipped += 1
                 continue
+            if pos >= self._limit_seen:
+                limit = load_acquire_i64(base)
+                self._limit_seen = limit
+                if limit <= pos:
+                    self._pos = pos       # not allocated yet: nothing new
+                    return 0
+                continue                  # allocated: look at its status again
             if status != 0:
                 self._pos = pos
                 raise CorruptBusError(f"{self.path!r}: record at {pos} has status {status} "

@@ -1,6 +1,7 @@
 # cython: language_level=3, embedsignature=True
 """The writer: fetch-and-add a slot on the limit, fill it, commit it by compare-and-swap."""
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_C_CONTIGUOUS
+from cpython.bytearray cimport PyByteArray_CheckExact, PyByteArray_AS_STRING, PyByteArray_GET_SIZE
 from cpython.bytes cimport PyBytes_CheckExact, PyBytes_AS_STRING, PyBytes_GET_SIZE
 from libc.stdint cimport int32_t, int64_t
 from libc.string cimport memcpy
@@ -153,6 +154,9 @@ cdef class MappedBusWriter:
             return self._commit(rec)
         if PyBytes_CheckExact(data):
             return self._write_bytes(PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), offset, length)
+        if PyByteArray_CheckExact(data):
+            return self._write_bytes(PyByteArray_AS_STRING(data), PyByteArray_GET_SIZE(data),
+                                     offset, length)
         PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
         try:
             return self._write_bytes(<const char *>view.buf, view.len, offset, length)
