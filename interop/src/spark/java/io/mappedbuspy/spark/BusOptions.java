@@ -1,0 +1,192 @@
+package io.mappedbuspy.spark;
+
+import io.mappedbuspy.Layout;
+import org.apache.spark.sql.types.DataTypes;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+
+import java.io.File;
+import java.io.Serializable;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+
+/**
+ * The data source options, parsed and checked once on the driver (names are case-insensitive).
+ * See {@code interop/src/spark/README.md} for what each one does.
+ */
+public final class BusOptions implements Serializable {
+    private static final long serialVersionUID = 1L;
+
+    /** Column holding the record's file offset. */
+    public static final String POSITION = "position";
+    /** Column holding the record's metadata (message type, or byte length). */
+    public static final String META = "meta";
+    /** Column holding the record's payload bytes (untyped reads and writes). */
+    public static final String PAYLOAD = "payload";
+
+    final String path;
+    final int recordSize;
+    /** Logical file size, or -1 for "the file's length". */
+    final long fileSize;
+    /** Null for untyped records (position, meta, payload). */
+    final BusLayout layout;
+    final boolean trimPayload;
+    final int timeoutMs;
+    final long recordsPerPartition;
+    final int numPartitions;
+    final String startingPosition;
+    final long maxRecordsPerTrigger;
+    final boolean columnar;
+    final int batchSize;
+    final boolean waitUncommitted;
+    final boolean checkHost;
+
+    private BusOptions(Map<String, String> raw) {
+        Map<String, String> o = new HashMap<>();
+        for (Map.Entry<String, String> e : raw.entrySet()) {
+            o.put(e.getKey().toLowerCase(Locale.ROOT), e.getValue());
+        }
+        path = o.get("path");
+        if (path == null || path.isEmpty()) {
+            throw new IllegalArgumentException("mappedbus: option 'path' (the bus file) is required");
+        }
+        int typeId = intOpt(o, "typeid", 0, Integer.MIN_VALUE);
+        String spec = o.get("layout");
+        layout = spec == null || spec.trim().isEmpty() || spec.trim().equalsIgnoreCase("raw")
+                ? null : BusLayout.parse(spec, typeId);
+        if (o.containsKey("recordsize")) {
+            recordSize = intOpt(o, "recordsize", 0, 1);
+        } else if (layout != null) {
+            recordSize = layout.size();
+        } else {
+            throw new IllegalArgumentException("mappedbus: option 'recordSize' is required (the payload size "
+                    + "every process using " + path + " was given)");
+        }
+        if (layout != null && layout.size() > recordSize) {
+            throw new IllegalArgumentException("mappedbus: layout " + layout + " needs " + layout.size()
+                    + " payload bytes but recordSize is " + recordSize);
+        }
+        fileSize = o.containsKey("filesize") ? longOpt(o, "filesize", -1, Layout.FIRST_RECORD_OFFSET
+                + Layout.slotSize(recordSize)) : -1;
+        trimPayload = boolOpt(o, "trimpayload", false);
+        timeoutMs = intOpt(o, "timeoutms", Layout.DEFAULT_TIMEOUT_MS, 0);
+        recordsPerPartition = longOpt(o, "recordsperpartition", -1, 1);
+        numPartitions = intOpt(o, "numpartitions", -1, 1);
+        startingPosition = o.getOrDefault("startingposition", "earliest").trim().toLowerCase(Locale.ROOT);
+        if (!startingPosition.equals("earliest") && !startingPosition.equals("latest")) {
+            long p;
+            try {
+                p = Long.parseLong(startingPosition);
+            } catch (NumberFormatException e) {
+                p = -1;
+            }
+            if (!Layout.isRecordBoundary(p, recordSize)) {
+                throw new IllegalArgumentException("mappedbus: startingPosition must be earliest, latest or a "
+                        + "record offset (8 + k * " + Layout.slotSize(recordSize) + "), got '"
+                        + o.get("startingposition") + "'");
+            }
+        }
+        maxRecordsPerTrigger = longOpt(o, "maxrecordspertrigger", -1, 1);
+        columnar = boolOpt(o, "columnar", true);
+        batchSize = intOpt(o, "batchsize", 4096, 1);
+        String unc = o.getOrDefault("uncommitted", "stop").trim().toLowerCase(Locale.ROOT);
+        if (!unc.equals("stop") && !unc.equals("wait")) {
+            throw new IllegalArgumentException("mappedbus: option 'uncommitted' must be stop or wait, got '"
+                    + unc + "'");
+        }
+        waitUncommitted = unc.equals("wait");
+        checkHost = boolOpt(o, "checkhost", true);
+    }
+
+    /**
+     * Parses options.
+     *
+     * @param options the options given to the reader or writer
+     * @return the parsed options
+     * @throws IllegalArgumentException naming a bad or missing option
+     */
+    public static BusOptions parse(Map<String, String> options) {
+        return new BusOptions(options);
+    }
+
+    /** @return the read schema: position, meta, then payload or the layout's fields */
+    StructType readSchema() {
+        List<StructField> cols = new ArrayList<>();
+        cols.add(DataTypes.createStructField(POSITION, DataTypes.LongType, false));
+        cols.add(DataTypes.createStructField(META, DataTypes.IntegerType, false));
+        if (layout == null) {
+            cols.add(DataTypes.createStructField(PAYLOAD, DataTypes.BinaryType, false));
+        } else {
+            cols.addAll(layout.sparkFields());
+        }
+        return DataTypes.createStructType(cols);
+    }
+
+    /**
+     * The logical file size: the option, or the file's length.
+     *
+     * @param mustExist whether a missing file without a fileSize option is an error (else -1)
+     * @return the size in bytes
+     */
+    long resolveFileSize(boolean mustExist) {
+        if (fileSize > 0) {
+            return fileSize;
+        }
+        File f = new File(path);
+        if (!f.isFile()) {
+            if (mustExist) {
+                throw new IllegalArgumentException("mappedbus: bus file " + path + " does not exist (give "
+                        + "option 'fileSize' to create it)");
+            }
+            return -1;
+        }
+        return f.length();
+    }
+
+    private static String get(Map<String, String> o, String key) {
+        String v = o.get(key);
+        return v == null ? null : v.trim();
+    }
+
+    private static long longOpt(Map<String, String> o, String key, long dflt, long min) {
+        String v = get(o, key);
+        if (v == null) {
+            return dflt;
+        }
+        long x;
+        try {
+            x = Long.parseLong(v.replace("_", ""));
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException("mappedbus: option '" + key + "' must be an integer, got '" + v + "'");
+        }
+        if (x < min) {
+            throw new IllegalArgumentException("mappedbus: option '" + key + "' must be >= " + min + ", got " + x);
+        }
+        return x;
+    }
+
+    private static int intOpt(Map<String, String> o, String key, int dflt, int min) {
+        long x = longOpt(o, key, dflt, min);
+        if (x > Integer.MAX_VALUE) {
+            throw new IllegalArgumentException("mappedbus: option '" + key + "' is too large: " + x);
+        }
+        return (int) x;
+    }
+
+    private static boolean boolOpt(Map<String, String> o, String key, boolean dflt) {
+        String v = get(o, key);
+        if (v == null) {
+            return dflt;
+        }
+        if (v.equalsIgnoreCase("true")) {
+            return true;
+        }
+        if (v.equalsIgnoreCase("false")) {
+            return false;
+        }
+        throw new IllegalArgumentException("mappedbus: option '" + key + "' must be true or false, got '" + v + "'");
+    }
+}

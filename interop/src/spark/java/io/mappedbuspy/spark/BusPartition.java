@@ -1,0 +1,129 @@
+package io.mappedbuspy.spark;
+
+import io.mappedbuspy.Layout;
+import org.apache.spark.SparkContext;
+import org.apache.spark.SparkEnv;
+import org.apache.spark.sql.connector.read.InputPartition;
+
+import java.net.InetAddress;
+import java.net.UnknownHostException;
+import java.util.ArrayList;
+import java.util.List;
+
+/**
+ * A range of record slots {@code [start, end)} of one bus file, read by one task. Every slot in the range
+ * was seen committed or rolled back by the driver when it planned the range (statuses never change after
+ * that), so re-reading a partition always gives the same rows.
+ */
+final class BusPartition implements InputPartition {
+    private static final long serialVersionUID = 1L;
+
+    final String path;
+    final long fileSize;
+    final int recordSize;
+    final long start;
+    final long end;
+    /** True when the range may hold slots still uncommitted (uncommitted=wait): they are skipped. */
+    final boolean skipUncommitted;
+    /** Executor host name for Spark's locality (the node whose memory holds the bus). */
+    final String preferredHost;
+    /** InetAddress host name of the planning node, checked by the task (null: no check). */
+    final String requiredHost;
+
+    BusPartition(String path, long fileSize, int recordSize, long start, long end, boolean skipUncommitted,
+                 String preferredHost, String requiredHost) {
+        this.path = path;
+        this.fileSize = fileSize;
+        this.recordSize = recordSize;
+        this.start = start;
+        this.end = end;
+        this.skipUncommitted = skipUncommitted;
+        this.preferredHost = preferredHost;
+        this.requiredHost = requiredHost;
+    }
+
+    @Override
+    public String[] preferredLocations() {
+        return preferredHost == null ? new String[0] : new String[] {preferredHost};
+    }
+
+    long records() {
+        return (end - start) / Layout.slotSize(recordSize);
+    }
+
+    @Override
+    public String toString() {
+        return "BusPartition[" + path + " " + start + ".." + end + "]";
+    }
+
+    /**
+     * Splits {@code [start, end)} into partitions by record count.
+     *
+     * @param o        options (recordsPerPartition, numPartitions, checkHost)
+     * @param fileSize the logical file size
+     * @param start    first slot offset
+     * @param end      offset past the last slot
+     * @param skipUncommitted see {@link #skipUncommitted}
+     * @return the partitions, in file order (none for an empty range)
+     */
+    static BusPartition[] split(BusOptions o, long fileSize, long start, long end, boolean skipUncommitted) {
+        long slot = Layout.slotSize(o.recordSize);
+        long n = (end - start) / slot;
+        if (n <= 0) {
+            return new BusPartition[0];
+        }
+        long per;
+        if (o.numPartitions > 0) {
+            per = (n + o.numPartitions - 1) / o.numPartitions;
+        } else if (o.recordsPerPartition > 0) {
+            per = o.recordsPerPartition;
+        } else {
+            int par = Math.max(1, SparkContext.getOrCreate().defaultParallelism());
+            per = Math.max(4096, (n + par - 1) / par);
+        }
+        String preferred = executorHost();
+        String required = o.checkHost ? localHostName() : null;
+        List<BusPartition> parts = new ArrayList<>();
+        for (long k = 0; k < n; k += per) {
+            long s = start + k * slot;
+            long e = start + Math.min(n, k + per) * slot;
+            parts.add(new BusPartition(o.path, fileSize, o.recordSize, s, e, skipUncommitted, preferred, required));
+        }
+        return parts.toArray(new BusPartition[0]);
+    }
+
+    /** The host name Spark's scheduler knows this (driver) node's executor by, or null. */
+    static String executorHost() {
+        SparkEnv env = SparkEnv.get();
+        return env == null ? null : env.blockManager().blockManagerId().host();
+    }
+
+    /** This machine's host name, for the same-node check. */
+    static String localHostName() {
+        try {
+            return InetAddress.getLocalHost().getHostName();
+        } catch (UnknownHostException e) {
+            return "localhost";
+        }
+    }
+
+    /**
+     * Fails when a task runs on another machine than the one that planned it: the bus is a node-local
+     * memory-mapped file, and a file at the same path elsewhere is a different bus.
+     *
+     * @param path         bus path, for the message
+     * @param requiredHost host name of the planning node, or null to skip the check
+     * @throws java.io.IOException on another node
+     */
+    static void checkHost(String path, String requiredHost) throws java.io.IOException {
+        if (requiredHost == null) {
+            return;
+        }
+        String here = localHostName();
+        if (!here.equals(requiredHost)) {
+            throw new java.io.IOException("mappedbus: bus " + path + " is node-local to " + requiredHost
+                    + " but this task runs on " + here + " (run executors on the bus node, raise "
+                    + "spark.locality.wait, or set option checkHost=false if every node has its own bus)");
+        }
+    }
+}

@@ -1,0 +1,87 @@
+package io.mappedbuspy.spark;
+
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.connector.read.InputPartition;
+import org.apache.spark.sql.connector.read.PartitionReader;
+import org.apache.spark.sql.connector.read.PartitionReaderFactory;
+import org.apache.spark.sql.types.StructField;
+import org.apache.spark.sql.types.StructType;
+import org.apache.spark.sql.vectorized.ColumnarBatch;
+
+import java.io.IOException;
+import java.io.UncheckedIOException;
+
+/**
+ * Creates the readers of {@link BusPartition}s: columnar ({@link ColumnarBatch}es of {@code batchSize}
+ * rows, the default) or row by row ({@code columnar=false}).
+ */
+final class BusReaderFactory implements PartitionReaderFactory {
+    private static final long serialVersionUID = 1L;
+
+    // Column kinds (what each output column decodes).
+    static final int POSITION = 0;
+    static final int META = 1;
+    static final int PAYLOAD = 2;
+    static final int PAYLOAD_TRIMMED = 3;
+    static final int FIELD = 4;
+
+    final StructType schema;
+    final int[] kinds;
+    /** For FIELD columns: the wire type, payload offset and size. */
+    final BusLayout.Kind[] fieldKinds;
+    final int[] offsets;
+    final int[] sizes;
+    final int batchSize;
+    final boolean columnar;
+
+    BusReaderFactory(BusOptions o, StructType schema) {
+        this.schema = schema;
+        StructField[] cols = schema.fields();
+        kinds = new int[cols.length];
+        fieldKinds = new BusLayout.Kind[cols.length];
+        offsets = new int[cols.length];
+        sizes = new int[cols.length];
+        for (int i = 0; i < cols.length; i++) {
+            String name = cols[i].name();
+            if (name.equalsIgnoreCase(BusOptions.POSITION)) {
+                kinds[i] = POSITION;
+            } else if (name.equalsIgnoreCase(BusOptions.META)) {
+                kinds[i] = META;
+            } else if (o.layout == null) {
+                kinds[i] = o.trimPayload ? PAYLOAD_TRIMMED : PAYLOAD;
+                sizes[i] = o.recordSize;
+            } else {
+                BusLayout.Field f = o.layout.field(name);
+                kinds[i] = FIELD;
+                fieldKinds[i] = f.kind;
+                offsets[i] = f.offset;
+                sizes[i] = f.size;
+            }
+        }
+        batchSize = o.batchSize;
+        columnar = o.columnar;
+    }
+
+    @Override
+    public PartitionReader<InternalRow> createReader(InputPartition partition) {
+        try {
+            return new BusRowReader(this, (BusPartition) partition);
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
+    @Override
+    public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
+        try {
+            return new BusColumnarReader(this, (BusPartition) partition);
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+    }
+
+    @Override
+    public boolean supportColumnarReads(InputPartition partition) {
+        return columnar;
+    }
+}

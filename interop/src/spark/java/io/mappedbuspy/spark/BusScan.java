@@ -1,0 +1,116 @@
+package io.mappedbuspy.spark;
+
+import io.mappedbuspy.CorruptBusException;
+import io.mappedbuspy.Layout;
+import io.mappedbuspy.MemoryMappedFile;
+import org.apache.spark.sql.connector.read.Batch;
+import org.apache.spark.sql.connector.read.InputPartition;
+import org.apache.spark.sql.connector.read.PartitionReaderFactory;
+import org.apache.spark.sql.connector.read.Scan;
+import org.apache.spark.sql.connector.read.streaming.MicroBatchStream;
+import org.apache.spark.sql.types.StructType;
+
+import java.io.IOException;
+import java.io.UncheckedIOException;
+
+/**
+ * A batch or micro-batch scan of a bus file.
+ *
+ * <p>Batch planning maps the file read-only, takes the limit, and walks the statuses up to it: the batch
+ * ends at the first uncommitted slot ({@code uncommitted=stop}, the default), or, with
+ * {@code uncommitted=wait}, waits up to {@code timeoutMs} for each uncommitted slot and skips one still
+ * uncommitted (locally: a batch read never writes to the file). Rolled-back slots are skipped.
+ */
+final class BusScan implements Scan, Batch {
+    private final BusOptions options;
+    private final StructType schema;
+
+    BusScan(BusOptions options, StructType schema) {
+        this.options = options;
+        this.schema = schema;
+    }
+
+    @Override
+    public StructType readSchema() {
+        return schema;
+    }
+
+    @Override
+    public String description() {
+        return "mappedbus " + options.path + " recordSize=" + options.recordSize
+                + (options.layout == null ? "" : " layout=" + options.layout.name());
+    }
+
+    @Override
+    public Batch toBatch() {
+        return this;
+    }
+
+    @Override
+    public MicroBatchStream toMicroBatchStream(String checkpointLocation) {
+        return new BusMicroBatchStream(options, createReaderFactory());
+    }
+
+    @Override
+    public InputPartition[] planInputPartitions() {
+        long fileSize = options.resolveFileSize(true);
+        try (MemoryMappedFile m = new MemoryMappedFile(options.path, fileSize, true)) {
+            long[] range = settledRange(m, options, fileSize);
+            return BusPartition.split(options, fileSize, Layout.FIRST_RECORD_OFFSET, range[0],
+                    range[1] != 0);
+        } catch (IOException e) {
+            throw new UncheckedIOException("mappedbus: cannot plan a read of " + options.path, e);
+        }
+    }
+
+    @Override
+    public PartitionReaderFactory createReaderFactory() {
+        return new BusReaderFactory(options, schema);
+    }
+
+    /**
+     * The end of the batch: {end offset, 1 if an uncommitted slot was skipped inside it else 0}.
+     */
+    static long[] settledRange(MemoryMappedFile m, BusOptions o, long fileSize) throws CorruptBusException {
+        long slot = Layout.slotSize(o.recordSize);
+        long usable = Math.min(fileSize, m.size());
+        if (usable < Layout.FIRST_RECORD_OFFSET + slot) {
+            return new long[] {Layout.FIRST_RECORD_OFFSET, 0};
+        }
+        long maxEnd = Layout.FIRST_RECORD_OFFSET + (usable - Layout.FIRST_RECORD_OFFSET) / slot * slot;
+        long limit = m.getLongAcquire(Layout.LIMIT_OFFSET);
+        if (limit != 0 && !Layout.isRecordBoundary(limit, o.recordSize)) {
+            throw new CorruptBusException("limit " + limit + " in " + o.path + " is not on a record boundary "
+                    + "for recordSize " + o.recordSize + " (wrong recordSize, or a corrupt file)");
+        }
+        long end = Math.max(Layout.FIRST_RECORD_OFFSET, Math.min(limit, maxEnd));
+        long skipped = 0;
+        for (long pos = Layout.FIRST_RECORD_OFFSET; pos < end; pos += slot) {
+            int status = m.getStatus(pos);
+            if (status == Layout.STATUS_NOT_SET) {
+                if (!o.waitUncommitted) {
+                    return new long[] {pos, 0};
+                }
+                long deadline = System.nanoTime() + o.timeoutMs * 1_000_000L;
+                while ((status = m.getStatus(pos)) == Layout.STATUS_NOT_SET && System.nanoTime() < deadline) {
+                    Thread.onSpinWait();
+                    try {
+                        Thread.sleep(1);
+                    } catch (InterruptedException e) {
+                        Thread.currentThread().interrupt();
+                        throw new IllegalStateException("interrupted while waiting for a commit", e);
+                    }
+                }
+                if (status == Layout.STATUS_NOT_SET) {
+                    skipped = 1;
+                    continue;
+                }
+            }
+            if (status != Layout.STATUS_COMMITTED && status != Layout.STATUS_ROLLED_BACK) {
+                throw new CorruptBusException("record at position " + pos + " in " + o.path
+                        + " has invalid status " + status + " (wrong recordSize, or a corrupt file)");
+            }
+        }
+        return new long[] {end, skipped};
+    }
+}

@@ -1,0 +1,100 @@
+package io.mappedbuspy.spark;
+
+import org.apache.spark.sql.connector.write.BatchWrite;
+import org.apache.spark.sql.connector.write.DataWriterFactory;
+import org.apache.spark.sql.connector.write.PhysicalWriteInfo;
+import org.apache.spark.sql.connector.write.SupportsTruncate;
+import org.apache.spark.sql.connector.write.Write;
+import org.apache.spark.sql.connector.write.WriteBuilder;
+import org.apache.spark.sql.connector.write.WriterCommitMessage;
+import org.apache.spark.sql.connector.write.streaming.StreamingDataWriterFactory;
+import org.apache.spark.sql.connector.write.streaming.StreamingWrite;
+import org.apache.spark.sql.internal.connector.SupportsStreamingUpdateAsAppend;
+import org.apache.spark.sql.types.StructType;
+
+/**
+ * Appends rows to a bus, in batch ({@code mode("append")}) or streaming. Each task opens its own
+ * {@code MappedBusWriter}; records from different tasks interleave in the bus in allocation order.
+ *
+ * <p>A bus is append-only, so there is no transaction: a failed and retried task (or a re-run
+ * micro-batch) writes its rows again (at-least-once). Streaming {@code update} mode appends the changed
+ * rows; {@code complete} mode appends the whole result table every trigger (a bus cannot be truncated).
+ */
+final class BusWriteBuilder implements SupportsTruncate, SupportsStreamingUpdateAsAppend {
+    private final BusOptions options;
+    private final StructType schema;
+
+    BusWriteBuilder(BusOptions options, StructType schema) {
+        this.options = options;
+        this.schema = schema;
+    }
+
+    /** Accepted for streaming complete mode only; appends all the same (see the class comment). */
+    @Override
+    public WriteBuilder truncate() {
+        return this;
+    }
+
+    @Override
+    public Write build() {
+        RowEncoder encoder = new RowEncoder(options, schema);
+        long fileSize = options.resolveFileSize(true);
+        String host = options.checkHost ? BusPartition.localHostName() : null;
+        return new BusWrite(new BusWriterFactory(options.path, fileSize, options.recordSize, encoder, host));
+    }
+
+    /** The write itself: nothing to commit or abort beyond the tasks' appends. */
+    static final class BusWrite implements Write, BatchWrite, StreamingWrite {
+        private final BusWriterFactory factory;
+
+        BusWrite(BusWriterFactory factory) {
+            this.factory = factory;
+        }
+
+        @Override
+        public String description() {
+            return "mappedbus " + factory;
+        }
+
+        @Override
+        public BatchWrite toBatch() {
+            return this;
+        }
+
+        @Override
+        public StreamingWrite toStreaming() {
+            return this;
+        }
+
+        @Override
+        public DataWriterFactory createBatchWriterFactory(PhysicalWriteInfo info) {
+            return factory;
+        }
+
+        @Override
+        public StreamingDataWriterFactory createStreamingWriterFactory(PhysicalWriteInfo info) {
+            return factory;
+        }
+
+        @Override
+        public boolean useCommitCoordinator() {
+            return false;
+        }
+
+        @Override
+        public void commit(WriterCommitMessage[] messages) {
+        }
+
+        @Override
+        public void abort(WriterCommitMessage[] messages) {
+        }
+
+        @Override
+        public void commit(long epochId, WriterCommitMessage[] messages) {
+        }
+
+        @Override
+        public void abort(long epochId, WriterCommitMessage[] messages) {
+        }
+    }
+}

@@ -1,0 +1,117 @@
+package io.mappedbuspy.spark;
+
+import io.mappedbuspy.MappedBusWriter;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.connector.write.DataWriter;
+import org.apache.spark.sql.connector.write.DataWriterFactory;
+import org.apache.spark.sql.connector.write.WriterCommitMessage;
+import org.apache.spark.sql.connector.write.streaming.StreamingDataWriterFactory;
+
+import java.io.EOFException;
+import java.io.IOException;
+
+/** Creates one {@link BusDataWriter} (one {@code MappedBusWriter}) per task. */
+final class BusWriterFactory implements DataWriterFactory, StreamingDataWriterFactory {
+    private static final long serialVersionUID = 1L;
+    /** Times a record rolled back by a reader (its writer was too slow to commit) is written again. */
+    private static final int ATTEMPTS = 3;
+
+    private final String path;
+    private final long fileSize;
+    private final int recordSize;
+    private final RowEncoder encoder;
+    private final String requiredHost;
+
+    BusWriterFactory(String path, long fileSize, int recordSize, RowEncoder encoder, String requiredHost) {
+        this.path = path;
+        this.fileSize = fileSize;
+        this.recordSize = recordSize;
+        this.encoder = encoder;
+        this.requiredHost = requiredHost;
+    }
+
+    @Override
+    public DataWriter<InternalRow> createWriter(int partitionId, long taskId) {
+        return new BusDataWriter(partitionId);
+    }
+
+    @Override
+    public DataWriter<InternalRow> createWriter(int partitionId, long taskId, long epochId) {
+        return new BusDataWriter(partitionId);
+    }
+
+    @Override
+    public String toString() {
+        return path + " recordSize=" + recordSize + " (" + encoder + ")";
+    }
+
+    /** The number of records a task wrote. */
+    static final class Written implements WriterCommitMessage {
+        private static final long serialVersionUID = 1L;
+        final long records;
+
+        Written(long records) {
+            this.records = records;
+        }
+    }
+
+    private final class BusDataWriter implements DataWriter<InternalRow> {
+        private final int partitionId;
+        private final RowEncoder.Record rec = encoder.newRecord();
+        private MappedBusWriter writer;
+        private long rows;
+
+        BusDataWriter(int partitionId) {
+            this.partitionId = partitionId;
+        }
+
+        @Override
+        public void write(InternalRow row) throws IOException {
+            if (writer == null) {
+                BusPartition.checkHost(path, requiredHost);
+                writer = new MappedBusWriter(path, fileSize, recordSize).open();
+            }
+            try {
+                encoder.encode(row, rec);
+            } catch (IllegalArgumentException e) {
+                throw new IllegalArgumentException(e.getMessage() + " (row " + rows + " of partition "
+                        + partitionId + ")", e);
+            }
+            for (int attempt = 1; ; attempt++) {
+                boolean ok;
+                try {
+                    ok = rec.metaIsLength ? writer.write(rec.bytes, 0, rec.length) : writer.write(rec);
+                } catch (EOFException e) {
+                    throw new IOException("mappedbus: bus " + path + " is full after " + rows
+                            + " rows of partition " + partitionId + ": " + e.getMessage(), e);
+                }
+                if (ok) {
+                    break;
+                }
+                if (attempt == ATTEMPTS) {
+                    throw new IOException("mappedbus: a reader rolled back " + ATTEMPTS + " writes of row " + rows
+                            + " of partition " + partitionId + " to " + path + " (this task was too slow to commit)");
+                }
+            }
+            rows++;
+        }
+
+        @Override
+        public WriterCommitMessage commit() {
+            return new Written(rows);
+        }
+
+        @Override
+        public void abort() {
+            // Records already committed stay in the bus: it is append-only.
+        }
+
+        @Override
+        public void close() {
+            if (writer != null) {
+                writer.close();
+                writer = null;
+            }
+        }
+    }
+}

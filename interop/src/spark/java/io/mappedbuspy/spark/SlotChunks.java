@@ -1,0 +1,96 @@
+package io.mappedbuspy.spark;
+
+import io.mappedbuspy.CorruptBusException;
+import io.mappedbuspy.Layout;
+import io.mappedbuspy.MemoryMappedFile;
+
+import java.io.IOException;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
+import java.nio.ByteOrder;
+
+/**
+ * Walks a {@link BusPartition} in chunks of up to {@code batchSize} slots: the statuses are read with
+ * acquire loads (pairing with the writers' commit CAS), then the chunk's bytes are copied into one heap
+ * array in a single bulk copy and decoded from there. The file is mapped read-only.
+ */
+abstract class SlotChunks implements AutoCloseable {
+    static final VarHandle SHORT = MethodHandles.byteArrayViewVarHandle(short[].class, ByteOrder.LITTLE_ENDIAN);
+    static final VarHandle INT = MethodHandles.byteArrayViewVarHandle(int[].class, ByteOrder.LITTLE_ENDIAN);
+    static final VarHandle LONG = MethodHandles.byteArrayViewVarHandle(long[].class, ByteOrder.LITTLE_ENDIAN);
+    static final VarHandle FLOAT = MethodHandles.byteArrayViewVarHandle(float[].class, ByteOrder.LITTLE_ENDIAN);
+    static final VarHandle DOUBLE = MethodHandles.byteArrayViewVarHandle(double[].class, ByteOrder.LITTLE_ENDIAN);
+
+    final BusReaderFactory f;
+    final BusPartition p;
+    final int slot;
+    final byte[] buf;
+    /** Slot indices (within the chunk) of the committed records, and their number. */
+    final int[] rows;
+    int nRows;
+    /** File offset of the chunk's first slot. */
+    long chunkStart;
+    private long next;
+    private MemoryMappedFile mem;
+
+    SlotChunks(BusReaderFactory f, BusPartition p) throws IOException {
+        this.f = f;
+        this.p = p;
+        this.slot = (int) Layout.slotSize(p.recordSize);
+        int n = (int) Math.max(1, Math.min(f.batchSize, p.records()));
+        this.buf = new byte[Math.multiplyExact(n, slot)];
+        this.rows = new int[n];
+        this.next = p.start;
+        BusPartition.checkHost(p.path, p.requiredHost);
+        this.mem = new MemoryMappedFile(p.path, p.fileSize, true);
+        if (mem.size() < p.end) {
+            throw new IOException("mappedbus: " + p.path + " is shorter (" + mem.size() + " bytes) than the "
+                    + "planned range ending at " + p.end);
+        }
+    }
+
+    /** Loads the next chunk; false at the end of the partition. A chunk may hold no committed record. */
+    final boolean loadChunk() throws CorruptBusException {
+        if (next >= p.end) {
+            return false;
+        }
+        int k = (int) Math.min(rows.length, (p.end - next) / slot);
+        chunkStart = next;
+        int n = 0;
+        for (int i = 0; i < k; i++) {
+            long pos = next + (long) i * slot;
+            int status = mem.getStatus(pos);
+            if (status == Layout.STATUS_COMMITTED) {
+                rows[n++] = i;
+            } else if (status == Layout.STATUS_NOT_SET && !p.skipUncommitted) {
+                throw new IllegalStateException("mappedbus: record at " + pos + " in " + p.path
+                        + " is uncommitted inside a range planned as settled");
+            } else if (status != Layout.STATUS_ROLLED_BACK && status != Layout.STATUS_NOT_SET) {
+                throw new CorruptBusException("record at position " + pos + " in " + p.path
+                        + " has invalid status " + status);
+            }
+        }
+        nRows = n;
+        mem.getBytes(next, buf, 0, k * slot);
+        next += (long) k * slot;
+        return true;
+    }
+
+    /** Payload length of a trimmed payload column: the metadata, checked against the record size. */
+    final int trimmedLength(int base) throws CorruptBusException {
+        int len = (int) INT.get(buf, base + Layout.METADATA_OFFSET);
+        if (len < 0 || len > p.recordSize) {
+            throw new CorruptBusException("record at position " + (chunkStart + base) + " in " + p.path
+                    + " has length " + len + " outside 0.." + p.recordSize + " (trimPayload needs byte-array records)");
+        }
+        return len;
+    }
+
+    @Override
+    public void close() {
+        if (mem != null) {
+            mem.close();
+            mem = null;
+        }
+    }
+}
