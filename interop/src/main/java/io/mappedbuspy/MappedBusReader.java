@@ -142,9 +142,10 @@ public final class MappedBusReader implements AutoCloseable {
                     return false;
                 }
                 if (readOnly) {
-                    // Cannot write the rollback: skip locally and count it as this reader's rollback.
+                    // Cannot write the rollback: skip locally. Nothing was written, so it is a lost record
+                    // (rolledBackSkipped) but not a rollback, as in the Python reader.
                     position = pos + slot;
-                    rollbacks++;
+                    rolledBackSkipped++;
                     timerPosition = NO_RECORD;
                 } else if (m.casStatus(pos, Layout.STATUS_NOT_SET, Layout.STATUS_ROLLED_BACK)) {
                     rollbacks++;
@@ -260,7 +261,8 @@ public final class MappedBusReader implements AutoCloseable {
     }
 
     /**
-     * The number of rolled-back records (status 2) skipped.
+     * The number of records skipped: rolled back (status 2, by anyone, this reader included) or, for a
+     * read-only reader, left uncommitted past the timeout and skipped locally.
      *
      * @return a count
      */
@@ -269,8 +271,8 @@ public final class MappedBusReader implements AutoCloseable {
     }
 
     /**
-     * The number of records this reader rolled back after its timeout (for a read-only reader: skipped
-     * locally after its timeout).
+     * The number of records this reader rolled back (status CAS 0 -> 2) after its timeout; always 0 for a
+     * read-only reader, which never writes.
      *
      * @return a count
      */
