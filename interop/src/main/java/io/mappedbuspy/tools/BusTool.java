@@ -33,6 +33,8 @@ public final class BusTool {
             "      prints '<position> <meta> <payload hex>' per record, then",
             "      'END <n> rolledBackSkipped=<n> rollbacks=<n>'; stops after count records, at EOF,",
             "      or after --idle-exit ms without a new record",
+            "  read-objects <path> <fileSize> <recordSize> <count> price|token|trade [--timeout ms] [--idle-exit ms]",
+            "      [--read-only]: as read, but each record decoded: '<position> <meta> <message toString>'",
             "  layout",
             "      prints the wire-layout constants as NAME=value",
             "  allocate-and-hang <path> <fileSize> <recordSize>",
@@ -91,7 +93,19 @@ public final class BusTool {
                 return writeObjects(rest[0], longArg(rest[1], "fileSize"), intArg(rest[2], "recordSize"),
                         longArg(rest[3], "count"), rest[4], intArg(rest[5], "writerId"));
             case "read":
-                return read(rest);
+                return read(rest, null);
+            case "read-objects":
+                if (rest.length < 5) {
+                    throw new UsageException("read-objects needs <path> <fileSize> <recordSize> <count> <kind>");
+                }
+                String kind = rest[4];
+                if (!kind.equals("price") && !kind.equals("token") && !kind.equals("trade")) {
+                    throw new UsageException("kind must be price, token or trade, got " + kind);
+                }
+                String[] readArgs = new String[rest.length - 1];
+                System.arraycopy(rest, 0, readArgs, 0, 4);
+                System.arraycopy(rest, 5, readArgs, 4, rest.length - 5);
+                return read(readArgs, kind);
             case "layout":
                 expect(rest, 0);
                 System.out.print(Layout.describe());
@@ -117,23 +131,7 @@ public final class BusTool {
 
     private static int writeBytes(String path, long fileSize, int recordSize, long count, int writerId)
             throws IOException {
-        byte[] rec = new byte[8];
-        long wrote = 0;
-        long committed = 0;
-        try (MappedBusWriter w = new MappedBusWriter(path, fileSize, recordSize).open()) {
-            for (long i = 0; i < count; i++) {
-                putIntLE(rec, 0, writerId);
-                putIntLE(rec, 4, (int) i);
-                boolean ok = w.write(rec, 0, rec.length);
-                wrote++;
-                if (ok) {
-                    committed++;
-                }
-            }
-        } finally {
-            System.out.println("wrote " + wrote + " committed " + committed);
-        }
-        return 0;
+        return write(new ThreadedWriter(path, fileSize, recordSize, count, "bytes", writerId));
     }
 
     private static int writeObjects(String path, long fileSize, int recordSize, long count, String kind,
@@ -141,37 +139,14 @@ public final class BusTool {
         if (!kind.equals("price") && !kind.equals("token") && !kind.equals("trade")) {
             throw new UsageException("kind must be price, token or trade, got " + kind);
         }
-        long wrote = 0;
-        long committed = 0;
-        PriceUpdate price = new PriceUpdate();
-        Token token = new Token();
-        Trade trade = new Trade();
-        try (MappedBusWriter w = new MappedBusWriter(path, fileSize, recordSize).open()) {
-            for (long i = 0; i < count; i++) {
-                MappedBusMessage m;
-                if (kind.equals("price")) {
-                    price.setSource(writerId);
-                    price.setPrice((int) i);
-                    price.setQuantity((int) (2 * i));
-                    m = price;
-                } else if (kind.equals("token")) {
-                    token.setFrom(writerId);
-                    token.setTo((int) i);
-                    m = token;
-                } else {
-                    trade.setId(writerId * 1_000_000_000L + i);
-                    trade.setPrice(i + 0.5);
-                    trade.setQuantity(writerId);
-                    m = trade;
-                }
-                boolean ok = w.write(m);
-                wrote++;
-                if (ok) {
-                    committed++;
-                }
-            }
+        return write(new ThreadedWriter(path, fileSize, recordSize, count, kind, writerId));
+    }
+
+    private static int write(ThreadedWriter writer) throws IOException {
+        try {
+            writer.writeAll();
         } finally {
-            System.out.println("wrote " + wrote + " committed " + committed);
+            System.out.println("wrote " + writer.wrote() + " committed " + writer.committed());
         }
         return 0;
     }
@@ -200,7 +175,8 @@ public final class BusTool {
         }
     }
 
-    private static int read(String[] a) throws UsageException, IOException {
+    /** Reads records and prints them raw ({@code kind} null) or decoded as {@code kind} messages. */
+    private static int read(String[] a, String kind) throws UsageException, IOException {
         if (a.length < 4) {
             throw new UsageException("read needs <path> <fileSize> <recordSize> <count>");
         }
@@ -232,6 +208,8 @@ public final class BusTool {
         try (MappedBusReader r = new MappedBusReader(path, fileSize, recordSize, readOnly).open()) {
             r.setTimeout(timeoutMs);
             RawPayload raw = new RawPayload(recordSize);
+            MappedBusMessage decoded = kind == null ? null
+                    : kind.equals("price") ? new PriceUpdate() : kind.equals("token") ? new Token() : new Trade();
             StringBuilder line = new StringBuilder();
             long lastProgress = System.nanoTime();
             int idlePolls = 0;
@@ -243,10 +221,14 @@ public final class BusTool {
                     break;
                 }
                 if (got) {
-                    r.readMessage(raw);
                     line.setLength(0);
                     line.append(r.recordPosition()).append(' ').append(r.readType()).append(' ');
-                    appendHex(line, raw.bytes);
+                    if (decoded == null) {
+                        r.readMessage(raw);
+                        appendHex(line, raw.bytes);
+                    } else {
+                        line.append(r.readMessage(decoded));
+                    }
                     out.println(line);
                     n++;
                     lastProgress = System.nanoTime();
@@ -330,13 +312,6 @@ public final class BusTool {
         } catch (NumberFormatException e) {
             throw new UsageException(name + " must be a 32-bit integer, got " + s);
         }
-    }
-
-    private static void putIntLE(byte[] b, int at, int v) {
-        b[at] = (byte) v;
-        b[at + 1] = (byte) (v >>> 8);
-        b[at + 2] = (byte) (v >>> 16);
-        b[at + 3] = (byte) (v >>> 24);
     }
 
     private static void appendHex(StringBuilder sb, byte[] bytes) {
