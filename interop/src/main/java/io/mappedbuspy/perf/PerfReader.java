@@ -7,8 +7,9 @@ import java.util.Locale;
 
 /**
  * Throughput benchmark, reading side: busy-spins on {@code next()} until {@code count} PriceUpdate
- * records (record size 12) have arrived, then prints one line of JSON timed from the first message to
- * the last.
+ * records (record size 12) have arrived, then prints one line of JSON timed from the first message after
+ * {@code warmup} messages to the last. Prints {@code ready} on stderr once the bus is open, so a driver
+ * can start the writer only when the reader polls.
  */
 public final class PerfReader {
     private PerfReader() {
@@ -17,28 +18,31 @@ public final class PerfReader {
     /**
      * Runs the benchmark.
      *
-     * @param args {@code <path> <fileSize> <count>}
+     * @param args {@code <path> <fileSize> <count> [warmup]}
      * @throws Exception on any I/O error
      */
     public static void main(String[] args) throws Exception {
-        if (args.length != 3) {
-            System.err.println("usage: PerfReader <path> <fileSize> <count>");
+        if (args.length != 3 && args.length != 4) {
+            System.err.println("usage: PerfReader <path> <fileSize> <count> [warmup]");
             System.exit(2);
         }
         String path = args[0];
         long fileSize = Long.parseLong(args[1]);
         long count = Long.parseLong(args[2]);
+        long warmup = args.length == 4 ? Math.min(Long.parseLong(args[3]), count - 1) : 0;
         PriceUpdate m = new PriceUpdate();
         long received = 0;
         long checksum = 0;
         long first = 0;
         long last = 0;
         try (MappedBusReader r = new MappedBusReader(path, fileSize, PriceUpdate.SIZE).open()) {
+            System.err.println("ready");
+            System.err.flush();
             while (received < count) {
                 if (r.next()) {
                     r.readMessage(m);
                     checksum += m.getPrice();
-                    if (received == 0) {
+                    if (received == warmup) {
                         first = System.nanoTime();
                     }
                     received++;
@@ -46,8 +50,8 @@ public final class PerfReader {
             }
             last = System.nanoTime();
         }
-        // The first message starts the clock, so count - 1 messages fall inside the interval.
-        long timed = Math.max(1, received - 1);
+        // Message number `warmup` starts the clock, so count - warmup - 1 messages fall inside the interval.
+        long timed = Math.max(1, received - warmup - 1);
         double seconds = (last - first) / 1e9;
         System.out.println(String.format(Locale.ROOT,
                 "{\"messages\": %d, \"seconds\": %.6f, \"msgs_per_s\": %.0f, \"ns_per_msg\": %.2f}",

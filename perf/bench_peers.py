@@ -1,0 +1,164 @@
+"""The peers a user would otherwise pick, with the same 12-byte message (a PriceUpdate's
+bytes) and the same count, 1 writer process -> 1 reader process, timed in the reader from
+message WARMUP to the last: multiprocessing.Queue, multiprocessing.Pipe, pyzmq PUSH/PULL
+over ipc://, faster-fifo; and Py4J (PySpark's Python -> JVM channel), one Java call per
+message, timed in Python.
+
+    bench_peers.py PEER N WARMUP      (one run in fresh processes; prints JSON)
+"""
+import json
+import multiprocessing as mp
+import os
+import sys
+import tempfile
+import time
+
+from common import ROOT, finish, py_worker, start  # noqa: F401  (ROOT puts the repo on sys.path)
+
+MESSAGE = None   # set in main(): PriceUpdate(1, 100, 7).to_bytes(), 12 bytes
+
+
+def _timed_receive(recv, n, warmup):
+    for _ in range(warmup + 1):
+        recv()
+    t0 = time.perf_counter()
+    for _ in range(n - warmup - 1):
+        recv()
+    return time.perf_counter() - t0
+
+
+def _reader(kind, chan, n, warmup, ready, result):
+    if kind == "zmq":
+        import zmq
+        ctx = zmq.Context()
+        sock = ctx.socket(zmq.PULL)
+        sock.set_hwm(0)
+        sock.bind(chan)
+        recv = sock.recv
+    elif kind == "mp_queue":
+        recv = chan.get
+    elif kind == "mp_pipe":
+        recv = chan[0].recv_bytes
+    elif kind == "faster_fifo":
+        recv = chan.get
+    ready.set()
+    dt = _timed_receive(recv, n, warmup)
+    result.put(dt)
+    if kind == "zmq":
+        sock.close(linger=0)
+        ctx.term()
+
+
+def _writer(kind, chan, n, msg):
+    if kind == "zmq":
+        import zmq
+        ctx = zmq.Context()
+        sock = ctx.socket(zmq.PUSH)
+        sock.set_hwm(0)
+        sock.connect(chan)
+        send = sock.send
+    elif kind == "mp_queue":
+        send = chan.put
+    elif kind == "mp_pipe":
+        send = chan[1].send_bytes
+    elif kind == "faster_fifo":
+        send = chan.put
+    for _ in range(n):
+        send(msg)
+    if kind == "zmq":
+        sock.close(linger=-1)     # lingers until every message is handed over
+        ctx.term()
+
+
+def run_python_peer(kind, n, warmup):
+    ctx = mp.get_context("fork")
+    tmp = None
+    if kind == "zmq":
+        tmp = tempfile.mkdtemp(prefix="mbperf-zmq-")
+        chan = f"ipc://{tmp}/sock"
+    elif kind == "mp_queue":
+        chan = ctx.Queue()
+    elif kind == "mp_pipe":
+        chan = ctx.Pipe(duplex=False)
+    elif kind == "faster_fifo":
+        from faster_fifo import Queue
+        chan = Queue(max_size_bytes=64 * 1024 * 1024)
+    else:
+        raise SystemExit(f"unknown peer {kind}")
+    ready, result = ctx.Event(), ctx.SimpleQueue()
+    r = ctx.Process(target=_reader, args=(kind, chan, n, warmup, ready, result))
+    r.start()
+    if not ready.wait(60):
+        raise RuntimeError(f"{kind} reader never started")
+    w = ctx.Process(target=_writer, args=(kind, chan, n, MESSAGE))
+    w.start()
+    dt = result.get()
+    w.join(60)
+    r.join(60)
+    if tmp:
+        import shutil
+        shutil.rmtree(tmp, ignore_errors=True)
+    timed = n - warmup - 1
+    return {"messages": n, "timed": timed, "seconds": dt, "msgs_per_s": timed / dt}
+
+
+def run_py4j(n, warmup):
+    from py4j.java_gateway import GatewayParameters, JavaGateway, launch_gateway
+    from mappedbus_py import jvm
+    port = launch_gateway(classpath=str(jvm.jar_path()), die_on_exit=True,
+                          javaopts=["-Xmx256m"], redirect_stderr=sys.stderr)
+    gw = JavaGateway(gateway_parameters=GatewayParameters(port=port))
+    try:
+        sink = gw.jvm.io.mappedbuspy.perf.Py4jSink()
+        accept = sink.accept
+        for _ in range(warmup + 1):
+            accept(MESSAGE)
+        t0 = time.perf_counter()
+        for _ in range(n - warmup - 1):
+            accept(MESSAGE)   # returns once the JVM has taken it
+        dt = time.perf_counter() - t0
+        if sink.count() != n:
+            raise RuntimeError(f"py4j sink took {sink.count()} of {n}")
+    finally:
+        gw.shutdown()
+    timed = n - warmup - 1
+    return {"messages": n, "timed": timed, "seconds": dt, "msgs_per_s": timed / dt}
+
+
+PEERS = ("mp_queue", "mp_pipe", "zmq_ipc", "faster_fifo", "py4j")
+
+
+def one_run(peer, n, warmup):
+    cmd = [sys.executable, os.path.abspath(__file__), peer, str(n), str(warmup)]
+    p = start(cmd)
+    return finish([p])[0]
+
+
+def benchmarks(cfg):
+    from common import summarize
+    out = []
+    for peer in PEERS:
+        def f(peer=peer):
+            n = cfg["py4j_n"] if peer == "py4j" else cfg["peer_n"]
+            runs = [one_run(peer, n, n // 10) for _ in range(cfg["k"])]
+            s = summarize(runs)
+            return {f"{peer}_msgs_per_s": s["median"]}, {peer: {**s, "messages": n}}
+        out.append((peer, f))
+    return out
+
+
+def main():
+    global MESSAGE
+    from mappedbus_py import PriceUpdate
+    MESSAGE = PriceUpdate(1, 100, 7).to_bytes()
+    assert len(MESSAGE) == 12
+    peer, n, warmup = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    if peer == "py4j":
+        res = run_py4j(n, warmup)
+    else:
+        res = run_python_peer("zmq" if peer == "zmq_ipc" else peer, n, warmup)
+    print(json.dumps(res), flush=True)
+
+
+if __name__ == "__main__":
+    main()

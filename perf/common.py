@@ -1,0 +1,171 @@
+"""Shared by the benchmark modules: paths, process launching, the machine, statistics."""
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PERF = os.path.join(ROOT, "perf")
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+PY = sys.executable
+HEADER = 8                 # record header: status + metadata
+PRICE_UPDATE_SIZE = 12     # the benchmark message: three int32
+
+
+def bus_file_size(n, record_size=PRICE_UPDATE_SIZE, slack=8192):
+    """Bytes for n records plus a batch or two of slack."""
+    return 8 + (n + slack) * (HEADER + record_size)
+
+
+def env():
+    e = dict(os.environ)
+    e["PYTHONPATH"] = ROOT + (os.pathsep + e["PYTHONPATH"] if e.get("PYTHONPATH") else "")
+    return e
+
+
+class ShmFiles:
+    """Unique /dev/shm (or /tmp) names for one benchmark, all removed on exit."""
+
+    def __init__(self, tag):
+        self.tag = f"mbperf-{os.getpid()}-{tag}-{uuid.uuid4().hex[:8]}"
+        self.paths = []
+
+    def __call__(self, name, directory="/dev/shm"):
+        p = os.path.join(directory, f"{self.tag}-{name}")
+        self.paths.append(p)
+        return p
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        for p in self.paths:
+            try:
+                os.unlink(p)
+            except FileNotFoundError:
+                pass
+
+
+def create_bus(path, file_size, record_size):
+    """Create and preallocate the file before any benchmark process opens it."""
+    from mappedbus_py import MappedBusWriter
+    MappedBusWriter(path, file_size, record_size).open().close()
+
+
+def py_worker(*args):
+    return [PY, os.path.join(PERF, "workers.py"), *map(str, args)]
+
+
+def java(main_class, *args, heap="256m"):
+    from mappedbus_py import jvm
+    return jvm.java_command(main_class, *args, jvm_args=[f"-Xms{heap}", f"-Xmx{heap}"])
+
+
+def start(cmd, stdout=subprocess.PIPE):
+    return subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.PIPE, text=True, env=env())
+
+
+def wait_ready(proc, timeout=60):
+    """Block until the process prints 'ready' on stderr (it has opened its bus)."""
+    deadline = time.monotonic() + timeout
+    lines = []
+    while time.monotonic() < deadline:
+        line = proc.stderr.readline()
+        if not line:
+            break
+        if line.strip() == "ready":
+            return
+        lines.append(line)
+    proc.kill()
+    raise RuntimeError(f"{proc.args[:4]} never became ready: {''.join(lines)[-2000:]}")
+
+
+def finish(procs, timeout=900):
+    """Wait for every process; the last JSON line each printed on stdout (or None)."""
+    results = []
+    for p in procs:
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            raise RuntimeError(f"{p.args[:4]} timed out")
+        if p.returncode:
+            for q in procs:
+                if q.poll() is None:
+                    q.kill()
+            raise RuntimeError(f"{p.args[:6]} failed ({p.returncode}): {err[-3000:]}")
+        res = None
+        for line in (out or "").splitlines():
+            if line.startswith("{"):
+                res = json.loads(line)
+        results.append(res)
+    return results
+
+
+def reader_then_writers(reader_cmd, writer_cmds, timeout=900):
+    """Start the reader, wait until it polls, start the writers; the reader's JSON."""
+    reader = start(reader_cmd)
+    writers = []
+    try:
+        wait_ready(reader)
+        writers = [start(c) for c in writer_cmds]
+        finish(writers, timeout)
+        return finish([reader], timeout)[0]
+    finally:
+        for p in [reader, *writers]:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+
+
+def summarize(samples, key="msgs_per_s"):
+    """Median of k runs (the figure reported) plus best and all samples (kept in the raw file)."""
+    vals = [s[key] for s in samples]
+    return {"median": statistics.median(vals), "best": max(vals), "samples": vals}
+
+
+def _first(pattern, text, default="unknown"):
+    m = re.search(pattern, text, re.M)
+    return m.group(1).strip() if m else default
+
+
+def machine():
+    with open("/proc/cpuinfo") as f:
+        cpu = f.read()
+    with open("/proc/meminfo") as f:
+        mem = f.read()
+    try:
+        from mappedbus_py import jvm
+        jv = subprocess.run([jvm.java_executable(), "-version"], capture_output=True, text=True).stderr
+        java_version = jv.splitlines()[0] if jv else "unknown"
+    except (OSError, FileNotFoundError):
+        java_version = "none"
+    return {
+        "machine_cpu": _first(r"^model name\s*:\s*(.*)$", cpu),
+        "machine_cores": os.cpu_count(),
+        "machine_ram_gb": round(int(_first(r"^MemTotal:\s*(\d+)", mem, "0")) / 2**20, 1),
+        "machine_kernel": platform.release(),
+        "machine_arch": platform.machine(),
+        "machine_python": f"{platform.python_implementation()} {platform.python_version()}",
+        "machine_java": java_version,
+        "machine_load_avg_start": round(os.getloadavg()[0], 2),
+    }
+
+
+def proc_status():
+    """Peak and current resident memory of this process, split by kind (kB)."""
+    out = {}
+    with open("/proc/self/status") as f:
+        for line in f:
+            k, _, v = line.partition(":")
+            if k in ("VmHWM", "VmRSS", "RssAnon", "RssFile", "RssShmem"):
+                out[k] = int(v.split()[0])
+    return out

@@ -1,0 +1,163 @@
+"""Runs the benchmark suite and writes perf/results/latest.{json,md} and the PNG plots.
+
+    python3 perf/run.py --quick          # about 2-3 minutes on 2 cores
+    python3 perf/run.py --full           # about 10-15 minutes
+    python3 perf/run.py --smoke --out DIR   # seconds: every benchmark runs, tiny counts
+    python3 perf/run.py --quick --only py_py_msgs_per_s,latency_py_py,peers
+
+Every measurement starts fresh processes on fresh /dev/shm files (removed afterwards). Each
+figure is the MEDIAN of k runs (k = 3 quick, 5 full, 1 smoke); best and all samples go to
+latest_raw.json. Rates are timed in the receiving process from message WARMUP (10% of the
+count) to the last. Peers get fewer messages than the bus when they are slow (the count is in
+the raw file); every rate is per message, so the figures compare directly.
+"""
+import argparse
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import bench_bus  # noqa: E402
+import bench_latency  # noqa: E402
+import bench_memory  # noqa: E402
+import bench_peers  # noqa: E402
+import common  # noqa: E402
+
+MODES = {
+    "smoke": dict(k=1, bus_n=100_000, payload_bytes=4 << 20, peer_n=2_000, py4j_n=200,
+                  rtt_n=1_000, rtt_warmup=200, mem_n=(100_000, 200_000)),
+    "quick": dict(k=3, bus_n=3_000_000, payload_bytes=256 << 20, peer_n=100_000, py4j_n=10_000,
+                  rtt_n=200_000, rtt_warmup=20_000, mem_n=(1_000_000, 4_000_000)),
+    "full": dict(k=5, bus_n=20_000_000, payload_bytes=2 << 30, peer_n=500_000, py4j_n=50_000,
+                 rtt_n=1_000_000, rtt_warmup=100_000, mem_n=(1_000_000, 10_000_000)),
+}
+GROUPS = {"bus": bench_bus, "latency": bench_latency, "peers": bench_peers, "memory": bench_memory}
+
+# The Java original (Mappedbus 0.5.1) measured with its own perf test on /dev/shm on these
+# machines: 98 ns per message. It is not part of this repository, so it is a constant here.
+JAVA_ORIGINAL_NS_PER_MSG = 98.0
+JAVA_ORIGINAL = 1e9 / JAVA_ORIGINAL_NS_PER_MSG
+
+PEER_NAMES = ("mp_queue", "mp_pipe", "zmq_ipc", "faster_fifo")
+
+
+def derived(f):
+    """Ratios and target checks from the measured figures (only those that can be computed)."""
+    d = {"java_original_msgs_per_s": JAVA_ORIGINAL}
+
+    def ratio(name, a, b):
+        if a in f and b in f and f[b]:
+            d[name] = f[a] / f[b]
+    f = {**f, **d}
+    ratio("ratio_py_py_vs_java_original", "py_py_msgs_per_s", "java_original_msgs_per_s")
+    ratio("ratio_java_java_vs_java_original", "java_java_msgs_per_s", "java_original_msgs_per_s")
+    ratio("ratio_py_batch_vs_java_original", "py_py_batch_msgs_per_s", "java_original_msgs_per_s")
+    ratio("ratio_java_py_vs_java_java", "java_py_msgs_per_s", "java_java_msgs_per_s")
+    ratio("ratio_py_java_vs_java_java", "py_java_msgs_per_s", "java_java_msgs_per_s")
+    for p in PEER_NAMES:
+        ratio(f"ratio_py_py_vs_{p}", "py_py_msgs_per_s", f"{p}_msgs_per_s")
+    ratio("ratio_py_java_vs_py4j", "py_java_msgs_per_s", "py4j_msgs_per_s")
+    return d
+
+
+def targets(f):
+    """(target, measured, met) rows for the figures present."""
+    rows = []
+
+    def t(label, key, want, fmt, low_is_good=False):
+        if key in f:
+            v = f[key]
+            rows.append((label, fmt(v), v <= want if low_is_good else v >= want))
+    x = (lambda v: f"{v:.2f} x")
+    t("Python per-message 1->1 >= Java original (10.2 M/s)", "ratio_py_py_vs_java_original", 1, x)
+    t("Java -> Java >= Java original", "ratio_java_java_vs_java_original", 1, x)
+    t("Python numpy batch >= 5 x Java original", "ratio_py_batch_vs_java_original", 5, x)
+    t("Java -> Python >= 0.9 x Java -> Java", "ratio_java_py_vs_java_java", 0.9, x)
+    t("Python -> Java >= 0.9 x Java -> Java", "ratio_py_java_vs_java_java", 0.9, x)
+    t("RTT Python-Python p50 < 600 ns", "rtt_p50_ns", 600, lambda v: f"{v:.0f} ns", True)
+    t("RTT Python-Python p99 < 2 us", "rtt_p99_ns", 2000, lambda v: f"{v:.0f} ns", True)
+    for p in PEER_NAMES:
+        t(f"Python per-message >= 5 x {p}", f"ratio_py_py_vs_{p}", 5, x)
+    t("Python -> Java >= 100 x Py4J", "ratio_py_java_vs_py4j", 100, x)
+    return rows
+
+
+def select(only, cfg):
+    chosen = []
+    for gname, mod in GROUPS.items():
+        for name, fn in mod.benchmarks(cfg):
+            if not only or name in only or gname in only:
+                chosen.append((name, fn))
+    return chosen
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    g = p.add_mutually_exclusive_group()
+    for m in MODES:
+        g.add_argument(f"--{m}", dest="mode", action="store_const", const=m)
+    p.add_argument("--only", help="comma-separated benchmark or group names "
+                   f"(groups: {', '.join(GROUPS)}); results go to only.json instead of latest.json")
+    p.add_argument("--out", default=os.path.join(common.PERF, "results"))
+    p.add_argument("--list", action="store_true", help="list the benchmark names")
+    a = p.parse_args(argv)
+    mode = a.mode or "quick"
+    cfg = MODES[mode]
+    only = set(a.only.split(",")) if a.only else None
+    chosen = select(only, cfg)
+    if a.list:
+        print("\n".join(n for n, _ in chosen))
+        return 0
+    if not chosen:
+        p.error(f"--only {a.only} matches no benchmark (see --list)")
+
+    from mappedbus_py import jvm
+    jvm.build_jars()
+    os.makedirs(a.out, exist_ok=True)
+    figures = {"mode": mode, "runs_per_figure": cfg["k"], "statistic": "median",
+               "date": time.strftime("%Y-%m-%d %H:%M:%S %z"), **common.machine()}
+    raw = {"config": {k: v for k, v in cfg.items()}}
+    t_start = time.monotonic()
+    print(f"mappedbus_py benchmarks, {mode} mode (median of {cfg['k']}), {len(chosen)} "
+          f"benchmarks; load average {figures['machine_load_avg_start']}", file=sys.stderr)
+    for i, (name, fn) in enumerate(chosen, 1):
+        print(f"[{i}/{len(chosen)}] {name} ...", end="", file=sys.stderr, flush=True)
+        t0 = time.monotonic()
+        figs, r = fn()
+        figures.update(figs)
+        raw.update(r)
+        shown = ", ".join(f"{k}={fmt(v)}" for k, v in figs.items()
+                          if k.endswith(("msgs_per_s", "p50_ns", "p99_ns", "growth_kb")))
+        print(f" {time.monotonic() - t0:.1f} s  {shown}", file=sys.stderr, flush=True)
+    figures.update(derived(figures))
+    figures["machine_load_avg_end"] = round(os.getloadavg()[0], 2)
+    figures["suite_seconds"] = round(time.monotonic() - t_start, 1)
+
+    stem = "only" if only else "latest"
+    with open(os.path.join(a.out, f"{stem}.json"), "w") as f:
+        json.dump(figures, f, indent=1, sort_keys=False)
+        f.write("\n")
+    with open(os.path.join(a.out, f"{stem}_raw.json"), "w") as f:
+        json.dump(raw, f)
+    import report
+    with open(os.path.join(a.out, f"{stem}.md"), "w") as f:
+        f.write(report.markdown(figures, targets(figures), raw))
+    if not only:
+        report.plots(figures, raw, a.out)
+    print(f"done in {figures['suite_seconds']} s: {a.out}/{stem}.json, {stem}.md"
+          + ("" if only else ", *.png"), file=sys.stderr)
+    return 0
+
+
+def fmt(v):
+    if isinstance(v, float) and v >= 1e6:
+        return f"{v / 1e6:.2f}M"
+    if isinstance(v, float) and v >= 1e3:
+        return f"{v / 1e3:.1f}k"
+    return f"{v:.0f}" if isinstance(v, float) else str(v)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

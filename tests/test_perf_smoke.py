@@ -1,0 +1,54 @@
+"""The benchmark suite runs end to end in its tiny mode: every benchmark, well-formed output.
+
+No assertion on speed: this machine is shared and the counts are tiny. perf/run.py --quick or
+--full gives the figures."""
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+NAMED = [
+    "py_py_msgs_per_s", "py_py_bytes_msgs_per_s", "py_py_batch_msgs_per_s",
+    "java_java_msgs_per_s", "java_py_msgs_per_s", "py_java_msgs_per_s",
+    "py_2w_1r_msgs_per_s", "py_4w_1r_msgs_per_s", "py_8w_1r_msgs_per_s",
+    "payload_8_msgs_per_s", "payload_32768_mb_per_s",
+    "rtt_p50_ns", "rtt_p90_ns", "rtt_p99_ns", "rtt_p99_9_ns", "rtt_max_ns",
+    "py_java_rtt_p50_ns", "java_py_rtt_p99_ns", "java_java_rtt_p50_ns",
+    "zmq_ipc_msgs_per_s", "mp_queue_msgs_per_s", "mp_pipe_msgs_per_s",
+    "faster_fifo_msgs_per_s", "py4j_msgs_per_s",
+    "mem_writer_peak_rss_kb_small", "mem_reader_peak_rss_kb_large",
+    "mem_writer_private_growth_kb", "mem_reader_private_growth_kb",
+    "ratio_py_py_vs_java_original", "ratio_java_py_vs_java_java", "ratio_py_java_vs_py4j",
+]
+MACHINE = ["machine_cpu", "machine_cores", "machine_ram_gb", "machine_kernel", "machine_python",
+           "machine_java"]
+
+
+@pytest.mark.slow
+@pytest.mark.java
+def test_smoke_run_writes_every_named_figure(tmp_path):
+    before = {n for n in os.listdir("/dev/shm") if n.startswith("mbperf-")}
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "perf", "run.py"), "--smoke",
+                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=170)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "[1/" in proc.stderr          # progress is shown
+    figures = json.loads((tmp_path / "latest.json").read_text())
+    missing = [k for k in NAMED + MACHINE if k not in figures]
+    assert not missing, missing
+    for k in NAMED:
+        assert isinstance(figures[k], (int, float)) and math.isfinite(figures[k]), (k, figures[k])
+        if k.endswith(("msgs_per_s", "_ns", "mb_per_s")):
+            assert figures[k] > 0, (k, figures[k])
+    assert figures["mode"] == "smoke"
+    table = (tmp_path / "latest.md").read_text()
+    assert "| mappedbus_py Python -> Python, per message |" in table
+    for png in ("throughput.png", "payload.png", "latency.png"):
+        assert (tmp_path / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # Every bus file the suite made is gone.
+    after = {n for n in os.listdir("/dev/shm") if n.startswith("mbperf-")}
+    assert after <= before
