@@ -9,8 +9,17 @@
         allocate one record, print "allocated <offset>", never commit
     slow-write <path> <file_size> <record_size> <sleep_ms>
         allocate, sleep, then commit and print "committed true|false"
+    stream <path> <file_size> <record_size> <count> <writer_id> [--progress n]
+        the records of "write", with "committed <i>" after every n-th commit (default 100)
+        and "wrote <count> committed <n>" at the end. With MAPPEDBUS_TEST_STALL_EVERY=k in
+        the environment (a fault-injection hook of this test child only, not of the
+        library), every k-th record is allocated but not committed: the child prints
+        "stalled <i> <offset>", stops itself (SIGSTOP), and once continued commits it and
+        prints "resumed <i> <offset> committed true|false".
 """
 import argparse
+import os
+import signal
 import struct
 import sys
 import time
@@ -27,6 +36,7 @@ def main(argv):
     p.add_argument("rest", nargs="*", type=int)
     p.add_argument("--timeout", type=int, default=2000)
     p.add_argument("--idle-exit", type=int, default=5000)
+    p.add_argument("--progress", type=int, default=100)
     a = p.parse_args(argv)
     out = sys.stdout
     if a.cmd == "write":
@@ -65,8 +75,32 @@ def main(argv):
             print(f"allocated {pos}", flush=True)
             time.sleep(sleep_ms / 1000)
             print(f"committed {str(w._commit_at(pos)).lower()}", flush=True)
+    elif a.cmd == "stream":
+        stream(a, out)
     else:
         p.error(f"unknown command {a.cmd}")
+
+
+def stream(a, out):
+    count, wid = a.rest
+    stall_every = int(os.environ.get("MAPPEDBUS_TEST_STALL_EVERY", "0"))
+    rec = bytearray(8)
+    committed = 0
+    with MappedBusWriter(a.path, a.file_size, a.record_size) as w:
+        for i in range(count):
+            struct.pack_into("<ii", rec, 0, wid, i)
+            if stall_every and (i + 1) % stall_every == 0:
+                pos = w._allocate_only(rec)
+                print(f"stalled {i} {pos}", file=out, flush=True)
+                os.kill(os.getpid(), signal.SIGSTOP)      # frozen between allocate and commit
+                ok = w._commit_at(pos)
+                print(f"resumed {i} {pos} committed {str(ok).lower()}", file=out, flush=True)
+            else:
+                ok = w.write(rec)
+            committed += ok
+            if ok and (i + 1) % a.progress == 0:
+                print(f"committed {i}", file=out, flush=True)
+    print(f"wrote {count} committed {committed}", file=out, flush=True)
 
 
 if __name__ == "__main__":

@@ -77,8 +77,12 @@ public final class MappedBusReader implements AutoCloseable {
         }
         MemoryMappedFile m = new MemoryMappedFile(path, fileSize, readOnly);
         try {
-            if (m.size() < Layout.FIRST_RECORD_OFFSET) {
-                throw new IOException(path + " is too short to be a bus file (" + m.size() + " bytes)");
+            if (m.size() < Layout.mappedSize(fileSize)) {
+                // Only a read-only mapping can be short (it never grows the file); records past its end
+                // cannot be read, so refuse here, as the Python reader does, not with an out-of-bounds later.
+                throw new IOException(path + " is " + m.size() + " bytes, shorter than the "
+                        + Layout.mappedSize(fileSize) + " bytes fileSize=" + fileSize + " maps; a read-only "
+                        + "reader cannot grow it (wrong fileSize, or no writer has opened the bus yet)");
             }
             initialLimit = m.getLongAcquire(Layout.LIMIT_OFFSET);
             MappedBusWriter.checkLimit(initialLimit, recordSize, path);
