@@ -12,6 +12,7 @@ import sys
 
 from . import messages
 from .inspect import STATUS_NAMES, scan, summarize
+from .layout import STATUS_ROLLED_BACK
 
 __all__ = ("main", "parse_layout")
 
@@ -72,8 +73,11 @@ def main(argv=None):
         print(f"mappedbus: {e}", file=sys.stderr)
         return 2
     out = sys.stdout
+    # Lost records: slots rolled back because their writer crashed or stalled past the
+    # readers' timeout. Readers count the ones they skip (reader.skipped); this is the file's view.
+    lost = summary.by_status.get(STATUS_ROLLED_BACK, 0)
     if a.json and a.command == "stat":
-        json.dump(summary._asdict(), out)
+        json.dump({**summary._asdict(), "lost": lost}, out)
         out.write("\n")
         return 0
     if not a.json:
@@ -84,6 +88,8 @@ def main(argv=None):
         counts = ", ".join(f"{STATUS_NAMES.get(st, f'status {st}')}: {n}"
                            for st, n in sorted(summary.by_status.items()))
         print(f"records     {counts or 'none'}", file=out)
+        print(f"lost        {lost} (rolled back: a writer crashed or stalled past the readers' "
+              f"timeout)", file=out)
         for problem in summary.problems:
             print(f"note        {problem}", file=out)
     if a.command == "stat":

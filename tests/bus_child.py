@@ -9,9 +9,9 @@
         allocate one record, print "allocated <offset>", never commit
     slow-write <path> <file_size> <record_size> <sleep_ms>
         allocate, sleep, then commit and print "committed true|false"
-    stream <path> <file_size> <record_size> <count> <writer_id> [--progress n]
-        the records of "write", with "committed <i>" after every n-th commit (default 100)
-        and "wrote <count> committed <n>" at the end. With MAPPEDBUS_TEST_STALL_EVERY=k in
+    stream <path> <file_size> <record_size> <count> <writer_id> [--progress n] [--pause-ms t]
+        the records of "write", with "committed <i>" after every n-th commit (default 100),
+        pausing t ms there (default 0), and "wrote <count> committed <n>" at the end. With MAPPEDBUS_TEST_STALL_EVERY=k in
         the environment (a fault-injection hook of this test child only, not of the
         library), every k-th record is allocated but not committed: the child prints
         "stalled <i> <offset>", stops itself (SIGSTOP), and once continued commits it and
@@ -37,6 +37,7 @@ def main(argv):
     p.add_argument("--timeout", type=int, default=2000)
     p.add_argument("--idle-exit", type=int, default=5000)
     p.add_argument("--progress", type=int, default=100)
+    p.add_argument("--pause-ms", type=float, default=0)
     a = p.parse_args(argv)
     out = sys.stdout
     if a.cmd == "write":
@@ -100,6 +101,8 @@ def stream(a, out):
             committed += ok
             if ok and (i + 1) % a.progress == 0:
                 print(f"committed {i}", file=out, flush=True)
+                if a.pause_ms:
+                    time.sleep(a.pause_ms / 1000)
     print(f"wrote {count} committed {committed}", file=out, flush=True)
 
 

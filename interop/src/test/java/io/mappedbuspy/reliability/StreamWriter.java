@@ -8,10 +8,10 @@ import io.mappedbuspy.MemoryMappedFile;
  * A writer process for the reliability tests (tests/reliability): the Java twin of
  * {@code tests/bus_child.py stream}.
  *
- * <pre>StreamWriter &lt;path&gt; &lt;fileSize&gt; &lt;recordSize&gt; &lt;count&gt; &lt;writerId&gt; [progressEvery]</pre>
+ * <pre>StreamWriter &lt;path&gt; &lt;fileSize&gt; &lt;recordSize&gt; &lt;count&gt; &lt;writerId&gt; [progressEvery [pauseMs]]</pre>
  *
  * Writes records of 8 bytes (int32 writerId, int32 i), printing {@code committed <i>} after every
- * {@code progressEvery}-th commit (default 100) and {@code wrote <count> committed <n>} at the end. With
+ * {@code progressEvery}-th commit (default 100), pausing {@code pauseMs} there (default 0), and {@code wrote <count> committed <n>} at the end. With
  * {@code MAPPEDBUS_TEST_STALL_EVERY=k} in the environment, every k-th record is allocated and filled but
  * not committed: it prints {@code stalled <i> <offset>} and hangs, as a writer frozen between the two
  * steps, until the test kills it.
@@ -23,7 +23,7 @@ public final class StreamWriter {
     /**
      * Runs the writer.
      *
-     * @param args path, fileSize, recordSize, count, writerId and optionally progressEvery
+     * @param args path, fileSize, recordSize, count, writerId and optionally progressEvery and pauseMs
      * @throws Exception on any failure (the test reads the exit status)
      */
     public static void main(String[] args) throws Exception {
@@ -33,6 +33,7 @@ public final class StreamWriter {
         long count = Long.parseLong(args[3]);
         int writerId = Integer.parseInt(args[4]);
         long progress = args.length > 5 ? Long.parseLong(args[5]) : 100;
+        long pauseMs = args.length > 6 ? Long.parseLong(args[6]) : 0;
         String env = System.getenv("MAPPEDBUS_TEST_STALL_EVERY");
         long stallEvery = env == null || env.isEmpty() ? 0 : Long.parseLong(env);
         byte[] rec = new byte[8];
@@ -49,6 +50,9 @@ public final class StreamWriter {
                     if ((i + 1) % progress == 0) {
                         System.out.println("committed " + i);
                         System.out.flush();
+                        if (pauseMs > 0) {
+                            Thread.sleep(pauseMs);
+                        }
                     }
                 }
             }
