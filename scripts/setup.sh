@@ -26,11 +26,13 @@ stamp=".venv/.deps-$(cat pyproject.toml setup.py | sha1sum | cut -c1-12)"
 if [ ! -f "$stamp" ]; then
     echo "setup: installing dependencies (pyspark is large: about a minute)" >&2
     python -m pip install -q --upgrade pip
+    # The build tools too, so the in-place rebuild below works inside .venv.
+    python -m pip install -q "cython>=3.0.10,<3.3" "setuptools>=64"
     python -m pip install -q -e ".[test,jvm,spark,perf]"
     touch "$stamp"
 fi
 # Rebuild the extensions in place when a .pyx/.pxd/.h changed (a no-op otherwise).
-python setup.py -q build_ext --inplace 2>&1 | grep -v -e "^running" -e "BetaConfiguration" -e "warnings.warn" || true
+python setup.py -q build_ext --inplace 2>&1 | { grep -v -e "^running" -e "BetaConfiguration" -e "warnings.warn" || true; }
 
 bash interop/build.sh >/dev/null
 if [ -f interop/build_spark.sh ]; then
