@@ -22,7 +22,7 @@ fi
 # shellcheck disable=SC1091
 . .venv/bin/activate
 
-stamp=".venv/.deps-$(cat pyproject.toml setup.py | sha1sum | cut -c1-12)"
+stamp=".venv/.deps-$(cat pyproject.toml setup.py scripts/setup.sh | sha1sum | cut -c1-12)"
 if [ ! -f "$stamp" ]; then
     echo "setup: installing dependencies (pyspark is large: about a minute)" >&2
     python -m pip install -q --upgrade pip
