@@ -70,6 +70,10 @@ cdef class MappedFile:
                         raise OSError(errno.ENOSPC,
                                       f"no space to reserve {size} bytes for the bus file "
                                       f"(the device is full or too small)", self.path) from None
+                    if e.errno == errno.EFBIG:
+                        raise OSError(errno.EFBIG,
+                                      f"the bus file cannot grow to {size} bytes (a file size "
+                                      f"limit: ulimit -f, or the file system's)", self.path) from None
                     if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
                         raise
             if current < size:

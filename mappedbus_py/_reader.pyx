@@ -1,5 +1,6 @@
 # cython: language_level=3, embedsignature=True
 """The reader: follows the limit, delivers committed records, rolls back stalled ones."""
+import errno
 import warnings
 
 from cpython.buffer cimport (PyObject_GetBuffer, PyBuffer_Release, PyBUF_WRITABLE,
@@ -54,7 +55,8 @@ cdef class MappedBusReader:
     A slot whose writer allocated it but has not committed it within ``timeout``
     milliseconds (default 2000) is rolled back (status 2) and skipped; ``skipped`` counts
     lost records. ``read_only=True`` opens the file read-only and never writes: it skips a
-    stalled slot after the timeout without rolling it back, with a RuntimeWarning.
+    stalled slot after the timeout without rolling it back, with a RuntimeWarning. A reader
+    that may not write the file (EACCES, EPERM, EROFS) becomes read-only, with a warning.
     ``start`` is where reading begins: None (the first record), ``"end"`` (the current
     end, only new records), or a record position.
     """
@@ -82,8 +84,19 @@ cdef class MappedBusReader:
         """Map the file (created if absent, unless read-only) and place the reader."""
         if self._base != NULL:
             return self
-        f = MappedFile(self.path, self.file_size, read_only=self.read_only,
-                       prefault=self._prefault)
+        try:
+            f = MappedFile(self.path, self.file_size, read_only=self.read_only,
+                           prefault=self._prefault)
+        except OSError as e:
+            # A bus this process may read but not write (mode 0444, another owner, a
+            # read-only mount) is still readable: fall back to read-only and say so.
+            if self.read_only or e.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+                raise
+            f = MappedFile(self.path, self.file_size, read_only=True, prefault=self._prefault)
+            self.read_only = True
+            warnings.warn(f"{self.path!r} is not writable by this process ({e.strerror}): "
+                          f"reading it read-only; a stalled record will be skipped after the "
+                          f"timeout, not rolled back", RuntimeWarning, stacklevel=2)
         cdef int64_t limit = load_acquire_i64(f.base)
         try:
             _check_limit(limit, self._slot, self.record_size, self.path)

@@ -1,5 +1,6 @@
 package io.mappedbuspy;
 
+import java.io.FileNotFoundException;
 import java.io.IOException;
 import java.io.RandomAccessFile;
 import java.lang.invoke.MethodHandles;
@@ -8,6 +9,12 @@ import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.channels.FileChannel;
 import java.nio.channels.FileLock;
+import java.nio.file.AccessDeniedException;
+import java.nio.file.FileAlreadyExistsException;
+import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Paths;
+import java.nio.file.attribute.PosixFilePermissions;
 import java.util.Objects;
 
 /**
@@ -76,6 +83,9 @@ public final class MemoryMappedFile implements AutoCloseable {
         this.path = Objects.requireNonNull(path, "path");
         this.readOnly = readOnly;
         long want = Layout.mappedSize(fileSize);
+        if (!readOnly) {
+            createPrivate(path);
+        }
         try (RandomAccessFile raf = new RandomAccessFile(path, readOnly ? "r" : "rw");
              FileChannel ch = raf.getChannel()) {
             long mapLen = want;
@@ -85,8 +95,15 @@ public final class MemoryMappedFile implements AutoCloseable {
                 // Lock so that two openers growing at once cannot shrink each other's length.
                 FileLock lock = ch.lock();
                 try {
-                    if (ch.size() < want) {
-                        raf.setLength(want);
+                    long grow = want - ch.size();
+                    if (grow > 0) {
+                        checkSpace(path, grow);
+                        try {
+                            raf.setLength(want);
+                        } catch (IOException e) {
+                            throw new IOException("cannot grow " + path + " to " + want + " bytes: "
+                                    + e.getMessage(), e);
+                        }
                     }
                 } finally {
                     lock.release();
@@ -104,6 +121,36 @@ public final class MemoryMappedFile implements AutoCloseable {
             this.first = segs[0];
             this.single = n == 1;
             this.size = mapLen;
+        }
+    }
+
+    // A new bus file is private to its owner (rw-------), as the Python side creates it.
+    private static void createPrivate(String path) throws IOException {
+        try {
+            Files.createFile(Paths.get(path),
+                    PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rw-------")));
+        } catch (FileAlreadyExistsException | UnsupportedOperationException e) {
+            // exists already, or a file system without POSIX permissions: RandomAccessFile creates it
+        } catch (NoSuchFileException e) {
+            throw new FileNotFoundException(path + " (No such file or directory)");
+        } catch (AccessDeniedException e) {
+            throw new FileNotFoundException(path + " (Permission denied)");
+        }
+    }
+
+    // The file grows sparse (Java has no posix_fallocate): a store to a page the device has no room for
+    // would fault (SIGBUS, an InternalError in the JVM) long after open. Refusing to grow past the free
+    // space turns the common case, a full tmpfs or disk, into an IOException here.
+    private static void checkSpace(String path, long grow) throws IOException {
+        long free;
+        try {
+            free = Files.getFileStore(Paths.get(path)).getUsableSpace();
+        } catch (IOException e) {
+            return; // unknown: let setLength decide
+        }
+        if (free < grow) {
+            throw new IOException("no space to grow " + path + " by " + grow + " bytes: " + free
+                    + " bytes free on its device (the device is full or too small)");
         }
     }
 

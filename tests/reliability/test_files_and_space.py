@@ -1,0 +1,194 @@
+"""Full disks, files that cannot grow, sparse files, permissions and read-only readers: a
+clear error at open (or a working read-only reader), never a SIGBUS."""
+import contextlib
+import errno
+import os
+import resource
+import shutil
+import signal
+import stat
+import struct
+import subprocess
+import sys
+
+import pytest
+
+from mappedbus_py import MappedBusReader, MappedBusWriter
+from reliability_helpers import CHILD, java
+
+RECORD = 8
+
+
+@contextlib.contextmanager
+def small_tmpfs(tmp_path, size="64k"):
+    """A tmpfs of `size` bytes (needs root and a sandbox that allows mounts)."""
+    d = tmp_path / "tmpfs"
+    d.mkdir()
+    p = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(d)],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {p.stderr.strip() or p.returncode}")
+    try:
+        yield d
+    finally:
+        subprocess.run(["umount", "-l", str(d)], capture_output=True)
+
+
+def run_py(code, **kw):
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120, **kw)
+
+
+def no_growth_past(limit):
+    def pre():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)      # EFBIG instead of a kill
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+    return pre
+
+
+WRITE_1MB = """
+from mappedbus_py import MappedBusWriter
+try:
+    MappedBusWriter({path!r}, 1_000_000, 8).open()
+    print("opened")
+except OSError as e:
+    print("OSError", e.errno, e.filename == {path!r}, e.strerror)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.java
+def test_bus_larger_than_a_full_tmpfs_fails_at_open_with_enospc_in_python_and_java(tmp_path, jars):
+    with small_tmpfs(tmp_path) as d:
+        path = str(d / "py.bus")
+        p = run_py(WRITE_1MB.format(path=path))
+        assert p.returncode == 0, p.stderr                       # not killed by SIGBUS
+        assert p.stdout.split()[:3] == ["OSError", str(errno.ENOSPC), "True"]
+        assert "no space to reserve" in p.stdout
+        jpath = str(d / "java.bus")
+        p = subprocess.run(java("io.mappedbuspy.tools.BusTool", "write-bytes", jpath, 1_000_000,
+                                RECORD, 100_000, 1), capture_output=True, text=True, timeout=120)
+        # Before: the sparse file grew, the JVM wrote 4095 records, then died of an
+        # InternalError (SIGBUS on the mapped store). Now: an IOException at open.
+        assert p.returncode == 1 and p.stdout.strip() == "wrote 0 committed 0", p.stdout + p.stderr
+        assert "IOException: no space to grow" in p.stderr and "InternalError" not in p.stderr
+        # A bus that fits is fine, in both languages, up to BusFullError/EOFException.
+        for f in os.listdir(d):
+            os.unlink(d / f)
+        small = str(d / "fits.bus")
+        with MappedBusWriter(small, 16_384, RECORD) as w:
+            n = 0
+            with pytest.raises(EOFError):
+                while True:
+                    w.write(struct.pack("<ii", 0, n))
+                    n += 1
+        assert n == (16_384 - 8) // 16
+        p = subprocess.run(java("io.mappedbuspy.tools.BusTool", "write-bytes", str(d / "j.bus"),
+                                16_384, RECORD, 10, 1), capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0 and p.stdout.strip() == "wrote 10 committed 10", p.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.java
+def test_file_that_cannot_grow_fails_at_open_with_a_clear_error(shm_dir, jars):
+    path = str(shm_dir / "py.bus")
+    p = run_py(WRITE_1MB.format(path=path), preexec_fn=no_growth_past(65_536))
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.split()[:3] == ["OSError", str(errno.EFBIG), "True"]
+    assert "cannot grow" in p.stdout
+    jpath = str(shm_dir / "java.bus")
+    p = subprocess.run(java("io.mappedbuspy.tools.BusTool", "write-bytes", jpath, 1_000_000,
+                            RECORD, 10, 1), capture_output=True, text=True, timeout=120,
+                       preexec_fn=no_growth_past(65_536))
+    assert p.returncode == 1 and f"cannot grow {jpath}" in p.stderr, p.stderr
+
+
+def test_sparse_file_made_by_another_process_is_reserved_when_a_writer_opens_it(tmp_path):
+    path = tmp_path / "sparse.bus"
+    subprocess.run(["truncate", "-s", "1M", str(path)], check=True)
+    assert os.stat(path).st_blocks * 512 < 1 << 20              # holes: nothing reserved
+    MappedBusWriter(str(path), 1 << 20, RECORD).open().close()
+    assert os.stat(path).st_blocks * 512 >= 1 << 20             # every block now reserved
+
+
+@pytest.mark.java
+def test_java_creates_bus_files_owner_only(shm_dir, jars):
+    path = str(shm_dir / "j.bus")
+    old = os.umask(0)            # whatever the umask, the file is rw------- (as in Python)
+    try:
+        p = subprocess.run(java("io.mappedbuspy.tools.BusTool", "write-bytes", path, 10_000,
+                                RECORD, 1, 1), capture_output=True, text=True, timeout=120)
+    finally:
+        os.umask(old)
+    assert p.returncode == 0, p.stderr
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+
+
+def without_dac_override():
+    """Run a child as root without CAP_DAC_OVERRIDE, so file modes apply to it."""
+    if shutil.which("setpriv") is None:
+        pytest.skip("needs setpriv (util-linux) to drop CAP_DAC_OVERRIDE")
+    prefix = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search",
+              "--inh-caps", "-dac_override,-dac_read_search"]
+    return prefix
+
+
+READ_0444 = """
+import warnings
+from mappedbus_py import MappedBusReader
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    with MappedBusReader({path!r}, 100_000, 8, timeout=50{opt}) as r:
+        got = [rec.data for rec in r.records(timeout=0.5)]
+        print(r.read_only, got, r.skipped, r.rollbacks)
+for w in caught:
+    print("WARN", w.message)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("opt", ["", ", read_only=True"], ids=["implicit", "explicit"])
+def test_reader_of_a_0444_bus_reads_it_never_rolls_back_and_says_so(shm_dir, opt):
+    path = str(shm_dir / "ro.bus")
+    with MappedBusWriter(path, 100_000, RECORD) as w:
+        w.write(b"one")
+        w._allocate_only(b"stalled")              # a writer died here
+        w.write(b"two")
+    os.chmod(path, 0o444)
+    with open(path, "rb") as f:
+        before = f.read()
+    cmd = without_dac_override() + [sys.executable, "-c", READ_0444.format(path=path, opt=opt)]
+    probe = subprocess.run(without_dac_override() + [sys.executable, "-c",
+                           f"import os; os.open({path!r}, os.O_RDWR)"], capture_output=True)
+    if probe.returncode == 0:
+        pytest.skip("file modes do not apply here even without CAP_DAC_OVERRIDE")
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0] == "True [b'one', b'two'] 1 0"
+    warns = "\n".join(lines[1:])
+    if not opt:
+        assert "not writable by this process" in warns
+    assert "skipped the uncommitted record" in warns
+    with open(path, "rb") as f:
+        assert f.read() == before                  # never written: no rollback attempted
+
+
+@pytest.mark.slow
+def test_truncating_a_live_bus_under_a_reader_kills_it_with_sigbus_documented_limit(shm_dir):
+    """Another process shrinking the file pulls pages from under the mapping: the kernel
+    sends SIGBUS on the next access. Writers and readers here never shrink a file (a test in
+    test_bus.py checks it); a process outside the library that truncates a live bus is not
+    something a mapped reader can survive without a SIGBUS handler, so this pins the limit."""
+    path = str(shm_dir / "bus")
+    with MappedBusWriter(path, 100_000, RECORD) as w:
+        w.write(b"x")
+    code = (f"import sys\nfrom mappedbus_py import MappedBusReader\n"
+            f"r = MappedBusReader({path!r}, 100_000, 8).open()\nprint('open', flush=True)\n"
+            f"sys.stdin.readline()\nr.read(0)\nprint('survived')")
+    p = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "open"
+    os.truncate(path, 0)
+    out, _ = p.communicate("go\n", timeout=60)
+    assert p.returncode == -signal.SIGBUS, (p.returncode, out)
