@@ -19,7 +19,8 @@ import pytest
 
 from mappedbus_py import MappedBusWriter
 from mappedbus_py.inspect import scan
-from reliability_helpers import CHILD, have_java, java, parse_reader, spawn
+from reliability_helpers import (CHILD, have_java, jars, java, long_variant, parse_reader, shm_dir,
+                                 spawn)  # noqa: F401 (fixtures)
 
 RECORD = 8
 PER_WRITER = 30_000           # a writer's most records; it is usually killed long before
@@ -195,6 +196,6 @@ def test_random_sigkills_of_python_and_java_writers_lose_no_committed_record(shm
 
 
 @pytest.mark.slow
-@pytest.mark.long
+@long_variant
 def test_many_runs_of_a_hundred_sigkills_lose_no_committed_record(shm_dir, request):
     campaign(shm_dir, request, runs=int(os.environ.get("MAPPEDBUS_CRASH_RUNS", "5")), kills=100)

@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from mappedbus_py import MappedBusReader, MappedBusWriter
-from reliability_helpers import CHILD, java
+from reliability_helpers import java, jars, shm_dir  # noqa: F401 (fixtures)
 
 RECORD = 8
 

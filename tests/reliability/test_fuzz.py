@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from reliability_helpers import HERE, have_java, java
+from reliability_helpers import HERE, have_java, jars, java, shm_dir  # noqa: F401 (fixtures)
 
 EXAMPLES = int(os.environ.get("MAPPEDBUS_FUZZ_EXAMPLES", "1000"))
 WORKERS = 2

@@ -15,7 +15,8 @@ import psutil
 import pytest
 
 from mappedbus_py import MappedBusReader, MappedBusWriter
-from reliability_helpers import CHILD, have_java, java, parse_reader, spawn
+from reliability_helpers import (CHILD, LONG, have_java, jars, java, parse_reader,  # noqa: F401
+                                 shm_dir, spawn)
 
 RECORD = 8
 
@@ -153,7 +154,7 @@ def test_readers_racing_to_roll_back_the_same_slots_roll_each_back_once_and_agre
     use_java = have_java()
     if use_java:
         request.getfixturevalue("jars")
-    rounds = 3 if not os.environ.get("MAPPEDBUS_LONG") else 20
+    rounds = 20 if LONG else 3
     for n in range(rounds):
         bus, fsize = str(shm_dir / f"bus{n}"), 200_000
         expected = stalled_bus(bus, fsize, rounds=10, stalls_per_round=1 + n % 3)
