@@ -12,6 +12,9 @@ import org.apache.spark.sql.connector.write.streaming.StreamingWrite;
 import org.apache.spark.sql.internal.connector.SupportsStreamingUpdateAsAppend;
 import org.apache.spark.sql.types.StructType;
 
+import java.io.IOException;
+import java.io.UncheckedIOException;
+
 /**
  * Appends rows to a bus, in batch ({@code mode("append")}) or streaming. Each task opens its own
  * {@code MappedBusWriter}; records from different tasks interleave in the bus in allocation order.
@@ -39,6 +42,12 @@ final class BusWriteBuilder implements SupportsTruncate, SupportsStreamingUpdate
     public Write build() {
         RowEncoder encoder = new RowEncoder(options, schema);
         long fileSize = options.resolveFileSize(true);
+        // Create and size the file once, on the driver, before any task opens it.
+        try {
+            BusWriterFactory.open(options.path, fileSize, options.recordSize).close();
+        } catch (IOException e) {
+            throw new UncheckedIOException("mappedbus: cannot open " + options.path + " for writing", e);
+        }
         String host = options.checkHost ? BusPartition.localHostName() : null;
         return new BusWrite(new BusWriterFactory(options.path, fileSize, options.recordSize, encoder, host));
     }

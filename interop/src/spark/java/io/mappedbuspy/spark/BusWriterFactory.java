@@ -30,6 +30,14 @@ final class BusWriterFactory implements DataWriterFactory, StreamingDataWriterFa
         this.requiredHost = requiredHost;
     }
 
+    /**
+     * Opens a writer. Serialised within the JVM: the core grows a short file under a FileChannel lock,
+     * and two tasks of one executor taking that lock at once get OverlappingFileLockException.
+     */
+    static synchronized MappedBusWriter open(String path, long fileSize, int recordSize) throws IOException {
+        return new MappedBusWriter(path, fileSize, recordSize).open();
+    }
+
     @Override
     public DataWriter<InternalRow> createWriter(int partitionId, long taskId) {
         return new BusDataWriter(partitionId);
@@ -69,7 +77,7 @@ final class BusWriterFactory implements DataWriterFactory, StreamingDataWriterFa
         public void write(InternalRow row) throws IOException {
             if (writer == null) {
                 BusPartition.checkHost(path, requiredHost);
-                writer = new MappedBusWriter(path, fileSize, recordSize).open();
+                writer = open(path, fileSize, recordSize);
             }
             try {
                 encoder.encode(row, rec);
