@@ -27,6 +27,9 @@ def bus_file_size(n, record_size=PRICE_UPDATE_SIZE, slack=8192):
 def env():
     e = dict(os.environ)
     e["PYTHONPATH"] = ROOT + (os.pathsep + e["PYTHONPATH"] if e.get("PYTHONPATH") else "")
+    # numpy's BLAS threads would spin on the 2 cores the benchmark processes need
+    e.setdefault("OPENBLAS_NUM_THREADS", "1")
+    e.setdefault("OMP_NUM_THREADS", "1")
     return e
 
 
