@@ -46,13 +46,13 @@ def markdown(f, target_rows, raw):
     base = f.get("py_py_msgs_per_s")
     rows = [(lab, key) for lab, key in TRANSPORTS if key in f]
     if rows:
-        out.append("| 1 writer -> 1 reader | messages/s | ns/message | messages | per-message Python is |")
+        out.append("| 1 writer -> 1 reader | messages/s | ns/message | messages | vs Python per-message |")
         out.append("| --- | ---: | ---: | ---: | ---: |")
         for lab, key in rows:
             v = f[key]
             rawk = raw.get(key.replace("_msgs_per_s", ""), raw.get(key, {}))
             n = rawk.get("messages", "")
-            vs = f"{base / v:.2f} x" if base and key != "py_py_msgs_per_s" else ""
+            vs = f"{v / base:.2f} x" if base and key != "py_py_msgs_per_s" else ""
             out.append(f"| {lab} | {_rate(v)} | {1e9 / v:,.1f} | {n:,} | {vs} |" if n != "" else
                        f"| {lab} | {_rate(v)} | {1e9 / v:,.1f} | | {vs} |")
         out.append("")

@@ -102,7 +102,11 @@ def main(argv=None):
                    f"(groups: {', '.join(GROUPS)}); results go to only.json instead of latest.json")
     p.add_argument("--out", default=os.path.join(common.PERF, "results"))
     p.add_argument("--list", action="store_true", help="list the benchmark names")
+    p.add_argument("--render", action="store_true",
+                   help="only rewrite latest.md and the plots from latest.json and latest_raw.json")
     a = p.parse_args(argv)
+    if a.render:
+        return render(a.out)
     mode = a.mode or "quick"
     cfg = MODES[mode]
     only = set(a.only.split(",")) if a.only else None
@@ -148,6 +152,18 @@ def main(argv=None):
         report.plots(figures, raw, a.out)
     print(f"done in {figures['suite_seconds']} s: {a.out}/{stem}.json, {stem}.md"
           + ("" if only else ", *.png"), file=sys.stderr)
+    return 0
+
+
+def render(out):
+    import report
+    with open(os.path.join(out, "latest.json")) as f:
+        figures = json.load(f)
+    with open(os.path.join(out, "latest_raw.json")) as f:
+        raw = json.load(f)
+    with open(os.path.join(out, "latest.md"), "w") as f:
+        f.write(report.markdown(figures, targets(figures), raw))
+    report.plots(figures, raw, out)
     return 0
 
 
