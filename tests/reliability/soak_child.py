@@ -5,7 +5,9 @@ new bus file per epoch, until the stop file names the last epoch.
     reader <dir> <reader_id> <writers> <per_epoch>
         reads each epoch whole and checks it: every writer's records complete and in order
 
-Each prints "epoch <k>" when done with epoch k. Opening and closing a bus per epoch makes
+Each prints "epoch <k>" when done with epoch k; writers wait while epoch k - 4 is still
+there (the test removes an epoch once every process is done with it), so the files in RAM
+stay few however long the run. Opening and closing a bus per epoch makes
 leaked mappings, descriptors or memory show up as growth over the run.
 """
 import os
@@ -16,6 +18,7 @@ import time
 from mappedbus_py import MappedBusReader, MappedBusWriter
 
 RECORD = 12
+AHEAD = 4
 
 
 def file_size(writers, per_epoch):
@@ -34,6 +37,10 @@ def writer(d, wid, per_epoch, writers=4):
     rec = bytearray(RECORD)
     k = 0
     while True:
+        # Back-pressure: at most AHEAD epochs past the oldest one not yet read by everyone
+        # (the test deletes an epoch once every process is done with it).
+        while os.path.exists(os.path.join(d, f"epoch-{k - AHEAD}")):
+            time.sleep(0.01)
         with MappedBusWriter(os.path.join(d, f"epoch-{k}"), file_size(writers, per_epoch),
                              RECORD) as w:
             for i in range(per_epoch):
