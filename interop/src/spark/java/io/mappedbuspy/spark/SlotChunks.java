@@ -71,7 +71,9 @@ abstract class SlotChunks implements AutoCloseable {
             }
         }
         nRows = n;
-        mem.getBytes(next, buf, 0, k * slot);
+        if (f.kinds.length > 0) { // count() needs only the statuses
+            mem.getBytes(next, buf, 0, k * slot);
+        }
         next += (long) k * slot;
         return true;
     }
