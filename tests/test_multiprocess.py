@@ -1,40 +1,12 @@
 """Real processes on one real file: integrity, total order, crashed and slow writers."""
-import os
 import signal
 import struct
-import subprocess
-import sys
 import time
-from collections import defaultdict
 
 import pytest
 
 from mappedbus_py import MappedBusReader, MappedBusWriter
-
-CHILD = [sys.executable, os.path.join(os.path.dirname(__file__), "bus_child.py")]
-
-
-def start(*args):
-    return subprocess.Popen(CHILD + [str(a) for a in args], stdout=subprocess.PIPE, text=True)
-
-
-def parse_reader(out):
-    lines = out.strip().splitlines()
-    assert lines[-1].startswith("END "), lines[-1:]
-    recs = [line.split() for line in lines[:-1]]
-    return [(int(p), int(m), bytes.fromhex(h)) for p, m, h in recs], lines[-1]
-
-
-def check_integrity(records, writers, per_writer):
-    """Every record untorn; each writer's records complete and in its own order."""
-    seen = defaultdict(list)
-    for _, meta, payload in records:
-        assert meta == 8
-        wid, i = struct.unpack_from("<ii", payload)
-        seen[wid].append(i)
-    assert sorted(seen) == sorted(writers)
-    for wid in writers:
-        assert seen[wid] == list(range(per_writer)), f"writer {wid} out of order or incomplete"
+from procs import check_integrity, parse_reader, start
 
 
 @pytest.mark.slow

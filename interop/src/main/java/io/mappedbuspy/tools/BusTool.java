@@ -15,6 +15,9 @@ import java.io.IOException;
 import java.io.OutputStreamWriter;
 import java.io.PrintWriter;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
 import java.util.Arrays;
 
 /**
@@ -24,7 +27,9 @@ import java.util.Arrays;
  */
 public final class BusTool {
     private static final String USAGE = String.join("\n",
-            "usage: BusTool <command> ...",
+            "usage: BusTool [--go <file>] <command> ...",
+            "  --go <file>: print 'ready', wait until <file> exists, then run the command",
+            "      (lines up processes that start at different speeds)",
             "  write-bytes <path> <fileSize> <recordSize> <count> <writerId>",
             "      record i = 8 bytes: int32 writerId, int32 i; prints 'wrote N committed M'",
             "  write-objects <path> <fileSize> <recordSize> <count> price|token|trade <writerId>",
@@ -79,6 +84,10 @@ public final class BusTool {
     }
 
     private static int run(String[] args) throws UsageException, IOException, InterruptedException {
+        if (args.length >= 2 && args[0].equals("--go")) {
+            awaitFile(args[1]);
+            args = Arrays.copyOfRange(args, 2, args.length);
+        }
         if (args.length == 0) {
             throw new UsageException("no command");
         }
@@ -282,6 +291,15 @@ public final class BusTool {
             Thread.sleep(sleepMs);
             boolean committed = mem.casStatus(offset, Layout.STATUS_NOT_SET, Layout.STATUS_COMMITTED);
             System.out.println("committed " + committed);
+        }
+    }
+
+    private static void awaitFile(String go) throws InterruptedException {
+        System.out.println("ready");
+        System.out.flush();
+        Path file = Paths.get(go);
+        while (!Files.exists(file)) {
+            Thread.sleep(1);
         }
     }
 
