@@ -7,7 +7,7 @@ import pytest
 
 from mappedbus_py import MappedBusReader, MappedBusWriter, PriceUpdate, Trade
 
-from conftest import bus_reader, bus_tool, hung_slot, read_all, status_at
+from .helpers import bus_reader, bus_tool, hung_slot, read_all, status_at
 
 pytestmark = pytest.mark.spark
 

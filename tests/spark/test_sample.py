@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT
+from .helpers import ROOT
 
 pytestmark = pytest.mark.spark
 

@@ -9,7 +9,7 @@ import pytest
 
 from mappedbus_py import MappedBusWriter, PriceUpdate
 
-from conftest import hung_slot, status_at
+from .helpers import hung_slot, status_at
 
 pytestmark = pytest.mark.spark
 

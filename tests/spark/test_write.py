@@ -5,7 +5,7 @@ import pytest
 
 from mappedbus_py import MappedBusReader, MappedBusWriter, PriceUpdate, Trade
 
-from conftest import read_all
+from .helpers import read_all
 
 pytestmark = pytest.mark.spark
 
