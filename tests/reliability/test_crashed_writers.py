@@ -100,20 +100,19 @@ def _run_campaign(d, kills, rng, use_java, procs):
                 p.wait()
                 killed += 1
                 stall_kills += stalled
-    # The writers still alive finish; then one last writer whose records must all arrive
-    # after every dead slot before it.
-    for w, (p, out, _, _) in writers.items():
-        if p.poll() is None:
-            try:
-                p.wait(timeout=120)
-            except subprocess.TimeoutExpired:
-                pass
-    for w, (p, out, _, _) in list(writers.items()):
-        if p.poll() is None:          # frozen at a stall (or a Java stall hang): a last kill
-            p.send_signal(signal.SIGKILL)
-            p.wait()
-            killed += 1
-            stall_kills += 1
+    # The writers still alive finish, but one frozen at a stall never would: kill it at
+    # once (readers idle out after IDLE_EXIT_MS, so no long silence before the last writer).
+    # Then one last writer whose records must all arrive after every dead slot before it.
+    deadline = time.monotonic() + 120
+    while any(p.poll() is None for p, _, _, _ in writers.values()):
+        assert time.monotonic() < deadline, "a writer neither finished nor stalled"
+        for w, (p, out, _, _) in writers.items():
+            if p.poll() is None and "stalled" in out.read_text():
+                p.send_signal(signal.SIGKILL)
+                p.wait()
+                killed += 1
+                stall_kills += 1
+        time.sleep(0.01)
     wid += 1
     tail = subprocess.run(CHILD + ["stream", bus, str(fsize), str(RECORD), "1000", str(wid)],
                           capture_output=True, text=True, timeout=60,
