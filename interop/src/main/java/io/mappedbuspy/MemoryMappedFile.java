@@ -56,6 +56,9 @@ public final class MemoryMappedFile implements AutoCloseable {
     private ByteBuffer[] segments;
     private boolean closed;
 
+    /** Serialises file growth among the threads of this JVM (see the constructor). */
+    private static final Object GROW_LOCK = new Object();
+
     /**
      * Opens (creating if absent) and maps a bus file for reading and writing.
      *
@@ -92,21 +95,26 @@ public final class MemoryMappedFile implements AutoCloseable {
             if (readOnly) {
                 mapLen = Math.min(want, ch.size());
             } else if (ch.size() < want) {
-                // Lock so that two openers growing at once cannot shrink each other's length.
-                FileLock lock = ch.lock();
-                try {
-                    long grow = want - ch.size();
-                    if (grow > 0) {
-                        checkSpace(path, grow);
-                        try {
-                            raf.setLength(want);
-                        } catch (IOException e) {
-                            throw new IOException("cannot grow " + path + " to " + want + " bytes: "
-                                    + e.getMessage(), e);
+                // The file lock keeps two processes growing at once from shrinking each other's
+                // length; a file lock is held per JVM, not per thread, so threads of one JVM (two
+                // Spark tasks, say) take turns on a monitor first instead of failing with
+                // OverlappingFileLockException.
+                synchronized (GROW_LOCK) {
+                    FileLock lock = ch.lock();
+                    try {
+                        long grow = want - ch.size();
+                        if (grow > 0) {
+                            checkSpace(path, grow);
+                            try {
+                                raf.setLength(want);
+                            } catch (IOException e) {
+                                throw new IOException("cannot grow " + path + " to " + want + " bytes: "
+                                        + e.getMessage(), e);
+                            }
                         }
+                    } finally {
+                        lock.release();
                     }
-                } finally {
-                    lock.release();
                 }
             }
             FileChannel.MapMode mode = readOnly ? FileChannel.MapMode.READ_ONLY : FileChannel.MapMode.READ_WRITE;

@@ -16,6 +16,39 @@ import static io.mappedbuspy.testing.Assert.assertTrue;
 
 /** Bounds checks, misaligned statuses and read-only mappings. */
 public final class MemoryMappedFileTest {
+    /**
+     * Threads of one JVM opening and growing the same file at once (two Spark tasks, say) take
+     * turns instead of failing with OverlappingFileLockException from the per-JVM file lock.
+     */
+    @Test
+    public void threadsOfOneJvmGrowTheSameFileAtOnce() throws Exception {
+        for (int round = 0; round < 20; round++) {
+            String path = TestFiles.newPath("grow-race.bus");
+            Thread[] threads = new Thread[4];
+            Exception[] failure = new Exception[1];
+            for (int i = 0; i < threads.length; i++) {
+                long fileSize = 1_000_000 + i * 100_000L;
+                threads[i] = new Thread(() -> {
+                    try (MappedBusWriter w = new MappedBusWriter(path, fileSize, 8).open()) {
+                        w.write(new byte[] {1}, 0, 1);
+                    } catch (Exception e) {
+                        failure[0] = e;
+                    }
+                });
+            }
+            for (Thread t : threads) {
+                t.start();
+            }
+            for (Thread t : threads) {
+                t.join();
+            }
+            if (failure[0] != null) {
+                throw failure[0];
+            }
+            assertEquals("grown to the largest size", Layout.mappedSize(1_300_000), new File(path).length());
+        }
+    }
+
     /** Every access outside the mapping throws instead of touching memory. */
     @Test
     public void outOfBoundsAccessThrows() throws Exception {
