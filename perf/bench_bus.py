@@ -57,6 +57,9 @@ ONE_TO_ONE = {
     "java_java_msgs_per_s": ("java", "java", "message"),
     "java_py_msgs_per_s": ("java", "py", "message"),
     "py_java_msgs_per_s": ("py", "java", "message"),
+    # The Python side with its numpy batch API, the Java side per message as above.
+    "java_py_batch_msgs_per_s": ("java", "py", "batch"),
+    "py_java_batch_msgs_per_s": ("py", "java", "batch"),
 }
 WRITERS = (2, 4, 8)
 PAYLOADS = (8, 64, 512, 4096, 32768)

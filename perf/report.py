@@ -9,6 +9,8 @@ TRANSPORTS = [
     ("mappedbus_py Java -> Java", "java_java_msgs_per_s"),
     ("mappedbus_py Java -> Python", "java_py_msgs_per_s"),
     ("mappedbus_py Python -> Java", "py_java_msgs_per_s"),
+    ("mappedbus_py Java -> Python, numpy batch reader", "java_py_batch_msgs_per_s"),
+    ("mappedbus_py Python -> Java, numpy batch writer", "py_java_batch_msgs_per_s"),
     ("Java original Mappedbus (98 ns/msg, reference)", "java_original_msgs_per_s"),
     ("pyzmq PUSH/PULL ipc://", "zmq_ipc_msgs_per_s"),
     ("multiprocessing.Pipe (send_bytes)", "mp_pipe_msgs_per_s"),

@@ -56,6 +56,8 @@ def derived(f):
     ratio("ratio_py_batch_vs_java_original", "py_py_batch_msgs_per_s", "java_original_msgs_per_s")
     ratio("ratio_java_py_vs_java_java", "java_py_msgs_per_s", "java_java_msgs_per_s")
     ratio("ratio_py_java_vs_java_java", "py_java_msgs_per_s", "java_java_msgs_per_s")
+    ratio("ratio_java_py_batch_vs_java_java", "java_py_batch_msgs_per_s", "java_java_msgs_per_s")
+    ratio("ratio_py_java_batch_vs_java_java", "py_java_batch_msgs_per_s", "java_java_msgs_per_s")
     for p in PEER_NAMES:
         ratio(f"ratio_py_py_vs_{p}", "py_py_msgs_per_s", f"{p}_msgs_per_s")
     ratio("ratio_py_java_vs_py4j", "py_java_msgs_per_s", "py4j_msgs_per_s")
@@ -76,6 +78,10 @@ def targets(f):
     t("Python numpy batch >= 5 x Java original", "ratio_py_batch_vs_java_original", 5, x)
     t("Java -> Python >= 0.9 x Java -> Java", "ratio_java_py_vs_java_java", 0.9, x)
     t("Python -> Java >= 0.9 x Java -> Java", "ratio_py_java_vs_java_java", 0.9, x)
+    t("Java -> Python (numpy batch reader) >= 0.9 x Java -> Java",
+      "ratio_java_py_batch_vs_java_java", 0.9, x)
+    t("Python -> Java (numpy batch writer) >= 0.9 x Java -> Java",
+      "ratio_py_java_batch_vs_java_java", 0.9, x)
     t("RTT Python-Python p50 < 600 ns", "rtt_p50_ns", 600, lambda v: f"{v:.0f} ns", True)
     t("RTT Python-Python p99 < 2 us", "rtt_p99_ns", 2000, lambda v: f"{v:.0f} ns", True)
     for p in PEER_NAMES:
