@@ -409,12 +409,13 @@ cdef class MappedBusReader:
     def __iter__(self):
         return self.records(None)
 
-    def read_batch(self, out, meta=None):
-        """Copy up to ``len(out)`` committed records into ``out`` without waiting and return
-        how many. ``out`` is C-contiguous with one row per record (a numpy structured array
-        whose itemsize is at most record_size, or a 2-D uint8 array); each row gets the
-        first ``itemsize`` payload bytes. ``meta``, if given, is an int32 array receiving
-        each record's metadata."""
+    def read_batch(self, out, meta=None, timeout=0.0):
+        """Copy up to ``len(out)`` committed records into ``out`` and return how many.
+        ``out`` is C-contiguous with one row per record (a numpy structured array whose
+        itemsize is at most record_size, or a 2-D uint8 array); each row gets the first
+        ``itemsize`` payload bytes. ``meta``, if given, is an int32 array receiving each
+        record's metadata. With no record ready, wait up to ``timeout`` seconds for the
+        first one (0: return 0 at once, None: no limit), then take what is ready."""
         cdef Py_buffer view, mview
         cdef Py_ssize_t nrows, rowlen, n = 0
         cdef int32_t *metas = NULL
@@ -439,7 +440,7 @@ cdef class MappedBusReader:
                 dst = <char *>view.buf
                 while n < nrows:
                     try:
-                        if not self._next():
+                        if not (self._wait(timeout) if n == 0 else self._next()):
                             break
                     except BusFullError:
                         if n == 0:

@@ -309,3 +309,16 @@ def test_files_larger_than_4_gib_work(tmp_path):
     assert [x.data for x in got] == [b"far %d" % i for i in range(10)]
     assert got[-1].position > 2**32
     assert os.stat(path).st_size == fsize
+
+
+def test_batch_read_waits_for_the_first_record_then_takes_what_is_ready(bus_path):
+    import threading
+    out = np.zeros(8, PriceUpdate.numpy_dtype())
+    with MappedBusWriter(bus_path, SIZE, 12) as w, MappedBusReader(bus_path, SIZE, 12) as r:
+        t0 = time.monotonic()
+        assert r.read_batch(out, timeout=0.05) == 0
+        assert time.monotonic() - t0 >= 0.05
+        threading.Timer(0.05, lambda: [w.write(PriceUpdate(i, i, i)) for i in range(3)]).start()
+        n = r.read_batch(out, timeout=5)
+        n += r.read_batch(out[n:], timeout=1)
+        assert n == 3 and list(out["price"][:3]) == [0, 1, 2]
