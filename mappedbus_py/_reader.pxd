@@ -20,6 +20,7 @@ cdef class MappedBusReader:
     cdef int64_t _limit_seen   # the last limit loaded: slots below it are allocated, so the
                                # shared limit line is only re-read once the reader catches up
     cdef int64_t _initial_limit  # the limit at open(), for has_recovered()
+    cdef unsigned int _idle    # empty polls: the limit is read on one in 16 of them
     cdef int64_t _timeout_ns   # how long a slot may stay uncommitted before rollback
     cdef int64_t _wait_pos     # the uncommitted slot being timed, or -1
     cdef int64_t _wait_start   # monotonic ns when this reader saw the stall begin
