@@ -6,6 +6,7 @@ import io.mappedbuspy.MappedBusReader;
 import io.mappedbuspy.MappedBusWriter;
 import io.mappedbuspy.MemoryMappedFile;
 import io.mappedbuspy.messages.PriceUpdate;
+import io.mappedbuspy.messages.RawPayload;
 import io.mappedbuspy.messages.Token;
 import io.mappedbuspy.messages.Trade;
 
@@ -160,30 +161,6 @@ public final class BusTool {
         return 0;
     }
 
-    /** Copies the whole payload of a record, whatever its type or length. */
-    private static final class RawPayload implements MappedBusMessage {
-        final byte[] bytes;
-
-        RawPayload(int recordSize) {
-            bytes = new byte[recordSize];
-        }
-
-        @Override
-        public void write(MemoryMappedFile mem, long pos) {
-            mem.putBytes(pos, bytes, 0, bytes.length);
-        }
-
-        @Override
-        public void read(MemoryMappedFile mem, long pos) {
-            mem.getBytes(pos, bytes, 0, bytes.length);
-        }
-
-        @Override
-        public int type() {
-            return 0;
-        }
-    }
-
     /** Reads records and prints them raw ({@code kind} null) or decoded as {@code kind} messages. */
     private static int read(String[] a, String kind) throws UsageException, IOException {
         if (a.length < 4) {
@@ -234,7 +211,7 @@ public final class BusTool {
                     line.append(r.recordPosition()).append(' ').append(r.readType()).append(' ');
                     if (decoded == null) {
                         r.readMessage(raw);
-                        appendHex(line, raw.bytes);
+                        appendHex(line, raw.bytes());
                     } else {
                         line.append(r.readMessage(decoded));
                     }

@@ -1,9 +1,8 @@
 package io.mappedbuspy.reliability;
 
 import io.mappedbuspy.CorruptBusException;
-import io.mappedbuspy.MappedBusMessage;
 import io.mappedbuspy.MappedBusReader;
-import io.mappedbuspy.MemoryMappedFile;
+import io.mappedbuspy.messages.RawPayload;
 
 import java.io.BufferedReader;
 import java.io.IOException;
@@ -31,30 +30,6 @@ public final class FuzzReader {
     private static volatile long started = System.nanoTime();
 
     private FuzzReader() {
-    }
-
-    /** Copies the whole payload, whatever the record holds. */
-    private static final class Raw implements MappedBusMessage {
-        final byte[] bytes;
-
-        Raw(int size) {
-            bytes = new byte[size];
-        }
-
-        @Override
-        public void write(MemoryMappedFile mem, long pos) {
-            mem.putBytes(pos, bytes, 0, bytes.length);
-        }
-
-        @Override
-        public void read(MemoryMappedFile mem, long pos) {
-            mem.getBytes(pos, bytes, 0, bytes.length);
-        }
-
-        @Override
-        public int type() {
-            return 0;
-        }
     }
 
     /**
@@ -119,7 +94,7 @@ public final class FuzzReader {
         try (MappedBusReader r = new MappedBusReader(path, fileSize, recordSize, readOnly).open()) {
             r.setTimeout(0);
             byte[] buf = new byte[recordSize];
-            Raw raw = new Raw(recordSize);
+            RawPayload raw = new RawPayload(recordSize);
             // Bounded: a file holds at most fileSize / (8 + recordSize) slots.
             long maxSteps = Math.min(200_000, fileSize / (8 + recordSize) + 16);
             for (long step = 0; step < maxSteps; step++) {
