@@ -28,6 +28,9 @@ cdef class MappedBusReader:
                                # _wait_start, so a crashed batch costs one timeout, not N
     cdef object _start         # where open() puts the reader: None, "end" or a position
     cdef bint _prefault        # map every page at open (MAP_POPULATE)
+    cdef bint _allow_foreign   # accept a file of another owner, or group/other-writable
+    cdef bint _segment         # a rolling bus's segment: exists already, no sidecar
+                               # metadata, may be unlinked by retention while mapped
     cdef readonly int64_t rollbacks  # slots this reader rolled back (compare-and-swap 0 -> 2)
     cdef readonly int64_t skipped    # rolled-back or timed-out slots passed over: lost records
 

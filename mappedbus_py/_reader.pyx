@@ -62,7 +62,8 @@ cdef class MappedBusReader:
     """
 
     def __init__(self, path, file_size, record_size, *, timeout=DEFAULT_TIMEOUT_MS,
-                 start=None, bint read_only=False, bint prefault=False):
+                 start=None, bint read_only=False, bint prefault=False,
+                 bint allow_foreign=False, bint _segment=False):
         _check_sizes(file_size, record_size)
         self.path = path
         self.file_size = file_size
@@ -73,6 +74,8 @@ cdef class MappedBusReader:
         self._aligned = record_size % 4 == 0
         self._start = start
         self._prefault = prefault
+        self._allow_foreign = allow_foreign
+        self._segment = _segment
         self.set_timeout(timeout)
         self._file = None
         self._base = NULL

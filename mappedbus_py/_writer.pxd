@@ -16,6 +16,9 @@ cdef class MappedBusWriter:
     cdef int _mode             # permissions of a file this writer creates
     cdef bint _preallocate     # reserve the file's blocks at open
     cdef bint _prefault        # map every page at open (MAP_POPULATE)
+    cdef bint _allow_foreign   # accept a file of another owner, or group/other-writable
+    cdef bint _segment         # a rolling bus's segment: exists already, no sidecar
+                               # metadata, may be unlinked by retention while mapped
 
     cdef char *_alloc(self, int64_t count) except NULL
     cdef bint _commit(self, char *rec) except -1

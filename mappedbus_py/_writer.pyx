@@ -54,7 +54,7 @@ cdef class MappedBusWriter:
     """
 
     def __init__(self, path, file_size, record_size, *, int mode=0o600, bint preallocate=True,
-                 bint prefault=False):
+                 bint prefault=False, bint allow_foreign=False, bint _segment=False):
         _check_sizes(file_size, record_size)
         self.path = path
         self.file_size = file_size
@@ -65,6 +65,8 @@ cdef class MappedBusWriter:
         self._mode = mode
         self._preallocate = preallocate
         self._prefault = prefault
+        self._allow_foreign = allow_foreign
+        self._segment = _segment
         self._file = None
         self._base = NULL
 

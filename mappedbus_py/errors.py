@@ -1,6 +1,12 @@
-"""Exceptions raised by mappedbus_py. Bad arguments raise plain ValueError/TypeError."""
+"""Exceptions raised by mappedbus_py. Bad arguments raise plain ValueError/TypeError.
 
-__all__ = ("MappedBusError", "BusFullError", "CorruptBusError", "BusClosedError")
+Each has a Java twin in ``io.mappedbuspy`` with the same stem (``BusGapError`` here,
+``BusGapException`` there).
+"""
+
+__all__ = ("MappedBusError", "BusFullError", "CorruptBusError", "BusClosedError",
+           "BusMismatchError", "UnsafeBusFileError", "BusLockTimeoutError",
+           "BusTruncatedError", "BusReplacedError", "BusGapError", "RecordsRolledBackError")
 
 
 class MappedBusError(Exception):
@@ -20,3 +26,58 @@ class CorruptBusError(MappedBusError, ValueError):
 
 class BusClosedError(MappedBusError, ValueError):
     """An operation on a writer or reader that is closed (or was never opened)."""
+
+
+class BusMismatchError(MappedBusError, ValueError):
+    """The bus's metadata file records other sizes (record size, file or segment size) than
+    the ones this process opened it with. Raised before anything is written."""
+
+
+class UnsafeBusFileError(MappedBusError, PermissionError):
+    """The path is not a file this process may trust as a bus: a symbolic link, not a
+    regular file (a FIFO, a device, a directory), owned by another user, or writable by
+    group or others (unless ``allow_foreign=True``)."""
+
+
+class BusLockTimeoutError(MappedBusError, TimeoutError):
+    """The lock that serialises opening (creating, growing) a bus file was held by another
+    process for longer than the lock timeout. ``holder_pid`` names it when it can be known."""
+
+    def __init__(self, message, holder_pid=None):
+        super().__init__(message)
+        self.holder_pid = holder_pid
+
+
+class BusTruncatedError(MappedBusError, OSError):
+    """The bus file shrank under this process's mapping (``truncate``, ``: >``, ``cp`` over
+    it): a page past its new end was touched. The mapping is dead; nothing read from it
+    after the truncation is delivered."""
+
+
+class BusReplacedError(MappedBusError, OSError):
+    """The bus path no longer names the file this process mapped: it was removed, or
+    another file was put in its place (``os.replace``, ``mv``, deleted and recreated)."""
+
+
+class BusGapError(MappedBusError):
+    """A rolling-bus reader needs records that no longer exist: retention removed their
+    segments before it read them, or it was asked to start before the oldest retained
+    record. ``lost_from``/``lost_to`` is the half-open range of positions lost, ``lost``
+    the number of record slots in it."""
+
+    def __init__(self, message, lost_from, lost_to, lost):
+        super().__init__(message)
+        self.lost_from = lost_from
+        self.lost_to = lost_to
+        self.lost = lost
+
+
+class RecordsRolledBackError(MappedBusError):
+    """Some rows of a ``write_batch`` were rolled back by a reader before this writer
+    committed them (it took longer than the readers' timeout). ``committed`` counts the
+    rows that were committed; ``rolled_back`` lists the indices of the rows that were not."""
+
+    def __init__(self, message, committed, rolled_back):
+        super().__init__(message)
+        self.committed = committed
+        self.rolled_back = rolled_back

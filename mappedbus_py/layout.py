@@ -29,6 +29,52 @@ Neither ``record_size`` nor ``file_size`` is stored in the file: every process m
 given the same values. The file is ``mapped_size(file_size)`` bytes long (rounded up to
 ``PAGE_SIZE``); end-of-file checks use the unrounded ``file_size``.
 
+Files around the wire format (this project's, never read by the Java original)
+-----------------------------------------------------------------------------
+
+A bus created by this project records what 0.5.1 never stores, in a *metadata file*::
+
+    single-file bus   PATH                         the Mappedbus 0.5.1 file
+                      PATH + META_SUFFIX           its metadata (kind=single)
+    rolling bus       DIR/                         mode 0700
+                      DIR/META_FILE                its metadata (kind=rolling)
+                      DIR/segment_name(0)          "00000000000000000000.bus": segment 0, a
+                      DIR/segment_name(1)          complete Mappedbus 0.5.1 file of segment_size
+                      ...                          bytes that the Java original can read alone
+                      DIR/TMP_PREFIX + "..."       a segment or metadata file being written;
+                                                   linked or renamed into place once complete
+
+A metadata file is UTF-8 text of at most META_MAX_BYTES: the line META_MAGIC, then one
+``key=value`` per line (no spaces around ``=``; Java's Properties syntax). Unknown keys are
+kept and ignored, so later formats can add some::
+
+    format=1                       META_FORMAT
+    kind=single | rolling
+    id=<32 lowercase hex digits>   128 random bits made at creation: a bus deleted and
+                                   recreated under the same path has another id
+    created_ns=<int>               creation time, Unix epoch nanoseconds
+    record_size=<int>              payload bytes per record
+    file_size=<int>                (single) the logical file size
+    inode=<int>                    (single) st_ino of the file it describes: a file recreated
+                                   under PATH by a process that writes no metadata (the Java
+                                   original) has another inode, so the old metadata no longer
+                                   applies to it
+    segment_size=<int>             (rolling) the logical size of every segment
+    retain_segments=<int>          (rolling) retention; 0 means no limit
+    retain_bytes=<int>
+    retain_age_ms=<int>
+
+It is written to a temporary name in the same directory first, then linked into place
+(created exclusively: one creator wins a race) or renamed over the old one, so nobody ever
+reads half of it.
+
+A position on a rolling bus is one int64 across segments::
+
+    position = segment_index * segment_size + offset      (FIRST_RECORD_OFFSET <= offset)
+
+so position 8 is the first record of segment 0, as on a single-file bus, and positions
+grow with the total order.
+
 The Java side mirrors these names in ``interop/.../Layout.java``; a test checks they agree.
 """
 
@@ -36,7 +82,10 @@ __all__ = (
     "LIMIT_OFFSET", "FIRST_RECORD_OFFSET", "STATUS_OFFSET", "METADATA_OFFSET",
     "PAYLOAD_OFFSET", "HEADER_SIZE", "STATUS_NOT_SET", "STATUS_COMMITTED",
     "STATUS_ROLLED_BACK", "PAGE_SIZE", "DEFAULT_TIMEOUT_MS", "MAX_RECORD_SIZE",
+    "META_SUFFIX", "META_FILE", "META_MAGIC", "META_FORMAT", "META_MAX_BYTES",
+    "SEGMENT_SUFFIX", "SEGMENT_DIGITS", "TMP_PREFIX",
     "slot_size", "record_offset", "mapped_size", "record_index", "is_record_boundary",
+    "segment_name", "segment_index", "split_position", "join_position",
     "CONSTANTS",
 )
 
@@ -61,12 +110,24 @@ DEFAULT_TIMEOUT_MS = 2000
 #: The metadata int32 holds a byte-array length, so a payload cannot be longer.
 MAX_RECORD_SIZE = 2**31 - 1 - HEADER_SIZE
 
+#: Metadata files and rolling-bus segments (see the module docstring).
+META_SUFFIX = ".meta"
+META_FILE = "bus.meta"
+META_MAGIC = "# mappedbus bus metadata"
+META_FORMAT = 1
+META_MAX_BYTES = 4096
+SEGMENT_SUFFIX = ".bus"
+SEGMENT_DIGITS = 20
+TMP_PREFIX = ".tmp-"
+
 CONSTANTS = {
     name: globals()[name]
     for name in (
         "LIMIT_OFFSET", "FIRST_RECORD_OFFSET", "STATUS_OFFSET", "METADATA_OFFSET",
         "PAYLOAD_OFFSET", "HEADER_SIZE", "STATUS_NOT_SET", "STATUS_COMMITTED",
         "STATUS_ROLLED_BACK", "PAGE_SIZE", "DEFAULT_TIMEOUT_MS",
+        "META_SUFFIX", "META_FILE", "META_MAGIC", "META_FORMAT", "META_MAX_BYTES",
+        "SEGMENT_SUFFIX", "SEGMENT_DIGITS", "TMP_PREFIX",
     )
 }
 
@@ -93,3 +154,28 @@ def is_record_boundary(offset, record_size):
 def mapped_size(file_size):
     """The length of the file and of its mapping: ``file_size`` rounded up to a page."""
     return -(-file_size // PAGE_SIZE) * PAGE_SIZE
+
+
+def segment_name(index):
+    """The file name of rolling-bus segment ``index``: 20 decimal digits and ``.bus``."""
+    if index < 0:
+        raise ValueError(f"segment index must not be negative, got {index}")
+    return f"{index:0{SEGMENT_DIGITS}d}{SEGMENT_SUFFIX}"
+
+
+def segment_index(name):
+    """The index of a segment file name, or None if ``name`` is not one."""
+    stem = name[:-len(SEGMENT_SUFFIX)] if name.endswith(SEGMENT_SUFFIX) else ""
+    if len(stem) != SEGMENT_DIGITS or not stem.isdigit() or not stem.isascii():
+        return None
+    return int(stem)
+
+
+def split_position(position, segment_size):
+    """``(segment_index, offset_in_segment)`` of a rolling-bus position."""
+    return divmod(position, segment_size)
+
+
+def join_position(index, offset, segment_size):
+    """The rolling-bus position of ``offset`` in segment ``index``."""
+    return index * segment_size + offset

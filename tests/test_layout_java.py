@@ -19,7 +19,7 @@ def java_constants(main_class, *args):
     out = subprocess.run(jvm.java_command(main_class, *args), capture_output=True, text=True,
                          timeout=120, check=True).stdout
     pairs = [line.split("=", 1) for line in out.splitlines() if line.strip()]
-    return {name: int(value) for name, value in pairs}
+    return {name: int(value) if value.lstrip("-").isdigit() else value for name, value in pairs}
 
 
 def test_java_layout_constants_equal_the_python_ones(jar):

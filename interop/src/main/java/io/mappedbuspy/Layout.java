@@ -54,6 +54,25 @@ public final class Layout {
     /** Default reader timeout before an uncommitted record is rolled back, in milliseconds. */
     public static final int DEFAULT_TIMEOUT_MS = 2000;
 
+    // ---- files around the wire format (layout.py's docstring has the diagram and the keys) ----
+
+    /** Suffix of a single-file bus's metadata file: {@code PATH + META_SUFFIX}. */
+    public static final String META_SUFFIX = ".meta";
+    /** Name of a rolling bus's metadata file inside its directory. */
+    public static final String META_FILE = "bus.meta";
+    /** First line of every metadata file. */
+    public static final String META_MAGIC = "# mappedbus bus metadata";
+    /** The metadata format this version writes and reads ({@code format=} key). */
+    public static final int META_FORMAT = 1;
+    /** Largest metadata file accepted, in bytes. */
+    public static final int META_MAX_BYTES = 4096;
+    /** Suffix of a rolling-bus segment file; its name is {@link #segmentName(long)}. */
+    public static final String SEGMENT_SUFFIX = ".bus";
+    /** Decimal digits of a segment's index in its file name. */
+    public static final int SEGMENT_DIGITS = 20;
+    /** Prefix of a file being written (a segment or metadata) before it is linked into place. */
+    public static final String TMP_PREFIX = ".tmp-";
+
     private Layout() {
     }
 
@@ -100,6 +119,42 @@ public final class Layout {
     }
 
     /**
+     * The file name of rolling-bus segment {@code index}: 20 decimal digits and {@link #SEGMENT_SUFFIX}.
+     *
+     * @param index segment index, from 0
+     * @return the file name
+     */
+    public static String segmentName(long index) {
+        if (index < 0) {
+            throw new IllegalArgumentException("segment index must not be negative, got " + index);
+        }
+        return String.format("%0" + SEGMENT_DIGITS + "d%s", index, SEGMENT_SUFFIX);
+    }
+
+    /**
+     * The index of a segment file name.
+     *
+     * @param name a file name
+     * @return its segment index, or -1 if it is not a segment name
+     */
+    public static long segmentIndex(String name) {
+        if (name.length() != SEGMENT_DIGITS + SEGMENT_SUFFIX.length() || !name.endsWith(SEGMENT_SUFFIX)) {
+            return -1;
+        }
+        for (int i = 0; i < SEGMENT_DIGITS; i++) {
+            char c = name.charAt(i);
+            if (c < '0' || c > '9') {
+                return -1;
+            }
+        }
+        try {
+            return Long.parseLong(name.substring(0, SEGMENT_DIGITS));
+        } catch (NumberFormatException e) {
+            return -1;
+        }
+    }
+
+    /**
      * Prints every constant as {@code NAME=value}, one per line (the Python side parses this).
      *
      * @param args ignored
@@ -124,6 +179,14 @@ public final class Layout {
                 + "STATUS_COMMITTED=" + STATUS_COMMITTED + "\n"
                 + "STATUS_ROLLED_BACK=" + STATUS_ROLLED_BACK + "\n"
                 + "PAGE_SIZE=" + PAGE_SIZE + "\n"
-                + "DEFAULT_TIMEOUT_MS=" + DEFAULT_TIMEOUT_MS + "\n";
+                + "DEFAULT_TIMEOUT_MS=" + DEFAULT_TIMEOUT_MS + "\n"
+                + "META_SUFFIX=" + META_SUFFIX + "\n"
+                + "META_FILE=" + META_FILE + "\n"
+                + "META_MAGIC=" + META_MAGIC + "\n"
+                + "META_FORMAT=" + META_FORMAT + "\n"
+                + "META_MAX_BYTES=" + META_MAX_BYTES + "\n"
+                + "SEGMENT_SUFFIX=" + SEGMENT_SUFFIX + "\n"
+                + "SEGMENT_DIGITS=" + SEGMENT_DIGITS + "\n"
+                + "TMP_PREFIX=" + TMP_PREFIX + "\n";
     }
 }

@@ -24,6 +24,10 @@ public final class MappedBusReader implements AutoCloseable {
     private final long slot;
     private final boolean readOnly;
     private MemoryMappedFile mem;
+    // Accept a file of another owner, or writable by group/others (see setAllowForeign).
+    private boolean allowForeign;
+    // A rolling bus's segment: exists already, no sidecar metadata, may be unlinked by retention while mapped.
+    boolean segment;
     private boolean closed;
     private long timeoutNanos = Layout.DEFAULT_TIMEOUT_MS * 1_000_000L;
     private long position = Layout.FIRST_RECORD_OFFSET;
@@ -335,5 +339,29 @@ public final class MappedBusReader implements AutoCloseable {
             throw new IllegalStateException("no current record: call next() and check that it returned true");
         }
         return current;
+    }
+
+    /**
+     * Accepts a bus file owned by another user or writable by group or others, which {@link #open()} refuses
+     * by default (another user could read and forge its records). Call before {@code open()}.
+     *
+     * @param allow true to accept such a file
+     * @return this
+     */
+    public MappedBusReader setAllowForeign(boolean allow) {
+        this.allowForeign = allow;
+        return this;
+    }
+
+    /** @return whether a foreign or shared-writable file is accepted */
+    public boolean allowForeign() {
+        return allowForeign;
+    }
+
+    // A segment of a rolling bus (RollingBus*): opened only once complete, never created here.
+    static MappedBusReader forSegment(String path, long segmentSize, int recordSize, boolean readOnly) {
+        MappedBusReader x = new MappedBusReader(path, segmentSize, recordSize, readOnly);
+        x.segment = true;
+        return x;
     }
 }

@@ -16,6 +16,10 @@ public final class MappedBusWriter implements AutoCloseable {
     private final int recordSize;
     private final long slot;
     private MemoryMappedFile mem;
+    // Accept a file of another owner, or writable by group/others (see setAllowForeign).
+    private boolean allowForeign;
+    // A rolling bus's segment: exists already, no sidecar metadata, may be unlinked by retention while mapped.
+    boolean segment;
     private boolean closed;
 
     /**
@@ -162,5 +166,29 @@ public final class MappedBusWriter implements AutoCloseable {
             mem.close();
             mem = null;
         }
+    }
+
+    /**
+     * Accepts a bus file owned by another user or writable by group or others, which {@link #open()} refuses
+     * by default (another user could read and forge its records). Call before {@code open()}.
+     *
+     * @param allow true to accept such a file
+     * @return this
+     */
+    public MappedBusWriter setAllowForeign(boolean allow) {
+        this.allowForeign = allow;
+        return this;
+    }
+
+    /** @return whether a foreign or shared-writable file is accepted */
+    public boolean allowForeign() {
+        return allowForeign;
+    }
+
+    // A segment of a rolling bus (RollingBus*): opened only once complete, never created here.
+    static MappedBusWriter forSegment(String path, long segmentSize, int recordSize) {
+        MappedBusWriter x = new MappedBusWriter(path, segmentSize, recordSize);
+        x.segment = true;
+        return x;
     }
 }

@@ -1,0 +1,338 @@
+package io.mappedbuspy;
+
+import java.io.IOException;
+import java.nio.charset.CharacterCodingException;
+import java.nio.charset.CodingErrorAction;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.security.SecureRandom;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+
+/**
+ * A bus's metadata file: kind, sizes, identity and creation time, which the Mappedbus 0.5.1 format never
+ * stores. The format is in {@code mappedbus_py/layout.py}'s docstring; {@code mappedbus_py/busmeta.py}
+ * reads and writes the same files. Immutable.
+ */
+public final class BusMeta {
+    /** Kind of a single-file bus. */
+    public static final String SINGLE = "single";
+    /** Kind of a rolling bus. */
+    public static final String ROLLING = "rolling";
+
+    private static final SecureRandom RANDOM = new SecureRandom();
+    private static final String[] INT_KEYS = {"format", "created_ns", "record_size", "file_size", "inode",
+        "segment_size", "retain_segments", "retain_bytes", "retain_age_ms"};
+
+    private final String kind;
+    private final String id;
+    private final Map<String, Long> ints;
+    private final List<String[]> extra;
+
+    private BusMeta(String kind, String id, Map<String, Long> ints, List<String[]> extra) {
+        this.kind = kind;
+        this.id = id;
+        this.ints = ints;
+        this.extra = extra;
+    }
+
+    /**
+     * A new single-file bus's metadata: a fresh random id and the time now.
+     *
+     * @param recordSize payload bytes per record
+     * @param fileSize   logical file size
+     * @param inode      st_ino of the bus file
+     * @return the metadata
+     */
+    public static BusMeta single(int recordSize, long fileSize, long inode) {
+        Map<String, Long> v = base(recordSize);
+        v.put("file_size", fileSize);
+        v.put("inode", inode);
+        return new BusMeta(SINGLE, newId(), v, List.of());
+    }
+
+    /**
+     * A new rolling bus's metadata: a fresh random id and the time now.
+     *
+     * @param recordSize     payload bytes per record
+     * @param segmentSize    logical size of every segment
+     * @param retainSegments most segments kept (0: no limit)
+     * @param retainBytes    most bytes of segments kept (0: no limit)
+     * @param retainAgeMs    oldest data kept, in milliseconds (0: no limit)
+     * @return the metadata
+     */
+    public static BusMeta rolling(int recordSize, long segmentSize, long retainSegments, long retainBytes,
+                                  long retainAgeMs) {
+        Map<String, Long> v = base(recordSize);
+        v.put("segment_size", segmentSize);
+        v.put("retain_segments", retainSegments);
+        v.put("retain_bytes", retainBytes);
+        v.put("retain_age_ms", retainAgeMs);
+        return new BusMeta(ROLLING, newId(), v, List.of());
+    }
+
+    private static Map<String, Long> base(int recordSize) {
+        Map<String, Long> v = new LinkedHashMap<>();
+        for (String k : INT_KEYS) {
+            v.put(k, 0L);
+        }
+        v.put("format", (long) Layout.META_FORMAT);
+        java.time.Instant now = java.time.Instant.now();
+        v.put("created_ns", now.getEpochSecond() * 1_000_000_000L + now.getNano());
+        v.put("record_size", (long) recordSize);
+        return v;
+    }
+
+    private static String newId() {
+        byte[] b = new byte[16];
+        RANDOM.nextBytes(b);
+        StringBuilder s = new StringBuilder(32);
+        for (byte x : b) {
+            s.append(Character.forDigit((x >> 4) & 15, 16)).append(Character.forDigit(x & 15, 16));
+        }
+        return s.toString();
+    }
+
+    /** @return "single" or "rolling" */
+    public String kind() {
+        return kind;
+    }
+
+    /** @return the bus's id: 32 hex digits, new for every bus created */
+    public String id() {
+        return id;
+    }
+
+    /** @return creation time, Unix epoch nanoseconds */
+    public long createdNs() {
+        return ints.get("created_ns");
+    }
+
+    /** @return payload bytes per record */
+    public int recordSize() {
+        return (int) (long) ints.get("record_size");
+    }
+
+    /** @return the logical file size of a single-file bus (0 for a rolling one) */
+    public long fileSize() {
+        return ints.get("file_size");
+    }
+
+    /** @return st_ino of the file a single-file bus's metadata describes */
+    public long inode() {
+        return ints.get("inode");
+    }
+
+    /** @return the logical size of every segment of a rolling bus (0 for a single file) */
+    public long segmentSize() {
+        return ints.get("segment_size");
+    }
+
+    /** @return the size every file of the bus has: the file size or the segment size */
+    public long size() {
+        return SINGLE.equals(kind) ? fileSize() : segmentSize();
+    }
+
+    /** @return most segments retained, 0 for no limit */
+    public long retainSegments() {
+        return ints.get("retain_segments");
+    }
+
+    /** @return most bytes of segments retained, 0 for no limit */
+    public long retainBytes() {
+        return ints.get("retain_bytes");
+    }
+
+    /** @return oldest data retained in milliseconds, 0 for no limit */
+    public long retainAgeMs() {
+        return ints.get("retain_age_ms");
+    }
+
+    /**
+     * The file's bytes.
+     *
+     * @return UTF-8 text, one key=value per line
+     */
+    public byte[] encode() {
+        StringBuilder s = new StringBuilder(Layout.META_MAGIC).append('\n');
+        s.append("format=").append(ints.get("format")).append('\n');
+        s.append("kind=").append(kind).append('\n');
+        s.append("id=").append(id).append('\n');
+        for (int i = 1; i < INT_KEYS.length; i++) {
+            s.append(INT_KEYS[i]).append('=').append(ints.get(INT_KEYS[i])).append('\n');
+        }
+        for (String[] kv : extra) {
+            s.append(kv[0]).append('=').append(kv[1]).append('\n');
+        }
+        return s.toString().getBytes(StandardCharsets.UTF_8);
+    }
+
+    /**
+     * Parses a metadata file's bytes.
+     *
+     * @param data the bytes
+     * @param path the file, for messages
+     * @return the metadata
+     * @throws CorruptBusException if they are not a metadata file of this format
+     */
+    public static BusMeta decode(byte[] data, String path) throws CorruptBusException {
+        if (data.length > Layout.META_MAX_BYTES) {
+            throw bad(path, data.length + " bytes, more than " + Layout.META_MAX_BYTES);
+        }
+        String text;
+        try {
+            text = StandardCharsets.UTF_8.newDecoder().onMalformedInput(CodingErrorAction.REPORT)
+                    .onUnmappableCharacter(CodingErrorAction.REPORT).decode(java.nio.ByteBuffer.wrap(data)).toString();
+        } catch (CharacterCodingException e) {
+            throw bad(path, "not UTF-8 text");
+        }
+        String[] lines = text.split("\r?\n|\r", -1);
+        if (!lines[0].equals(Layout.META_MAGIC)) {
+            throw bad(path, "the first line is not '" + Layout.META_MAGIC + "'");
+        }
+        Map<String, Long> ints = new LinkedHashMap<>();
+        for (String k : INT_KEYS) {
+            ints.put(k, 0L);
+        }
+        java.util.Set<String> seen = new java.util.HashSet<>();
+        String kind = null;
+        String id = null;
+        List<String[]> extra = new ArrayList<>();
+        for (int i = 1; i < lines.length; i++) {
+            String line = lines[i];
+            if (line.isEmpty() || line.startsWith("#")) {
+                continue;
+            }
+            int eq = line.indexOf('=');
+            if (eq < 0) {
+                throw bad(path, "line '" + line + "' is not key=value");
+            }
+            String key = line.substring(0, eq);
+            String value = line.substring(eq + 1);
+            if (!seen.add(key)) {
+                throw bad(path, "key '" + key + "' appears twice");
+            }
+            if (ints.containsKey(key)) {
+                if (value.isEmpty() || !value.chars().allMatch(c -> c >= '0' && c <= '9')) {
+                    throw bad(path, key + "='" + value + "' is not a non-negative integer");
+                }
+                try {
+                    ints.put(key, Long.parseLong(value));
+                } catch (NumberFormatException e) {
+                    throw bad(path, key + "='" + value + "' is too large");
+                }
+            } else if (key.equals("kind")) {
+                kind = value;
+            } else if (key.equals("id")) {
+                id = value;
+            } else {
+                extra.add(new String[] {key, value});
+            }
+        }
+        for (String k : new String[] {"format", "kind", "id", "created_ns", "record_size"}) {
+            if (!seen.contains(k)) {
+                throw bad(path, "no " + k);
+            }
+        }
+        if (ints.get("format") != Layout.META_FORMAT) {
+            throw bad(path, "format " + ints.get("format") + ", this version reads " + Layout.META_FORMAT);
+        }
+        if (!SINGLE.equals(kind) && !ROLLING.equals(kind)) {
+            throw bad(path, "kind '" + kind + "' (known: single, rolling)");
+        }
+        if (!id.matches("[0-9a-f]{32}")) {
+            throw bad(path, "id '" + id + "' is not 32 lowercase hex digits");
+        }
+        String sizeKey = SINGLE.equals(kind) ? "file_size" : "segment_size";
+        if (ints.get("record_size") <= 0 || ints.get("record_size") > Integer.MAX_VALUE || ints.get(sizeKey) <= 0) {
+            throw bad(path, "record_size and " + sizeKey + " must be positive");
+        }
+        return new BusMeta(kind, id, ints, extra);
+    }
+
+    private static CorruptBusException bad(String path, String why) {
+        return new CorruptBusException(path + " is not a bus metadata file: " + why);
+    }
+
+    /**
+     * Throws unless this bus was created with these sizes.
+     *
+     * @param recordSize the record size given, or -1 for any
+     * @param size       the file (or segment) size given, or -1 for any
+     * @param path       the bus, for the message
+     * @throws BusMismatchException if a size differs
+     */
+    public void check(int recordSize, long size, String path) throws BusMismatchException {
+        String what = SINGLE.equals(kind) ? "fileSize" : "segmentSize";
+        if (recordSize >= 0 && recordSize != recordSize()) {
+            throw mismatch(path, "recordSize", recordSize(), recordSize, what);
+        }
+        if (size >= 0 && size != size()) {
+            throw mismatch(path, what, size(), size, what);
+        }
+    }
+
+    private BusMismatchException mismatch(String path, String name, long recorded, long given, String what) {
+        return new BusMismatchException(path + " was created with " + name + " " + recorded + ", not " + given
+                + " (bus " + id + ", recordSize " + recordSize() + ", " + what + " " + size()
+                + "): every process must open a bus with the sizes it was created with");
+    }
+
+    /**
+     * The metadata file of a single-file bus.
+     *
+     * @param busPath the bus file
+     * @return {@code busPath + META_SUFFIX}
+     */
+    public static Path metaPath(String busPath) {
+        return Path.of(busPath + Layout.META_SUFFIX);
+    }
+
+    /**
+     * Reads a metadata file (no links, regular files only, owner and mode checked).
+     *
+     * @param path         the file
+     * @param allowForeign accept another owner or group/other write permission
+     * @return the metadata, or null if there is no such file
+     * @throws IOException if it cannot be read, is not trusted or is not a metadata file
+     */
+    public static BusMeta read(Path path, boolean allowForeign) throws IOException {
+        byte[] data = BusFiles.readSmall(path, Layout.META_MAX_BYTES, allowForeign);
+        return data == null ? null : decode(data, path.toString());
+    }
+
+    /**
+     * Writes this metadata atomically.
+     *
+     * @param path      the file
+     * @param perms     its permissions, e.g. "rw-------"
+     * @param exclusive create only if absent (false returned when another process got there first)
+     * @return true if written
+     * @throws IOException if it cannot be written
+     */
+    public boolean write(Path path, String perms, boolean exclusive) throws IOException {
+        return BusFiles.writeAtomic(path, encode(), perms, exclusive);
+    }
+
+    @Override
+    public boolean equals(Object o) {
+        if (!(o instanceof BusMeta)) {
+            return false;
+        }
+        BusMeta m = (BusMeta) o;
+        return Objects.equals(kind, m.kind) && Objects.equals(id, m.id) && ints.equals(m.ints);
+    }
+
+    @Override
+    public int hashCode() {
+        return Objects.hash(kind, id, ints);
+    }
+
+    @Override
+    public String toString() {
+        return "BusMeta[" + kind + " " + id + ", recordSize=" + recordSize() + ", size=" + size() + "]";
+    }
+}
