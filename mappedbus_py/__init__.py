@@ -14,16 +14,21 @@ memory-mapped file, in the Mappedbus 0.5.1 format that JVM processes read and wr
 from ._reader import MappedBusReader
 from ._record import Record
 from ._writer import MappedBusWriter
-from .errors import BusClosedError, BusFullError, CorruptBusError, MappedBusError
+from .rolling import RollingBusReader, RollingBusWriter
+from .errors import (BusClosedError, BusFullError, BusGapError, BusLockTimeoutError,
+                     BusMismatchError, BusReplacedError, BusTruncatedError, CorruptBusError,
+                     MappedBusError, RecordsRolledBackError, UnsafeBusFileError)
 from .messages import (Field, Message, PriceUpdate, Token, Trade, fixed_bytes, float32,
                        float64, int8, int16, int32, int64, uint8, uint16, uint32, uint64)
 
 __version__ = "0.1.0"
 
 __all__ = (
-    "MappedBusWriter", "MappedBusReader", "Record",
+    "MappedBusWriter", "MappedBusReader", "Record", "RollingBusWriter", "RollingBusReader",
     "Message", "Field", "PriceUpdate", "Token", "Trade",
     "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64",
     "float32", "float64", "fixed_bytes",
     "MappedBusError", "BusFullError", "CorruptBusError", "BusClosedError",
+    "BusMismatchError", "UnsafeBusFileError", "BusLockTimeoutError", "BusTruncatedError",
+    "BusReplacedError", "BusGapError", "RecordsRolledBackError",
 )

@@ -1,0 +1,935 @@
+"""The rolling bus: a directory of numbered segments, each a complete Mappedbus 0.5.1 file.
+
+    with RollingBusWriter("/dev/shm/prices.d", 16 << 20, 12, retain_segments=8) as w:
+        w.write(PriceUpdate(source=1, price=100, quantity=5))
+
+    with RollingBusReader("/dev/shm/prices.d") as r:      # sizes from bus.meta
+        msg = PriceUpdate()
+        while r.read_into(msg):
+            ...
+
+The contract is ``docs/files-and-rolling.md`` ("Rolling bus"). Everything inside one segment is
+done by the single-file ``MappedBusWriter``/``MappedBusReader`` (opened with ``_segment=True``);
+this module adds the directory: ``bus.meta``, segment creation (complete, then ``link``),
+rolling, following, retention, gaps and identity.
+
+Choices this implementation makes where the contract leaves room:
+
+- **Spare segment.** A writer that sees its segment's limit past the middle creates segment
+  k+1 ahead of time (if nobody did) and maps it, so the write that rolls only swaps mappings.
+  The limit is looked at once every ``max(1, min(4096, slots_per_segment // 8))`` writes of
+  that writer. A writer that rolls without a spare (a crashed creator) creates/opens k+1 then.
+- **Retention** is applied by the writer that creates a segment, counting the new segment as
+  the newest; it never removes the new segment nor the one being written (so
+  ``retain_segments=1`` keeps two). Expired ``.tmp-*`` files (older than 60 s) go then too.
+- **Age.** A spare segment gets a far-future mtime when created; the first writer that rolls
+  into it sets its mtime to the time of the roll. Segment k is "older than retain_age" once
+  k+1's mtime (the time k was full) is that old.
+- **Readers at a segment end** look for segment k+1 at most once per ``FOLLOW_MIN_NS``
+  (50 µs), backing off to ``FOLLOW_MAX_NS`` (1 ms) while it stays absent (with a spare
+  segment it is almost always there already), and re-read ``bus.meta`` for its id at most
+  every ``ID_CHECK_NS`` (100 ms) while waiting; a reader caught up inside a segment does so
+  once every 65536 empty ``next()`` calls and whenever its blocking wait has waited 100 ms.
+"""
+import errno
+import os
+import secrets
+import stat
+import struct
+import time
+
+from ._reader import MappedBusReader
+from ._record import Record
+from ._writer import MappedBusWriter
+from .busmeta import BusMeta, read_meta, write_meta
+from .errors import (BusClosedError, BusFullError, BusGapError, BusMismatchError,
+                     BusReplacedError, RecordsRolledBackError, UnsafeBusFileError)
+from .files import check_trusted, open_file
+from .messages import Message
+from .layout import (FIRST_RECORD_OFFSET, HEADER_SIZE, META_FILE, SEGMENT_SUFFIX, TMP_PREFIX,
+                     mapped_size, segment_index, segment_name, slot_size)
+
+__all__ = ("RollingBusWriter", "RollingBusReader", "open_dir", "read_bus_meta",
+           "create_or_open_meta", "create_segment", "list_segments", "segment_path",
+           "segment_limit", "apply_retention", "remove_stale_tmp", "gap_range",
+           "slots_per_segment", "end_boundary", "TMP_MAX_AGE_S", "SPARE_MTIME_NS")
+
+#: A temporary file older than this was left by a killed creator and may be removed.
+TMP_MAX_AGE_S = 60
+#: The mtime of a segment created ahead of time that no writer has rolled into yet (2100-01-01).
+SPARE_MTIME_NS = 4102444800 * 10**9
+FOLLOW_MIN_NS = 50_000
+FOLLOW_MAX_NS = 1_000_000
+ID_CHECK_NS = 100_000_000
+_FIRST = FIRST_RECORD_OFFSET
+_LIMIT = struct.Struct("<q")
+# Test hook: "before-link" / "after-link" make a segment creator stop forever there (the
+# tests SIGKILL it), to show that a creator killed mid-roll leaves a bus others continue.
+_STALL_ENV = "MAPPEDBUS_TEST_ROLL_STALL"
+
+
+# -- the directory protocol ---------------------------------------------------------------
+
+def segment_path(path, index):
+    return os.path.join(os.fspath(path), segment_name(index))
+
+
+def end_boundary(segment_size, record_size):
+    """The offset just past the last record that fits in a segment."""
+    slot = slot_size(record_size)
+    return _FIRST + ((segment_size - _FIRST) // slot) * slot
+
+
+def slots_per_segment(segment_size, record_size):
+    return (segment_size - _FIRST) // slot_size(record_size)
+
+
+def _check_dir(path, st, allow_foreign):
+    if not stat.S_ISDIR(st.st_mode):
+        raise UnsafeBusFileError(f"{path!r} is not a directory: not a rolling bus")
+    if allow_foreign:
+        return
+    uid = os.geteuid()
+    if st.st_uid != uid:
+        raise UnsafeBusFileError(
+            f"rolling bus directory {path!r} is owned by uid {st.st_uid}, not by this "
+            f"process's user (uid {uid}) (allow_foreign=True accepts it)")
+    if st.st_mode & 0o022:
+        raise UnsafeBusFileError(
+            f"rolling bus directory {path!r} has mode {stat.S_IMODE(st.st_mode):04o}: "
+            f"writable by group or others, who could plant segments (allow_foreign=True "
+            f"accepts it)")
+
+
+def open_dir(path, *, create, allow_foreign=False):
+    """Check (and with ``create``, make: mode 0700) a rolling bus's directory. A symbolic
+    link is refused; a missing directory is FileNotFoundError when not creating."""
+    path = os.fspath(path)
+    if create:
+        try:
+            os.mkdir(path, 0o700)
+            os.chmod(path, 0o700, follow_symlinks=False)   # whatever the umask
+        except FileExistsError:
+            pass
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        raise FileNotFoundError(errno.ENOENT, "no rolling bus here", path) from None
+    if stat.S_ISLNK(st.st_mode):
+        raise UnsafeBusFileError(f"{path!r} is a symbolic link: a rolling bus directory is "
+                                 f"never used through links")
+    _check_dir(path, st, allow_foreign)
+    return st
+
+
+def read_bus_meta(path, *, allow_foreign=False):
+    """The BusMeta of the rolling bus in directory ``path``, or None if it has none."""
+    meta = read_meta(os.path.join(os.fspath(path), META_FILE), allow_foreign=allow_foreign)
+    if meta is not None and meta.kind != "rolling":
+        raise BusMismatchError(f"{os.path.join(os.fspath(path), META_FILE)!r} describes a "
+                               f"{meta.kind} bus, not a rolling bus")
+    return meta
+
+
+def create_or_open_meta(path, segment_size, record_size, retention, *, mode=0o600,
+                        allow_foreign=False):
+    """``bus.meta`` of the directory ``path``: written (exclusively) if absent, else read
+    and checked against the sizes (BusMismatchError) and retention (ValueError when both
+    sides set it and they differ). ``retention``: (segments, bytes, age_ms)."""
+    mpath = os.path.join(os.fspath(path), META_FILE)
+    meta = read_bus_meta(path, allow_foreign=allow_foreign)
+    if meta is None:
+        fresh = BusMeta.create("rolling", record_size, segment_size=segment_size,
+                               retain_segments=retention[0], retain_bytes=retention[1],
+                               retain_age_ms=retention[2])
+        if write_meta(mpath, fresh, mode=mode, exclusive=True):
+            return fresh
+        meta = read_bus_meta(path, allow_foreign=allow_foreign)   # lost the race: theirs
+    meta.check(record_size, segment_size, mpath)
+    stored = (meta.retain_segments, meta.retain_bytes, meta.retain_age_ms)
+    if any(given and given != have for given, have in zip(retention, stored)):
+        raise ValueError(
+            f"{mpath!r} was created with retention retain_segments={stored[0]}, "
+            f"retain_bytes={stored[1]}, retain_age_ms={stored[2]}; this writer asked for "
+            f"retain_segments={retention[0]}, retain_bytes={retention[1]}, "
+            f"retain_age_ms={retention[2]}: retention is fixed when the bus is created")
+    return meta
+
+
+def list_segments(path):
+    """The indices of the segments in directory ``path``, oldest first."""
+    out = []
+    with os.scandir(os.fspath(path)) as it:
+        for entry in it:
+            if entry.name.endswith(SEGMENT_SUFFIX):
+                i = segment_index(entry.name)
+                if i is not None:
+                    out.append(i)
+    out.sort()
+    return out
+
+
+def segment_limit(path, index, *, allow_foreign=False):
+    """The limit stored in segment ``index`` (None if it does not exist)."""
+    try:
+        fd, _ = open_file(segment_path(path, index), os.O_RDONLY, allow_foreign=allow_foreign)
+    except FileNotFoundError:
+        return None
+    try:
+        data = os.pread(fd, 8, 0)
+    finally:
+        os.close(fd)
+    return _LIMIT.unpack(data)[0] if len(data) == 8 else 0
+
+
+def _stall(where):
+    if os.environ.get(_STALL_ENV) == where:
+        print(f"stalled {where}", flush=True)
+        while True:
+            time.sleep(3600)
+
+
+def create_segment(path, index, segment_size, *, mode=0o600, spare=False):
+    """Make segment ``index`` complete before anyone can open it: a temporary file reserved
+    to its mapped size with its limit set to 8, then linked into place. True if this call
+    created it, False if it existed (another creator won). ``spare``: created ahead of
+    time, so it gets the far-future mtime until a writer rolls into it."""
+    path = os.fspath(path)
+    final = segment_path(path, index)
+    tmp = os.path.join(path, f"{TMP_PREFIX}{segment_name(index)}-{os.getpid()}-"
+                             f"{secrets.token_hex(4)}")
+    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    try:
+        try:
+            os.fchmod(fd, mode)
+            size = mapped_size(segment_size)
+            try:
+                os.posix_fallocate(fd, 0, size)
+            except OSError as e:
+                if e.errno == errno.ENOSPC:
+                    raise OSError(errno.ENOSPC, f"no space to reserve {size} bytes for a "
+                                  f"segment", final) from None
+                if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+                    raise
+                os.ftruncate(fd, size)
+            os.pwrite(fd, _LIMIT.pack(_FIRST), 0)
+            if spare:
+                os.utime(fd, ns=(SPARE_MTIME_NS, SPARE_MTIME_NS))
+        finally:
+            os.close(fd)
+        _stall("before-link")
+        try:
+            os.link(tmp, final)
+        except FileExistsError:
+            return False
+        _stall("after-link")
+        return True
+    finally:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+
+
+def remove_stale_tmp(path, max_age_s=TMP_MAX_AGE_S):
+    """Remove temporary files older than ``max_age_s`` (left by killed creators)."""
+    now = time.time()
+    with os.scandir(os.fspath(path)) as it:
+        for entry in it:
+            if entry.name.startswith(TMP_PREFIX):
+                try:
+                    if now - entry.stat(follow_symlinks=False).st_mtime > max_age_s:
+                        os.unlink(entry.path)
+                except FileNotFoundError:
+                    pass
+
+
+def apply_retention(path, meta, newest, keep_from, now_ns=None):
+    """Remove the oldest segments beyond ``meta``'s retention, counting up to ``newest``;
+    segments at or above ``keep_from`` are never removed. Returns the removed indices."""
+    if not (meta.retain_segments or meta.retain_bytes or meta.retain_age_ms):
+        return []
+    now_ns = time.time_ns() if now_ns is None else now_ns
+    segs = [i for i in list_segments(path) if i <= newest]
+    removed = []
+    while segs and segs[0] < keep_from:
+        oldest, count = segs[0], len(segs)
+        drop = bool(meta.retain_segments and count > meta.retain_segments)
+        drop |= bool(meta.retain_bytes and count * meta.segment_size > meta.retain_bytes)
+        if not drop and meta.retain_age_ms:
+            try:
+                full_ns = os.stat(segment_path(path, oldest + 1)).st_mtime_ns
+            except FileNotFoundError:
+                full_ns = None
+            drop = (full_ns is not None and full_ns < SPARE_MTIME_NS
+                    and now_ns - full_ns > meta.retain_age_ms * 1_000_000)
+        if not drop:
+            break
+        try:
+            os.unlink(segment_path(path, oldest))
+            removed.append(oldest)
+        except FileNotFoundError:
+            pass
+        segs.pop(0)
+    return removed
+
+
+def gap_range(from_index, from_offset, oldest, segment_size, record_size):
+    """``(lost_from, lost_to, lost)`` for a reader at ``from_offset`` of the removed segment
+    ``from_index`` whose next retained record is the first of segment ``oldest``."""
+    slot = slot_size(record_size)
+    per = slots_per_segment(segment_size, record_size)
+    first = max(0, (from_offset - _FIRST) // slot)
+    lost = max(0, per - first) + (oldest - from_index - 1) * per
+    return (from_index * segment_size + from_offset, oldest * segment_size + _FIRST, lost)
+
+
+def _choose_current(path, candidates, allow_foreign):
+    """The segment a writer (or an "end" reader) starts in: the newest one with records,
+    else the oldest candidate (spares have limit 8)."""
+    for i in reversed(candidates):
+        limit = segment_limit(path, i, allow_foreign=allow_foreign)
+        if limit is not None and limit > _FIRST:
+            return i, limit
+    return candidates[0], _FIRST
+
+
+def _check_retention_args(retain_segments, retain_bytes, retain_age):
+    for name, v in (("retain_segments", retain_segments), ("retain_bytes", retain_bytes)):
+        if not isinstance(v, int) or v < 0:
+            raise ValueError(f"{name} must be a non-negative integer, got {v!r}")
+    if retain_age is not None and (not isinstance(retain_age, (int, float)) or retain_age < 0):
+        raise ValueError(f"retain_age must be a non-negative number of seconds, got {retain_age!r}")
+    return (retain_segments, retain_bytes, int(round((retain_age or 0) * 1000)))
+
+
+# -- the writer ---------------------------------------------------------------------------
+
+class RollingBusWriter:
+    """Writes records onto a rolling bus; many writers (processes) may share one.
+
+    Same use as ``MappedBusWriter``: ``write(message_or_bytes[, offset, length])`` -> bool,
+    ``write_batch(rows, meta=0)`` -> committed count. When a segment is full the writer
+    moves to the next one (a record never spans two segments).
+    """
+
+    def __init__(self, path, segment_size, record_size, *, retain_segments=0, retain_bytes=0,
+                 retain_age=None, mode=0o600, allow_foreign=False, prefault=False):
+        # The single-file writer checks the sizes the same way; fail here, before any file.
+        MappedBusWriter(os.fspath(path), segment_size, record_size)
+        self.path = os.fspath(path)
+        self.segment_size = segment_size
+        self.record_size = record_size
+        self._retention = _check_retention_args(retain_segments, retain_bytes, retain_age)
+        self._mode = mode
+        self._allow_foreign = allow_foreign
+        self._prefault = prefault
+        self._slot = slot_size(record_size)
+        self._half = segment_size // 2
+        self._every = max(1, min(4096, slots_per_segment(segment_size, record_size) // 8))
+        self.meta = None
+        self._w = None
+        self._k = -1
+        self._spare = None        # (index, open MappedBusWriter) of the segment after _k
+        self._fd = -1             # the current segment, read-only: to look at its limit
+        self._countdown = 0
+
+    @property
+    def bus_id(self):
+        return self.meta.id if self.meta is not None else None
+
+    @property
+    def segment(self):
+        """The index of the segment this writer writes into."""
+        return self._k
+
+    @property
+    def closed(self):
+        return self._w is None
+
+    def open(self):
+        if self._w is not None:
+            return self
+        open_dir(self.path, create=True, allow_foreign=self._allow_foreign)
+        self.meta = create_or_open_meta(self.path, self.segment_size, self.record_size,
+                                        self._retention, mode=self._mode,
+                                        allow_foreign=self._allow_foreign)
+        segs = list_segments(self.path)
+        if not segs:
+            create_segment(self.path, 0, self.segment_size, mode=self._mode)
+            segs = list_segments(self.path)
+        k, _ = _choose_current(self.path, segs, self._allow_foreign)
+        self._enter(k, None)
+        return self
+
+    def close(self):
+        for w in (self._w, self._spare[1] if self._spare else None):
+            if w is not None:
+                w.close()
+        if self._fd >= 0:
+            os.close(self._fd)
+        self._w, self._spare, self._fd = None, None, -1
+
+    def __enter__(self):
+        return self.open()
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        state = "closed" if self._w is None else f"open in segment {self._k}"
+        return (f"<RollingBusWriter {state} path={self.path!r} segment_size="
+                f"{self.segment_size} record_size={self.record_size}>")
+
+    def _segment_writer(self, index):
+        p = segment_path(self.path, index)
+        # Segments are made by create_segment only: never let an open create one.
+        os.lstat(p)
+        return MappedBusWriter(p, self.segment_size, self.record_size, mode=self._mode,
+                               prefault=self._prefault, allow_foreign=self._allow_foreign,
+                               _segment=True).open()
+
+    def _enter(self, index, writer):
+        """Make segment ``index`` current (opening it unless ``writer`` is given)."""
+        if writer is None:
+            writer = self._segment_writer(index)
+        fd, _ = open_file(segment_path(self.path, index), os.O_RDONLY,
+                          allow_foreign=self._allow_foreign)
+        old, oldfd = self._w, self._fd
+        self._w, self._k, self._fd = writer, index, fd
+        self._countdown = 1          # look at the limit on the first write
+        if old is not None:
+            old.close()
+        if oldfd >= 0:
+            os.close(oldfd)
+
+    def _roll(self):
+        """Segment ``_k`` is full: move to the next one that exists or can be created."""
+        if self._w is None:
+            raise BusClosedError("write to a closed RollingBusWriter (call open() first)")
+        target = self._k + 1
+        if self._spare is not None and self._spare[0] == target:
+            spare, self._spare = self._spare[1], None
+            self._mark_rolled(target)
+            self._enter(target, spare)
+            return
+        if self._spare is not None:
+            self._spare[1].close()
+            self._spare = None
+        while True:
+            try:
+                w = self._segment_writer(target)
+                break
+            except FileNotFoundError:
+                pass
+            later = [i for i in list_segments(self.path) if i > target]
+            if later:
+                # Retention removed it: the writers are further on.
+                target, _ = _choose_current(self.path, later, self._allow_foreign)
+                continue
+            self._create(target, current=self._k)
+        self._mark_rolled(target)
+        self._enter(target, w)
+
+    def _mark_rolled(self, index):
+        p = segment_path(self.path, index)
+        try:
+            if os.stat(p).st_mtime_ns >= SPARE_MTIME_NS:
+                os.utime(p)
+        except FileNotFoundError:
+            pass
+
+    def _create(self, index, current, spare=False):
+        created = create_segment(self.path, index, self.segment_size, mode=self._mode,
+                                 spare=spare)
+        if created:
+            apply_retention(self.path, self.meta, index, min(current, index))
+            remove_stale_tmp(self.path)
+        return created
+
+    def _look_ahead(self):
+        """Past the middle of the segment: have the next one created and mapped."""
+        self._countdown = self._every
+        if self._spare is not None:
+            return
+        limit = _LIMIT.unpack(os.pread(self._fd, 8, 0))[0]
+        if limit < self._half:
+            return
+        nxt = self._k + 1
+        try:
+            self._spare = (nxt, self._segment_writer(nxt))
+        except FileNotFoundError:
+            if any(i > nxt for i in list_segments(self.path)):
+                return      # this writer is behind; it will jump ahead when it rolls
+            self._create(nxt, current=self._k, spare=True)
+            self._spare = (nxt, self._segment_writer(nxt))
+
+    def write(self, data, offset=0, length=-1):
+        """Write one record (see ``MappedBusWriter.write``); True once committed."""
+        self._countdown -= 1
+        if self._countdown <= 0 and self._w is not None:
+            self._look_ahead()
+        while True:
+            try:
+                return self._w.write(data, offset, length)
+            except BusFullError:
+                self._roll()
+            except AttributeError:
+                if self._w is None:
+                    raise BusClosedError("write to a closed RollingBusWriter "
+                                         "(call open() first)") from None
+                raise
+
+    def write_batch(self, rows, meta=0):
+        """Write every row of a C-contiguous array as one record each (see
+        ``MappedBusWriter.write_batch``), rolling between rows as segments fill up."""
+        import numpy
+        if self._w is None:
+            raise BusClosedError("write to a closed RollingBusWriter (call open() first)")
+        rows = numpy.ascontiguousarray(rows)
+        if rows.ndim == 0:
+            rows = rows.reshape(1)
+        n = len(rows)
+        metas = None if isinstance(meta, int) else numpy.ascontiguousarray(meta, dtype="<i4")
+        if metas is not None and metas.shape != (n,):
+            raise ValueError(f"meta has shape {metas.shape}, expected ({n},)")
+        done = committed = 0
+        rolled_back = []
+        self._countdown -= n
+        while done < n:
+            if self._countdown <= 0:
+                self._look_ahead()
+            part_meta = meta if metas is None else metas[done:]
+            try:
+                committed += self._w.write_batch(rows[done:], part_meta)
+                break
+            except BusFullError as e:
+                fit = e.committed + len(getattr(e, "rolled_back", ()))
+                committed += e.committed
+                rolled_back += [done + i for i in getattr(e, "rolled_back", ())]
+                done += fit
+                self._roll()
+            except RecordsRolledBackError as e:
+                committed += e.committed
+                rolled_back += [done + i for i in e.rolled_back]
+                break
+        if rolled_back:
+            raise RecordsRolledBackError(
+                f"{len(rolled_back)} of {n} rows were rolled back by a reader before this "
+                f"writer committed them", committed, rolled_back)
+        return committed
+
+
+# -- the reader ---------------------------------------------------------------------------
+
+class RollingBusReader:
+    """Reads every record of a rolling bus in the one order all readers share.
+
+    The read API of ``MappedBusReader``; ``position``/``seek``/``start=`` use positions
+    across segments (``segment * segment_size + offset``). When the segment a reader needs
+    was removed by retention: ``on_gap="raise"`` raises BusGapError (the lost range),
+    ``"skip"`` continues at the oldest retained record and adds the slots to ``lost``.
+    """
+
+    def __init__(self, path, segment_size=None, record_size=None, *, timeout=2000, start=None,
+                 read_only=False, on_gap="raise", allow_foreign=False):
+        if on_gap not in ("raise", "skip"):
+            raise ValueError(f"on_gap must be 'raise' or 'skip', got {on_gap!r}")
+        if segment_size is not None or record_size is not None:
+            MappedBusReader(os.fspath(path), segment_size or 1 << 20, record_size or 8)
+        self.path = os.fspath(path)
+        self.segment_size = segment_size
+        self.record_size = record_size
+        self.read_only = read_only
+        self._timeout = timeout
+        self._start = start
+        self._on_gap = on_gap
+        self._allow_foreign = allow_foreign
+        self.meta = None
+        self._r = None
+        self._k = -1
+        self._base_pos = 0
+        self._done_skipped = 0
+        self._done_rollbacks = 0
+        self.lost = 0
+        self._at_end = False
+        self._follow_at = 0
+        self._follow_wait = FOLLOW_MIN_NS
+        self._id_at = 0
+        self._idle = 0
+        self._initial_end = 0
+
+    # -- opening and placing ---------------------------------------------------------
+
+    def open(self):
+        if self._r is not None:
+            return self
+        open_dir(self.path, create=False, allow_foreign=self._allow_foreign)
+        meta = read_bus_meta(self.path, allow_foreign=self._allow_foreign)
+        mpath = os.path.join(self.path, META_FILE)
+        if meta is None:
+            raise FileNotFoundError(errno.ENOENT, "no bus.meta: not a rolling bus (or not "
+                                    "created yet)", mpath)
+        meta.check(self.record_size, self.segment_size, mpath)
+        self.meta = meta
+        self.segment_size, self.record_size = meta.segment_size, meta.record_size
+        self._slot = slot_size(meta.record_size)
+        self._end = end_boundary(meta.segment_size, meta.record_size)
+        self._raw = _raw_message(meta.record_size)
+        segs = self._segments()
+        k, limit = _choose_current(self.path, segs, self._allow_foreign)
+        self._initial_end = k * self.segment_size + min(limit, self._end)
+        start = self._start
+        if start is None:
+            self._place_oldest()
+        elif isinstance(start, str) and start == "end":
+            self.seek_end()
+        else:
+            self.seek(start)
+        return self
+
+    def _segments(self):
+        segs = list_segments(self.path)
+        if not segs:
+            raise FileNotFoundError(errno.ENOENT, "rolling bus has no segment", self.path)
+        return segs
+
+    def _open_segment(self, index, offset):
+        """Make segment ``index`` current at ``offset``; FileNotFoundError if it is gone."""
+        r = MappedBusReader(segment_path(self.path, index), self.segment_size, self.record_size,
+                            timeout=self._timeout, start=offset, read_only=self.read_only,
+                            allow_foreign=self._allow_foreign, _segment=True)
+        os.lstat(segment_path(self.path, index))     # never let an open create a segment
+        r.open()
+        self._drop_current()
+        self._r, self._k = r, index
+        self._base_pos = index * self.segment_size
+        self._at_end = False
+        self._follow_wait = FOLLOW_MIN_NS
+
+    def _drop_current(self):
+        if self._r is not None:
+            self._done_skipped += self._r.skipped
+            self._done_rollbacks += self._r.rollbacks
+            self._r.close()
+            self._r = None
+
+    def _place_oldest(self):
+        while True:
+            oldest = self._segments()[0]
+            try:
+                return self._open_segment(oldest, _FIRST)
+            except FileNotFoundError:
+                continue        # removed meanwhile: the next one is the oldest now
+
+    def _gap(self, from_index, from_offset):
+        """The segment ``from_index`` is gone: raise or skip to the oldest retained."""
+        while True:
+            segs = self._segments()
+            oldest = segs[0]
+            lost_from, lost_to, lost = gap_range(from_index, from_offset, oldest,
+                                                 self.segment_size, self.record_size)
+            if self._on_gap == "raise":
+                raise BusGapError(
+                    f"{self.path!r}: positions {lost_from} to {lost_to} (segments {from_index} "
+                    f"to {oldest - 1}, {lost} record slots) were removed by retention before "
+                    f"this reader read them", lost_from, lost_to, lost)
+            try:
+                self._open_segment(oldest, _FIRST)
+            except FileNotFoundError:
+                continue
+            self.lost += lost
+            return
+
+    def seek(self, position):
+        """Continue from the record at ``position`` (a position across segments)."""
+        if self.meta is None:
+            raise BusClosedError("the RollingBusReader is not open")
+        if not isinstance(position, int) or position < 0:
+            raise ValueError(f"position must be a non-negative int, got {position!r}")
+        k, off = divmod(position, self.segment_size)
+        if off < _FIRST or (off - _FIRST) % self._slot or off > self._end:
+            raise ValueError(f"position {position} is not a record boundary (offset {off} in "
+                             f"segment {k}; records start at {_FIRST} and take {self._slot} "
+                             f"bytes)")
+        if k == self._k and self._r is not None:
+            self._r.seek(off)
+            self._at_end = False
+            return
+        segs = self._segments()
+        if k > segs[-1]:
+            raise ValueError(f"position {position} is in segment {k}, past the newest "
+                             f"segment {segs[-1]}")
+        try:
+            self._open_segment(k, off)
+        except FileNotFoundError:
+            if k > self._segments()[0]:
+                raise
+            self._gap(k, off)
+
+    def seek_end(self):
+        """Skip to the current end of the bus: only records allocated from now on."""
+        if self.meta is None:
+            raise BusClosedError("the RollingBusReader is not open")
+        while True:
+            k, limit = _choose_current(self.path, self._segments(), self._allow_foreign)
+            try:
+                return self._open_segment(k, min(max(limit, _FIRST), self._end))
+            except FileNotFoundError:
+                continue
+
+    def close(self):
+        self._drop_current()
+
+    @property
+    def closed(self):
+        return self._r is None
+
+    def __enter__(self):
+        return self.open()
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __repr__(self):
+        state = "closed" if self._r is None else f"open at {self.position}"
+        return (f"<RollingBusReader {state} path={self.path!r} segment_size="
+                f"{self.segment_size} record_size={self.record_size}>")
+
+    # -- figures ----------------------------------------------------------------------
+
+    @property
+    def bus_id(self):
+        return self.meta.id if self.meta is not None else None
+
+    @property
+    def segment(self):
+        return self._k
+
+    @property
+    def position(self):
+        """The position of the next slot this reader will look at."""
+        return self._base_pos + self._live().position
+
+    @property
+    def limit(self):
+        """The limit of the segment the reader is in, as a position."""
+        return self._base_pos + self._live().limit
+
+    @property
+    def skipped(self):
+        return self._done_skipped + (self._r.skipped if self._r is not None else 0)
+
+    @property
+    def rollbacks(self):
+        return self._done_rollbacks + (self._r.rollbacks if self._r is not None else 0)
+
+    @property
+    def timeout(self):
+        return self._timeout
+
+    def has_recovered(self):
+        """True once every record present when the reader opened has been read."""
+        return self.position >= self._initial_end
+
+    def _live(self):
+        if self._r is None:
+            raise BusClosedError("the RollingBusReader is closed (call open() first)")
+        return self._r
+
+    # -- following segments ------------------------------------------------------------
+
+    def _check_id(self, now):
+        self._id_at = now + ID_CHECK_NS
+        try:
+            meta = read_bus_meta(self.path, allow_foreign=self._allow_foreign)
+        except FileNotFoundError:
+            meta = None
+        if meta is None or meta.id != self.meta.id:
+            what = "is gone" if meta is None else f"now holds bus {meta.id}"
+            raise BusReplacedError(f"{self.path!r}: the rolling bus {self.meta.id} was "
+                                   f"replaced: its {META_FILE} {what}")
+
+    def _follow(self):
+        """At the end of segment ``_k``: move on if the next segment is there (throttled).
+        True when the reader moved (to k+1 or, skipping a gap, further)."""
+        now = time.monotonic_ns()
+        if not self._at_end:
+            self._at_end = True
+            self._follow_at = 0
+        if now < self._follow_at:
+            return False
+        if now >= self._id_at:
+            self._check_id(now)
+        nxt = self._k + 1
+        try:
+            self._open_segment(nxt, _FIRST)
+            return True
+        except FileNotFoundError:
+            pass
+        if any(i > nxt for i in list_segments(self.path)):
+            self._gap(nxt, _FIRST)
+            return True
+        self._follow_at = now + self._follow_wait
+        self._follow_wait = min(self._follow_wait * 2, FOLLOW_MAX_NS)
+        return False
+
+    def _idle_poll(self):
+        self._idle += 1
+        if not self._idle & 0xFFFF:
+            self._check_id(time.monotonic_ns())
+
+    # -- the read API ----------------------------------------------------------------------
+
+    def next(self):
+        """Move to the next committed record; True if there is one (it becomes current)."""
+        r = self._r
+        while True:
+            try:
+                if r.next():
+                    return True
+                self._idle_poll()
+                return False
+            except BusFullError:
+                if not self._follow():
+                    return False
+                r = self._r
+            except AttributeError:
+                self._live()
+                raise
+
+    def wait(self, timeout=None):
+        """Like ``next()``, but block up to ``timeout`` seconds (None: no limit)."""
+        if self.next():
+            return True
+        if timeout is not None and timeout <= 0:
+            return False
+        deadline = None if timeout is None else time.monotonic() + timeout
+        pause = 20e-6
+        while True:
+            if deadline is None:
+                remaining = 0.1
+            else:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+            if self._at_end:
+                time.sleep(min(pause, remaining))
+                pause = min(pause * 2, 1e-3)
+                if self.next():
+                    return True
+                continue
+            try:
+                if self._r.wait(min(remaining, 0.1)):
+                    return True
+                self._check_id(time.monotonic_ns())
+            except BusFullError:
+                if self._follow() and self.next():
+                    return True
+
+    def read(self, timeout=0.0):
+        """The next committed record as a ``Record`` (position across segments), waiting up
+        to ``timeout`` seconds (0: don't wait, None: no limit); None if none came."""
+        if not self.wait(timeout):
+            return None
+        return self._record()
+
+    def _record(self):
+        r = self._r
+        off = r.position - self._slot
+        # The whole payload, as the single-file reader's Record has it (read_bytes would
+        # check the stored length, which an object message's type id is not).
+        meta = r.read_type()
+        r.read_message(self._raw)
+        return Record(self._base_pos + off, meta, self._raw.to_bytes())
+
+    def records(self, timeout=None):
+        """Yield records until none arrives for ``timeout`` seconds (None: never stop)."""
+        while True:
+            if not self.wait(timeout):
+                return
+            yield self._record()
+
+    def __iter__(self):
+        return self.records(None)
+
+    def read_type(self):
+        return self._live().read_type()
+
+    def read_message(self, message):
+        return self._live().read_message(message)
+
+    def read_into(self, message):
+        """``next()`` and ``read_message(message)`` in one call: True if a record was read."""
+        r = self._r
+        while True:
+            try:
+                if r.read_into(message):
+                    return True
+                self._idle_poll()
+                return False
+            except BusFullError:
+                if not self._follow():
+                    return False
+                r = self._r
+            except AttributeError:
+                self._live()
+                raise
+
+    def read_buffer(self, buffer, offset=0):
+        return self._live().read_buffer(buffer, offset)
+
+    def read_bytes(self):
+        return self._live().read_bytes()
+
+    def read_batch(self, out, meta=None, timeout=0.0):
+        """Copy up to ``len(out)`` committed records into ``out`` (see
+        ``MappedBusReader.read_batch``), across segments; returns how many."""
+        n = 0
+        total = len(out)
+        if total == 0:
+            return 0
+        if not self.wait(timeout):
+            return 0
+        # The first record is current: copy it, then take what is ready.
+        while n < total:
+            if n == 0:
+                row = out[0:1]
+                self._copy_current(row, None if meta is None else meta[0:1])
+                n = 1
+                continue
+            try:
+                got = self._r.read_batch(out[n:], None if meta is None else meta[n:], 0.0)
+            except BusFullError:
+                if not self._follow():
+                    break
+                continue
+            if got == 0:
+                if self._r.position > self._r_last():
+                    if self._follow():
+                        continue
+                break
+            n += got
+        return n
+
+    def _r_last(self):
+        return self._end - self._slot
+
+    def _copy_current(self, row, meta_row):
+        import numpy
+        view = numpy.frombuffer(memoryview(row).cast("B"), dtype=numpy.uint8)
+        rowlen = view.nbytes
+        if rowlen > self.record_size:
+            raise ValueError(f"rows of {rowlen} bytes are longer than record_size "
+                             f"{self.record_size}")
+        self._r.read_message(self._raw)
+        view[:] = numpy.frombuffer(self._raw.to_bytes(), dtype=numpy.uint8)[:rowlen]
+        if meta_row is not None:
+            meta_row[0] = self._r.read_type()
+
+
+def _raw_message(record_size):
+    """A message of exactly ``record_size`` payload bytes, to copy whole payloads."""
+    class RawPayload(Message, size=record_size):
+        pass
+    return RawPayload()
