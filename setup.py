@@ -13,7 +13,8 @@ extensions = [
         f"mappedbus_py.{name}",
         [f"mappedbus_py/{name}.pyx"],
         include_dirs=["mappedbus_py"],
-        depends=["mappedbus_py/_atomic.h", "mappedbus_py/_atomic.pxd"],
+        depends=["mappedbus_py/_atomic.h", "mappedbus_py/_atomic.pxd", "mappedbus_py/_guard.h",
+                 "mappedbus_py/_guard.pxd"],
         extra_compile_args=["-O0", "-g"] if DEBUG else ["-O3"],
         define_macros=[("CYTHON_TRACE_NOGIL", "1")] if DEBUG else [],
     )

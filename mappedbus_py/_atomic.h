@@ -63,6 +63,32 @@ static inline uint8_t cas_u8(void *p, uint8_t expected, uint8_t desired) {
     return expected;
 }
 
+/* The SIGBUS guard (_guard.h): its registry of mappings, read from a signal handler, and
+ * the per-mapping dead flag the handler sets and every call checks. */
+static inline uintptr_t load_acquire_uptr(const uintptr_t *p) {
+    return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+
+static inline void store_release_uptr(uintptr_t *p, uintptr_t v) {
+    __atomic_store_n(p, v, __ATOMIC_RELEASE);
+}
+
+static inline int load_acquire_int(const int *p) {
+    return __atomic_load_n(p, __ATOMIC_ACQUIRE);
+}
+
+static inline void store_release_int(int *p, int v) {
+    __atomic_store_n(p, v, __ATOMIC_RELEASE);
+}
+
+static inline void store_seq_cst_int(int *p, int v) {
+    __atomic_store_n(p, v, __ATOMIC_SEQ_CST);
+}
+
+static inline int load_relaxed_int(const int *p) {
+    return __atomic_load_n(p, __ATOMIC_RELAXED);
+}
+
 /* A pause for spin loops: lets the sibling hyper-thread run and saves power. */
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)

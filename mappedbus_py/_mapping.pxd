@@ -4,13 +4,24 @@ from libc.stdint cimport int64_t
 
 cdef class MappedFile:
     cdef char *base            # start of the shared mapping; NULL once closed
+    cdef int dead              # set by the SIGBUS guard when the file shrank under us
+    cdef int _guard_slot       # this mapping's entry in the guard's registry, or -1
     cdef readonly int64_t mapped_size   # bytes mapped: file_size rounded up to a page
     cdef readonly int64_t file_size     # the logical size that end-of-file checks use
     cdef readonly object path
     cdef readonly bint read_only        # mapped PROT_READ: nothing may be stored
+    cdef readonly object bus_id         # the metadata's id; None for a file without one
+    cdef readonly object st_dev         # identity of the mapped file, for replacement checks
+    cdef readonly object st_ino
+    cdef readonly int64_t limit_at_open # the limit found under the open lock (before init)
     cdef Py_ssize_t _len       # mapped_size as the buffer protocol's shape
     cdef Py_ssize_t _exports   # buffers handed out; unmapping waits until they are gone
 
     cpdef close(self)
+    cdef _open(self, int64_t record_size, bint create, bint init, int mode, bint preallocate,
+               bint prefault, bint allow_foreign, double lock_timeout, bint segment)
     cdef _grow(self, int fd, int64_t size, bint preallocate)
     cdef _map(self, int fd, int64_t size, bint prefault)
+    cdef _unmap(self)
+    cdef int raise_dead(self) except -1
+    cpdef check_path(self)

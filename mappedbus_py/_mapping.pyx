@@ -1,64 +1,230 @@
 # cython: language_level=3, embedsignature=True
-"""The shared mapping of a bus file: create, grow (never shrink), map, unmap."""
+"""The shared mapping of a bus file: open it safely, create, grow (never shrink), check its
+metadata, map, unmap; guard the mapping against SIGBUS when the file shrinks under it.
+
+The rules are those of docs/files-and-rolling.md ("Opening a file", "Metadata of a
+single-file bus", "While mapped").
+"""
 import errno
 import fcntl
 import os
-import stat
+import struct
+import threading
+import time
 
 from cpython.buffer cimport PyBUF_WRITABLE
 from libc.stdint cimport int64_t
 from posix.mman cimport mmap, munmap, PROT_READ, PROT_WRITE, MAP_SHARED, MAP_FAILED, MAP_POPULATE
 
-from .layout import PAGE_SIZE
+from ._atomic cimport load_acquire_i64, cas_i64
+from ._guard cimport guard_install, guard_register, guard_unregister
+
+from .busmeta import BusMeta, meta_path, read_meta, write_meta
+from .errors import (BusLockTimeoutError, BusMismatchError, BusReplacedError,
+                     BusTruncatedError)
+from .files import open_file
+from .layout import FIRST_RECORD_OFFSET, PAGE_SIZE
+
+DEFAULT_LOCK_TIMEOUT = 10.0
+
+# POSIX record locks belong to the process, not the descriptor: two threads of one process
+# would both get them, and closing any descriptor of the file drops them. Threads of this
+# process therefore open bus files one at a time.
+_THREAD_LOCK = threading.Lock()
+# struct flock on Linux (x86-64, aarch64): l_type, l_whence, l_start, l_len, l_pid.
+_FLOCK = "hhqqi4x"
+_REOPEN_ATTEMPTS = 100
+
+
+def check_mode(mode):
+    """The permissions a writer creates a file with: an int within 0o777."""
+    if isinstance(mode, bool) or not isinstance(mode, int) or not 0 <= mode <= 0o777:
+        raise ValueError(f"mode must be permission bits between 0o000 and 0o777, got {mode!r}")
+
+
+def check_lock_timeout(timeout):
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout >= 0:
+        raise ValueError(f"lock_timeout must be a non-negative number of seconds, got {timeout!r}")
+
+
+def _lock_holder(fd, exclusive):
+    """The pid of a process holding a lock that conflicts with ours, or None."""
+    want = fcntl.F_WRLCK if exclusive else fcntl.F_RDLCK
+    try:
+        res = fcntl.fcntl(fd, fcntl.F_GETLK, struct.pack(_FLOCK, want, os.SEEK_SET, 0, 0, 0))
+    except OSError:
+        return None
+    l_type, _, _, _, pid = struct.unpack(_FLOCK, res)
+    return pid if l_type != fcntl.F_UNLCK and pid > 0 else None
+
+
+def _lock(fd, exclusive, double timeout, path):
+    """Take the open lock, polling until ``timeout`` seconds have passed."""
+    kind = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
+    deadline = time.monotonic() + timeout
+    delay = 0.0005
+    while True:
+        try:
+            fcntl.lockf(fd, kind | fcntl.LOCK_NB)
+            return
+        except OSError as e:
+            if e.errno not in (errno.EACCES, errno.EAGAIN):
+                raise OSError(e.errno, f"cannot lock the bus file: {e.strerror}", path) from None
+        if time.monotonic() >= deadline:
+            pid = _lock_holder(fd, exclusive)
+            who = f"process {pid}" if pid is not None else "another process"
+            raise BusLockTimeoutError(
+                f"{path!r}: {who} held the bus file's open lock for more than {timeout:g} s "
+                f"(a process stopped or hung while creating or growing it?)", pid)
+        time.sleep(delay)
+        delay = min(delay * 2, 0.05)
+
+
+def _same_file(path, st):
+    try:
+        now = os.lstat(path)
+    except FileNotFoundError:
+        return False
+    return now.st_dev == st.st_dev and now.st_ino == st.st_ino
+
+
+def _remove_created(path, st, bint meta_written):
+    """Undo a failed creation: the file (if the path still names it) and its metadata."""
+    if _same_file(path, st):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+    if meta_written:
+        try:
+            os.unlink(meta_path(path))
+        except OSError:
+            pass
 
 
 cdef class MappedFile:
     """A bus file mapped shared, ``mapped_size(file_size)`` bytes long.
 
-    The file is created if absent (unless ``read_only``) with permissions ``mode``, grown
-    if shorter than the mapping, never shrunk: shrinking would pull pages from under the
-    processes that still map it (SIGBUS in them). With ``preallocate`` the blocks are
-    reserved up front (``posix_fallocate``), so a full disk or tmpfs fails here with
-    ENOSPC instead of killing a process with SIGBUS on its first store. With ``prefault``
-    every page is mapped at open (MAP_POPULATE): no page faults later, at the price of
-    touching the whole file up front.
+    Opened as the contract says: never through a symbolic link, only a regular file,
+    owned by this user and not writable by group or others (``allow_foreign`` accepts
+    those two), under the POSIX open lock (exclusive with ``create``, shared otherwise),
+    polled for at most ``lock_timeout`` seconds.
+
+    With ``create`` (writers) a missing file is created (``O_EXCL``, exactly ``mode``) and a
+    short one grown, never shrunk; with ``preallocate`` its blocks are reserved up front
+    (``posix_fallocate``) so a full device fails here with ENOSPC, not with SIGBUS later.
+    Without it (readers) a missing file is FileNotFoundError and a short one is refused.
+    ``record_size`` > 0 turns on the metadata file ``PATH.meta`` (checked; written by an
+    initialising writer); ``init`` sets the limit 0 -> 8 under the lock. ``segment`` (a
+    rolling bus's segment): the file must exist, is never grown, has no metadata file.
+    Whatever a failed open created, it removes. ``prefault`` maps every page at open.
     """
 
-    def __cinit__(self, path, int64_t file_size, *, bint read_only=False, int mode=0o600,
-                  bint preallocate=True, bint prefault=False):
+    def __cinit__(self, path, int64_t file_size, *, bint read_only=False, mode=0o600,
+                  bint preallocate=True, bint prefault=False, create=None,
+                  int64_t record_size=0, bint init=False, bint allow_foreign=False,
+                  lock_timeout=DEFAULT_LOCK_TIMEOUT, bint segment=False):
         self.base = NULL
+        self.dead = 0
+        self._guard_slot = -1
         self.path = os.fspath(path)
         self.file_size = file_size
         self.read_only = read_only
         if file_size <= 0:
             raise ValueError(f"file_size must be positive, got {file_size}")
+        check_mode(mode)
+        check_lock_timeout(lock_timeout)
         cdef int64_t size = -(-file_size // PAGE_SIZE) * PAGE_SIZE
         self.mapped_size = size
         self._len = <Py_ssize_t>size
-        flags = (os.O_RDONLY if read_only else os.O_RDWR | os.O_CREAT) | os.O_CLOEXEC
-        fd = os.open(self.path, flags, mode)
+        if create is None:
+            create = not read_only
+        if create and read_only:
+            raise ValueError("a read-only mapping cannot create or grow the file")
+        if not _THREAD_LOCK.acquire(timeout=lock_timeout):
+            raise BusLockTimeoutError(
+                f"{self.path!r}: another thread of this process kept opening a bus for more "
+                f"than {lock_timeout:g} s", os.getpid())
         try:
-            st = os.fstat(fd)
-            if not stat.S_ISREG(st.st_mode):
-                raise ValueError(f"{self.path!r} is not a regular file")
-            if read_only:
-                if st.st_size < size:
-                    raise ValueError(
-                        f"{self.path!r} is {st.st_size} bytes, shorter than the {size} bytes "
-                        f"file_size={file_size} maps; a read-only reader cannot grow it "
-                        f"(wrong file_size, or no writer has opened the bus yet)")
-            else:
-                self._grow(fd, size, preallocate)
-            self._map(fd, size, prefault)
+            self._open(record_size, create, init, mode, preallocate, prefault, allow_foreign,
+                       lock_timeout, segment)
         finally:
-            os.close(fd)   # the mapping keeps the file; no descriptor held per bus
+            _THREAD_LOCK.release()
+
+    cdef _open(self, int64_t record_size, bint create, bint init, int mode, bint preallocate,
+               bint prefault, bint allow_foreign, double lock_timeout, bint segment):
+        path = self.path
+        cdef int64_t size = self.mapped_size
+        cdef bint created, meta_written
+        cdef int fd
+        flags = os.O_RDONLY if self.read_only else os.O_RDWR
+        for _ in range(_REOPEN_ATTEMPTS):
+            created = meta_written = False
+            try:
+                fd, st = open_file(path, flags, allow_foreign=allow_foreign)
+            except FileNotFoundError:
+                if segment:
+                    raise FileNotFoundError(errno.ENOENT, "no such segment file (segments are "
+                                            "created by the rolling bus, never here)", path) from None
+                if not create:
+                    raise FileNotFoundError(errno.ENOENT, "no bus file here (a reader never "
+                                            "creates one: open a writer first)", path) from None
+                try:
+                    fd, st = open_file(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, mode,
+                                       allow_foreign=allow_foreign)
+                except FileExistsError:
+                    continue    # another process created it first: open theirs
+                created = True
+            try:
+                _lock(fd, create, lock_timeout, path)
+                if not _same_file(path, st):
+                    # Its creator removed it after a failed open, or it was replaced.
+                    created = False
+                    continue
+                meta = None
+                if record_size > 0 and not segment and not created:
+                    found = read_meta(meta_path(path), allow_foreign=allow_foreign)
+                    if found is not None and found.kind == "single" and found.inode == st.st_ino:
+                        found.check(record_size, self.file_size, path)
+                        meta = found
+                length = os.fstat(fd).st_size
+                if length < size:
+                    if not create or segment:
+                        raise BusMismatchError(
+                            f"{path!r} is {length} bytes, shorter than the {size} bytes that "
+                            f"file_size={self.file_size} maps: not a bus of that size (wrong "
+                            f"file_size, or not a bus file); it is never grown here")
+                if create and not segment:
+                    self._grow(fd, size, preallocate)
+                head = os.pread(fd, 8, 0)
+                limit = int.from_bytes(head, "little", signed=True) if len(head) == 8 else 0
+                if create and record_size > 0 and not segment and meta is None and limit == 0:
+                    meta = BusMeta.create("single", record_size, file_size=self.file_size,
+                                          inode=st.st_ino)
+                    meta_written = True
+                    write_meta(meta_path(path), meta, mode=mode, exclusive=False)
+                self._map(fd, size, prefault)
+                self.limit_at_open = cas_i64(self.base, 0, FIRST_RECORD_OFFSET) if init \
+                    else load_acquire_i64(self.base)
+                self.bus_id = meta.id if meta is not None else None
+                self.st_dev = st.st_dev
+                self.st_ino = st.st_ino
+                return
+            except BaseException:
+                self._unmap()
+                if created:
+                    _remove_created(path, st, meta_written)
+                raise
+            finally:
+                os.close(fd)     # drops the lock; the mapping keeps the file
+        raise OSError(errno.EAGAIN, f"the bus file was replaced {_REOPEN_ATTEMPTS} times "
+                      f"while this process opened it", path)
 
     cdef _grow(self, int fd, int64_t size, bint preallocate):
-        # A POSIX record lock (what Java's FileChannel.lock takes too): two processes
-        # growing at once must not let the later, smaller ftruncate cut what the other grew.
-        fcntl.lockf(fd, fcntl.LOCK_EX)
+        # Under the exclusive open lock: two processes growing at once must not let the
+        # later, smaller ftruncate cut what the other grew.
+        current = os.fstat(fd).st_size
         try:
-            current = os.fstat(fd).st_size
             if preallocate:
                 try:
                     # Never shrinks, keeps existing data, reserves holes a Java process
@@ -66,20 +232,19 @@ cdef class MappedFile:
                     os.posix_fallocate(fd, 0, size)
                     return
                 except OSError as e:
-                    if e.errno == errno.ENOSPC:
-                        raise OSError(errno.ENOSPC,
-                                      f"no space to reserve {size} bytes for the bus file "
-                                      f"(the device is full or too small)", self.path) from None
-                    if e.errno == errno.EFBIG:
-                        raise OSError(errno.EFBIG,
-                                      f"the bus file cannot grow to {size} bytes (a file size "
-                                      f"limit: ulimit -f, or the file system's)", self.path) from None
                     if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
                         raise
             if current < size:
                 os.ftruncate(fd, size)
-        finally:
-            fcntl.lockf(fd, fcntl.LOCK_UN)
+        except OSError as e:
+            if e.errno == errno.ENOSPC:
+                why = "the device is full or too small"
+            elif e.errno == errno.EFBIG:
+                why = "a file size limit: ulimit -f, or the file system's"
+            else:
+                why = e.strerror
+            raise OSError(e.errno, f"cannot make the bus file {size} bytes long ({why})",
+                          self.path) from None
 
     cdef _map(self, int fd, int64_t size, bint prefault):
         cdef int prot = PROT_READ if self.read_only else PROT_READ | PROT_WRITE
@@ -88,13 +253,48 @@ cdef class MappedFile:
         cdef int flags = MAP_SHARED | (MAP_POPULATE if prefault else 0)
         cdef void *p = mmap(NULL, <size_t>size, prot, flags, fd, 0)
         if p == MAP_FAILED:
-            e = os.strerror(errno_value())
-            raise OSError(errno_value(), f"cannot map {size} bytes: {e}", self.path)
+            code = errno_value()
+            raise OSError(code, f"cannot map {size} bytes: {os.strerror(code)}", self.path)
         self.base = <char *>p
+        if guard_install() != 0:
+            code = errno_value()
+            raise OSError(code, f"cannot install the SIGBUS guard: {os.strerror(code)}", self.path)
+        self._guard_slot = guard_register(p, <size_t>size, &self.dead)
+        if self._guard_slot < 0:
+            raise OSError(errno.EMFILE, "too many bus mappings in this process for the "
+                          "SIGBUS guard", self.path)
+
+    cdef _unmap(self):
+        if self.base != NULL:
+            guard_unregister(self._guard_slot)   # before the range can be reused
+            self._guard_slot = -1
+            munmap(self.base, <size_t>self.mapped_size)
+            self.base = NULL
 
     @property
     def closed(self):
         return self.base == NULL
+
+    @property
+    def is_dead(self):
+        """True once the file shrank under the mapping (it now holds zeros)."""
+        return self.dead != 0
+
+    cdef int raise_dead(self) except -1:
+        raise BusTruncatedError(
+            f"{self.path!r} shrank under this process's mapping (truncated or overwritten "
+            f"while in use): the bus is gone, nothing more is read from or written to it")
+
+    cpdef check_path(self):
+        """BusReplacedError if the path no longer names the mapped file."""
+        try:
+            now = os.lstat(self.path)
+        except FileNotFoundError:
+            raise BusReplacedError(f"{self.path!r} was removed while this process used it: "
+                                   f"the bus is gone") from None
+        if now.st_dev != self.st_dev or now.st_ino != self.st_ino:
+            raise BusReplacedError(f"{self.path!r} now names another file than the bus this "
+                                   f"process mapped (replaced, or deleted and recreated)")
 
     cpdef close(self):
         """Unmap. Refused while a buffer exported from the mapping is still alive."""
@@ -103,16 +303,13 @@ cdef class MappedFile:
         if self._exports > 0:
             raise BufferError(f"cannot close {self.path!r}: {self._exports} exported "
                               f"buffer(s) still point into the mapping")
-        munmap(self.base, <size_t>self.mapped_size)
-        self.base = NULL
+        self._unmap()
 
     def __dealloc__(self):
-        if self.base != NULL:
-            munmap(self.base, <size_t>self.mapped_size)
-            self.base = NULL
+        self._unmap()
 
     def __getbuffer__(self, Py_buffer *view, int flags):
-        # The whole mapping as bytes; used by the inspector and zero-copy numpy views.
+        # The whole mapping as bytes; used by zero-copy numpy views.
         if self.base == NULL:
             raise ValueError("the mapping is closed")
         if (flags & PyBUF_WRITABLE) and self.read_only:

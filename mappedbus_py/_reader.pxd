@@ -8,6 +8,7 @@ from ._record cimport Record
 cdef class MappedBusReader:
     cdef MappedFile _file      # the mapping; None until open()
     cdef char *_base           # _file.base, cached for the hot path; NULL when closed
+    cdef int *_dead            # &_file.dead (set by the SIGBUS guard), or a constant 0
     cdef readonly object path
     cdef readonly int64_t file_size     # logical size: no record ends past it
     cdef readonly int32_t record_size   # payload bytes per record (not stored in the file)
@@ -29,11 +30,14 @@ cdef class MappedBusReader:
     cdef object _start         # where open() puts the reader: None, "end" or a position
     cdef bint _prefault        # map every page at open (MAP_POPULATE)
     cdef bint _allow_foreign   # accept a file of another owner, or group/other-writable
+    cdef double _lock_timeout  # seconds to wait for the open lock
     cdef bint _segment         # a rolling bus's segment: exists already, no sidecar
                                # metadata, may be unlinked by retention while mapped
     cdef readonly int64_t rollbacks  # slots this reader rolled back (compare-and-swap 0 -> 2)
     cdef readonly int64_t skipped    # rolled-back or timed-out slots passed over: lost records
 
+    cdef int _truncated(self) except -1
+    cdef int _check_limit_now(self, int64_t limit) except -1
     cdef int _next(self) except -1
     cdef bint _timed_out(self, int64_t pos) except -1
     cdef int _wait(self, object timeout) except -1

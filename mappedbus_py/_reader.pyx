@@ -11,10 +11,12 @@ from libc.string cimport memcpy
 from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC, nanosleep
 
 from ._atomic cimport load_acquire_i64, status_load_acquire, status_cas, cpu_relax
+from ._guard cimport guard_is_dead
 from ._mapping cimport MappedFile
 from ._message cimport MessageBase
 from ._record cimport Record
 
+from ._mapping import DEFAULT_LOCK_TIMEOUT, check_lock_timeout
 from ._writer import _check_sizes, _check_limit
 from .errors import BusClosedError, BusFullError, CorruptBusError
 from .layout import FIRST_RECORD_OFFSET, HEADER_SIZE, DEFAULT_TIMEOUT_MS
@@ -32,6 +34,10 @@ cdef long SPINS = 20000
 cdef long YIELDS = 2000
 cdef int64_t SLEEP_MIN_NS = 20000
 cdef int64_t SLEEP_MAX_NS = 1000000
+# A caught-up reader checks that its path still names the mapped file once per this many
+# empty polls (a power of two), and whenever its blocking wait sleeps.
+cdef unsigned int PATH_CHECK_POLLS = 1 << 16
+cdef int NEVER_DEAD = 0      # what _dead points to while no mapping is open
 
 
 cdef inline int64_t monotonic_ns() noexcept nogil:
@@ -59,12 +65,21 @@ cdef class MappedBusReader:
     that may not write the file (EACCES, EPERM, EROFS) becomes read-only, with a warning.
     ``start`` is where reading begins: None (the first record), ``"end"`` (the current
     end, only new records), or a record position.
+
+    A reader never creates, grows or writes a file that is not a bus: a missing file is
+    FileNotFoundError, a short one is refused. Opening is checked as for the writer
+    (links, file type, owner and mode unless ``allow_foreign``, the open lock within
+    ``lock_timeout`` seconds, the metadata's sizes). A file that shrinks under the mapping
+    raises BusTruncatedError; a path that no longer names the mapped file (removed,
+    replaced) raises BusReplacedError once the reader is caught up.
     """
 
     def __init__(self, path, file_size, record_size, *, timeout=DEFAULT_TIMEOUT_MS,
                  start=None, bint read_only=False, bint prefault=False,
-                 bint allow_foreign=False, bint _segment=False):
+                 bint allow_foreign=False, lock_timeout=DEFAULT_LOCK_TIMEOUT,
+                 bint _segment=False):
         _check_sizes(file_size, record_size)
+        check_lock_timeout(lock_timeout)
         self.path = path
         self.file_size = file_size
         self.record_size = record_size
@@ -75,27 +90,29 @@ cdef class MappedBusReader:
         self._start = start
         self._prefault = prefault
         self._allow_foreign = allow_foreign
+        self._lock_timeout = lock_timeout
         self._segment = _segment
         self.set_timeout(timeout)
         self._file = None
         self._base = NULL
+        self._dead = &NEVER_DEAD
         self._pos = FIRST
         self._cur = -1
         self._wait_pos = -1
 
     def open(self):
-        """Map the file (created if absent, unless read-only) and place the reader."""
+        """Map the bus file (which must exist) and place the reader."""
         if self._base != NULL:
             return self
+        cdef MappedFile f
         try:
-            f = MappedFile(self.path, self.file_size, read_only=self.read_only,
-                           prefault=self._prefault)
+            f = self._map(self.read_only)
         except OSError as e:
             # A bus this process may read but not write (mode 0444, another owner, a
             # read-only mount) is still readable: fall back to read-only and say so.
             if self.read_only or e.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
                 raise
-            f = MappedFile(self.path, self.file_size, read_only=True, prefault=self._prefault)
+            f = self._map(True)
             self.read_only = True
             warnings.warn(f"{self.path!r} is not writable by this process ({e.strerror}): "
                           f"reading it read-only; a stalled record will be skipped after the "
@@ -108,6 +125,7 @@ cdef class MappedBusReader:
             raise
         self._file = f
         self._base = f.base
+        self._dead = &f.dead
         # Recovered once every record that fits in the file below the opening limit is read.
         self._initial_limit = min(max(limit, FIRST), self._end_boundary())
         self._limit_seen = 0
@@ -121,13 +139,37 @@ cdef class MappedBusReader:
             self.seek(self._start)
         return self
 
+    def _map(self, bint read_only) -> MappedFile:
+        return MappedFile(self.path, self.file_size, read_only=read_only, create=False,
+                          prefault=self._prefault, record_size=self.record_size,
+                          allow_foreign=self._allow_foreign, lock_timeout=self._lock_timeout,
+                          segment=self._segment)
+
     def close(self):
         """Unmap the file. Closing twice is harmless."""
+        self._base = NULL
+        self._dead = &NEVER_DEAD
         if self._file is not None:
             self._file.close()
         self._file = None
-        self._base = NULL
         self._cur = -1
+
+    @property
+    def bus_id(self):
+        """The bus's id from its metadata file; None for a file without one (made by the
+        Java original) or while closed."""
+        return self._file.bus_id if self._file is not None else None
+
+    cdef int _truncated(self) except -1:
+        self._cur = -1
+        return self._file.raise_dead()
+
+    cdef int _check_limit_now(self, int64_t limit) except -1:
+        # Every limit loaded must be on this reader's grid: off it means another
+        # record_size (a file without metadata cannot say so otherwise) or corruption.
+        if limit != 0 and (limit < FIRST or (limit - FIRST) % self._slot != 0):
+            _check_limit(limit, self._slot, self.record_size, self.path)
+        return 0
 
     @property
     def closed(self):
@@ -213,6 +255,8 @@ cdef class MappedBusReader:
         self._cur = -1
         if base == NULL:
             raise BusClosedError("read from a closed MappedBusReader (call open() first)")
+        if guard_is_dead(self._dead):
+            self._truncated()
         while True:
             # A slot that cannot fit is the end, never a wait: a writer whose fetch-and-add
             # went past the end failed with EOF and will not commit it.
@@ -225,6 +269,7 @@ cdef class MappedBusReader:
             if status == 1:
                 self._cur = pos
                 self._pos = pos + self._slot
+                self._wait_pos = -1     # a commit stops the stall clock
                 return 1
             if status == 2:
                 pos += self._slot
@@ -243,7 +288,14 @@ cdef class MappedBusReader:
                         cpu_relax()
                         self._pos = pos
                         return 0
+                    if (self._idle & (PATH_CHECK_POLLS - 1)) == 0 and not self._segment:
+                        self._pos = pos
+                        self._file.check_path()
                 limit = load_acquire_i64(base)
+                if guard_is_dead(self._dead):
+                    self._pos = pos
+                    self._truncated()
+                self._check_limit_now(limit)
                 self._limit_seen = limit
                 if limit <= pos:
                     self._pos = pos       # not allocated yet: nothing new
@@ -262,7 +314,19 @@ cdef class MappedBusReader:
                               f"readers may still deliver it", RuntimeWarning, stacklevel=3)
                 pos += self._slot
                 self.skipped += 1
-            elif status_cas(base + pos, self._aligned, 0, 2) == 0:
+                continue
+            # Before writing: the limit must still be on the grid and above this slot, and
+            # the mapping alive (a rollback into zeros would report a record that is gone).
+            self._pos = pos
+            limit = load_acquire_i64(base)
+            self._check_limit_now(limit)
+            if limit <= pos:
+                raise CorruptBusError(f"{self.path!r}: the limit went back from "
+                                      f"{self._limit_seen} to {limit}: the file was reset "
+                                      f"or is corrupt")
+            if guard_is_dead(self._dead):
+                self._truncated()
+            if status_cas(base + pos, self._aligned, 0, 2) == 0:
                 self.rollbacks += 1
                 self.skipped += 1
                 pos += self._slot
@@ -303,6 +367,8 @@ cdef class MappedBusReader:
                 with nogil:
                     nanosleep(&ts, NULL)
                 sleep_ns = min(sleep_ns * 2, SLEEP_MAX_NS)
+                if not self._segment:
+                    self._file.check_path()
             spins += 1
             if self._next():
                 return 1
@@ -334,7 +400,10 @@ cdef class MappedBusReader:
 
     def read_type(self):
         """The current record's metadata: its type id (object messages)."""
-        return self._meta(self._current())
+        cdef int32_t meta = self._meta(self._current())
+        if guard_is_dead(self._dead):
+            self._truncated()
+        return meta
 
     def read_message(self, message):
         """Copy the current record's payload into ``message`` (no allocation); returns it."""
@@ -346,6 +415,8 @@ cdef class MappedBusReader:
             raise ValueError(f"{type(message).__name__} takes {m._size} bytes, more than "
                              f"record_size {self.record_size}")
         memcpy(m._buf, self._base + rec + 8, m._size)
+        if guard_is_dead(self._dead):
+            self._truncated()
         return message
 
     def read_into(self, message):
@@ -359,6 +430,8 @@ cdef class MappedBusReader:
         if not self._next():
             return False
         memcpy(m._buf, self._base + self._cur + 8, m._size)
+        if guard_is_dead(self._dead):
+            self._truncated()
         return True
 
     cdef int32_t _length(self, int64_t rec) except -1:
@@ -382,6 +455,8 @@ cdef class MappedBusReader:
                 raise ValueError(f"a {n}-byte record does not fit at offset {offset} of a "
                                  f"{size}-byte buffer")
             memcpy(dst + offset, self._base + rec + 8, n)
+            if guard_is_dead(self._dead):
+                self._truncated()
             return n
         PyObject_GetBuffer(buffer, &view, PyBUF_WRITABLE)
         try:
@@ -391,17 +466,25 @@ cdef class MappedBusReader:
             memcpy(<char *>view.buf + offset, self._base + rec + 8, n)
         finally:
             PyBuffer_Release(&view)
+        if guard_is_dead(self._dead):
+            self._truncated()
         return n
 
     def read_bytes(self):
         """The current byte-array record's bytes (its stored length of them)."""
         cdef int64_t rec = self._current()
         cdef int32_t n = self._length(rec)
-        return self._base[rec + 8:rec + 8 + n]
+        data = self._base[rec + 8:rec + 8 + n]
+        if guard_is_dead(self._dead):
+            self._truncated()
+        return data
 
     cdef Record _record(self):
         cdef int64_t rec = self._cur
-        return Record(rec, self._meta(rec), self._base[rec + 8:rec + 8 + self.record_size])
+        record = Record(rec, self._meta(rec), self._base[rec + 8:rec + 8 + self.record_size])
+        if guard_is_dead(self._dead):
+            self._truncated()
+        return record
 
     def read(self, timeout=0.0):
         """The next committed record as a ``Record``, waiting up to ``timeout`` seconds
@@ -465,6 +548,8 @@ cdef class MappedBusReader:
                     dst += rowlen
                     if have_meta:
                         metas[n] = self._meta(self._cur)
+                    if guard_is_dead(self._dead):
+                        self._truncated()
                     n += 1
             finally:
                 if have_meta:

@@ -7,6 +7,7 @@ from ._mapping cimport MappedFile
 cdef class MappedBusWriter:
     cdef MappedFile _file      # the mapping; None until open()
     cdef char *_base           # _file.base, cached for the hot path; NULL when closed
+    cdef int *_dead            # &_file.dead (set by the SIGBUS guard), or a constant 0
     cdef readonly object path
     cdef readonly int64_t file_size     # logical size: records must end at or before it
     cdef readonly int32_t record_size   # payload bytes per record (not stored in the file)
@@ -17,9 +18,11 @@ cdef class MappedBusWriter:
     cdef bint _preallocate     # reserve the file's blocks at open
     cdef bint _prefault        # map every page at open (MAP_POPULATE)
     cdef bint _allow_foreign   # accept a file of another owner, or group/other-writable
+    cdef double _lock_timeout  # seconds to wait for the open lock
     cdef bint _segment         # a rolling bus's segment: exists already, no sidecar
                                # metadata, may be unlinked by retention while mapped
 
+    cdef int _truncated(self) except -1
     cdef char *_alloc(self, int64_t count) except NULL
     cdef bint _commit(self, char *rec) except -1
     cdef bint _write_bytes(self, const char *src, Py_ssize_t n, Py_ssize_t offset,

@@ -6,14 +6,17 @@ from cpython.bytes cimport PyBytes_CheckExact, PyBytes_AS_STRING, PyBytes_GET_SI
 from libc.stdint cimport int32_t, int64_t
 from libc.string cimport memcpy
 
-from ._atomic cimport load_acquire_i64, fetch_add_i64, cas_i64, status_cas
+from ._atomic cimport load_acquire_i64, fetch_add_i64, status_cas
+from ._guard cimport guard_is_dead
 from ._mapping cimport MappedFile
 from ._message cimport MessageBase
 
-from .errors import BusClosedError, BusFullError, CorruptBusError
+from ._mapping import DEFAULT_LOCK_TIMEOUT, check_lock_timeout, check_mode
+from .errors import BusClosedError, BusFullError, CorruptBusError, RecordsRolledBackError
 from .layout import FIRST_RECORD_OFFSET, HEADER_SIZE, MAX_RECORD_SIZE
 
 cdef int64_t FIRST = FIRST_RECORD_OFFSET
+cdef int NEVER_DEAD = 0      # what _dead points to while no mapping is open
 
 
 def _check_sizes(file_size, record_size):
@@ -51,11 +54,21 @@ cdef class MappedBusWriter:
     any bytes-like payload (bytes, bytearray, memoryview, numpy). Both return True when
     the record is committed, False when a reader rolled it back first because this writer
     took longer than the readers' timeout between allocating and committing.
+
+    Opening follows docs/files-and-rolling.md: no symbolic links, regular files only, owned
+    by this user and not writable by group or others (``allow_foreign=True`` accepts
+    those), a missing file created with exactly ``mode``, the open lock waited for at most
+    ``lock_timeout`` seconds (BusLockTimeoutError), the metadata file ``PATH.meta`` checked
+    (BusMismatchError) or written. A file that shrinks under the mapping raises
+    BusTruncatedError instead of killing the process with SIGBUS.
     """
 
-    def __init__(self, path, file_size, record_size, *, int mode=0o600, bint preallocate=True,
-                 bint prefault=False, bint allow_foreign=False, bint _segment=False):
+    def __init__(self, path, file_size, record_size, *, mode=0o600, bint preallocate=True,
+                 bint prefault=False, bint allow_foreign=False,
+                 lock_timeout=DEFAULT_LOCK_TIMEOUT, bint _segment=False):
         _check_sizes(file_size, record_size)
+        check_mode(mode)
+        check_lock_timeout(lock_timeout)
         self.path = path
         self.file_size = file_size
         self.record_size = record_size
@@ -66,32 +79,43 @@ cdef class MappedBusWriter:
         self._preallocate = preallocate
         self._prefault = prefault
         self._allow_foreign = allow_foreign
+        self._lock_timeout = lock_timeout
         self._segment = _segment
         self._file = None
         self._base = NULL
+        self._dead = &NEVER_DEAD
 
     def open(self):
         """Map the file (created, zero-filled, if absent) and initialise its limit."""
         if self._base != NULL:
             return self
-        f = MappedFile(self.path, self.file_size, mode=self._mode, preallocate=self._preallocate,
-                       prefault=self._prefault)
-        cdef int64_t limit = cas_i64(f.base, 0, FIRST)
+        cdef MappedFile f = MappedFile(self.path, self.file_size, mode=self._mode, preallocate=self._preallocate,
+                       prefault=self._prefault, create=True, init=True,
+                       record_size=self.record_size, allow_foreign=self._allow_foreign,
+                       lock_timeout=self._lock_timeout, segment=self._segment)
         try:
-            _check_limit(limit, self._slot, self.record_size, self.path)
+            _check_limit(f.limit_at_open, self._slot, self.record_size, self.path)
         except BaseException:
             f.close()
             raise
         self._file = f
         self._base = f.base
+        self._dead = &f.dead
         return self
 
     def close(self):
         """Unmap the file. Committed records stay for readers; closing twice is harmless."""
+        self._base = NULL
+        self._dead = &NEVER_DEAD
         if self._file is not None:
             self._file.close()
         self._file = None
-        self._base = NULL
+
+    @property
+    def bus_id(self):
+        """The bus's id from its metadata file; None for a file without one (made by the
+        Java original) or while closed."""
+        return self._file.bus_id if self._file is not None else None
 
     @property
     def closed(self):
@@ -108,17 +132,24 @@ cdef class MappedBusWriter:
         return (f"<MappedBusWriter {state} path={self.path!r} file_size={self.file_size} "
                 f"record_size={self.record_size}>")
 
+    cdef int _truncated(self) except -1:
+        return self._file.raise_dead()
+
     cdef char *_alloc(self, int64_t count) except NULL:
         # A full bus is refused before the add, so the limit does not keep climbing past
         # the end; the add itself is what orders this writer among the others.
         cdef int64_t pos
         if self._base == NULL:
             raise BusClosedError("write to a closed MappedBusWriter (call open() first)")
+        if guard_is_dead(self._dead):
+            self._truncated()
         pos = load_acquire_i64(self._base)
         if pos > self._last:
             raise BusFullError(f"bus is full: limit {pos}, file_size {self.file_size}, "
                                f"a record takes {self._slot} bytes")
         pos = fetch_add_i64(self._base, self._slot * count)
+        if guard_is_dead(self._dead):
+            self._truncated()
         if pos < FIRST:
             raise CorruptBusError(f"{self.path!r}: limit was {pos}, below the first record "
                                   f"offset {FIRST}: the file is corrupt")
@@ -129,6 +160,8 @@ cdef class MappedBusWriter:
 
     cdef bint _commit(self, char *rec) except -1:
         cdef int32_t old = status_cas(rec, self._aligned, 0, 1)
+        if guard_is_dead(self._dead):
+            self._truncated()   # the record may be lost: never report success
         if old == 0:
             return True
         if old == 2:
@@ -190,7 +223,10 @@ cdef class MappedBusWriter:
         ``meta`` is the metadata for every record (an int: a message type id), or a
         sequence of one int32 per row. Returns the number of records committed. If the
         bus fills up, the rows that fit are written and committed, then BusFullError is
-        raised with ``.committed`` set.
+        raised with ``.committed`` set. Rows a reader rolled back before this writer
+        committed them (a row took longer than the readers' timeout) are reported after
+        the batch: RecordsRolledBackError with ``.committed`` and ``.rolled_back`` (their
+        row indices); the other rows stay committed.
         """
         cdef Py_buffer view
         cdef Py_ssize_t nrows, rowlen, i, fit
@@ -199,6 +235,7 @@ cdef class MappedBusWriter:
         cdef const int32_t *metas = NULL
         cdef char *rec
         cdef Py_ssize_t committed = 0
+        rolled_back = []
         meta_arr = None
         if not isinstance(meta, int):
             import numpy
@@ -225,29 +262,45 @@ cdef class MappedBusWriter:
                     m = metas[i]
                 memcpy(rec + 4, &m, 4)
                 memcpy(rec + 8, <char *>view.buf + i * rowlen, rowlen)
-                committed += self._commit(rec)
+                if self._commit(rec):
+                    committed += 1
+                else:
+                    rolled_back.append(i)
                 rec += self._slot
         finally:
             PyBuffer_Release(&view)
         if fit < nrows:
             err = BusFullError(f"bus is full after {fit} of {nrows} rows")
             err.committed = committed
+            err.rolled_back = rolled_back
             raise err
+        if rolled_back:
+            raise RecordsRolledBackError(
+                f"{len(rolled_back)} of {nrows} rows were rolled back by a reader before this "
+                f"writer committed them (a row took longer than the readers' timeout); the "
+                f"other {committed} are committed", committed, rolled_back)
         return committed
 
     # -- fault injection for tests: a writer stopped between allocating and committing --
 
-    def _allocate_only(self, data):
-        """Allocate a record and fill it, but do not commit it: what a writer that crashes
-        (or stalls) between the two steps leaves behind. Returns its offset."""
+    def _allocate_only(self, data, int64_t count=1):
+        """Allocate ``count`` records with one fetch-and-add (as ``write_batch`` does) and
+        fill them, but commit none: what a writer that crashes (or stalls) between the two
+        steps leaves behind. Returns the first one's offset."""
         cdef bytes payload = bytes(data)
         if len(payload) > self.record_size:
             raise ValueError("payload longer than record_size")
-        cdef char *rec = self._alloc(1)
+        if count < 1:
+            raise ValueError("count must be positive")
+        cdef char *first = self._alloc(count)
+        cdef char *rec = first
         cdef int32_t meta = len(payload)
-        memcpy(rec + 4, &meta, 4)
-        memcpy(rec + 8, <char *>payload, len(payload))
-        return rec - self._base
+        cdef int64_t i
+        for i in range(min(count, (self._last - (first - self._base)) // self._slot + 1)):
+            memcpy(rec + 4, &meta, 4)
+            memcpy(rec + 8, <char *>payload, len(payload))
+            rec += self._slot
+        return first - self._base
 
     def _commit_at(self, int64_t offset):
         """Commit a record left by ``_allocate_only``: False if a reader rolled it back."""

@@ -24,8 +24,9 @@ def bus_path(request):
     base = SHM if SHM.is_dir() else pathlib.Path("/tmp")
     path = base / f"mbtest-{os.getpid()}-{uuid.uuid4().hex[:12]}"
     yield str(path)
-    if path.exists():
-        path.unlink()
+    for p in (path, path.with_name(path.name + ".meta")):   # the bus and its metadata
+        if p.exists():
+            p.unlink()
 
 
 @pytest.fixture

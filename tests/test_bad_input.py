@@ -6,6 +6,7 @@ import pytest
 
 from mappedbus_py import (BusClosedError, BusFullError, CorruptBusError, MappedBusReader,
                           MappedBusWriter, Message, PriceUpdate, Trade, fixed_bytes)
+from mappedbus_py.errors import BusMismatchError, UnsafeBusFileError
 from mappedbus_py.layout import record_offset
 
 SIZE = 100_000
@@ -99,7 +100,12 @@ def test_status_out_of_range_is_reported_as_corrupt_and_can_be_stepped_over(bus_
 
 
 def test_limit_off_the_record_grid_is_refused_at_open(bus_with_records):
-    # The same file opened with another record_size puts the limit off the grid.
+    # Its metadata file names the record_size; without one (a file of the Java original)
+    # the same file opened with another record_size puts the limit off the grid.
+    for cls in (MappedBusWriter, MappedBusReader):
+        with pytest.raises(BusMismatchError, match="record_size 8, not 12"):
+            cls(bus_with_records, SIZE, 12).open()
+    os.unlink(bus_with_records + ".meta")
     for cls in (MappedBusWriter, MappedBusReader):
         with pytest.raises(CorruptBusError, match="not a record boundary for record_size 12"):
             cls(bus_with_records, SIZE, 12).open()
@@ -156,7 +162,7 @@ def test_paths_that_cannot_be_opened_raise_os_errors_naming_them(tmp_path):
     with pytest.raises(FileNotFoundError) as info:
         MappedBusWriter(missing_dir, SIZE, 8).open()
     assert info.value.filename == missing_dir
-    with pytest.raises(IsADirectoryError):
+    with pytest.raises(UnsafeBusFileError, match="is a directory"):
         MappedBusWriter(str(tmp_path), SIZE, 8).open()
     with pytest.raises(FileNotFoundError):
         MappedBusReader(str(tmp_path / "absent"), SIZE, 8, read_only=True).open()
@@ -165,6 +171,7 @@ def test_paths_that_cannot_be_opened_raise_os_errors_naming_them(tmp_path):
 def test_read_only_reader_of_a_short_file_says_why(bus_path):
     with MappedBusWriter(bus_path, 4096, 8):
         pass
+    os.unlink(bus_path + ".meta")     # no metadata to name the size: the length tells
     with pytest.raises(ValueError, match="shorter than the 8192 bytes"):
         MappedBusReader(bus_path, 8000, 8, read_only=True).open()
 

@@ -7,6 +7,7 @@ import pytest
 
 from mappedbus_py import (BusClosedError, BusFullError, MappedBusReader, MappedBusWriter,
                           PriceUpdate, Record, Token, Trade)
+from mappedbus_py.errors import BusMismatchError
 from mappedbus_py.layout import FIRST_RECORD_OFFSET, PAGE_SIZE, record_offset, slot_size
 
 SIZE = 100_000
@@ -273,6 +274,11 @@ def test_reopening_with_a_smaller_size_never_shrinks_the_file(bus_path):
     with MappedBusWriter(bus_path, 3 * PAGE_SIZE, 8) as w:
         for i in range(100):
             w.write(bytes([i]))
+        # With its metadata file the other size is refused; without it (a file of the Java
+        # original) it is opened, and still never shrunk.
+        with pytest.raises(BusMismatchError, match="file_size"):
+            MappedBusWriter(bus_path, PAGE_SIZE, 8).open()
+        os.unlink(bus_path + ".meta")
         with MappedBusWriter(bus_path, PAGE_SIZE, 8) as small:
             assert small.write(b"s")
         assert os.stat(bus_path).st_size == 3 * PAGE_SIZE
