@@ -22,9 +22,11 @@ Choices this implementation makes where the contract leaves room:
 - **Retention** is applied by the writer that creates a segment, counting the new segment as
   the newest; it never removes the new segment nor the one being written (so
   ``retain_segments=1`` keeps two). Expired ``.tmp-*`` files (older than 60 s) go then too.
-- **Age.** A spare segment gets a far-future mtime when created; the first writer that rolls
-  into it sets its mtime to the time of the roll. Segment k is "older than retain_age" once
-  k+1's mtime (the time k was full) is that old.
+- **Age.** A writer that rolls out of segment k (k is full) sets k's mtime to the time of the
+  roll (shortly after, at its next look-ahead, to keep the ~60 µs of utime off the write
+  that rolls; the time is taken at the roll). Segment k is "older than retain_age" once its
+  mtime is that old: all its records are. Anything that writes k later (a reader rolling a
+  stalled slot back) only makes its mtime later: retention errs on keeping.
 - **Readers at a segment end** look for segment k+1 at most once per ``FOLLOW_MIN_NS``
   (50 µs), backing off to ``FOLLOW_MAX_NS`` (1 ms) while it stays absent (with a spare
   segment it is almost always there already), and re-read ``bus.meta`` for its id at most
@@ -52,12 +54,10 @@ from .layout import (FIRST_RECORD_OFFSET, HEADER_SIZE, META_FILE, SEGMENT_SUFFIX
 __all__ = ("RollingBusWriter", "RollingBusReader", "open_dir", "read_bus_meta",
            "create_or_open_meta", "create_segment", "list_segments", "segment_path",
            "segment_limit", "apply_retention", "remove_stale_tmp", "gap_range",
-           "slots_per_segment", "end_boundary", "TMP_MAX_AGE_S", "SPARE_MTIME_NS")
+           "slots_per_segment", "end_boundary", "TMP_MAX_AGE_S")
 
 #: A temporary file older than this was left by a killed creator and may be removed.
 TMP_MAX_AGE_S = 60
-#: The mtime of a segment created ahead of time that no writer has rolled into yet (2100-01-01).
-SPARE_MTIME_NS = 4102444800 * 10**9
 FOLLOW_MIN_NS = 50_000
 FOLLOW_MAX_NS = 1_000_000
 ID_CHECK_NS = 100_000_000
@@ -189,11 +189,10 @@ def _stall(where):
             time.sleep(3600)
 
 
-def create_segment(path, index, segment_size, *, mode=0o600, spare=False):
+def create_segment(path, index, segment_size, *, mode=0o600):
     """Make segment ``index`` complete before anyone can open it: a temporary file reserved
     to its mapped size with its limit set to 8, then linked into place. True if this call
-    created it, False if it existed (another creator won). ``spare``: created ahead of
-    time, so it gets the far-future mtime until a writer rolls into it."""
+    created it, False if it existed (another creator won)."""
     path = os.fspath(path)
     final = segment_path(path, index)
     tmp = os.path.join(path, f"{TMP_PREFIX}{segment_name(index)}-{os.getpid()}-"
@@ -213,8 +212,6 @@ def create_segment(path, index, segment_size, *, mode=0o600, spare=False):
                     raise
                 os.ftruncate(fd, size)
             os.pwrite(fd, _LIMIT.pack(_FIRST), 0)
-            if spare:
-                os.utime(fd, ns=(SPARE_MTIME_NS, SPARE_MTIME_NS))
         finally:
             os.close(fd)
         _stall("before-link")
@@ -258,11 +255,10 @@ def apply_retention(path, meta, newest, keep_from, now_ns=None):
         drop |= bool(meta.retain_bytes and count * meta.segment_size > meta.retain_bytes)
         if not drop and meta.retain_age_ms:
             try:
-                full_ns = os.stat(segment_path(path, oldest + 1)).st_mtime_ns
+                full_ns = os.stat(segment_path(path, oldest)).st_mtime_ns
             except FileNotFoundError:
                 full_ns = None
-            drop = (full_ns is not None and full_ns < SPARE_MTIME_NS
-                    and now_ns - full_ns > meta.retain_age_ms * 1_000_000)
+            drop = full_ns is not None and now_ns - full_ns > meta.retain_age_ms * 1_000_000
         if not drop:
             break
         try:
@@ -330,8 +326,10 @@ class RollingBusWriter:
         self.meta = None
         self._w = None
         self._k = -1
-        self._spare = None        # (index, open MappedBusWriter) of the segment after _k
+        self._spare = None        # (index, open MappedBusWriter, fd) of the segment after _k
         self._fd = -1             # the current segment, read-only: to look at its limit
+        self._retired = []        # (writer, fd) of segments left behind, closed later
+        self._mark = None         # (fd, time) of a roll into a spare, to set as its mtime
         self._countdown = 0
 
     @property
@@ -360,14 +358,17 @@ class RollingBusWriter:
             segs = list_segments(self.path)
         k, _ = _choose_current(self.path, segs, self._allow_foreign)
         self._enter(k, None)
+        self._countdown = 1      # look at the limit on the first write
         return self
 
     def close(self):
-        for w in (self._w, self._spare[1] if self._spare else None):
-            if w is not None:
-                w.close()
-        if self._fd >= 0:
-            os.close(self._fd)
+        if self._mark is not None:
+            self._apply_mark()
+        if self._spare is not None:
+            self._retired.append(self._spare[1:])
+        if self._w is not None:
+            self._retired.append((self._w, self._fd))
+        self._close_retired()
         self._w, self._spare, self._fd = None, None, -1
 
     def __enter__(self):
@@ -385,23 +386,32 @@ class RollingBusWriter:
         p = segment_path(self.path, index)
         # Segments are made by create_segment only: never let an open create one.
         os.lstat(p)
+        # No preallocate: create_segment reserved the blocks already, and fallocate would
+        # touch the mtime that records when the segment was first rolled into.
         return MappedBusWriter(p, self.segment_size, self.record_size, mode=self._mode,
-                               prefault=self._prefault, allow_foreign=self._allow_foreign,
-                               _segment=True).open()
+                               preallocate=False, prefault=self._prefault,
+                               allow_foreign=self._allow_foreign, _segment=True).open()
 
-    def _enter(self, index, writer):
-        """Make segment ``index`` current (opening it unless ``writer`` is given)."""
+    def _enter(self, index, writer, fd=-1):
+        """Make segment ``index`` current (opening it unless ``writer`` is given). The old
+        segment's mapping is closed later, at the next look-ahead (unmapping a populated
+        16 MiB mapping takes a few hundred µs: not on the write that rolls)."""
         if writer is None:
             writer = self._segment_writer(index)
-        fd, _ = open_file(segment_path(self.path, index), os.O_RDONLY,
-                          allow_foreign=self._allow_foreign)
-        old, oldfd = self._w, self._fd
+        if fd < 0:
+            fd, _ = open_file(segment_path(self.path, index), os.O_RDONLY,
+                              allow_foreign=self._allow_foreign)
+        if self._w is not None:
+            self._retired.append((self._w, self._fd))
         self._w, self._k, self._fd = writer, index, fd
-        self._countdown = 1          # look at the limit on the first write
-        if old is not None:
-            old.close()
-        if oldfd >= 0:
-            os.close(oldfd)
+        self._countdown = self._every
+
+    def _close_retired(self):
+        for w, fd in self._retired:
+            w.close()
+            if fd >= 0:
+                os.close(fd)
+        self._retired = []
 
     def _roll(self):
         """Segment ``_k`` is full: move to the next one that exists or can be created."""
@@ -409,12 +419,13 @@ class RollingBusWriter:
             raise BusClosedError("write to a closed RollingBusWriter (call open() first)")
         target = self._k + 1
         if self._spare is not None and self._spare[0] == target:
-            spare, self._spare = self._spare[1], None
-            self._mark_rolled(target)
-            self._enter(target, spare)
+            self._mark_full()
+            _, spare, fd = self._spare
+            self._spare = None
+            self._enter(target, spare, fd)
             return
         if self._spare is not None:
-            self._spare[1].close()
+            self._retired.append(self._spare[1:])
             self._spare = None
         while True:
             try:
@@ -428,20 +439,25 @@ class RollingBusWriter:
                 target, _ = _choose_current(self.path, later, self._allow_foreign)
                 continue
             self._create(target, current=self._k)
-        self._mark_rolled(target)
+        if target == self._k + 1:
+            self._mark_full()
         self._enter(target, w)
 
-    def _mark_rolled(self, index):
-        p = segment_path(self.path, index)
+    def _mark_full(self):
+        # Only the time is taken here: the utime (~60 µs on tmpfs) is done by the next
+        # look-ahead, off the write that rolls, with this time.
+        self._mark = (self._k, time.time_ns())
+
+    def _apply_mark(self):
+        index, when = self._mark
+        self._mark = None
         try:
-            if os.stat(p).st_mtime_ns >= SPARE_MTIME_NS:
-                os.utime(p)
+            os.utime(segment_path(self.path, index), ns=(when, when), follow_symlinks=False)
         except FileNotFoundError:
             pass
 
-    def _create(self, index, current, spare=False):
-        created = create_segment(self.path, index, self.segment_size, mode=self._mode,
-                                 spare=spare)
+    def _create(self, index, current):
+        created = create_segment(self.path, index, self.segment_size, mode=self._mode)
         if created:
             apply_retention(self.path, self.meta, index, min(current, index))
             remove_stale_tmp(self.path)
@@ -450,19 +466,25 @@ class RollingBusWriter:
     def _look_ahead(self):
         """Past the middle of the segment: have the next one created and mapped."""
         self._countdown = self._every
+        if self._mark is not None:
+            self._apply_mark()
         if self._spare is not None:
             return
         limit = _LIMIT.unpack(os.pread(self._fd, 8, 0))[0]
         if limit < self._half:
             return
+        self._close_retired()
         nxt = self._k + 1
         try:
-            self._spare = (nxt, self._segment_writer(nxt))
+            w = self._segment_writer(nxt)
         except FileNotFoundError:
             if any(i > nxt for i in list_segments(self.path)):
                 return      # this writer is behind; it will jump ahead when it rolls
-            self._create(nxt, current=self._k, spare=True)
-            self._spare = (nxt, self._segment_writer(nxt))
+            self._create(nxt, current=self._k)
+            w = self._segment_writer(nxt)
+        fd, _ = open_file(segment_path(self.path, nxt), os.O_RDONLY,
+                          allow_foreign=self._allow_foreign)
+        self._spare = (nxt, w, fd)
 
     def write(self, data, offset=0, length=-1):
         """Write one record (see ``MappedBusWriter.write``); True once committed."""
