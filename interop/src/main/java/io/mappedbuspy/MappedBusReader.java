@@ -2,6 +2,7 @@ package io.mappedbuspy;
 
 import java.io.EOFException;
 import java.io.IOException;
+import java.nio.file.NoSuchFileException;
 import java.util.Objects;
 
 /**
@@ -36,13 +37,26 @@ public final class MappedBusReader implements AutoCloseable {
     // Position whose status-0 timer is running (NO_RECORD when none) and when it started (System.nanoTime).
     private long timerPosition = NO_RECORD;
     private long timerStart;
+    // The limit seen when the running clock started: uncommitted slots below it share that clock.
+    private long timerLimit;
+    // The last limit loaded (a slot at or past it is not allocated as far as this reader knows).
+    private long limitSeen;
+    // Empty polls so far, and when the file was last checked (System.nanoTime).
+    private long idle;
+    private long emptyPolls;
+    private long lastCheck;
+    private static final long CHECK_INTERVAL_NS = 100_000_000L;
+    private long lockTimeoutMs = MemoryMappedFile.DEFAULT_LOCK_TIMEOUT_MS;
+    private String busId;
+    // Set once a fault showed the file truncated: every later call throws.
+    private BusTruncatedException dead;
     private long rolledBackSkipped;
     private long rollbacks;
 
     /**
      * Creates a reader that may roll back uncommitted records (opens the file read-write).
      *
-     * @param path       bus file path (created by {@link #open()} if absent)
+     * @param path       bus file path (a writer creates it; a reader never does)
      * @param fileSize   logical file size in bytes, at least {@code 16 + recordSize}
      * @param recordSize payload size of every record, in bytes
      */
@@ -69,32 +83,69 @@ public final class MappedBusReader implements AutoCloseable {
     }
 
     /**
-     * Maps the file and records the limit seen now (for {@link #hasRecovered()}).
+     * Opens the file as {@code docs/files-and-rolling.md} says (it must exist and be a complete bus: a reader
+     * never creates, grows or writes a file that is not one; never through a link; owner and mode
+     * checked), checks the sizes its metadata records, and records the limit seen now (for
+     * {@link #hasRecovered()}).
      *
      * @return this reader
-     * @throws IOException         if the file cannot be opened or mapped (or, read-only, does not exist)
-     * @throws CorruptBusException if the limit is not on a record boundary for this record size
+     * @throws NoSuchFileException     if there is no such file
+     * @throws IOException             if the file cannot be opened or mapped, or is shorter than the mapping
+     * @throws UnsafeBusFileException  if the path is a link, not a regular file, or foreign (see
+     *                                 {@link #setAllowForeign})
+     * @throws BusMismatchException    if the bus was created with other sizes
+     * @throws BusLockTimeoutException if another process holds the open lock longer than the lock timeout
+     * @throws CorruptBusException     if the limit is not on a record boundary for this record size
      */
     public MappedBusReader open() throws IOException {
         if (closed || mem != null) {
             throw new IllegalStateException("reader for " + path + " is " + (closed ? "closed" : "already open"));
         }
-        MemoryMappedFile m = new MemoryMappedFile(path, fileSize, readOnly);
-        try {
-            if (m.size() < Layout.mappedSize(fileSize)) {
-                // Only a read-only mapping can be short (it never grows the file); records past its end
-                // cannot be read, so refuse here, as the Python reader does, not with an out-of-bounds later.
-                throw new IOException(path + " is " + m.size() + " bytes, shorter than the "
-                        + Layout.mappedSize(fileSize) + " bytes fileSize=" + fileSize + " maps; a read-only "
-                        + "reader cannot grow it (wrong fileSize, or no writer has opened the bus yet)");
+        MemoryMappedFile.OpenOptions o = new MemoryMappedFile.OpenOptions();
+        o.readOnly = readOnly;
+        o.allowForeign = allowForeign;
+        o.lockTimeoutMs = lockTimeoutMs;
+        String[] id = new String[1];
+        o.beforeGrow = f -> {
+            if (!segment) {
+                BusMeta meta = BusMeta.read(BusMeta.metaPath(path), allowForeign);
+                if (meta != null && BusMeta.SINGLE.equals(meta.kind()) && meta.inode() == f.inode()) {
+                    meta.check(recordSize, fileSize, path);
+                    id[0] = meta.id();
+                }
             }
-            initialLimit = m.getLongAcquire(Layout.LIMIT_OFFSET);
+        };
+        o.afterMap = f -> {
+            initialLimit = f.getLongAcquire(Layout.LIMIT_OFFSET);
             MappedBusWriter.checkLimit(initialLimit, recordSize, path);
-        } catch (IOException | RuntimeException e) {
-            m.close();
-            throw e;
+        };
+        mem = MemoryMappedFile.open(path, fileSize, o);
+        busId = id[0];
+        limitSeen = initialLimit;
+        lastCheck = System.nanoTime();
+        return this;
+    }
+
+    /**
+     * The bus's id from its metadata file: new for every bus created.
+     *
+     * @return 32 hex digits, or null for a file without metadata (made by the Java original) or a segment
+     */
+    public String busId() {
+        return busId;
+    }
+
+    /**
+     * Bounds how long {@link #open()} waits for another process's open lock. Call before {@code open()}.
+     *
+     * @param timeoutMs milliseconds, at least 0 (default 10 000)
+     * @return this
+     */
+    public MappedBusReader setLockTimeout(long timeoutMs) {
+        if (timeoutMs < 0) {
+            throw new IllegalArgumentException("lock timeout must be >= 0 ms, got " + timeoutMs);
         }
-        mem = m;
+        this.lockTimeoutMs = timeoutMs;
         return this;
     }
 
@@ -114,65 +165,170 @@ public final class MappedBusReader implements AutoCloseable {
     /**
      * Moves to the next committed record, if there is one yet.
      *
+     * <p>A run of uncommitted slots is timed with one clock: once a slot is rolled back (or, read-only,
+     * skipped) after the timeout, the following uncommitted slots that were already allocated when that
+     * clock started are timed out at once, so a crashed batch costs one timeout. When a slot this reader
+     * waits on gets committed, the clock stops.
+     *
      * @return true if a record is now current; false if nothing new has been committed (yet)
-     * @throws EOFException        if the next record would not fit in the file (the end of the bus)
-     * @throws CorruptBusException if a status other than 0, 1 or 2 is found
+     * @throws EOFException          if the next record would not fit in the file (the end of the bus)
+     * @throws CorruptBusException   if a status other than 0, 1 or 2, or a limit off the record grid, is found
+     * @throws BusReplacedException  if, caught up, the reader finds its path names another file or none
+     * @throws BusTruncatedException if the file was truncated under the mapping
      */
-    public boolean next() throws EOFException, CorruptBusException {
+    public boolean next() throws EOFException, CorruptBusException, BusReplacedException {
         MemoryMappedFile m = mem();
         current = NO_RECORD;
+        try {
+            return next(m);
+        } catch (InternalError e) {
+            throw fault(m, e);
+        } catch (BusTruncatedException e) {
+            throw fault(m, e);
+        }
+    }
+
+    private boolean next(MemoryMappedFile m) throws EOFException, CorruptBusException, BusReplacedException {
+        long pos = position;
         for (;;) {
-            long pos = position;
             if (pos + slot > fileSize) {
+                position = pos;
                 throw new EOFException("end of bus " + path + ": no record fits at position " + pos
                         + " in fileSize " + fileSize);
             }
-            if (m.getLongAcquire(Layout.LIMIT_OFFSET) <= pos) {
-                return false;
-            }
+            // The status first: a committed slot was allocated, so the common path never touches the
+            // limit's cache line, which every writer's fetch-and-add needs.
             int status = m.getStatus(pos);
             if (status == Layout.STATUS_COMMITTED) {
                 current = pos;
                 position = pos + slot;
-                timerPosition = NO_RECORD;
-                return true;
-            } else if (status == Layout.STATUS_ROLLED_BACK) {
-                position = pos + slot;
-                rolledBackSkipped++;
-                timerPosition = NO_RECORD;
-            } else if (status == Layout.STATUS_NOT_SET) {
-                long now = System.nanoTime();
-                if (timerPosition != pos) {
-                    timerPosition = pos;
-                    timerStart = now;
+                idle = 0; // the first empty poll after a record looks at the limit
+                if (timerPosition == pos) {
+                    timerPosition = NO_RECORD; // the slot we waited on was committed: the clock stops
                 }
-                if (now - timerStart < timeoutNanos) {
+                return true;
+            }
+            if (status == Layout.STATUS_ROLLED_BACK) {
+                pos += slot;
+                rolledBackSkipped++;
+                continue;
+            }
+            if (pos >= limitSeen) {
+                // Caught up: look at the limit on one empty poll in 16 only, and pause, so a spinning
+                // reader does not steal the line the writers it waits for need (as the Python reader).
+                if (status == Layout.STATUS_NOT_SET && (idle++ & 15) != 0) {
+                    Thread.onSpinWait();
+                    position = pos;
+                    idleCheck(m);
                     return false;
                 }
-                if (readOnly) {
-                    // Cannot write the rollback: skip locally. Nothing was written, so it is a lost record
-                    // (rolledBackSkipped) but not a rollback, as in the Python reader.
-                    position = pos + slot;
-                    rolledBackSkipped++;
-                    timerPosition = NO_RECORD;
-                } else if (m.casStatus(pos, Layout.STATUS_NOT_SET, Layout.STATUS_ROLLED_BACK)) {
-                    rollbacks++;
+                long limit = loadLimit(m);
+                if (limit <= pos) {
+                    position = pos;
+                    idleCheck(m);
+                    return false;
                 }
-                // Otherwise loop: the status is now 1 or 2 (the writer committed, or another reader won).
-            } else {
+                continue; // allocated since: look at its status again
+            }
+            if (status != Layout.STATUS_NOT_SET) {
+                position = pos;
                 throw new CorruptBusException("record at position " + pos + " in " + path
                         + " has invalid status " + status);
             }
+            if (!timedOut(pos)) {
+                position = pos;
+                return false;
+            }
+            if (readOnly) {
+                // Cannot write the rollback: skip locally. Nothing was written, so it is a lost record
+                // (rolledBackSkipped) but not a rollback, as in the Python reader.
+                pos += slot;
+                rolledBackSkipped++;
+                continue;
+            }
+            // Immediately before a rollback: the limit on its grid and above this slot, and the file still
+            // long enough (an atomic on a truncated page can crash the JVM, not just fault).
+            long limit = loadLimit(m);
+            if (pos >= limit) {
+                continue;
+            }
+            m.checkLength();
+            if (m.casStatus(pos, Layout.STATUS_NOT_SET, Layout.STATUS_ROLLED_BACK)) {
+                rollbacks++;
+                rolledBackSkipped++;
+                pos += slot;
+            }
+            // Otherwise loop: the status is now 1 or 2 (the writer committed, or another reader won).
         }
+    }
+
+    private long loadLimit(MemoryMappedFile m) throws CorruptBusException {
+        long limit = m.getLongAcquire(Layout.LIMIT_OFFSET);
+        MappedBusWriter.checkLimit(limit, recordSize, path);
+        limitSeen = limit;
+        return limit;
+    }
+
+    // Whether the uncommitted slot at pos has waited out the timeout. A slot below the limit seen when
+    // the running clock started was allocated by then: it keeps that start. Otherwise its clock starts now.
+    private boolean timedOut(long pos) {
+        long now = System.nanoTime();
+        if (pos != timerPosition) {
+            if (timerPosition == NO_RECORD || pos >= timerLimit) {
+                timerStart = now;
+                timerLimit = limitSeen;
+            }
+            timerPosition = pos;
+        }
+        return now - timerStart >= timeoutNanos;
+    }
+
+    // Caught up: now and then (2^16 empty polls, or 100 ms), check that the file is still whole and that
+    // the path still names it (system calls, where the JVM also delivers a pending fault report).
+    private void idleCheck(MemoryMappedFile m) throws BusReplacedException {
+        if ((++emptyPolls & 63) != 0) {
+            return;
+        }
+        long now = System.nanoTime();
+        if ((emptyPolls & 0xFFFF) != 0 && now - lastCheck < CHECK_INTERVAL_NS) {
+            return;
+        }
+        lastCheck = now;
+        m.checkLength();
+        if (!segment) {
+            m.checkPath();
+        }
+    }
+
+    // A fault in the mapping: the file was truncated under it. The reader is dead from then on.
+    private BusTruncatedException fault(MemoryMappedFile m, InternalError e) {
+        if (!MemoryMappedFile.isMappingFault(e)) {
+            throw e;
+        }
+        dead = m.truncated(e);
+        current = NO_RECORD;
+        return dead;
+    }
+
+    private BusTruncatedException fault(MemoryMappedFile m, BusTruncatedException e) {
+        dead = e;
+        current = NO_RECORD;
+        return e;
     }
 
     /**
      * The type (object message) or byte length (byte array) of the current record.
      *
      * @return the record's metadata
+     * @throws BusTruncatedException if the file was truncated under the mapping
      */
     public int readType() {
-        return mem().getInt(current() + Layout.METADATA_OFFSET);
+        MemoryMappedFile m = mem();
+        try {
+            return m.getInt(current() + Layout.METADATA_OFFSET);
+        } catch (InternalError e) {
+            throw fault(m, e);
+        }
     }
 
     /**
@@ -181,9 +337,15 @@ public final class MappedBusReader implements AutoCloseable {
      * @param message the message to fill
      * @param <T>     the message class
      * @return {@code message}
+     * @throws BusTruncatedException if the file was truncated under the mapping
      */
     public <T extends MappedBusMessage> T readMessage(T message) {
-        message.read(mem(), current() + Layout.PAYLOAD_OFFSET);
+        MemoryMappedFile m = mem();
+        try {
+            message.read(m, current() + Layout.PAYLOAD_OFFSET);
+        } catch (InternalError e) {
+            throw fault(m, e);
+        }
         return message;
     }
 
@@ -195,21 +357,26 @@ public final class MappedBusReader implements AutoCloseable {
      * @return the number of bytes copied
      * @throws CorruptBusException      if the stored length is negative or larger than the record size
      * @throws IllegalArgumentException if {@code dst} has no room (the record stays current)
+     * @throws BusTruncatedException    if the file was truncated under the mapping
      */
     public int readBuffer(byte[] dst, int offset) throws CorruptBusException {
         MemoryMappedFile m = mem();
         long pos = current();
-        int length = m.getInt(pos + Layout.METADATA_OFFSET);
-        if (length < 0 || length > recordSize) {
-            throw new CorruptBusException("record at position " + pos + " in " + path + " has length " + length
-                    + " outside 0.." + recordSize);
+        try {
+            int length = m.getInt(pos + Layout.METADATA_OFFSET);
+            if (length < 0 || length > recordSize) {
+                throw new CorruptBusException("record at position " + pos + " in " + path + " has length " + length
+                        + " outside 0.." + recordSize);
+            }
+            if (offset < 0 || offset > dst.length - length) {
+                throw new IllegalArgumentException("no room for " + length + " bytes at offset " + offset
+                        + " in an array of length " + dst.length);
+            }
+            m.getBytes(pos + Layout.PAYLOAD_OFFSET, dst, offset, length);
+            return length;
+        } catch (InternalError e) {
+            throw fault(m, e);
         }
-        if (offset < 0 || offset > dst.length - length) {
-            throw new IllegalArgumentException("no room for " + length + " bytes at offset " + offset
-                    + " in an array of length " + dst.length);
-        }
-        m.getBytes(pos + Layout.PAYLOAD_OFFSET, dst, offset, length);
-        return length;
     }
 
     /**
@@ -261,8 +428,13 @@ public final class MappedBusReader implements AutoCloseable {
      * @throws CorruptBusException if the limit is not on a record boundary
      */
     public void seekToEnd() throws CorruptBusException {
-        long limit = mem().getLongAcquire(Layout.LIMIT_OFFSET);
-        MappedBusWriter.checkLimit(limit, recordSize, path);
+        MemoryMappedFile m = mem();
+        long limit;
+        try {
+            limit = loadLimit(m);
+        } catch (InternalError e) {
+            throw fault(m, e);
+        }
         position = Math.max(limit, Layout.FIRST_RECORD_OFFSET);
         current = NO_RECORD;
         timerPosition = NO_RECORD;
@@ -328,6 +500,10 @@ public final class MappedBusReader implements AutoCloseable {
 
     private MemoryMappedFile mem() {
         MemoryMappedFile m = mem;
+        if (dead != null) {
+            throw new BusTruncatedException(path + " was truncated under this reader's mapping; open the bus again",
+                    dead);
+        }
         if (m == null) {
             throw new IllegalStateException("reader for " + path + " is " + (closed ? "closed" : "not open"));
         }

@@ -21,6 +21,13 @@ public final class MappedBusWriter implements AutoCloseable {
     // A rolling bus's segment: exists already, no sidecar metadata, may be unlinked by retention while mapped.
     boolean segment;
     private boolean closed;
+    private long lockTimeoutMs = MemoryMappedFile.DEFAULT_LOCK_TIMEOUT_MS;
+    private String busId;
+    // Set once a fault showed the file truncated: every later call throws.
+    private BusTruncatedException dead;
+    private long writes;
+    // The file's length is checked once per LENGTH_CHECK_MASK + 1 writes.
+    private static final int LENGTH_CHECK_MASK = 4095;
 
     /**
      * Creates a writer; call {@link #open()} before writing.
@@ -59,27 +66,93 @@ public final class MappedBusWriter implements AutoCloseable {
     }
 
     /**
-     * Maps the file (creating it if absent) and initialises its limit to the first record if it is new.
+     * Opens the file as {@code docs/files-and-rolling.md} says (creating it exclusively, rw-------, if absent;
+     * never through a link; owner and mode checked), checks or writes its metadata {@code PATH.meta}, and
+     * initialises its limit to the first record if it is new. A failed open removes what it created.
      *
      * @return this writer
-     * @throws IOException          if the file cannot be opened or mapped
-     * @throws CorruptBusException  if the limit is not on a record boundary for this record size
-     * @throws IllegalStateException if already open or closed
+     * @throws IOException             if the file cannot be opened or mapped
+     * @throws UnsafeBusFileException  if the path is a link, not a regular file, or foreign (see
+     *                                 {@link #setAllowForeign})
+     * @throws BusMismatchException    if the bus was created with other sizes (nothing is written)
+     * @throws BusLockTimeoutException if another process holds the open lock longer than the lock timeout
+     * @throws CorruptBusException     if the limit is not on a record boundary for this record size
+     * @throws IllegalStateException   if already open or closed
      */
     public MappedBusWriter open() throws IOException {
         if (closed || mem != null) {
             throw new IllegalStateException("writer for " + path + " is " + (closed ? "closed" : "already open"));
         }
-        MemoryMappedFile m = new MemoryMappedFile(path, fileSize);
-        try {
-            m.compareAndSetLong(Layout.LIMIT_OFFSET, 0, Layout.FIRST_RECORD_OFFSET);
-            checkLimit(m.getLongAcquire(Layout.LIMIT_OFFSET), recordSize, path);
-        } catch (IOException | RuntimeException e) {
-            m.close();
+        MemoryMappedFile.OpenOptions o = new MemoryMappedFile.OpenOptions();
+        o.create = !segment;
+        o.grow = !segment;
+        o.exclusive = true;
+        o.allowForeign = allowForeign;
+        o.lockTimeoutMs = lockTimeoutMs;
+        java.nio.file.Path metaPath = BusMeta.metaPath(path);
+        BusMeta[] matching = new BusMeta[1];
+        if (!segment) {
+            o.beforeGrow = f -> {
+                // Before anything is written: other sizes than the bus was created with are refused.
+                BusMeta meta = BusMeta.read(metaPath, allowForeign);
+                if (meta != null && BusMeta.SINGLE.equals(meta.kind()) && meta.inode() == f.inode()) {
+                    meta.check(recordSize, fileSize, path);
+                    matching[0] = meta;
+                }
+            };
+        }
+        o.afterMap = f -> {
+            long limit = f.getLongAcquire(Layout.LIMIT_OFFSET);
+            if (!segment && matching[0] == null && limit == 0) {
+                // Nothing was ever written: this bus is ours to describe (a stale file is renamed over).
+                BusMeta meta = BusMeta.single(recordSize, fileSize, f.inode());
+                meta.write(metaPath, "rw-------", false);
+                matching[0] = meta;
+            }
+            f.compareAndSetLong(Layout.LIMIT_OFFSET, 0, Layout.FIRST_RECORD_OFFSET);
+            checkLimit(f.getLongAcquire(Layout.LIMIT_OFFSET), recordSize, path);
+        };
+        mem = MemoryMappedFile.open(path, fileSize, o);
+        busId = matching[0] == null ? null : matching[0].id();
+        return this;
+    }
+
+    /**
+     * The bus's id from its metadata file: new for every bus created, so a bus deleted and recreated under
+     * the same path has another one.
+     *
+     * @return 32 hex digits, or null for a file without metadata (made by the Java original) or a segment
+     */
+    public String busId() {
+        return busId;
+    }
+
+    /**
+     * Bounds how long {@link #open()} waits for another process's open lock. Call before {@code open()}.
+     *
+     * @param timeoutMs milliseconds, at least 0 (default 10 000)
+     * @return this
+     */
+    public MappedBusWriter setLockTimeout(long timeoutMs) {
+        if (timeoutMs < 0) {
+            throw new IllegalArgumentException("lock timeout must be >= 0 ms, got " + timeoutMs);
+        }
+        this.lockTimeoutMs = timeoutMs;
+        return this;
+    }
+
+    // A fault in the mapping: the file was truncated under it. The writer is dead from then on.
+    private BusTruncatedException fault(MemoryMappedFile m, BusTruncatedException e) {
+        dead = e;
+        return e;
+    }
+
+    private BusTruncatedException fault(MemoryMappedFile m, InternalError e) {
+        if (!MemoryMappedFile.isMappingFault(e)) {
             throw e;
         }
-        mem = m;
-        return this;
+        dead = m.truncated(e);
+        return dead;
     }
 
     /**
@@ -87,14 +160,22 @@ public final class MappedBusWriter implements AutoCloseable {
      *
      * @param message the message; its fields go to the payload, its type to the metadata
      * @return true if committed; false if a reader had already rolled the record back (too slow)
-     * @throws EOFException if the bus is full
+     * @throws EOFException          if the bus is full
+     * @throws BusTruncatedException if the file was truncated under the mapping (this or an earlier write
+     *                               touched a page past its new end)
      */
     public boolean write(MappedBusMessage message) throws EOFException {
         MemoryMappedFile m = mem();
-        long offset = allocate(m);
-        m.putInt(offset + Layout.METADATA_OFFSET, message.type());
-        message.write(m, offset + Layout.PAYLOAD_OFFSET);
-        return m.casStatus(offset, Layout.STATUS_NOT_SET, Layout.STATUS_COMMITTED);
+        try {
+            long offset = allocate(m);
+            m.putInt(offset + Layout.METADATA_OFFSET, message.type());
+            message.write(m, offset + Layout.PAYLOAD_OFFSET);
+            return m.casStatus(offset, Layout.STATUS_NOT_SET, Layout.STATUS_COMMITTED);
+        } catch (InternalError e) {
+            throw fault(m, e);
+        } catch (BusTruncatedException e) {
+            throw fault(m, e);
+        }
     }
 
     /**
@@ -117,13 +198,24 @@ public final class MappedBusWriter implements AutoCloseable {
                     + " is outside the source array of length " + src.length);
         }
         MemoryMappedFile m = mem();
-        long pos = allocate(m);
-        m.putInt(pos + Layout.METADATA_OFFSET, length);
-        m.putBytes(pos + Layout.PAYLOAD_OFFSET, src, offset, length);
-        return m.casStatus(pos, Layout.STATUS_NOT_SET, Layout.STATUS_COMMITTED);
+        try {
+            long pos = allocate(m);
+            m.putInt(pos + Layout.METADATA_OFFSET, length);
+            m.putBytes(pos + Layout.PAYLOAD_OFFSET, src, offset, length);
+            return m.casStatus(pos, Layout.STATUS_NOT_SET, Layout.STATUS_COMMITTED);
+        } catch (InternalError e) {
+            throw fault(m, e);
+        } catch (BusTruncatedException e) {
+            throw fault(m, e);
+        }
     }
 
     private long allocate(MemoryMappedFile m) throws EOFException {
+        if ((++writes & LENGTH_CHECK_MASK) == 0) {
+            // Now and then, a look at the file's length (a system call, so the JVM also delivers here a
+            // fault report it may still hold from an earlier access).
+            m.checkLength();
+        }
         long offset = m.getAndAddLong(Layout.LIMIT_OFFSET, slot);
         if (offset < Layout.FIRST_RECORD_OFFSET || offset + slot > fileSize) {
             throw new EOFException("bus full: record at offset " + offset + " of " + slot
@@ -134,6 +226,10 @@ public final class MappedBusWriter implements AutoCloseable {
 
     private MemoryMappedFile mem() {
         MemoryMappedFile m = mem;
+        if (dead != null) {
+            throw new BusTruncatedException(path + " was truncated under this writer's mapping; open the bus again",
+                    dead);
+        }
         if (m == null) {
             throw new IllegalStateException("writer for " + path + " is " + (closed ? "closed" : "not open"));
         }

@@ -1,8 +1,6 @@
 package io.mappedbuspy;
 
-import java.io.FileNotFoundException;
 import java.io.IOException;
-import java.io.RandomAccessFile;
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
 import java.nio.ByteBuffer;
@@ -13,9 +11,17 @@ import java.nio.file.AccessDeniedException;
 import java.nio.file.FileAlreadyExistsException;
 import java.nio.file.Files;
 import java.nio.file.NoSuchFileException;
+import java.nio.file.FileSystemException;
+import java.nio.file.LinkOption;
+import java.nio.file.Path;
 import java.nio.file.Paths;
+import java.nio.file.StandardOpenOption;
+import java.nio.file.attribute.PosixFileAttributeView;
+import java.nio.file.attribute.PosixFilePermission;
 import java.nio.file.attribute.PosixFilePermissions;
+import java.util.Map;
 import java.util.Objects;
+import java.util.Set;
 
 /**
  * A bus file mapped into memory, with bounds-checked plain and atomic little-endian accessors.
@@ -29,7 +35,10 @@ import java.util.Objects;
  *
  * <p>Every access is checked against {@code [0, size())}: a bad position throws
  * {@link IndexOutOfBoundsException} (or {@link IllegalStateException} once closed) instead of faulting.
- * The file is grown to the mapping size if it is shorter, never shrunk. The mapping is released by the
+ * Files are opened as {@code docs/files-and-rolling.md} says: never through a symbolic link, nothing but
+ * regular files (checked before opening, so a FIFO never blocks), owner and mode checked, created only by
+ * writers (exclusively, rw-------), under a bounded open lock. A writer grows the file to the mapping size,
+ * never shrinks it; a reader never creates or grows one. The mapping is released by the
  * garbage collector after {@link #close()} (public API has no explicit unmap), so a stale reference can
  * never touch unmapped memory.
  */
@@ -48,7 +57,7 @@ public final class MemoryMappedFile implements AutoCloseable {
 
     private final String path;
     private final boolean readOnly;
-    private final boolean single;
+    private boolean single;
     // Mapped bytes; set to 0 on close so every later access fails its bounds check.
     private long size;
     // Segment 0, the only one for files up to SEGMENT_SIZE (the fast path).
@@ -56,93 +65,339 @@ public final class MemoryMappedFile implements AutoCloseable {
     private ByteBuffer[] segments;
     private boolean closed;
 
-    /** Serialises file growth among the threads of this JVM (see the constructor). */
-    private static final Object GROW_LOCK = new Object();
+    /** Serialises the open lock among the threads of this JVM (see {@link #lockFile}). */
+    private static final Object OPEN_LOCK = new Object();
+    /** Default bound on waiting for the open lock. */
+    public static final long DEFAULT_LOCK_TIMEOUT_MS = 10_000;
+
+    // Kept open for length checks (truncation); null once closed.
+    private FileChannel channel;
+    // st_ino and st_dev of the mapped file, taken at open.
+    private long inode;
+    private long device;
+    private boolean created;
+
+    /** How a file is opened; see {@link #open(String, long, OpenOptions)}. */
+    static final class OpenOptions {
+        /** Create the file if absent (writers only), exactly rw-------. */
+        boolean create;
+        /** Open and map read-only. */
+        boolean readOnly;
+        /** Grow a short file to the mapping (writers only). */
+        boolean grow;
+        /** Map only what exists of a short file (read-only scans) instead of refusing it. */
+        boolean allowShort;
+        /** Accept another owner, or group/other write permission. */
+        boolean allowForeign;
+        /** Take the open lock exclusive (writers) instead of shared. */
+        boolean exclusive;
+        long lockTimeoutMs = DEFAULT_LOCK_TIMEOUT_MS;
+        /** Runs under the open lock before the file is grown or mapped: checks that write nothing. */
+        Step beforeGrow;
+        /** Runs under the open lock once mapped: initialisation. */
+        Step afterMap;
+    }
+
+    /** A step of opening, run under the open lock. */
+    interface Step {
+        void run(MemoryMappedFile m) throws IOException;
+    }
 
     /**
-     * Opens (creating if absent) and maps a bus file for reading and writing.
+     * Opens (creating if absent) and maps a bus file for reading and writing, as a writer does: never
+     * through a symbolic link, only a regular file owned by this user and not writable by group or others.
      *
      * @param path     file path
      * @param fileSize logical file size; the mapping is this rounded up to {@link Layout#PAGE_SIZE}
-     * @throws IOException if the file cannot be opened, grown or mapped
+     * @throws IOException if the file cannot be opened, grown or mapped ({@link UnsafeBusFileException}
+     *                     if it is not to be trusted)
      */
     public MemoryMappedFile(String path, long fileSize) throws IOException {
         this(path, fileSize, false);
     }
 
     /**
-     * Opens and maps a bus file.
+     * Opens and maps a bus file (safely, as {@link #MemoryMappedFile(String, long)}).
      *
      * @param path     file path
      * @param fileSize logical file size; the mapping is this rounded up to {@link Layout#PAGE_SIZE}
-     * @param readOnly open with mode "r" and map read-only (the file must exist; it is never grown, and
-     *                 only the part that exists is mapped)
+     * @param readOnly map read-only: the file must exist (else {@link NoSuchFileException}); it is never
+     *                 grown, and only the part that exists is mapped. Otherwise it is created if absent
+     *                 and grown to the mapping.
      * @throws IOException if the file cannot be opened, grown or mapped
      */
     public MemoryMappedFile(String path, long fileSize, boolean readOnly) throws IOException {
+        this(path, fileSize, legacyOptions(readOnly));
+    }
+
+    private static OpenOptions legacyOptions(boolean readOnly) {
+        OpenOptions o = new OpenOptions();
+        o.readOnly = readOnly;
+        o.create = !readOnly;
+        o.grow = !readOnly;
+        o.exclusive = !readOnly;
+        o.allowShort = readOnly;
+        return o;
+    }
+
+    static MemoryMappedFile open(String path, long fileSize, OpenOptions o) throws IOException {
+        return new MemoryMappedFile(path, fileSize, o);
+    }
+
+    private MemoryMappedFile(String path, long fileSize, OpenOptions o) throws IOException {
         if (fileSize <= 0) {
             throw new IllegalArgumentException("fileSize must be > 0, got " + fileSize);
         }
         this.path = Objects.requireNonNull(path, "path");
-        this.readOnly = readOnly;
+        this.readOnly = o.readOnly;
         long want = Layout.mappedSize(fileSize);
-        if (!readOnly) {
-            createPrivate(path);
-        }
-        try (RandomAccessFile raf = new RandomAccessFile(path, readOnly ? "r" : "rw");
-             FileChannel ch = raf.getChannel()) {
-            long mapLen = want;
-            if (readOnly) {
-                mapLen = Math.min(want, ch.size());
-            } else if (ch.size() < want) {
-                // The file lock keeps two processes growing at once from shrinking each other's
-                // length; a file lock is held per JVM, not per thread, so threads of one JVM (two
-                // Spark tasks, say) take turns on a monitor first instead of failing with
-                // OverlappingFileLockException.
-                synchronized (GROW_LOCK) {
-                    FileLock lock = ch.lock();
-                    try {
-                        long grow = want - ch.size();
-                        if (grow > 0) {
-                            checkSpace(path, grow);
-                            try {
-                                raf.setLength(want);
-                            } catch (IOException e) {
-                                throw new IOException("cannot grow " + path + " to " + want + " bytes: "
-                                        + e.getMessage(), e);
-                            }
-                        }
-                    } finally {
+        Path p = Paths.get(path);
+        for (int attempt = 0; ; attempt++) {
+            boolean made = false;
+            FileChannel ch = null;
+            try {
+                long[] id = statTrusted(p, o.allowForeign); // refuses links, FIFOs, devices before opening
+                if (id == null) {
+                    if (!o.create) {
+                        throw new NoSuchFileException(path, null, "no such bus file (readers never create one)");
+                    }
+                    ch = createExclusive(p);
+                    if (ch == null) {
+                        continue; // another process created it first: open theirs
+                    }
+                    made = true;
+                } else {
+                    ch = openExisting(p, o.readOnly);
+                }
+                long[] opened = statTrusted(p, o.allowForeign);
+                if (opened == null || (id != null && (opened[0] != id[0] || opened[1] != id[1]))) {
+                    throw new Retry(); // replaced between the checks and the open
+                }
+                this.inode = opened[0];
+                this.device = opened[1];
+                FileLock lock = lockFile(ch, path, o, inode);
+                try {
+                    long[] now = statTrusted(p, o.allowForeign);
+                    if (now == null || now[0] != inode || now[1] != device) {
+                        throw new Retry(); // the creator removed a failed file meanwhile
+                    }
+                    mapLocked(ch, path, fileSize, want, o, made);
+                } finally {
+                    if (lock.isValid()) {
                         lock.release();
                     }
                 }
+                this.channel = ch;
+                this.created = made;
+                return;
+            } catch (Retry r) {
+                close0(ch);
+                if (made) {
+                    deleteIfSame(p, inode, device);
+                }
+                if (attempt >= 100) {
+                    throw new IOException("cannot open " + path + ": it keeps being replaced while opening");
+                }
+            } catch (IOException | RuntimeException | Error e) {
+                this.size = 0;
+                this.first = null;
+                this.segments = null;
+                close0(ch);
+                if (made) {
+                    deleteIfSame(p, inode, device);
+                    try {
+                        Files.deleteIfExists(BusMeta.metaPath(path));
+                    } catch (IOException ignored) {
+                        // best effort: the metadata of a file that no longer exists is ignored anyway
+                    }
+                }
+                throw e;
             }
-            FileChannel.MapMode mode = readOnly ? FileChannel.MapMode.READ_ONLY : FileChannel.MapMode.READ_WRITE;
-            int n = (int) Math.max(1, (mapLen + SEGMENT_MASK) >>> SEGMENT_SHIFT);
-            ByteBuffer[] segs = new ByteBuffer[n];
-            for (int i = 0; i < n; i++) {
-                long start = (long) i << SEGMENT_SHIFT;
-                long len = Math.min(SEGMENT_SIZE + SEGMENT_OVERLAP, mapLen - start);
-                segs[i] = ch.map(mode, start, len).order(ByteOrder.LITTLE_ENDIAN);
-            }
-            this.segments = segs;
-            this.first = segs[0];
-            this.single = n == 1;
-            this.size = mapLen;
         }
     }
 
-    // A new bus file is private to its owner (rw-------), as the Python side creates it.
-    private static void createPrivate(String path) throws IOException {
+    /** Restart of an open whose path changed under it. */
+    private static final class Retry extends RuntimeException {
+        private static final long serialVersionUID = 1L;
+
+        Retry() {
+            super(null, null, false, false);
+        }
+    }
+
+    private void mapLocked(FileChannel ch, String path, long fileSize, long want, OpenOptions o, boolean made)
+            throws IOException {
+        if (o.beforeGrow != null) {
+            o.beforeGrow.run(this);
+        }
+        long have = ch.size();
+        long mapLen = want;
+        if (have < want) {
+            if (o.grow) {
+                checkSpace(path, want - have);
+                try {
+                    ch.write(ByteBuffer.allocate(1), want - 1); // extend sparsely to exactly want bytes
+                } catch (IOException e) {
+                    throw new IOException("cannot grow " + path + " to " + want + " bytes: " + e.getMessage(), e);
+                }
+            } else if (o.allowShort) {
+                mapLen = have;
+            } else {
+                throw new IOException(path + " is " + have + " bytes, shorter than the " + want
+                        + " bytes fileSize=" + fileSize + " maps; a reader never grows a bus file "
+                        + "(wrong fileSize, or no writer has opened the bus yet)");
+            }
+        }
+        FileChannel.MapMode mode = o.readOnly ? FileChannel.MapMode.READ_ONLY : FileChannel.MapMode.READ_WRITE;
+        int n = (int) Math.max(1, (mapLen + SEGMENT_MASK) >>> SEGMENT_SHIFT);
+        ByteBuffer[] segs = new ByteBuffer[n];
+        for (int i = 0; i < n; i++) {
+            long start = (long) i << SEGMENT_SHIFT;
+            long len = Math.max(0, Math.min(SEGMENT_SIZE + SEGMENT_OVERLAP, mapLen - start));
+            segs[i] = ch.map(mode, start, len).order(ByteOrder.LITTLE_ENDIAN);
+        }
+        this.segments = segs;
+        this.first = segs[0];
+        this.single = n == 1;
+        this.size = mapLen;
+        if (o.afterMap != null) {
+            o.afterMap.run(this);
+        }
+    }
+
+    // {st_ino, st_dev} of a trusted regular file at p (links are not followed), or null if there is none.
+    private static long[] statTrusted(Path p, boolean allowForeign) throws IOException {
+        Map<String, Object> a;
         try {
-            Files.createFile(Paths.get(path),
-                    PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rw-------")));
-        } catch (FileAlreadyExistsException | UnsupportedOperationException e) {
-            // exists already, or a file system without POSIX permissions: RandomAccessFile creates it
+            a = Files.readAttributes(p, "unix:ino,dev", LinkOption.NOFOLLOW_LINKS);
         } catch (NoSuchFileException e) {
-            throw new FileNotFoundException(path + " (No such file or directory)");
+            return null;
+        }
+        try {
+            BusFiles.checkTrusted(p, allowForeign);
+        } catch (NoSuchFileException e) {
+            return null;
+        }
+        return new long[] {(Long) a.get("ino"), (Long) a.get("dev")};
+    }
+
+    // A new file, exactly rw------- whatever the umask; null if it exists already.
+    private static FileChannel createExclusive(Path p) throws IOException {
+        Set<PosixFilePermission> perms = PosixFilePermissions.fromString("rw-------");
+        FileChannel ch;
+        try {
+            ch = FileChannel.open(p, Set.of(StandardOpenOption.CREATE_NEW, StandardOpenOption.READ,
+                    StandardOpenOption.WRITE, LinkOption.NOFOLLOW_LINKS), PosixFilePermissions.asFileAttribute(perms));
+        } catch (FileAlreadyExistsException e) {
+            return null;
+        } catch (NoSuchFileException e) {
+            throw new NoSuchFileException(p.toString(), null, "cannot create the bus file: no such directory");
         } catch (AccessDeniedException e) {
-            throw new FileNotFoundException(path + " (Permission denied)");
+            throw new AccessDeniedException(p.toString(), null, "cannot create the bus file: permission denied");
+        }
+        try {
+            Files.getFileAttributeView(p, PosixFileAttributeView.class, LinkOption.NOFOLLOW_LINKS)
+                    .setPermissions(perms);
+        } catch (IOException | RuntimeException e) {
+            close0(ch);
+            throw e;
+        }
+        return ch;
+    }
+
+    private static FileChannel openExisting(Path p, boolean readOnly) throws IOException {
+        try {
+            return readOnly ? FileChannel.open(p, StandardOpenOption.READ, LinkOption.NOFOLLOW_LINKS)
+                    : FileChannel.open(p, StandardOpenOption.READ, StandardOpenOption.WRITE, LinkOption.NOFOLLOW_LINKS);
+        } catch (FileSystemException e) {
+            if (e.getMessage() != null && e.getMessage().contains("Too many levels of symbolic links")) {
+                throw new UnsafeBusFileException(p + " is a symbolic link: bus files are never opened through links");
+            }
+            throw e;
+        }
+    }
+
+    // The POSIX record lock (what the Python side's fcntl takes), polled up to the lock timeout. A file
+    // lock is held per JVM, not per thread, so threads of one JVM take turns on a monitor first instead
+    // of failing with OverlappingFileLockException.
+    private static FileLock lockFile(FileChannel ch, String path, OpenOptions o, long inode) throws IOException {
+        long deadline = System.nanoTime() + o.lockTimeoutMs * 1_000_000L;
+        long sleepMs = 1;
+        synchronized (OPEN_LOCK) {
+            for (;;) {
+                FileLock lock;
+                try {
+                    lock = ch.tryLock(0, Long.MAX_VALUE, !o.exclusive);
+                } catch (java.nio.channels.OverlappingFileLockException e) {
+                    lock = null; // held by this JVM outside this monitor (a rolling bus's own lock): wait
+                }
+                if (lock != null) {
+                    return lock;
+                }
+                if (System.nanoTime() - deadline >= 0) {
+                    long pid = lockHolder(inode);
+                    throw new BusLockTimeoutException("the open lock of " + path + " is held by "
+                            + (pid > 0 ? "process " + pid : "another process") + " for more than " + o.lockTimeoutMs
+                            + " ms (a process stopped while opening it? setLockTimeout changes the bound)", pid);
+                }
+                try {
+                    Thread.sleep(sleepMs);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    throw new java.io.InterruptedIOException("interrupted while waiting for the open lock of " + path);
+                }
+                sleepMs = Math.min(sleepMs * 2, 50);
+            }
+        }
+    }
+
+    /**
+     * The pid of a process holding a POSIX lock on the file with this inode, from {@code /proc/locks}.
+     *
+     * @param inode st_ino of the file
+     * @return the pid, or -1 if none is found
+     */
+    static long lockHolder(long inode) {
+        try {
+            for (String line : Files.readAllLines(Paths.get("/proc/locks"))) {
+                String[] f = line.trim().split("\\s+");
+                // "1: POSIX  ADVISORY  WRITE 1234 00:1a:5678 0 EOF"; waiters have a "->" field
+                if (f.length < 6 || f[1].equals("->")) {
+                    continue;
+                }
+                String[] id = f[5].split(":");
+                if (id.length == 3 && id[2].equals(Long.toString(inode))) {
+                    long pid = Long.parseLong(f[4]);
+                    if (pid > 0) {
+                        return pid;
+                    }
+                }
+            }
+        } catch (IOException | RuntimeException e) {
+            return -1;
+        }
+        return -1;
+    }
+
+    private static void close0(FileChannel ch) {
+        if (ch != null) {
+            try {
+                ch.close();
+            } catch (IOException ignored) {
+                // closing a channel we only read: nothing to lose
+            }
+        }
+    }
+
+    // Removes the file this open created, unless the path names another file by now.
+    private static void deleteIfSame(Path p, long inode, long device) {
+        try {
+            Map<String, Object> a = Files.readAttributes(p, "unix:ino,dev", LinkOption.NOFOLLOW_LINKS);
+            if ((Long) a.get("ino") == inode && (Long) a.get("dev") == device) {
+                Files.deleteIfExists(p);
+            }
+        } catch (IOException ignored) {
+            // gone already
         }
     }
 
@@ -154,12 +409,91 @@ public final class MemoryMappedFile implements AutoCloseable {
         try {
             free = Files.getFileStore(Paths.get(path)).getUsableSpace();
         } catch (IOException e) {
-            return; // unknown: let setLength decide
+            return; // unknown: let the write decide
         }
         if (free < grow) {
             throw new IOException("no space to grow " + path + " by " + grow + " bytes: " + free
                     + " bytes free on its device (the device is full or too small)");
         }
+    }
+
+    /** @return st_ino of the mapped file, taken at open */
+    public long inode() {
+        return inode;
+    }
+
+    /** @return st_dev of the mapped file, taken at open */
+    public long device() {
+        return device;
+    }
+
+    /** @return whether this open created the file */
+    boolean created() {
+        return created;
+    }
+
+    /**
+     * Throws if the file shrank under the mapping (a later access would fault).
+     *
+     * @throws BusTruncatedException if the file is now shorter than the mapping
+     */
+    public void checkLength() {
+        FileChannel ch = channel;
+        if (ch == null) {
+            return;
+        }
+        long len;
+        try {
+            len = ch.size();
+        } catch (IOException e) {
+            return;
+        }
+        if (len < size) {
+            throw truncated(null);
+        }
+    }
+
+    /**
+     * The exception for a fault (or a length check) that found the file shorter than the mapping.
+     *
+     * @param cause the JVM's InternalError, or null
+     * @return the exception to throw
+     */
+    BusTruncatedException truncated(Throwable cause) {
+        return new BusTruncatedException(path + " was truncated under its " + size + "-byte mapping (shrunk, or "
+                + "overwritten with cp): its records are gone", cause);
+    }
+
+    /**
+     * Throws if the path no longer names the mapped file (removed, or another file put in its place).
+     *
+     * @throws BusReplacedException if so
+     */
+    public void checkPath() throws BusReplacedException {
+        Path p = Paths.get(path);
+        Map<String, Object> a;
+        try {
+            a = Files.readAttributes(p, "unix:ino,dev", LinkOption.NOFOLLOW_LINKS);
+        } catch (NoSuchFileException e) {
+            throw new BusReplacedException(path + " was removed while mapped: no process can open this bus any more");
+        } catch (IOException e) {
+            return;
+        }
+        if ((Long) a.get("ino") != inode || (Long) a.get("dev") != device) {
+            throw new BusReplacedException(path + " now names another file (inode " + a.get("ino")
+                    + ", mapped: " + inode + "): the bus was deleted and recreated, or replaced");
+        }
+    }
+
+    /**
+     * Whether a throwable is the JVM's report of a fault in a mapped page (the file was truncated).
+     *
+     * @param e the throwable
+     * @return true for an InternalError about an unsafe memory access
+     */
+    static boolean isMappingFault(Throwable e) {
+        return e instanceof InternalError && e.getMessage() != null
+                && e.getMessage().contains("unsafe memory access");
     }
 
     /**
@@ -202,6 +536,8 @@ public final class MemoryMappedFile implements AutoCloseable {
     @Override
     public void close() {
         closed = true;
+        close0(channel);
+        channel = null;
         size = 0;
         first = null;
         segments = null;

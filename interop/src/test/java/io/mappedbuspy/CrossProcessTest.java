@@ -45,6 +45,7 @@ public final class CrossProcessTest {
         String path = TestFiles.newPath("xp.bus");
         int n = 5000;
         long fileSize = Layout.recordOffset(2L * n, 8);
+        new MappedBusWriter(path, fileSize, 8).open().close(); // readers never create the bus
         try (MappedBusReader r = new MappedBusReader(path, fileSize, 8).open()) {
             r.setTimeout(30_000);
             Process a = busTool("write-bytes", path, "" + fileSize, "8", "" + n, "1");

@@ -29,8 +29,9 @@ public final class MemoryMappedFileTest {
             for (int i = 0; i < threads.length; i++) {
                 long fileSize = 1_000_000 + i * 100_000L;
                 threads[i] = new Thread(() -> {
-                    try (MappedBusWriter w = new MappedBusWriter(path, fileSize, 8).open()) {
-                        w.write(new byte[] {1}, 0, 1);
+                    // MemoryMappedFile, not a writer: a writer refuses sizes other than its metadata's.
+                    try (MemoryMappedFile m = new MemoryMappedFile(path, fileSize)) {
+                        m.putByte(100, (byte) 1);
                     } catch (Exception e) {
                         failure[0] = e;
                     }

@@ -5,7 +5,7 @@ import io.mappedbuspy.testing.Test;
 import io.mappedbuspy.testing.TestFiles;
 
 import java.io.EOFException;
-import java.io.FileNotFoundException;
+import java.nio.file.NoSuchFileException;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
@@ -70,6 +70,7 @@ public final class ReaderTest {
     @Test
     public void readWithoutCurrentRecordThrows() throws Exception {
         String path = TestFiles.newPath("nocurrent.bus");
+        new MappedBusWriter(path, 4096, 12).open().close();
         try (MappedBusReader r = new MappedBusReader(path, 4096, 12).open()) {
             IllegalStateException e = assertThrows(IllegalStateException.class, r::readType);
             assertContains(e.getMessage(), "no current record");
@@ -265,9 +266,10 @@ public final class ReaderTest {
             }
         }
         String fresh = TestFiles.newPath("fresh.bus");
+        new MappedBusWriter(fresh, 4096, 12).open().close();
         try (MappedBusReader r = new MappedBusReader(fresh, 4096, 12).open()) {
             assertTrue("nothing to recover", r.hasRecovered());
-            assertFalse("no writer yet", r.next());
+            assertFalse("nothing written yet", r.next());
         }
     }
 
@@ -303,6 +305,7 @@ public final class ReaderTest {
     @Test
     public void closedReaderThrows() throws Exception {
         String path = TestFiles.newPath("rclosed.bus");
+        new MappedBusWriter(path, 4096, 12).open().close();
         MappedBusReader r = new MappedBusReader(path, 4096, 12);
         assertContains(assertThrows(IllegalStateException.class, r::next).getMessage(), "not open");
         r.open();
@@ -318,7 +321,10 @@ public final class ReaderTest {
     @Test
     public void readOnlyReaderNeverWritesAndSkipsUncommittedSlot() throws Exception {
         String missing = TestFiles.newPath("missing.bus");
-        assertThrows(FileNotFoundException.class, () -> new MappedBusReader(missing, 4096, 12, true).open());
+        assertContains(assertThrows(NoSuchFileException.class,
+                () -> new MappedBusReader(missing, 4096, 12, true).open()).getMessage(), missing);
+        assertThrows(NoSuchFileException.class, () -> new MappedBusReader(missing, 4096, 12).open());
+        assertFalse("a reader never creates the file", new java.io.File(missing).exists());
         String path = TestFiles.newPath("ro.bus");
         try (MappedBusWriter w = new MappedBusWriter(path, 4096, 12).open()) {
             w.write(new PriceUpdate(1, 0, 0));
