@@ -8,6 +8,7 @@ Nothing is written to the file: it is safe on a live bus.
 """
 import argparse
 import json
+import os
 import sys
 
 from . import messages
@@ -50,8 +51,9 @@ def _args(argv):
                        ("dump", "the figures of stat, then every allocated slot")):
         s = sub.add_parser(name, help=text)
         s.add_argument("path")
-        s.add_argument("--record-size", "-r", type=int, required=True,
-                       help="payload bytes per record (not stored in the file)")
+        s.add_argument("--record-size", "-r", type=int,
+                       help="payload bytes per record (not stored in the file; optional for "
+                            "a rolling-bus directory, whose bus.meta has it)")
         s.add_argument("--file-size", "-f", type=int,
                        help="the logical file size the bus was opened with (default: the file length)")
         s.add_argument("--json", action="store_true", help="machine-readable output")
@@ -67,6 +69,16 @@ def _args(argv):
 
 def main(argv=None):
     a = _args(argv)
+    if os.path.isdir(a.path):
+        from . import inspect_rolling   # a rolling bus: its directory
+        try:
+            return inspect_rolling.main(a, sys.stdout)
+        except (OSError, ValueError) as e:
+            print(f"mappedbus: {e}", file=sys.stderr)
+            return 2
+    if a.record_size is None:
+        print("mappedbus: --record-size is required for a bus file", file=sys.stderr)
+        return 2
     try:
         summary = summarize(a.path, a.record_size, a.file_size)
     except (OSError, ValueError) as e:
