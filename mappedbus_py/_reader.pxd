@@ -39,6 +39,7 @@ cdef class MappedBusReader:
     cdef int _truncated(self) except -1
     cdef int _check_limit_now(self, int64_t limit) except -1
     cdef int _next(self) except -1
+    cdef int _poll(self) except -1
     cdef bint _timed_out(self, int64_t pos) except -1
     cdef int _wait(self, object timeout) except -1
     cdef int64_t _current(self) except -1

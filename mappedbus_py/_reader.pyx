@@ -248,6 +248,14 @@ cdef class MappedBusReader:
     # -- the protocol -------------------------------------------------------------
 
     cdef int _next(self) except -1:
+        # The dead mark is checked after the poll too: a poll that touched a page past the
+        # file's new end read the guard's zeros, which must not pass for "nothing new".
+        cdef int found = self._poll()
+        if guard_is_dead(self._dead):
+            self._truncated()
+        return found
+
+    cdef int _poll(self) except -1:
         cdef char *base = self._base
         cdef int64_t pos = self._pos
         cdef int64_t limit

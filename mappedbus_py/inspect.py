@@ -1,15 +1,18 @@
 """Read a bus file slot by slot without changing it: what the CLI dump shows.
 
-Works on any file, however corrupt: it reads through a read-only ``mmap`` and never
-looks past the file's end, so a wrong ``record_size`` or a garbage limit only gives odd
-rows, never a crash.
+Works on any file, however corrupt: it reads with ``pread`` (no mapping, so a file that
+shrinks while it is read only ends the scan early, never a SIGBUS) and never looks past
+the file's end, so a wrong ``record_size`` or a garbage limit only gives odd rows, never a
+crash. The file is opened as bus files are (no symbolic links, regular files only, so a
+FIFO is refused without blocking), but files of other users are accepted: nothing is
+written.
 """
-import mmap
 import os
 import struct
 from collections import Counter
 from typing import NamedTuple, Optional
 
+from .files import open_file
 from .layout import (FIRST_RECORD_OFFSET, HEADER_SIZE, LIMIT_OFFSET, METADATA_OFFSET,
                      PAYLOAD_OFFSET, STATUS_COMMITTED, STATUS_NOT_SET, STATUS_ROLLED_BACK,
                      slot_size)
@@ -39,12 +42,38 @@ class Summary(NamedTuple):
     problems: list          # what looks wrong, in words
 
 
+_CHUNK = 1 << 20     # bytes read at a time
+
+
 def _open(path):
-    with open(path, "rb") as f:
-        length = os.fstat(f.fileno()).st_size
-        if length == 0:
-            return None, 0
-        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ), length
+    fd, _ = open_file(path, os.O_RDONLY, allow_foreign=True)
+    return fd
+
+
+def _read_limit(fd):
+    head = os.pread(fd, 8, LIMIT_OFFSET)
+    return struct.unpack("<q", head)[0] if len(head) == 8 else 0
+
+
+def _scan_fd(fd, record_size, file_size, start, all_slots):
+    length = os.fstat(fd).st_size
+    end = min(length, file_size if file_size is not None else length)
+    stop = end if all_slots else min(end, max(_read_limit(fd), 0))
+    step = slot_size(record_size)
+    pos = start
+    per_chunk = max(1, _CHUNK // step)
+    while pos + step <= end and pos < stop:
+        n = min(per_chunk, (min(end, stop + step - 1) - pos) // step)
+        if n <= 0:
+            break
+        data = os.pread(fd, n * step, pos)
+        for i in range(len(data) // step):     # a short read: the file shrank; stop there
+            at = i * step
+            status, meta = struct.unpack_from("<ii", data, at)
+            yield Slot(pos + at, status, meta, data[at + PAYLOAD_OFFSET:at + step])
+        if len(data) < n * step:
+            return
+        pos += n * step
 
 
 def scan(path, record_size, file_size=None, start=FIRST_RECORD_OFFSET, all_slots=False):
@@ -52,35 +81,29 @@ def scan(path, record_size, file_size=None, start=FIRST_RECORD_OFFSET, all_slots
     the empty ones up to the end of the file."""
     if record_size <= 0:
         raise ValueError(f"record_size must be positive, got {record_size}")
-    m, length = _open(path)
-    if m is None:
-        return
+    fd = _open(path)
     try:
-        end = min(length, file_size if file_size is not None else length)
-        limit = struct.unpack_from("<q", m, LIMIT_OFFSET)[0] if length >= 8 else 0
-        stop = end if all_slots else min(end, max(limit, 0))
-        step = slot_size(record_size)
-        pos = start
-        while pos + step <= end and pos < stop:
-            status, meta = struct.unpack_from("<ii", m, pos)
-            yield Slot(pos, status, meta, m[pos + PAYLOAD_OFFSET:pos + step])
-            pos += step
+        yield from _scan_fd(fd, record_size, file_size, start, all_slots)
     finally:
-        m.close()
+        os.close(fd)
 
 
 def summarize(path, record_size, file_size=None) -> Summary:
     """The figures a user needs when a reader seems stuck."""
-    length = os.stat(path).st_size
+    if record_size <= 0:
+        raise ValueError(f"record_size must be positive, got {record_size}")
+    fd = _open(path)
+    try:
+        length = os.fstat(fd).st_size
+        limit = _read_limit(fd)
+        counts = Counter(s.status for s in _scan_fd(fd, record_size, file_size,
+                                                   FIRST_RECORD_OFFSET, False))
+    finally:
+        os.close(fd)
     fsize = file_size if file_size is not None else length
-    limit = 0
-    if length >= 8:
-        with open(path, "rb") as f:
-            limit = struct.unpack("<q", f.read(8))[0]
     step = slot_size(record_size)
     end = min(length, fsize)
     capacity = max(0, (end - FIRST_RECORD_OFFSET) // step)
-    counts = Counter(s.status for s in scan(path, record_size, file_size))
     problems = []
     if limit != 0 and (limit < FIRST_RECORD_OFFSET or (limit - FIRST_RECORD_OFFSET) % step):
         problems.append(f"limit {limit} is not a record boundary for record_size "
