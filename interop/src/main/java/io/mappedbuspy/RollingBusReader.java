@@ -1,0 +1,443 @@
+package io.mappedbuspy;
+
+import java.io.EOFException;
+import java.io.IOException;
+import java.nio.file.NoSuchFileException;
+import java.util.Objects;
+
+/**
+ * Reads a rolling bus (docs/files-and-rolling.md, "Rolling bus") in its one total order: every record of
+ * segment k, then those of k+1, and so on. Positions are global: {@code segmentIndex * segmentSize + offset}.
+ *
+ * <p>At the end of a segment the reader moves to the next one once it exists ({@link #next()} returns false
+ * until then). If retention removed segments it needs, it throws {@link BusGapException} naming the lost range,
+ * or with {@code setFailOnGap(false)} continues at the oldest retained record and counts the slots in
+ * {@link #lost()}. A waiting reader checks now and then that bus.meta still holds its bus's id
+ * ({@link BusReplacedException} when the bus was deleted and recreated).
+ *
+ * <p>Not thread-safe: one reader per thread.
+ */
+public final class RollingBusReader implements AutoCloseable {
+    // Polls between checks that the awaited segment exists, and between directory listings and identity
+    // checks while waiting for a segment; empty polls inside a segment between identity checks.
+    private static final int EXISTS_EVERY = 64;
+    private static final int LIST_EVERY = 1024;
+    private static final int IDENTITY_EVERY = 1 << 16;
+
+    private final String dir;
+    private final long segmentSize;
+    private final int recordSize;
+    private final long slot;
+    private final boolean readOnly;
+    private boolean failOnGap = true;
+    private int timeoutMs = Layout.DEFAULT_TIMEOUT_MS;
+    private boolean allowForeign;
+    private boolean closed;
+    private RollingDir bus;
+    // The current segment's reader; null while waiting for segment `segment` to appear (then reading starts
+    // at pendingOffset in it).
+    private MappedBusReader r;
+    private long segment;
+    private long pendingOffset = Layout.FIRST_RECORD_OFFSET;
+    private long pendingPolls;
+    private int emptyPolls;
+    private long lost;
+    private long skippedBefore;
+    private long rollbacksBefore;
+    private long initialEnd;
+
+    /**
+     * Creates a reader that may roll back uncommitted records.
+     *
+     * @param dir         the bus directory
+     * @param segmentSize logical size of every segment
+     * @param recordSize  payload size of every record
+     */
+    public RollingBusReader(String dir, long segmentSize, int recordSize) {
+        this(dir, segmentSize, recordSize, false);
+    }
+
+    /**
+     * Creates a reader.
+     *
+     * @param dir         the bus directory
+     * @param segmentSize logical size of every segment
+     * @param recordSize  payload size of every record
+     * @param readOnly    never write to a segment: skip timed-out records locally instead of rolling them back
+     */
+    public RollingBusReader(String dir, long segmentSize, int recordSize, boolean readOnly) {
+        this.dir = Objects.requireNonNull(dir, "dir");
+        MappedBusWriter.checkSizes(segmentSize, recordSize);
+        this.segmentSize = segmentSize;
+        this.recordSize = recordSize;
+        this.slot = Layout.slotSize(recordSize);
+        this.readOnly = readOnly;
+    }
+
+    /**
+     * What to do when records this reader needs were removed by retention.
+     *
+     * @param fail true (the default): throw {@link BusGapException}; false: continue at the oldest retained
+     *             record, adding the lost slots to {@link #lost()}
+     * @return this
+     */
+    public RollingBusReader setFailOnGap(boolean fail) {
+        this.failOnGap = fail;
+        return this;
+    }
+
+    /**
+     * Sets how long a record may stay uncommitted before it is rolled back (or, read-only, skipped).
+     *
+     * @param ms milliseconds, at least 0 (default {@link Layout#DEFAULT_TIMEOUT_MS})
+     * @return this
+     */
+    public RollingBusReader setTimeout(int ms) {
+        if (ms < 0) {
+            throw new IllegalArgumentException("timeout must be >= 0 ms, got " + ms);
+        }
+        timeoutMs = ms;
+        if (r != null) {
+            r.setTimeout(ms);
+        }
+        return this;
+    }
+
+    /**
+     * Accepts a directory, bus.meta or segments owned by another user or writable by group or others. Call
+     * before {@link #open()}.
+     *
+     * @param allow true to accept them
+     * @return this
+     */
+    public RollingBusReader setAllowForeign(boolean allow) {
+        if (bus != null || closed) {
+            throw new IllegalStateException("set allowForeign before open()");
+        }
+        this.allowForeign = allow;
+        return this;
+    }
+
+    /**
+     * Opens the bus at its oldest retained record. The bus must exist: a reader never creates anything.
+     *
+     * @return this
+     * @throws NoSuchFileException  if there is no such bus (or its bus.meta is not written yet)
+     * @throws BusMismatchException if it was created with other sizes
+     * @throws IOException          if it cannot be opened or is not to be trusted
+     */
+    public RollingBusReader open() throws IOException {
+        if (bus != null || closed) {
+            throw new IllegalStateException("rolling reader for " + dir + " is " + (closed ? "closed" : "already open"));
+        }
+        RollingDir b = RollingDir.forReader(dir, segmentSize, recordSize, allowForeign);
+        bus = b;
+        try {
+            initialEnd = currentEnd();
+            for (;;) {
+                long[] segs = b.list();
+                if (segs.length == 0) {
+                    enterPending(0, Layout.FIRST_RECORD_OFFSET);
+                    break;
+                }
+                try {
+                    switchTo(segs[0], openSegment(segs[0]));
+                    break;
+                } catch (NoSuchFileException e) {
+                    // removed by retention after the listing: the oldest retained is a later one
+                }
+            }
+        } catch (IOException | RuntimeException e) {
+            close();
+            throw e;
+        }
+        return this;
+    }
+
+    // The global position just past the last record allocated now (in the newest segment with records).
+    private long currentEnd() throws IOException {
+        long[] c = bus.chooseCurrent();
+        return c == null ? Layout.FIRST_RECORD_OFFSET : global(c[0], c[1]);
+    }
+
+    private MappedBusReader openSegment(long index) throws IOException {
+        MappedBusReader x = MappedBusReader.forSegment(bus.segmentPath(index).toString(), segmentSize, recordSize,
+                readOnly).setAllowForeign(allowForeign).open();
+        x.setTimeout(timeoutMs);
+        return x;
+    }
+
+    private void switchTo(long index, MappedBusReader next) {
+        if (r != null) {
+            skippedBefore += r.rolledBackSkipped();
+            rollbacksBefore += r.rollbacks();
+            r.close();
+        }
+        r = next;
+        segment = index;
+        emptyPolls = 0;
+    }
+
+    private void enterPending(long index, long offset) {
+        switchTo(index, null);
+        pendingOffset = offset;
+        pendingPolls = 0;
+    }
+
+    // Reading from `offset` in segment `index`: opens it, or waits for it if neither it nor a later one
+    // exists yet; if it was removed (a later one exists), the gap rule.
+    private void place(long index, long offset) throws IOException {
+        for (;;) {
+            MappedBusReader next = null;
+            try {
+                next = openSegment(index);
+            } catch (NoSuchFileException e) {
+                // absent: see what the directory holds
+            }
+            if (next != null) {
+                if (offset != Layout.FIRST_RECORD_OFFSET) {
+                    next.seek(offset);
+                }
+                switchTo(index, next);
+                return;
+            }
+            long later = -1;
+            boolean appeared = false;
+            for (long i : bus.list()) {
+                if (i == index) {
+                    appeared = true;
+                } else if (i > index && later < 0) {
+                    later = i;
+                }
+            }
+            if (appeared) {
+                continue; // created since the open attempt
+            }
+            if (later < 0) {
+                if (r != null || segment != index || pendingOffset != offset) {
+                    enterPending(index, offset);
+                }
+                return;
+            }
+            BusGapException gap = bus.gap(global(index, offset), global(later, Layout.FIRST_RECORD_OFFSET),
+                    "segment " + index + " is gone");
+            if (failOnGap) {
+                throw gap;
+            }
+            lost += gap.lost();
+            index = later;
+            offset = Layout.FIRST_RECORD_OFFSET;
+        }
+    }
+
+    /**
+     * Moves to the next committed record, across segments.
+     *
+     * @return true if a record is now current; false if there is none yet
+     * @throws BusGapException      if the next records were removed by retention (and failOnGap is set)
+     * @throws BusReplacedException if bus.meta no longer holds this bus's id
+     * @throws IOException          if the next segment cannot be opened, or a segment is corrupt
+     */
+    public boolean next() throws IOException {
+        for (;;) {
+            MappedBusReader x = r;
+            if (x == null) {
+                if (!awaitSegment()) {
+                    return false;
+                }
+                continue;
+            }
+            try {
+                if (x.next()) {
+                    return true;
+                }
+            } catch (EOFException e) {
+                // Every slot of this segment is settled: what follows is in the next one.
+                enterPending(segment + 1, Layout.FIRST_RECORD_OFFSET);
+                continue;
+            }
+            if (++emptyPolls == IDENTITY_EVERY) {
+                emptyPolls = 0;
+                bus.checkIdentity();
+            }
+            return false;
+        }
+    }
+
+    // Waiting for segment `segment`: a cheap existence check now and then, a listing (for gaps) and an
+    // identity check more rarely.
+    private boolean awaitSegment() throws IOException {
+        long n = pendingPolls++;
+        if (n % EXISTS_EVERY != 0) {
+            return false;
+        }
+        if (n % LIST_EVERY == 0) {
+            if (n > 0) {
+                bus.checkIdentity();
+            }
+            place(segment, pendingOffset);
+        } else if (bus.exists(segment)) {
+            place(segment, pendingOffset);
+        }
+        return r != null;
+    }
+
+    private long global(long index, long offset) {
+        if (offset + slot > segmentSize) {
+            return (index + 1) * segmentSize + Layout.FIRST_RECORD_OFFSET; // a segment's end is the next's start
+        }
+        return index * segmentSize + offset;
+    }
+
+    /**
+     * The global position of the next record to look at.
+     *
+     * @return {@code segmentIndex * segmentSize + offset}; the end of a segment is the start of the next
+     */
+    public long position() {
+        openState();
+        return r == null ? global(segment, pendingOffset) : global(segment, r.position());
+    }
+
+    /**
+     * The global position of the current record.
+     *
+     * @return its position, or -1 if there is none
+     */
+    public long recordPosition() {
+        openState();
+        if (r == null || r.recordPosition() < 0) {
+            return -1;
+        }
+        return segment * segmentSize + r.recordPosition();
+    }
+
+    /**
+     * Moves to a global position; there is no current record afterwards. A position in a segment not created
+     * yet waits for it; one before the oldest retained record is a gap.
+     *
+     * @param pos a record boundary in some segment, or a segment's end
+     * @throws BusGapException if {@code pos} was removed by retention (and failOnGap is set; nothing moved)
+     * @throws IOException     if the segment cannot be opened
+     */
+    public void seek(long pos) throws IOException {
+        openState();
+        long off = pos % segmentSize;
+        if (pos < 0 || !Layout.isRecordBoundary(off, recordSize)) {
+            throw new IllegalArgumentException("position " + pos + " is not a record boundary of segmentSize "
+                    + segmentSize + " and recordSize " + recordSize + " (" + dir + ")");
+        }
+        long g = global(pos / segmentSize, off);
+        place(g / segmentSize, g % segmentSize);
+    }
+
+    /**
+     * Moves past every record allocated so far (to the limit of the newest segment with records).
+     *
+     * @throws IOException if the newest segment cannot be opened
+     */
+    public void seekToEnd() throws IOException {
+        openState();
+        for (;;) {
+            long[] c = bus.chooseCurrent();
+            if (c == null) {
+                place(0, Layout.FIRST_RECORD_OFFSET);
+                return;
+            }
+            MappedBusReader x;
+            try {
+                x = openSegment(c[0]);
+            } catch (NoSuchFileException e) {
+                continue;
+            }
+            x.seekToEnd();
+            switchTo(c[0], x);
+            return;
+        }
+    }
+
+    /**
+     * The type (object message) or byte length (byte array) of the current record.
+     *
+     * @return its metadata
+     */
+    public int readType() {
+        return current().readType();
+    }
+
+    /**
+     * Reads the current record into a message.
+     *
+     * @param message the message to fill
+     * @param <T>     its class
+     * @return {@code message}
+     */
+    public <T extends MappedBusMessage> T readMessage(T message) {
+        return current().readMessage(message);
+    }
+
+    /**
+     * Copies the current record's bytes.
+     *
+     * @param dst    destination
+     * @param offset index of the first destination byte
+     * @return the number of bytes copied
+     * @throws CorruptBusException if the stored length is out of range
+     */
+    public int readBuffer(byte[] dst, int offset) throws CorruptBusException {
+        return current().readBuffer(dst, offset);
+    }
+
+    private MappedBusReader current() {
+        openState();
+        if (r == null) {
+            throw new IllegalStateException("no current record: call next() and check that it returned true");
+        }
+        return r;
+    }
+
+    private void openState() {
+        if (bus == null) {
+            throw new IllegalStateException("rolling reader for " + dir + " is " + (closed ? "closed" : "not open"));
+        }
+    }
+
+    /** @return record slots skipped because retention removed them (failOnGap false) */
+    public long lost() {
+        return lost;
+    }
+
+    /** @return records skipped as rolled back or (read-only) timed out, all segments together */
+    public long rolledBackSkipped() {
+        return skippedBefore + (r == null ? 0 : r.rolledBackSkipped());
+    }
+
+    /** @return records this reader rolled back, all segments together */
+    public long rollbacks() {
+        return rollbacksBefore + (r == null ? 0 : r.rollbacks());
+    }
+
+    /** @return the bus's id (from bus.meta) */
+    public String busId() {
+        openState();
+        return bus.meta.id();
+    }
+
+    /** @return the index of the segment being read (or awaited) */
+    public long segment() {
+        return segment;
+    }
+
+    /** @return whether this reader has reached the end of what was allocated when it was opened */
+    public boolean hasRecovered() {
+        return position() >= initialEnd;
+    }
+
+    /** Releases the current segment; later calls throw {@link IllegalStateException}. Idempotent. */
+    @Override
+    public void close() {
+        closed = true;
+        switchTo(segment, null);
+        bus = null;
+    }
+}

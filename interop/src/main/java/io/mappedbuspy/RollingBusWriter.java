@@ -1,0 +1,334 @@
+package io.mappedbuspy;
+
+import java.io.EOFException;
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.NoSuchFileException;
+import java.util.Objects;
+
+/**
+ * Appends records to a rolling bus: a directory of numbered segments, each a complete Mappedbus 0.5.1
+ * file (docs/files-and-rolling.md, "Rolling bus"). When a record does not fit in the current segment the
+ * writer moves to the next one, creating it if no other writer has yet; a record never spans segments.
+ * The writer that creates a segment applies the bus's retention.
+ *
+ * <p>Any number of writers (threads or processes) may share a bus. Not thread-safe: one writer per thread.
+ */
+public final class RollingBusWriter implements AutoCloseable {
+    private final String dir;
+    private final long segmentSize;
+    private final int recordSize;
+    private final long[] retention = new long[3];
+    private final long half;
+    private final int every;
+    private boolean allowForeign;
+    private RollingDir bus;
+    private MappedBusWriter w;
+    private long segment = -1;
+    // The next segment, created ahead of time and mapped once the current one is half full, so the write
+    // that rolls only swaps mappings.
+    private MappedBusWriter spare;
+    private long spareIndex = -1;
+    // Work kept off the write that rolls, done at the next look-ahead: closing the old mapping, and setting
+    // the full segment's modification time (age retention) to the time of the roll.
+    private MappedBusWriter retired;
+    private long markIndex = -1;
+    private long markMs;
+    private int countdown;
+    private boolean closed;
+    private long rolls;
+    private long rollNanos;
+    private long maxRollNanos;
+
+    /**
+     * Creates a writer; call {@link #open()} before writing.
+     *
+     * @param dir         the bus directory (created by {@link #open()} if absent; its parent must exist)
+     * @param segmentSize logical size of every segment, at least {@code 16 + recordSize}
+     * @param recordSize  payload size of every record
+     */
+    public RollingBusWriter(String dir, long segmentSize, int recordSize) {
+        this.dir = Objects.requireNonNull(dir, "dir");
+        MappedBusWriter.checkSizes(segmentSize, recordSize);
+        this.segmentSize = segmentSize;
+        this.recordSize = recordSize;
+        this.half = segmentSize / 2;
+        long perSegment = (segmentSize - Layout.FIRST_RECORD_OFFSET) / Layout.slotSize(recordSize);
+        this.every = (int) Math.max(1, Math.min(4096, perSegment / 8));
+    }
+
+    /**
+     * Sets the retention of a bus this writer creates (stored in its bus.meta); 0 means no limit. Call before
+     * {@link #open()}. On an existing bus, all zeros accept its retention, anything else must equal it.
+     *
+     * @param segments most segments kept
+     * @param bytes    most bytes of segments kept (each counted as the segment size)
+     * @param ageMs    a segment is removed once its successor was created longer ago than this
+     * @return this
+     */
+    public RollingBusWriter setRetention(long segments, long bytes, long ageMs) {
+        if (segments < 0 || bytes < 0 || ageMs < 0) {
+            throw new IllegalArgumentException("retention must not be negative, got segments=" + segments
+                    + " bytes=" + bytes + " ageMs=" + ageMs);
+        }
+        openCheck();
+        retention[0] = segments;
+        retention[1] = bytes;
+        retention[2] = ageMs;
+        return this;
+    }
+
+    /**
+     * Accepts a directory, bus.meta or segments owned by another user or writable by group or others. Call
+     * before {@link #open()}.
+     *
+     * @param allow true to accept them
+     * @return this
+     */
+    public RollingBusWriter setAllowForeign(boolean allow) {
+        openCheck();
+        this.allowForeign = allow;
+        return this;
+    }
+
+    private void openCheck() {
+        if (closed || bus != null) {
+            throw new IllegalStateException("rolling writer for " + dir + " is " + (closed ? "closed" : "already open"));
+        }
+    }
+
+    /**
+     * Opens the bus (creating the directory, bus.meta and segment 0 if absent) at its newest segment.
+     *
+     * @return this
+     * @throws BusMismatchException     if the bus was created with other sizes
+     * @throws IllegalArgumentException if the retention set differs from the bus's
+     * @throws IOException              if it cannot be opened or is not to be trusted
+     */
+    public RollingBusWriter open() throws IOException {
+        openCheck();
+        RollingDir b = RollingDir.forWriter(dir, segmentSize, recordSize, retention, allowForeign);
+        for (;;) {
+            long[] current = b.chooseCurrent();
+            if (current == null) {
+                b.createSegment(0, 0); // never made, or removed by someone: the first segment again
+                continue;
+            }
+            try {
+                w = openSegment(b, current[0]);
+                segment = current[0];
+                break;
+            } catch (NoSuchFileException e) {
+                // retention removed it after the listing: look again
+            }
+        }
+        bus = b;
+        countdown = 1; // look ahead at the first write
+        return this;
+    }
+
+    private MappedBusWriter openSegment(RollingDir b, long index) throws IOException {
+        return MappedBusWriter.forSegment(b.segmentPath(index).toString(), segmentSize, recordSize)
+                .setAllowForeign(allowForeign).open();
+    }
+
+    /**
+     * Writes an object message as one record, in a new segment if the current one is full.
+     *
+     * @param message the message
+     * @return true if committed; false if a reader had already rolled the record back (too slow)
+     * @throws IOException if the next segment cannot be created or opened
+     */
+    public boolean write(MappedBusMessage message) throws IOException {
+        if (--countdown <= 0) {
+            lookAhead();
+        }
+        for (;;) {
+            try {
+                return writer().write(message);
+            } catch (EOFException e) {
+                roll();
+            }
+        }
+    }
+
+    /**
+     * Writes bytes as one record (the metadata holds {@code length}), in a new segment if the current one
+     * is full.
+     *
+     * @param src    source array
+     * @param offset index of the first byte
+     * @param length number of bytes, at most the record size
+     * @return true if committed; false if a reader had already rolled the record back (too slow)
+     * @throws IOException if the next segment cannot be created or opened
+     */
+    public boolean write(byte[] src, int offset, int length) throws IOException {
+        if (--countdown <= 0) {
+            lookAhead();
+        }
+        for (;;) {
+            try {
+                return writer().write(src, offset, length);
+            } catch (EOFException e) {
+                roll();
+            }
+        }
+    }
+
+    // Once every `every` writes: deferred work, then, past the middle of the segment, the spare.
+    private void lookAhead() throws IOException {
+        countdown = every;
+        if (bus == null) {
+            return; // not open: the write reports it
+        }
+        applyMark();
+        if (retired != null) {
+            retired.close();
+            retired = null;
+        }
+        if (spare != null || bus.limitOf(segment) < half) {
+            return;
+        }
+        long next = segment + 1;
+        if (!bus.exists(next)) {
+            if (bus.firstAfter(next) >= 0) {
+                return; // this writer is behind: it jumps ahead when it rolls
+            }
+            bus.createSegment(next, segment);
+        }
+        try {
+            spare = openSegment(bus, next);
+            spareIndex = next;
+        } catch (NoSuchFileException e) {
+            // removed at once by retention: the writers are further on
+        }
+    }
+
+    private void applyMark() throws IOException {
+        if (markIndex >= 0) {
+            long index = markIndex;
+            markIndex = -1;
+            bus.markFull(index, markMs);
+        }
+    }
+
+    // Segment `segment` is full: to the next one (the spare, or opened or created now), or to the newest
+    // when other writers are further already (a record never goes below a segment already in use).
+    private void roll() throws IOException {
+        long t0 = System.nanoTime();
+        long full = segment;
+        writer();
+        applyMark(); // a previous roll's, not yet applied: rolls came faster than look-aheads
+        markIndex = full;
+        markMs = System.currentTimeMillis();
+        MappedBusWriter next;
+        long target = full + 1;
+        if (spare != null && spareIndex == target && bus.exists(target)) {
+            next = spare;
+        } else {
+            if (spare != null) {
+                spare.close();
+            }
+            next = null;
+            while (next == null) {
+                if (!bus.exists(target)) {
+                    long[] segs = bus.list();
+                    if (segs.length > 0 && segs[segs.length - 1] > target) {
+                        target = segs[segs.length - 1];
+                        markIndex = -1; // not full because of this writer's roll
+                    } else if (bus.createSegment(target, full) && bus.firstAfter(target) >= 0) {
+                        // This writer was so slow that others filled target and retention removed it:
+                        // the segment just made would bring it back below newer ones.
+                        Files.deleteIfExists(bus.segmentPath(target));
+                        continue;
+                    }
+                }
+                try {
+                    next = openSegment(bus, target);
+                } catch (NoSuchFileException e) {
+                    // removed by retention meanwhile: look again
+                }
+            }
+        }
+        spare = null;
+        spareIndex = -1;
+        if (retired != null) {
+            retired.close();
+        }
+        retired = w;
+        w = next;
+        segment = target;
+        countdown = every;
+        long dt = System.nanoTime() - t0;
+        rolls++;
+        rollNanos += dt;
+        maxRollNanos = Math.max(maxRollNanos, dt);
+    }
+
+    private MappedBusWriter writer() {
+        MappedBusWriter x = w;
+        if (x == null) {
+            throw new IllegalStateException("rolling writer for " + dir + " is " + (closed ? "closed" : "not open"));
+        }
+        return x;
+    }
+
+    /** @return the bus's id (from bus.meta) */
+    public String busId() {
+        if (bus == null) {
+            throw new IllegalStateException("rolling writer for " + dir + " is not open");
+        }
+        return bus.meta.id();
+    }
+
+    /** @return the index of the segment this writer writes to */
+    public long segment() {
+        return segment;
+    }
+
+    /** @return the times this writer moved to another segment */
+    public long rolls() {
+        return rolls;
+    }
+
+    /** @return nanoseconds spent moving to other segments, all rolls together */
+    public long rollNanos() {
+        return rollNanos;
+    }
+
+    /** @return nanoseconds of the slowest roll */
+    public long maxRollNanos() {
+        return maxRollNanos;
+    }
+
+    /** @return the segment size */
+    public long segmentSize() {
+        return segmentSize;
+    }
+
+    /** @return the record payload size */
+    public int recordSize() {
+        return recordSize;
+    }
+
+    /** Releases the current segment; later writes throw {@link IllegalStateException}. Idempotent. */
+    @Override
+    public void close() {
+        closed = true;
+        if (bus != null && markIndex >= 0) {
+            try {
+                applyMark();
+            } catch (IOException e) {
+                // best effort: the segment keeps an earlier time, so it is removed earlier by age
+            }
+        }
+        for (MappedBusWriter x : new MappedBusWriter[] {w, spare, retired}) {
+            if (x != null) {
+                x.close();
+            }
+        }
+        w = null;
+        spare = null;
+        retired = null;
+    }
+}
