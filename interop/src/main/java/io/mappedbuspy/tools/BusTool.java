@@ -46,7 +46,8 @@ public final class BusTool {
             "  allocate-and-hang <path> <fileSize> <recordSize>",
             "      allocates one record, fills it, prints 'allocated <offset>', never commits",
             "  slow-write <path> <fileSize> <recordSize> <sleepMs>",
-            "      allocates one record, prints 'allocated <offset>', sleeps, commits, prints 'committed true|false'");
+            "      allocates one record, prints 'allocated <offset>', sleeps, commits, prints 'committed true|false'",
+            RollingTool.USAGE);
 
     private BusTool() {
     }
@@ -135,6 +136,13 @@ public final class BusTool {
                 System.out.println(USAGE);
                 return 0;
             default:
+                if (args[0].startsWith("rolling-")) {
+                    try {
+                        return RollingTool.run(args[0], rest);
+                    } catch (RollingTool.BadArgs e) {
+                        throw new UsageException(e.getMessage());
+                    }
+                }
                 throw new UsageException("unknown command " + args[0]);
         }
     }

@@ -1,0 +1,332 @@
+package io.mappedbuspy.tools;
+
+import io.mappedbuspy.BusGapException;
+import io.mappedbuspy.Layout;
+import io.mappedbuspy.MappedBusMessage;
+import io.mappedbuspy.MappedBusReader;
+import io.mappedbuspy.MappedBusWriter;
+import io.mappedbuspy.RollingBusReader;
+import io.mappedbuspy.RollingBusWriter;
+import io.mappedbuspy.messages.PriceUpdate;
+import io.mappedbuspy.messages.RawPayload;
+import io.mappedbuspy.messages.Token;
+import io.mappedbuspy.messages.Trade;
+
+import java.io.BufferedWriter;
+import java.io.IOException;
+import java.io.OutputStreamWriter;
+import java.io.PrintWriter;
+import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
+
+/**
+ * BusTool's rolling-bus commands (the twin of {@code tests/rolling_child.py}, same output lines):
+ * <pre>
+ *  rolling-write dir segmentSize recordSize count writerId [--retain-segments n] [--retain-bytes n]
+ *      [--retain-age-ms n]: 8-byte records (int32 writerId, int32 i); prints "wrote N committed M"
+ *  rolling-write-objects dir segmentSize recordSize count price|token|trade writerId [--retain-...]
+ *  rolling-read dir segmentSize recordSize count [--idle-exit ms] [--on-gap raise|skip] [--timeout ms]
+ *      [--read-only] [--start pos|end]: "position meta payloadhex" per record, then
+ *      "END n lost=L skipped=S" (or "GAP lostFrom lostTo lost")
+ *  rolling-read-objects dir segmentSize recordSize count price|token|trade [options of rolling-read]
+ *  rolling-bench-write dir segmentSize|0 count: PriceUpdates as fast as possible; "wrote N seconds"
+ *      (0: one single file dir/single.bus instead); prints "rolls R max_ns=X mean_ns=Y" too
+ *  rolling-bench-read dir segmentSize|0 count: "read N seconds", timed from the first record
+ * </pre>
+ */
+public final class RollingTool {
+    static final String USAGE = String.join("\n",
+            "  rolling-write <dir> <segmentSize> <recordSize> <count> <writerId> [--retain-segments n]",
+            "      [--retain-bytes n] [--retain-age-ms n]: as write-bytes, on a rolling bus",
+            "  rolling-write-objects <dir> <segmentSize> <recordSize> <count> price|token|trade <writerId> [--retain-...]",
+            "  rolling-read <dir> <segmentSize> <recordSize> <count> [--idle-exit ms] [--on-gap raise|skip]",
+            "      [--timeout ms] [--read-only] [--start pos|end]: global positions; ends with",
+            "      'END <n> lost=<n> skipped=<n>' or 'GAP <lostFrom> <lostTo> <lost>'",
+            "  rolling-read-objects <dir> <segmentSize> <recordSize> <count> price|token|trade [rolling-read options]",
+            "  rolling-bench-write <dir> <segmentSize|0 for a single file> <count>: PriceUpdates;",
+            "      'wrote <n> <seconds>' and 'rolls <n> max_ns=<ns> mean_ns=<ns>'",
+            "  rolling-bench-read <dir> <segmentSize|0> <count>: 'read <n> <seconds>' from the first record");
+
+    /** Bad command-line arguments. */
+    static final class BadArgs extends Exception {
+        private static final long serialVersionUID = 1L;
+
+        BadArgs(String message) {
+            super(message);
+        }
+    }
+
+    private RollingTool() {
+    }
+
+    /** Runs one rolling-* command; the exit status. */
+    static int run(String cmd, String[] a) throws BadArgs, IOException, InterruptedException {
+        switch (cmd) {
+            case "rolling-write":
+                need(a, 5, cmd);
+                return write(a, "bytes", 4, 5);
+            case "rolling-write-objects":
+                need(a, 6, cmd);
+                return write(a, kind(a[4]), 5, 6);
+            case "rolling-read":
+                need(a, 4, cmd);
+                return read(a, null, 4);
+            case "rolling-read-objects":
+                need(a, 5, cmd);
+                return read(a, kind(a[4]), 5);
+            case "rolling-bench-write":
+                need(a, 3, cmd);
+                return benchWrite(a[0], num(a[1]), num(a[2]));
+            case "rolling-bench-read":
+                need(a, 3, cmd);
+                return benchRead(a[0], num(a[1]), num(a[2]));
+            default:
+                throw new BadArgs("unknown command " + cmd);
+        }
+    }
+
+    private static int write(String[] a, String kind, int idAt, int optsFrom) throws BadArgs, IOException {
+        long count = num(a[3]);
+        int id = (int) num(a[idAt]);
+        long[] retain = new long[3];
+        for (int i = optsFrom; i < a.length; i++) {
+            switch (a[i]) {
+                case "--retain-segments": retain[0] = num(value(a, ++i)); break;
+                case "--retain-bytes": retain[1] = num(value(a, ++i)); break;
+                case "--retain-age-ms": retain[2] = num(value(a, ++i)); break;
+                default: throw new BadArgs("unknown option " + a[i]);
+            }
+        }
+        long committed = 0;
+        long wrote = 0;
+        byte[] rec = new byte[8];
+        PriceUpdate price = new PriceUpdate();
+        Token token = new Token();
+        Trade trade = new Trade();
+        try (RollingBusWriter w = new RollingBusWriter(a[0], num(a[1]), (int) num(a[2]))
+                .setRetention(retain[0], retain[1], retain[2]).open()) {
+            for (long i = 0; i < count; i++) {
+                boolean ok;
+                switch (kind) {
+                    case "bytes":
+                        for (int b = 0; b < 4; b++) {
+                            rec[b] = (byte) (id >>> (8 * b));
+                            rec[4 + b] = (byte) (i >>> (8 * b));
+                        }
+                        ok = w.write(rec, 0, 8);
+                        break;
+                    case "price":
+                        price.setSource(id);
+                        price.setPrice((int) i);
+                        price.setQuantity((int) (2 * i));
+                        ok = w.write(price);
+                        break;
+                    case "token":
+                        token.setFrom(id);
+                        token.setTo((int) i);
+                        ok = w.write(token);
+                        break;
+                    default:
+                        trade.setId(id * 1_000_000_000L + i);
+                        trade.setPrice(i + 0.5);
+                        trade.setQuantity(id);
+                        ok = w.write(trade);
+                        break;
+                }
+                wrote++;
+                if (ok) {
+                    committed++;
+                }
+            }
+        } finally {
+            System.out.println("wrote " + wrote + " committed " + committed);
+        }
+        return 0;
+    }
+
+    private static int read(String[] a, String kind, int optsFrom) throws BadArgs, IOException, InterruptedException {
+        int recordSize = (int) num(a[2]);
+        long count = num(a[3]);
+        long idleExitMs = 5000;
+        boolean skip = false;
+        boolean readOnly = false;
+        int timeoutMs = Layout.DEFAULT_TIMEOUT_MS;
+        String start = null;
+        for (int i = optsFrom; i < a.length; i++) {
+            switch (a[i]) {
+                case "--idle-exit": idleExitMs = num(value(a, ++i)); break;
+                case "--timeout": timeoutMs = (int) num(value(a, ++i)); break;
+                case "--read-only": readOnly = true; break;
+                case "--start": start = value(a, ++i); break;
+                case "--on-gap":
+                    String g = value(a, ++i);
+                    if (!g.equals("raise") && !g.equals("skip")) {
+                        throw new BadArgs("--on-gap must be raise or skip, got " + g);
+                    }
+                    skip = g.equals("skip");
+                    break;
+                default: throw new BadArgs("unknown option " + a[i]);
+            }
+        }
+        PrintWriter out = new PrintWriter(new BufferedWriter(
+                new OutputStreamWriter(System.out, StandardCharsets.US_ASCII), 1 << 16));
+        try (RollingBusReader r = new RollingBusReader(a[0], num(a[1]), recordSize, readOnly)
+                .setFailOnGap(!skip).setTimeout(timeoutMs).open()) {
+            long n = 0;
+            try {
+                if ("end".equals(start)) {
+                    r.seekToEnd();
+                } else if (start != null) {
+                    r.seek(num(start));
+                }
+                RawPayload raw = new RawPayload(recordSize);
+                MappedBusMessage decoded = kind == null ? null : kind.equals("price") ? new PriceUpdate()
+                        : kind.equals("token") ? new Token() : new Trade();
+                StringBuilder line = new StringBuilder();
+                long lastProgress = System.nanoTime();
+                int idle = 0;
+                while (n < count) {
+                    if (r.next()) {
+                        line.setLength(0);
+                        line.append(r.recordPosition()).append(' ').append(r.readType()).append(' ');
+                        if (decoded == null) {
+                            r.readMessage(raw);
+                            for (byte b : raw.bytes()) {
+                                line.append(Character.forDigit((b >> 4) & 15, 16)).append(Character.forDigit(b & 15, 16));
+                            }
+                        } else {
+                            line.append(r.readMessage(decoded));
+                        }
+                        out.println(line);
+                        n++;
+                        lastProgress = System.nanoTime();
+                        idle = 0;
+                    } else {
+                        if (System.nanoTime() - lastProgress >= idleExitMs * 1_000_000L) {
+                            break;
+                        }
+                        // Spin briefly, then back off so a waiting reader leaves the core to writers.
+                        if (++idle > 1000) {
+                            out.flush();
+                            Thread.sleep(1);
+                        } else {
+                            Thread.onSpinWait();
+                        }
+                    }
+                }
+            } catch (BusGapException e) {
+                out.println("GAP " + e.lostFrom() + " " + e.lostTo() + " " + e.lost());
+                return 0;
+            }
+            out.println("END " + n + " lost=" + r.lost() + " skipped=" + r.rolledBackSkipped());
+        } finally {
+            out.flush();
+        }
+        return 0;
+    }
+
+    // Throughput of one writer: PriceUpdates on a rolling bus, or (segmentSize 0) on one file big enough.
+    private static int benchWrite(String dir, long segmentSize, long count) throws IOException {
+        PriceUpdate m = new PriceUpdate(1, 2, 3);
+        long t0;
+        long t1;
+        if (segmentSize > 0) {
+            try (RollingBusWriter w = new RollingBusWriter(dir, segmentSize, PriceUpdate.SIZE).open()) {
+                t0 = System.nanoTime();
+                for (long i = 0; i < count; i++) {
+                    m.setPrice((int) i);
+                    w.write(m);
+                }
+                t1 = System.nanoTime();
+                System.out.println("rolls " + w.rolls() + " max_ns=" + w.maxRollNanos() + " mean_ns="
+                        + (w.rolls() == 0 ? 0 : w.rollNanos() / w.rolls()));
+            }
+        } else {
+            try (MappedBusWriter w = new MappedBusWriter(singlePath(dir), singleSize(count), PriceUpdate.SIZE).open()) {
+                t0 = System.nanoTime();
+                for (long i = 0; i < count; i++) {
+                    m.setPrice((int) i);
+                    w.write(m);
+                }
+                t1 = System.nanoTime();
+            }
+        }
+        System.out.printf("wrote %d %.6f%n", count, (t1 - t0) / 1e9);
+        return 0;
+    }
+
+    private static int benchRead(String dir, long segmentSize, long count) throws IOException {
+        PriceUpdate m = new PriceUpdate();
+        long t0;
+        long n = 1;
+        if (segmentSize > 0) {
+            try (RollingBusReader r = new RollingBusReader(dir, segmentSize, PriceUpdate.SIZE).open()) {
+                while (!r.next()) {
+                    Thread.onSpinWait();
+                }
+                t0 = System.nanoTime();
+                while (n < count) {
+                    if (r.next()) {
+                        n++;
+                    }
+                }
+                r.readMessage(m);
+            }
+        } else {
+            try (MappedBusReader r = new MappedBusReader(singlePath(dir), singleSize(count), PriceUpdate.SIZE).open()) {
+                while (!r.next()) {
+                    Thread.onSpinWait();
+                }
+                t0 = System.nanoTime();
+                while (n < count) {
+                    if (r.next()) {
+                        n++;
+                    }
+                }
+                r.readMessage(m);
+            }
+        }
+        long t1 = System.nanoTime();
+        if (m.getPrice() != (int) (count - 1)) {
+            throw new IOException("last record has price " + m.getPrice() + ", expected " + (count - 1));
+        }
+        System.out.printf("read %d %.6f%n", n, (t1 - t0) / 1e9);
+        return 0;
+    }
+
+    private static String singlePath(String dir) {
+        return dir + "/single.bus";
+    }
+
+    private static long singleSize(long count) {
+        return Layout.FIRST_RECORD_OFFSET + Layout.slotSize(PriceUpdate.SIZE) * (count + 10);
+    }
+
+    private static String kind(String k) throws BadArgs {
+        if (!k.equals("price") && !k.equals("token") && !k.equals("trade")) {
+            throw new BadArgs("kind must be price, token or trade, got " + k);
+        }
+        return k;
+    }
+
+    private static void need(String[] a, int n, String cmd) throws BadArgs {
+        if (a.length < n) {
+            throw new BadArgs(cmd + " needs at least " + n + " arguments, got " + Arrays.toString(a));
+        }
+    }
+
+    private static String value(String[] a, int i) throws BadArgs {
+        if (i >= a.length) {
+            throw new BadArgs(a[i - 1] + " needs a value");
+        }
+        return a[i];
+    }
+
+    private static long num(String s) throws BadArgs {
+        try {
+            return Long.parseLong(s);
+        } catch (NumberFormatException e) {
+            throw new BadArgs("expected an integer, got " + s);
+        }
+    }
+}
