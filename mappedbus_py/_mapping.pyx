@@ -241,6 +241,9 @@ cdef class MappedFile:
                 why = "the device is full or too small"
             elif e.errno == errno.EFBIG:
                 why = "a file size limit: ulimit -f, or the file system's"
+            elif e.errno in (errno.ESPIPE, errno.EINVAL, errno.EPERM, errno.EOPNOTSUPP):
+                why = "the file cannot be resized: not a file that can hold a bus (a /proc or " \
+                      "/sys file?)"
             else:
                 why = e.strerror
             raise OSError(e.errno, f"cannot make the bus file {size} bytes long ({why})",
