@@ -76,15 +76,19 @@ def _reader_py(path, n):
         spare = int64()
 
     msg = Tick()
-    expected = 0
+    expected = first = None
     out_of_order = 0
     read = 0
     with RollingBusReader(path, on_gap="skip") as r:
         t0 = time.perf_counter()
-        while expected < n:
+        while expected is None or expected < n:
             if not r.wait(30.0):
                 break
             r.read_message(msg)
+            if first is None:
+                # start=None is the oldest retained record: a fast writer may have rolled
+                # (and retention removed) segments before this process started
+                first = expected = msg.seq
             if msg.seq != expected:
                 if msg.seq < expected:
                     out_of_order += 1
@@ -94,6 +98,7 @@ def _reader_py(path, n):
         elapsed = time.perf_counter() - t0
         lost = r.lost
     print(json.dumps({"read": read, "lost_slots": lost, "out_of_order": out_of_order,
+                      "first_seq": first,
                       "last_seq": expected - 1, "seconds": elapsed,
                       "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}), flush=True)
 
@@ -204,7 +209,8 @@ def render(results, machine):
         lines += [f"## {'Python' if lang == 'py' else 'Java'}", "",
                   f"{res['records']:,} records of {RECORD_SIZE} bytes through {res['segments']} segments of "
                   f"{res['segment_size'] / 2**20:g} MiB, retention {res['retain_segments']} segments. "
-                  f"Reader: {r['read']:,} read in order ({r['out_of_order']} out of order), "
+                  f"Reader (from record {r['first_seq']:,}, the oldest retained when it started): "
+                  f"{r['read']:,} read in order ({r['out_of_order']} out of order), "
                   f"{r['lost_slots']:,} slots lost to retention, {r['read'] / r['seconds'] / 1e6:.1f} M msgs/s. "
                   f"Largest /dev/shm use of the bus {res['max_dir_bytes'] / 2**20:.1f} MiB "
                   f"(bound: retention + current + next segment = {bound / 2**20:g} MiB); "
