@@ -182,9 +182,12 @@ cdef class MappedFile:
                     created = False
                     continue
                 meta = None
-                if record_size > 0 and not segment and not created:
+                if record_size > 0 and not segment:
+                    # Read (and so checked: no link, owner, mode) even by the creator,
+                    # which would otherwise write over whatever is there.
                     found = read_meta(meta_path(path), allow_foreign=allow_foreign)
-                    if found is not None and found.kind == "single" and found.inode == st.st_ino:
+                    if found is not None and not created and found.kind == "single" \
+                            and found.inode == st.st_ino:
                         found.check(record_size, self.file_size, path)
                         meta = found
                 length = os.fstat(fd).st_size
