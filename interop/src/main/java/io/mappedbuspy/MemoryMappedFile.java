@@ -65,6 +65,34 @@ public final class MemoryMappedFile implements AutoCloseable {
     private ByteBuffer[] segments;
     private boolean closed;
 
+    // An atomic read-modify-write that the interpreter runs (a method not yet compiled) goes through a
+    // native Unsafe call that is not guarded against a fault: on a page past the end of a truncated file it
+    // crashes the JVM (SIGBUS in Unsafe_CompareAndSetLong, JDK 17 and 21), where compiled code raises an
+    // InternalError instead. So the atomic accessors are run on a private direct buffer when this class is
+    // loaded, until the JIT has compiled them (with the guarded intrinsics) before any file is mapped.
+    static {
+        MemoryMappedFile w = new MemoryMappedFile(ByteBuffer.allocateDirect(Layout.PAGE_SIZE));
+        for (int i = 0; i < 30_000; i++) { // about 50 ms, once per JVM
+            w.getAndAddLong(8, 1);
+            w.compareAndSetLong(16, i, i + 1L);
+            w.compareAndSetInt(24, i, i + 1);
+            w.casStatus(33, 0, 0);
+            w.casStatus(40, 0, 0);
+            w.getLongAcquire(8);
+            w.setIntRelease(48, i);
+        }
+    }
+
+    // The warm-up instance.
+    private MemoryMappedFile(ByteBuffer buf) {
+        this.path = "<warm-up>";
+        this.readOnly = false;
+        this.first = buf.order(ByteOrder.LITTLE_ENDIAN);
+        this.segments = new ByteBuffer[] {first};
+        this.single = true;
+        this.size = buf.capacity();
+    }
+
     /** Serialises the open lock among the threads of this JVM (see {@link #lockFile}). */
     private static final Object OPEN_LOCK = new Object();
     /** Default bound on waiting for the open lock. */
