@@ -2,8 +2,13 @@ package io.mappedbuspy;
 
 import java.io.EOFException;
 import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.channels.FileChannel;
 import java.nio.file.Files;
+import java.nio.file.LinkOption;
 import java.nio.file.NoSuchFileException;
+import java.nio.file.StandardOpenOption;
 import java.util.Objects;
 
 /**
@@ -35,6 +40,9 @@ public final class RollingBusWriter implements AutoCloseable {
     private long markIndex = -1;
     private long markMs;
     private int countdown;
+    private FileChannel limitChannel;
+    private long limitChannelIndex = -1;
+    private final ByteBuffer limitBuf = ByteBuffer.allocateDirect(8).order(ByteOrder.LITTLE_ENDIAN);
     private boolean closed;
     private long rolls;
     private long rollNanos;
@@ -186,7 +194,7 @@ public final class RollingBusWriter implements AutoCloseable {
             retired.close();
             retired = null;
         }
-        if (spare != null || bus.limitOf(segment) < half) {
+        if (spare != null || currentLimit() < half) {
             return;
         }
         long next = segment + 1;
@@ -202,6 +210,20 @@ public final class RollingBusWriter implements AutoCloseable {
         } catch (NoSuchFileException e) {
             // removed at once by retention: the writers are further on
         }
+    }
+
+    // The current segment's limit, read through a channel kept open (a pread, not an open per look).
+    private long currentLimit() throws IOException {
+        if (limitChannel == null || limitChannelIndex != segment) {
+            if (limitChannel != null) {
+                limitChannel.close();
+            }
+            limitChannel = FileChannel.open(bus.segmentPath(segment), StandardOpenOption.READ, LinkOption.NOFOLLOW_LINKS);
+            limitChannelIndex = segment;
+        }
+        limitBuf.clear();
+        limitChannel.read(limitBuf, Layout.LIMIT_OFFSET);
+        return limitBuf.getLong(0);
     }
 
     private void applyMark() throws IOException {
@@ -223,7 +245,10 @@ public final class RollingBusWriter implements AutoCloseable {
         markMs = System.currentTimeMillis();
         MappedBusWriter next;
         long target = full + 1;
-        if (spare != null && spareIndex == target && bus.exists(target)) {
+        // No file-system call here: cold NIO code costs ~200 us on this rarely run path. The spare cannot
+        // have been removed unless full (retention spares every writer's current segment, and nobody
+        // moves past target before filling it), and a full one just rolls again.
+        if (spare != null && spareIndex == target) {
             next = spare;
         } else {
             if (spare != null) {
@@ -330,5 +355,13 @@ public final class RollingBusWriter implements AutoCloseable {
         w = null;
         spare = null;
         retired = null;
+        if (limitChannel != null) {
+            try {
+                limitChannel.close();
+            } catch (IOException e) {
+                // read-only channel: nothing to lose
+            }
+            limitChannel = null;
+        }
     }
 }

@@ -255,7 +255,13 @@ public final class RollingTool {
         return 0;
     }
 
-    private static int benchRead(String dir, long segmentSize, long count) throws IOException {
+    private static int benchRead(String dir, long segmentSize, long count) throws IOException, InterruptedException {
+        // The writer may start after this reader: wait for what it creates (a reader never creates).
+        java.nio.file.Path made = java.nio.file.Path.of(segmentSize > 0 ? dir + "/" + Layout.META_FILE : singlePath(dir));
+        for (int i = 0; i < 60_000 && !java.nio.file.Files.exists(made); i++) {
+            Thread.sleep(1);
+        }
+        Thread.sleep(50); // the single file's writer initialises it just after creating it
         PriceUpdate m = new PriceUpdate();
         long t0;
         long n = 1;
