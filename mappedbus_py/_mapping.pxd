@@ -25,3 +25,4 @@ cdef class MappedFile:
     cdef _unmap(self)
     cdef int raise_dead(self) except -1
     cpdef check_path(self)
+    cpdef check_intact(self)

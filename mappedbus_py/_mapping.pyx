@@ -302,6 +302,21 @@ cdef class MappedFile:
             raise BusReplacedError(f"{self.path!r} now names another file than the bus this "
                                    f"process mapped (replaced, or deleted and recreated)")
 
+    cpdef check_intact(self):
+        """Called before reporting corruption: if the file shrank under the mapping (and
+        new bytes were written over its first pages, so no SIGBUS told us), that is the
+        real story: mark the mapping dead and raise BusTruncatedError; if the path names
+        another file now, BusReplacedError. Otherwise return, and the caller reports."""
+        try:
+            now = os.lstat(self.path)
+        except OSError:
+            return
+        if now.st_dev != self.st_dev or now.st_ino != self.st_ino:
+            self.check_path()
+        elif now.st_size < self.mapped_size:
+            self.dead = 1
+            self.raise_dead()
+
     cpdef close(self):
         """Unmap. Refused while a buffer exported from the mapping is still alive."""
         if self.base == NULL:

@@ -168,6 +168,7 @@ cdef class MappedBusReader:
         # Every limit loaded must be on this reader's grid: off it means another
         # record_size (a file without metadata cannot say so otherwise) or corruption.
         if limit != 0 and (limit < FIRST or (limit - FIRST) % self._slot != 0):
+            self._file.check_intact()
             _check_limit(limit, self._slot, self.record_size, self.path)
         return 0
 
@@ -270,6 +271,7 @@ cdef class MappedBusReader:
             # went past the end failed with EOF and will not commit it.
             if pos > self._last:
                 self._pos = pos
+                self._file.check_intact()
                 raise BusFullError(f"end of bus: position {pos}, file_size {self.file_size}")
             # The status first: a committed slot was allocated, so the common path never
             # touches the limit's cache line, which every writer's fetch-and-add owns.
@@ -311,6 +313,7 @@ cdef class MappedBusReader:
                 continue                  # allocated: look at its status again
             if status != 0:
                 self._pos = pos
+                self._file.check_intact()
                 raise CorruptBusError(f"{self.path!r}: record at {pos} has status {status} "
                                       f"(valid: 0, 1, 2): corrupt file or wrong record_size")
             if not self._timed_out(pos):
@@ -329,6 +332,7 @@ cdef class MappedBusReader:
             limit = load_acquire_i64(base)
             self._check_limit_now(limit)
             if limit <= pos:
+                self._file.check_intact()
                 raise CorruptBusError(f"{self.path!r}: the limit went back from "
                                       f"{self._limit_seen} to {limit}: the file was reset "
                                       f"or is corrupt")
@@ -445,6 +449,7 @@ cdef class MappedBusReader:
     cdef int32_t _length(self, int64_t rec) except -1:
         cdef int32_t n = self._meta(rec)
         if n < 0 or n > self.record_size:
+            self._file.check_intact()
             raise CorruptBusError(f"{self.path!r}: record at {rec} stores length {n}, "
                                   f"outside 0..{self.record_size}")
         return n

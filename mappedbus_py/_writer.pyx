@@ -145,15 +145,18 @@ cdef class MappedBusWriter:
             self._truncated()
         pos = load_acquire_i64(self._base)
         if pos > self._last:
+            self._file.check_intact()
             raise BusFullError(f"bus is full: limit {pos}, file_size {self.file_size}, "
                                f"a record takes {self._slot} bytes")
         pos = fetch_add_i64(self._base, self._slot * count)
         if guard_is_dead(self._dead):
             self._truncated()
         if pos < FIRST:
+            self._file.check_intact()
             raise CorruptBusError(f"{self.path!r}: limit was {pos}, below the first record "
                                   f"offset {FIRST}: the file is corrupt")
         if pos > self._last:
+            self._file.check_intact()
             raise BusFullError(f"bus is full: the record at offset {pos} would end past "
                                f"file_size {self.file_size}")
         return self._base + pos
@@ -166,6 +169,7 @@ cdef class MappedBusWriter:
             return True
         if old == 2:
             return False    # a reader timed us out and skipped the record
+        self._file.check_intact()
         raise CorruptBusError(f"{self.path!r}: the status of the record this writer "
                               f"allocated at offset {rec - self._base} was {old}")
 
