@@ -2,6 +2,7 @@ package io.mappedbuspy.spark;
 
 import io.mappedbuspy.Layout;
 import io.mappedbuspy.MappedBusReader;
+import io.mappedbuspy.MappedBusWriter;
 import org.apache.spark.sql.connector.read.InputPartition;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
 import org.apache.spark.sql.connector.read.streaming.MicroBatchStream;
@@ -40,7 +41,11 @@ final class BusMicroBatchStream implements MicroBatchStream, SupportsTriggerAvai
     private MappedBusReader reader() {
         if (reader == null) {
             try {
-                // Creates the file (like a bus reader) when fileSize was given and it does not exist yet.
+                if (!new java.io.File(options.path).exists()) {
+                    // fileSize was given (resolveFileSize checked): a bus reader never creates its file, so
+                    // the stream creates it as a writer does, for writers that come later.
+                    new MappedBusWriter(options.path, fileSize, options.recordSize).open().close();
+                }
                 MappedBusReader r = new MappedBusReader(options.path, fileSize, options.recordSize);
                 r.open();
                 r.setTimeout(options.timeoutMs);
@@ -115,9 +120,20 @@ final class BusMicroBatchStream implements MicroBatchStream, SupportsTriggerAvai
         }
         long count = 0;
         try {
-            while (count < max && r.position() < availableNowEnd && r.next()) {
-                count++;
+            while (count < max && r.position() < availableNowEnd) {
+                if (r.next()) {
+                    count++;
+                } else if (availableNowEnd == Long.MAX_VALUE) {
+                    break; // a running stream: the next trigger looks again, on the same clock
+                } else {
+                    // Trigger.AvailableNow: every slot below its end was allocated when the query started, so
+                    // wait here; the reader rolls a hung run back after one timeout, and the query ends.
+                    Thread.sleep(1);
+                }
             }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("mappedbus: interrupted while waiting for uncommitted slots", e);
         } catch (EOFException e) {
             // The bus is full: nothing more will come.
         } catch (IOException e) {

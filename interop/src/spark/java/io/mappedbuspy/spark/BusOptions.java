@@ -143,6 +143,16 @@ public final class BusOptions implements Serializable {
             }
             return -1;
         }
+        // The metadata of a bus this project created records the exact file size (the length is rounded up).
+        try {
+            io.mappedbuspy.BusMeta meta = io.mappedbuspy.BusMeta.read(io.mappedbuspy.BusMeta.metaPath(path), false);
+            Object ino = java.nio.file.Files.getAttribute(f.toPath(), "unix:ino", java.nio.file.LinkOption.NOFOLLOW_LINKS);
+            if (meta != null && io.mappedbuspy.BusMeta.SINGLE.equals(meta.kind()) && ino.equals(meta.inode())) {
+                return meta.fileSize();
+            }
+        } catch (java.io.IOException | RuntimeException e) {
+            // unreadable or untrusted metadata: opening the bus reports it
+        }
         return f.length();
     }
 

@@ -18,8 +18,9 @@ import java.io.UncheckedIOException;
  *
  * <p>Batch planning maps the file read-only, takes the limit, and walks the statuses up to it: the batch
  * ends at the first uncommitted slot ({@code uncommitted=stop}, the default), or, with
- * {@code uncommitted=wait}, waits up to {@code timeoutMs} for each uncommitted slot and skips one still
- * uncommitted (locally: a batch read never writes to the file). Rolled-back slots are skipped.
+ * {@code uncommitted=wait}, waits for uncommitted slots and skips those still uncommitted (locally: a batch
+ * read never writes to the file); a run of them shares one {@code timeoutMs}, so a crashed writer's batch
+ * costs one timeout. Rolled-back slots are skipped.
  */
 final class BusScan implements Scan, Batch {
     private final BusOptions options;
@@ -85,14 +86,21 @@ final class BusScan implements Scan, Batch {
         }
         long end = Math.max(Layout.FIRST_RECORD_OFFSET, Math.min(limit, maxEnd));
         long skipped = 0;
+        // One clock for a run of uncommitted slots (every slot here was allocated when it started): a
+        // crashed batch costs one timeout, not one per slot. It stops when a slot waited on commits.
+        boolean clock = false;
+        long deadline = 0;
         for (long pos = Layout.FIRST_RECORD_OFFSET; pos < end; pos += slot) {
             int status = m.getStatus(pos);
             if (status == Layout.STATUS_NOT_SET) {
                 if (!o.waitUncommitted) {
                     return new long[] {pos, 0};
                 }
-                long deadline = System.nanoTime() + o.timeoutMs * 1_000_000L;
-                while ((status = m.getStatus(pos)) == Layout.STATUS_NOT_SET && System.nanoTime() < deadline) {
+                if (!clock) {
+                    clock = true;
+                    deadline = System.nanoTime() + o.timeoutMs * 1_000_000L;
+                }
+                while ((status = m.getStatus(pos)) == Layout.STATUS_NOT_SET && System.nanoTime() - deadline < 0) {
                     Thread.onSpinWait();
                     try {
                         Thread.sleep(1);
@@ -105,6 +113,7 @@ final class BusScan implements Scan, Batch {
                     skipped = 1;
                     continue;
                 }
+                clock = false;
             }
             if (status != Layout.STATUS_COMMITTED && status != Layout.STATUS_ROLLED_BACK) {
                 throw new CorruptBusException("record at position " + pos + " in " + o.path
