@@ -1,7 +1,16 @@
 """A rolling-bus client run as a separate process by tests/test_rolling_processes.py.
 
     write <dir> <segment_size> <record_size> <count> <writer_id> [--retain-segments n] [--go FILE]
-        8-byte records (int32 writer_id, int32 i); prints "wrote <count> committed <n>"
+          [--batch n]
+        8-byte records (int32 writer_id, int32 i); prints "wrote <count> committed <n>";
+        --batch n writes them n at a time with write_batch (one fetch-and-add per batch)
+    verify <dir> <segment_size> <record_size> [--timeout ms] [--idle-exit ms] [--stop-file F]
+          [--on-gap raise|skip] [--start pos]
+        reads 8-byte (writer id, i) records without printing them: "ready" once open, then
+        after the end (idle for --idle-exit ms, once --stop-file exists if given) maybe
+        "GAP <lost_from> <lost_to> <lost>" or "REPLACED", then "RATE <n> <seconds first to last
+        record> <cpu seconds>" and the
+        summary line, the same as the Java RollingVerify prints (see verify_summary)
     read <dir> <count> [--idle-exit ms] [--on-gap raise|skip] [--go FILE]
         one line per record "<position> <meta> <payload hex>", then
         "END <n> lost=<n> skipped=<n>" (or "GAP <lost_from> <lost_to> <lost>")
@@ -17,8 +26,63 @@ import struct
 import sys
 import time
 
-from mappedbus_py import (BusGapError, MappedBusReader, MappedBusWriter, PriceUpdate,
-                          RollingBusReader, RollingBusWriter)
+import numpy
+
+from mappedbus_py import (BusGapError, BusReplacedError, MappedBusReader, MappedBusWriter,
+                          PriceUpdate, RecordsRolledBackError, RollingBusReader,
+                          RollingBusWriter)
+
+# The order-sensitive hash of a reader's sequence of records: h = h * HASH_P + v (mod 2^64)
+# per record, v = its 8 payload bytes as a little-endian uint64 (writer id | i << 32).
+HASH_P = 0x100000001B3
+_MASK = (1 << 64) - 1
+_CHUNK = 1 << 16
+# _POWS[j] = HASH_P ** j mod 2^64; reversed, it weighs a chunk's records oldest first.
+_POWS = numpy.empty(_CHUNK, dtype=numpy.uint64)
+_POWS[0] = 1
+for _j in range(1, _CHUNK):
+    _POWS[_j] = (int(_POWS[_j - 1]) * HASH_P) & _MASK
+
+
+class Verifier:
+    """Counts, per-writer order and the hash of (writer id, i) records, a chunk at a time."""
+
+    def __init__(self):
+        self.n = 0
+        self.hash = 0
+        self.bad = 0                # a writer's i not above its previous one
+        self.writers = {}           # writer id -> [count, first i, last i]
+
+    def add(self, v):
+        """``v``: uint64 array of payloads, in read order."""
+        n = len(v)
+        if n == 0:
+            return
+        s = int(numpy.sum(v * _POWS[n - 1::-1], dtype=numpy.uint64))
+        self.hash = (self.hash * pow(HASH_P, n, 1 << 64) + s) & _MASK
+        self.n += n
+        pairs = v.view("<i4").reshape(n, 2)
+        order = numpy.argsort(pairs[:, 0], kind="stable")
+        wid, seq = pairs[order, 0], pairs[order, 1]
+        same = wid[1:] == wid[:-1]
+        self.bad += int(numpy.count_nonzero(same & (seq[1:] <= seq[:-1])))
+        starts = numpy.flatnonzero(numpy.r_[True, ~same])
+        ends = numpy.r_[starts[1:], n]
+        for a, b in zip(starts.tolist(), ends.tolist()):
+            w, first, last = int(wid[a]), int(seq[a]), int(seq[b - 1])
+            st = self.writers.get(w)
+            if st is None:
+                self.writers[w] = [b - a, first, last]
+            else:
+                if first <= st[2]:
+                    self.bad += 1
+                st[0] += b - a
+                st[2] = last
+
+    def summary(self, skipped, lost):
+        ws = ",".join(f"{w}:{c}:{f}:{l}" for w, (c, f, l) in sorted(self.writers.items()))
+        return (f"VERIFY n={self.n} skipped={skipped} lost={lost} hash={self.hash:016x} "
+                f"bad={self.bad} writers={ws}")
 
 
 def _gate(go):
@@ -37,6 +101,10 @@ def main(argv):
     p.add_argument("--idle-exit", type=int, default=5000)
     p.add_argument("--on-gap", default="raise")
     p.add_argument("--go")
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--timeout", type=int, default=2000)
+    p.add_argument("--stop-file")
+    p.add_argument("--start", type=int)
     a = p.parse_args(argv)
     out = sys.stdout
     if a.cmd == "write":
@@ -45,10 +113,23 @@ def main(argv):
         committed = 0
         with RollingBusWriter(a.path, ss, rs, retain_segments=a.retain_segments) as w:
             _gate(a.go)
-            for i in range(count):
-                struct.pack_into("<ii", rec, 0, wid, i)
-                committed += w.write(rec)
+            if a.batch > 1:
+                rows = numpy.empty((a.batch, 2), dtype="<i4")
+                rows[:, 0] = wid
+                for i in range(0, count, a.batch):
+                    part = rows[:min(a.batch, count - i)]
+                    part[:, 1] = numpy.arange(i, i + len(part))
+                    try:
+                        committed += w.write_batch(part, 8)
+                    except RecordsRolledBackError as e:
+                        committed += e.committed
+            else:
+                for i in range(count):
+                    struct.pack_into("<ii", rec, 0, wid, i)
+                    committed += w.write(rec)
         print(f"wrote {count} committed {committed}", flush=True)
+    elif a.cmd == "verify":
+        verify(a)
     elif a.cmd == "read":
         (count,) = a.rest
         lines, n = [], 0
@@ -117,6 +198,38 @@ def main(argv):
         t1 = time.perf_counter()
         assert m.price == count - 1, m
         print(f"read {n} {t1 - t0:.6f}", flush=True)
+
+
+def verify(a):
+    ss, rs = a.rest
+    ver = Verifier()
+    buf = numpy.empty(_CHUNK, dtype="<u8")
+    end = None
+    with RollingBusReader(a.path, ss, rs, timeout=a.timeout, start=a.start,
+                          on_gap=a.on_gap) as r:
+        print("ready", flush=True)
+        t_first = t_last = None
+        idle_since = time.monotonic()
+        try:
+            while True:
+                n = r.read_batch(buf, timeout=0.05)
+                now = time.monotonic()
+                if n:
+                    ver.add(buf[:n])
+                    t_first = now if t_first is None else t_first
+                    t_last = idle_since = now
+                elif (now - idle_since) * 1000 >= a.idle_exit and (
+                        a.stop_file is None or os.path.exists(a.stop_file)):
+                    break
+        except BusGapError as e:
+            end = f"GAP {e.lost_from} {e.lost_to} {e.lost}"
+        except BusReplacedError:
+            end = "REPLACED"
+        if end:
+            print(end)
+        cpu = sum(os.times()[:2])
+        print(f"RATE {ver.n} {(t_last - t_first) if t_first else 0:.6f} {cpu:.3f}")
+        print(ver.summary(r.skipped, r.lost), flush=True)
 
 
 if __name__ == "__main__":
