@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import time
 
 import pytest
@@ -82,3 +83,48 @@ def test_java_reader_and_writer_survive_truncation_and_replacement(java, tmp_pat
         for f in (path, path + ".meta", path + ".new"):
             if os.path.exists(f):
                 os.unlink(f)
+
+
+def _as_nobody(argv):
+    """Runs argv as uid/gid 65534 (another user than the test's, which is root in CI)."""
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        pytest.skip("needs root and setpriv to act as another user")
+    subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", *argv], check=True,
+                   timeout=30)
+
+
+def test_java_refuses_files_another_user_planted(java, tmp_path):
+    # A sticky world-writable directory, as /dev/shm and /tmp are: anyone may plant names in it.
+    shared = f"/dev/shm/mb-jhostile-{os.getpid()}"
+    victim_dir = tmp_path / "victim"
+    victim_dir.mkdir()
+    victim = victim_dir / "precious"
+    victim.write_bytes(b"do not touch" * 1000)
+    before = victim.read_bytes()
+    os.chmod(victim_dir, 0o755)
+    os.mkdir(shared)
+    os.chmod(shared, 0o1777)
+    try:
+        links = [f"{shared}/link{i}.bus" for i in range(2)]
+        foreign = f"{shared}/foreign.bus"
+        _as_nobody([sys.executable, "-c", (
+            "import os, sys\n"
+            "for p in sys.argv[2:4]: os.symlink(sys.argv[1], p)\n"
+            "fd = os.open(sys.argv[4], os.O_CREAT | os.O_RDWR, 0o666)\n"
+            "os.fchmod(fd, 0o666); os.ftruncate(fd, 8192); os.close(fd)\n"
+            "os.symlink(sys.argv[1], sys.argv[4] + '.meta')\n"),
+            str(victim), *links, foreign])
+        cmds = []
+        for p in links + [foreign]:
+            cmds += [("write-bytes", p, 8192, 8, 1, 1), ("read", p, 8192, 8, 1)]
+        for args in cmds:
+            res = subprocess.run(jvm.java_command(procs.BUS_TOOL, *args), capture_output=True, text=True,
+                                 timeout=60)
+            assert res.returncode != 0, f"BusTool {args} accepted a planted file: {res.stdout}"
+            assert "UnsafeBusFileException" in res.stderr and args[1] in res.stderr, res.stderr
+            assert "symbolic link" in res.stderr or "owned by uid 65534" in res.stderr, res.stderr
+        assert victim.read_bytes() == before
+        assert os.stat(foreign).st_size == 8192 and open(foreign, "rb").read() == bytes(8192)
+        assert not os.path.exists(links[0] + ".meta")
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
