@@ -241,7 +241,8 @@ cdef class MappedFile:
                 os.ftruncate(fd, size)
         except OSError as e:
             if e.errno == errno.ENOSPC:
-                why = "the device is full or too small"
+                raise OSError(e.errno, f"no space to reserve {size} bytes for the bus file "
+                              f"(the device is full or too small)", self.path) from None
             elif e.errno == errno.EFBIG:
                 why = "a file size limit: ulimit -f, or the file system's"
             elif e.errno in (errno.ESPIPE, errno.EINVAL, errno.EPERM, errno.EOPNOTSUPP):
@@ -249,7 +250,7 @@ cdef class MappedFile:
                       "/sys file?)"
             else:
                 why = e.strerror
-            raise OSError(e.errno, f"cannot make the bus file {size} bytes long ({why})",
+            raise OSError(e.errno, f"cannot grow the bus file to {size} bytes ({why})",
                           self.path) from None
 
     cdef _map(self, int fd, int64_t size, bint prefault):

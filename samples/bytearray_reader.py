@@ -8,9 +8,11 @@ io.mappedbuspy.samples.ByteArrayReader does:
     Read: 19 bytes: "writer 0 message 10"
 """
 import argparse
+import contextlib
 import os
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from mappedbus_py import BusFullError, MappedBusReader  # noqa: E402
@@ -28,6 +30,19 @@ def describe(data):
     return f"{len(data)} bytes: {data.hex()}"
 
 
+def open_when_created(path, timeout):
+    """The reader, once a writer has created the bus (readers never create one); None if
+    none did within ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return MappedBusReader(path, FILE_SIZE, RECORD_SIZE).open()
+        except FileNotFoundError:
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.01)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--count", type=int, default=0,
@@ -39,8 +54,9 @@ def main(argv=None):
 
     buf = bytearray(RECORD_SIZE)  # one buffer, reused: read_buffer copies into it
     n = 0
-    with MappedBusReader(a.path, FILE_SIZE, RECORD_SIZE) as reader:
-        while a.count <= 0 or n < a.count:
+    reader = open_when_created(a.path, a.timeout)
+    with reader or contextlib.nullcontext():
+        while reader is not None and (a.count <= 0 or n < a.count):
             try:
                 if not reader.wait(a.timeout):
                     break

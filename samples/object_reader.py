@@ -8,9 +8,11 @@ reader (Python or Java, io.mappedbuspy.samples.ObjectReader) prints the same lin
     Read: PriceUpdate [source=0, price=20, quantity=40]
 """
 import argparse
+import contextlib
 import os
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from mappedbus_py import BusFullError, MappedBusReader, PriceUpdate  # noqa: E402
@@ -19,6 +21,19 @@ SHM = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
 DEFAULT_PATH = os.path.join(SHM, "mappedbus-sample-prices")
 FILE_SIZE = 2_000_000
 RECORD_SIZE = 12
+
+
+def open_when_created(path, timeout):
+    """The reader, once a writer has created the bus (readers never create one); None if
+    none did within ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return MappedBusReader(path, FILE_SIZE, RECORD_SIZE).open()
+        except FileNotFoundError:
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.01)
 
 
 def main(argv=None):
@@ -32,8 +47,9 @@ def main(argv=None):
 
     msg = PriceUpdate()
     n = 0
-    with MappedBusReader(a.path, FILE_SIZE, RECORD_SIZE) as reader:
-        while a.count <= 0 or n < a.count:
+    reader = open_when_created(a.path, a.timeout)
+    with reader or contextlib.nullcontext():
+        while reader is not None and (a.count <= 0 or n < a.count):
             try:
                 if not reader.wait(a.timeout):
                     break

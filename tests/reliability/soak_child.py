@@ -59,8 +59,13 @@ def reader(d, rid, writers, per_epoch):
     k = 0
     while True:
         expect = {w: 0 for w in range(writers)}
-        with MappedBusReader(os.path.join(d, f"epoch-{k}"), file_size(writers, per_epoch),
-                             RECORD) as r:
+        path = os.path.join(d, f"epoch-{k}")
+        deadline = time.monotonic() + 60
+        while not os.path.exists(path):     # readers never create a bus: wait for a writer
+            if time.monotonic() > deadline:
+                sys.exit(f"reader {rid}: epoch {k} never created")
+            time.sleep(0.005)
+        with MappedBusReader(path, file_size(writers, per_epoch), RECORD) as r:
             for _ in range(writers * per_epoch):
                 rec = r.read(timeout=60)
                 if rec is None:

@@ -175,20 +175,21 @@ def test_reader_of_a_0444_bus_reads_it_never_rolls_back_and_says_so(shm_dir, opt
 
 
 @pytest.mark.slow
-def test_truncating_a_live_bus_under_a_reader_kills_it_with_sigbus_documented_limit(shm_dir):
+def test_truncating_a_live_bus_under_a_reader_raises_bus_truncated_not_sigbus(shm_dir):
     """Another process shrinking the file pulls pages from under the mapping: the kernel
-    sends SIGBUS on the next access. Writers and readers here never shrink a file (a test in
-    test_bus.py checks it); a process outside the library that truncates a live bus is not
-    something a mapped reader can survive without a SIGBUS handler, so this pins the limit."""
+    sends SIGBUS on the next access. The library's SIGBUS guard turns that into
+    BusTruncatedError (it used to kill the reader: the documented limit this pinned)."""
     path = str(shm_dir / "bus")
     with MappedBusWriter(path, 100_000, RECORD) as w:
         w.write(b"x")
     code = (f"import sys\nfrom mappedbus_py import MappedBusReader\n"
+            f"from mappedbus_py.errors import BusTruncatedError\n"
             f"r = MappedBusReader({path!r}, 100_000, 8).open()\nprint('open', flush=True)\n"
-            f"sys.stdin.readline()\nr.read(0)\nprint('survived')")
+            f"sys.stdin.readline()\n"
+            f"try:\n    r.read(0)\nexcept BusTruncatedError:\n    print('BusTruncatedError')")
     p = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
                          stdout=subprocess.PIPE, text=True)
     assert p.stdout.readline().strip() == "open"
     os.truncate(path, 0)
     out, _ = p.communicate("go\n", timeout=60)
-    assert p.returncode == -signal.SIGBUS, (p.returncode, out)
+    assert (p.returncode, out.strip()) == (0, "BusTruncatedError")

@@ -49,8 +49,10 @@ def test_four_writers_two_readers_keep_memory_and_descriptors_flat(shm_dir):
             done = min(max(epochs_done(o), default=-1) for o in outs)
             while deleted < done:
                 os.unlink(shm_dir / f"epoch-{deleted}")
+                os.unlink(shm_dir / f"epoch-{deleted}.meta")
                 deleted += 1
-        last = max(int(f.split("-")[1]) for f in os.listdir(shm_dir) if f.startswith("epoch-"))
+        last = max(int(f.split("-")[1]) for f in os.listdir(shm_dir)
+                   if f.startswith("epoch-") and f[6:].isdigit())   # not the .meta files
         stop = shm_dir / "stop.tmp"
         stop.write_text(str(last + 1))
         os.rename(stop, shm_dir / "stop")       # atomic: every process sees the same last epoch
