@@ -108,7 +108,8 @@ def test_java_layout_constants(jar):
     """BusTool layout prints NAME=value for the wire constants (the Python side compares them)."""
     out = subprocess.run(["java", "-cp", jar, "io.mappedbuspy.tools.BusTool", "layout"],
                          capture_output=True, text=True, timeout=60, check=True).stdout
-    constants = dict(line.split("=") for line in out.split())
+    constants = dict(line.split("=", 1) for line in out.splitlines())
     assert constants["FIRST_RECORD_OFFSET"] == "8"
     assert constants["HEADER_SIZE"] == "8"
-    assert len(constants) == 11
+    assert constants["META_MAGIC"] == "# mappedbus bus metadata"
+    assert len(constants) == 19

@@ -42,13 +42,15 @@ public final class LayoutTest {
         assertFalse("27 is not", Layout.isRecordBoundary(27, 10));
     }
 
-    /** describe() prints NAME=value for every constant. */
+    /** describe() prints NAME=value for every constant, the file-name ones included. */
     @Test
     public void describeListsEveryConstant() {
         String d = Layout.describe();
         assertContains(d, "LIMIT_OFFSET=0\n");
         assertContains(d, "FIRST_RECORD_OFFSET=8\n");
         assertContains(d, "DEFAULT_TIMEOUT_MS=2000\n");
-        assertEquals("lines", 11, d.split("\n").length);
+        assertContains(d, "META_MAGIC=# mappedbus bus metadata\n");
+        assertContains(d, "SEGMENT_SUFFIX=.bus\n");
+        assertEquals("lines", 19, d.split("\n").length);
     }
 }
