@@ -5,12 +5,14 @@
         8-byte records (int32 writer_id, int32 i); prints "wrote <count> committed <n>";
         --batch n writes them n at a time with write_batch (one fetch-and-add per batch)
     verify <dir> <segment_size> <record_size> [--timeout ms] [--idle-exit ms] [--stop-file F]
-          [--on-gap raise|skip] [--start pos]
+          [--on-gap raise|skip] [--start pos] [--batch n]
         reads 8-byte (writer id, i) records without printing them: "ready" once open, then
         after the end (idle for --idle-exit ms, once --stop-file exists if given) maybe
         "GAP <lost_from> <lost_to> <lost>" or "REPLACED", then "RATE <n> <seconds first to last
         record> <cpu seconds>" and the
-        summary line, the same as the Java RollingVerify prints (see verify_summary)
+        summary line, the same as the Java RollingVerify prints (see Verifier); read_batch
+        takes up to --batch records a call (default 65536; 1 loses nothing to the
+        read_batch/BusGapError bug described in test_rolling_crash.py)
     read <dir> <count> [--idle-exit ms] [--on-gap raise|skip] [--go FILE]
         one line per record "<position> <meta> <payload hex>", then
         "END <n> lost=<n> skipped=<n>" (or "GAP <lost_from> <lost_to> <lost>")
@@ -101,7 +103,7 @@ def main(argv):
     p.add_argument("--idle-exit", type=int, default=5000)
     p.add_argument("--on-gap", default="raise")
     p.add_argument("--go")
-    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--batch", type=int)
     p.add_argument("--timeout", type=int, default=2000)
     p.add_argument("--stop-file")
     p.add_argument("--start", type=int)
@@ -113,7 +115,7 @@ def main(argv):
         committed = 0
         with RollingBusWriter(a.path, ss, rs, retain_segments=a.retain_segments) as w:
             _gate(a.go)
-            if a.batch > 1:
+            if (a.batch or 1) > 1:
                 rows = numpy.empty((a.batch, 2), dtype="<i4")
                 rows[:, 0] = wid
                 for i in range(0, count, a.batch):
@@ -203,7 +205,7 @@ def main(argv):
 def verify(a):
     ss, rs = a.rest
     ver = Verifier()
-    buf = numpy.empty(_CHUNK, dtype="<u8")
+    buf = numpy.empty(a.batch or _CHUNK, dtype="<u8")
     end = None
     with RollingBusReader(a.path, ss, rs, timeout=a.timeout, start=a.start,
                           on_gap=a.on_gap) as r:
