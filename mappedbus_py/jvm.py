@@ -1,4 +1,4 @@
-"""The JVM side from Python: the project's jar, ``java`` command lines for its classes, and
+"""The JVM side from Python: the project's jars, ``java`` command lines for its classes, and
 an in-process JVM through JPype.
 
     from mappedbus_py import jvm
@@ -8,22 +8,42 @@ an in-process JVM through JPype.
     with java.MappedBusReader(path, file_size, 12).open() as r:
         ...
 
-The jar is ``build/jvm/mappedbuspy.jar`` of the source tree (built by ``interop/build.sh``
-when missing), or the one in ``$MAPPEDBUS_PY_JARS`` when that names a directory. The JVM is
-``$JAVA_HOME/bin/java`` when set, else ``java`` on ``PATH``.
+The jars (``mappedbuspy.jar``, the core, and ``mappedbuspy-spark.jar``, the Spark connector) are
+looked for, in this order:
+
+1. ``$MAPPEDBUS_PY_JARS``, when set: a directory holding them (an explicit choice wins);
+2. the package's own resources, ``mappedbus_py/jars/`` (an installed wheel carries both);
+3. ``build/jvm/`` of the source tree this module runs from (a checkout), built by
+   ``interop/build.sh`` / ``interop/build_spark.sh`` when missing.
+
+The JVM is ``$JAVA_HOME/bin/java`` when set, else ``java`` on ``PATH``.
 """
+import importlib.resources
 import os
 import pathlib
 import shutil
 import subprocess
+import sys
 import types
 
-__all__ = ("JavaNotFoundError", "jar_path", "build_jars", "java_executable", "java_command",
-           "start_jvm", "java_classes")
+__all__ = ("JavaNotFoundError", "jar_path", "jar_paths", "build_jars", "java_executable",
+           "java_command", "start_jvm", "java_classes")
 
-ROOT = pathlib.Path(__file__).resolve().parent.parent
-BUILD = ROOT / "build" / "jvm"
 JAR_NAME = "mappedbuspy.jar"
+SPARK_JAR_NAME = "mappedbuspy-spark.jar"
+
+
+def _source_root():
+    """The checkout this module runs from, or None when installed (e.g. in site-packages)."""
+    root = pathlib.Path(__file__).resolve().parent.parent
+    if (root / "interop" / "build.sh").is_file() and (root / "pyproject.toml").is_file():
+        return root
+    return None
+
+
+# The source tree (a checkout) and its jar directory; both None for an installed package.
+ROOT = _source_root()
+BUILD = ROOT / "build" / "jvm" if ROOT else None
 
 # Classes java_classes() returns, by short name.
 _CLASSES = {
@@ -65,35 +85,72 @@ def java_executable():
     return found
 
 
-def build_jars():
-    """Run ``interop/build.sh`` (a no-op when the jars are newer than the sources)."""
-    script = ROOT / "interop" / "build.sh"
-    if not script.is_file():
-        raise JavaNotFoundError(f"{script} is missing: the JVM side is built from the source tree; "
-                                "set MAPPEDBUS_PY_JARS to a directory holding a built mappedbuspy.jar")
+def _packaged_jar(name):
+    """``mappedbus_py/jars/<name>`` from the package's resources, or None."""
+    try:
+        jar = importlib.resources.files(__package__ or "mappedbus_py") / "jars" / name
+    except (ModuleNotFoundError, TypeError):
+        return None
+    # Wheels install as plain files, so the resource is a real path the JVM can open.
+    return pathlib.Path(str(jar)) if jar.is_file() else None
+
+
+def build_jars(spark=False):
+    """Build the source tree's jars: ``interop/build.sh``, and ``interop/build_spark.sh`` too when
+    ``spark`` (it compiles against the jars of this interpreter's pyspark). Each script is a no-op
+    when its jars are newer than their sources."""
+    if ROOT is None:
+        raise JavaNotFoundError(
+            f"the jars are not in the package ({pathlib.Path(__file__).parent / 'jars'}) and "
+            f"{pathlib.Path(__file__).parent.parent} is not a source tree to build them in: "
+            "reinstall mappedbus_py from a wheel, or set MAPPEDBUS_PY_JARS to a directory holding "
+            f"{JAR_NAME} and {SPARK_JAR_NAME}")
     if not _jdk_tool("javac"):
-        raise JavaNotFoundError("building the jar needs javac (a JDK 17+, not only a JRE) on PATH "
+        raise JavaNotFoundError("building the jars needs javac (a JDK 17+, not only a JRE) on PATH "
                                 "or in JAVA_HOME")
-    proc = subprocess.run(["bash", str(script)], capture_output=True, text=True)
-    if proc.returncode:
-        raise RuntimeError(f"{script} failed with exit code {proc.returncode}:\n"
-                           f"{proc.stdout}{proc.stderr}")
+    scripts = [ROOT / "interop" / "build.sh"] + ([ROOT / "interop" / "build_spark.sh"] if spark else [])
+    # build_spark.sh finds the pyspark jars through this same interpreter.
+    env = dict(os.environ, PYTHON=sys.executable)
+    for script in scripts:
+        proc = subprocess.run(["bash", str(script)], capture_output=True, text=True, env=env)
+        if proc.returncode:
+            raise RuntimeError(f"{script} failed with exit code {proc.returncode}:\n"
+                               f"{proc.stdout}{proc.stderr}")
+
+
+def _find_jars(names, build):
+    """The jars ``names`` from one place, in the order of the module docstring."""
+    jar_dir = os.environ.get("MAPPEDBUS_PY_JARS")
+    if jar_dir:
+        jars = [pathlib.Path(jar_dir) / name for name in names]
+        missing = [j.name for j in jars if not j.is_file()]
+        if missing:
+            raise JavaNotFoundError(f"MAPPEDBUS_PY_JARS={jar_dir} has no {', '.join(missing)}")
+        return jars
+    packaged = [_packaged_jar(name) for name in names]
+    if all(packaged):
+        return packaged
+    if BUILD is None:
+        build_jars()            # raises: explains where the jars should have been
+    jars = [BUILD / name for name in names]
+    if build and not all(j.is_file() for j in jars):
+        build_jars(spark=SPARK_JAR_NAME in names)
+    missing = [str(j) for j in jars if not j.is_file()]
+    if missing:
+        raise JavaNotFoundError(f"{', '.join(missing)} missing: run `bash interop/build.sh`"
+                                + (" and `bash interop/build_spark.sh`" if SPARK_JAR_NAME in names else ""))
+    return jars
 
 
 def jar_path(build=True):
-    """The project's jar, built first (when ``build``) if it is missing."""
-    jar_dir = os.environ.get("MAPPEDBUS_PY_JARS")
-    if jar_dir:
-        jar = pathlib.Path(jar_dir) / JAR_NAME
-        if not jar.is_file():
-            raise JavaNotFoundError(f"MAPPEDBUS_PY_JARS={jar_dir} has no {JAR_NAME}")
-        return jar
-    jar = BUILD / JAR_NAME
-    if not jar.is_file() and build:
-        build_jars()
-    if not jar.is_file():
-        raise JavaNotFoundError(f"{jar} is missing: run `bash interop/build.sh`")
-    return jar
+    """The core jar (``mappedbuspy.jar``), built first (when ``build``) in a source tree if missing."""
+    return _find_jars([JAR_NAME], build)[0]
+
+
+def jar_paths(build=True):
+    """The core and Spark connector jars, ``[mappedbuspy.jar, mappedbuspy-spark.jar]``, from one
+    place (see the module docstring), built first (when ``build``) in a source tree if missing."""
+    return _find_jars([JAR_NAME, SPARK_JAR_NAME], build)
 
 
 def java_command(main_class, *args, jvm_args=(), classpath=()):

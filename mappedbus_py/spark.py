@@ -20,21 +20,11 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def jar_paths(build=True):
-    """The core and connector jar paths, building them first (``interop/build_spark.sh``) if missing.
-
-    ``MAPPEDBUS_PY_JARS`` (a directory holding both jars) overrides the in-tree ``build/jvm``.
-    """
-    jar_dir = os.environ.get("MAPPEDBUS_PY_JARS") or os.path.join(_ROOT, "build", "jvm")
-    jars = [os.path.join(jar_dir, "mappedbuspy.jar"), os.path.join(jar_dir, "mappedbuspy-spark.jar")]
-    if build and not all(os.path.isfile(j) for j in jars):
-        script = os.path.join(_ROOT, "interop", "build_spark.sh")
-        if not os.path.isfile(script):
-            raise FileNotFoundError(f"jars {jars} are missing and there is no {script} to build them; "
-                                    "set MAPPEDBUS_PY_JARS to a directory holding them")
-        # The build script picks the pyspark jars through this same interpreter.
-        env = dict(os.environ, PYTHON=sys.executable)
-        subprocess.run(["bash", script], check=True, stdout=subprocess.DEVNULL, env=env)
-    return jars
+    """The core and connector jar paths (strings), found as ``mappedbus_py.jvm.jar_paths`` finds
+    them: ``$MAPPEDBUS_PY_JARS``, the installed package's ``jars/``, or the source tree's
+    ``build/jvm`` (built first with ``interop/build_spark.sh`` if missing)."""
+    from . import jvm
+    return [str(j) for j in jvm.jar_paths(build)]
 
 
 def session(app_name="mappedbus", master="local[2]", **conf):
