@@ -2,8 +2,8 @@
 
 1. Two Python and two Java writer processes write ~10 M records through ~77 segments of 2 MiB
    while two Python and two Java readers follow live; writers are SIGKILLed at random moments,
-   Python ones stopped inside a segment creation (MAPPEDBUS_TEST_ROLL_STALL) and Java ones just
-   before a segment boundary (the Java writer has no stall hook); each killed writer is replaced
+   Python ones stopped inside a segment creation (MAPPEDBUS_TEST_ROLL_STALL) and Java ones near
+   a segment boundary (the Java writer has no stall hook); each killed writer is replaced
    by a new one that writes the rest of its share. Every reader prints one summary line
    (rolling_child.py verify / RollingVerify): the four lines must be identical, and agree with
    what the writers report and with a scan of the files.
@@ -59,6 +59,20 @@ def jar():
     return jvm.jar_path(build=False)
 
 
+_children = []
+
+
+@pytest.fixture(autouse=True)
+def _no_child_left(shm_dir):
+    """A failed test leaves no process behind (readers wait for a stop file forever); they
+    are killed before shm_dir is removed."""
+    yield
+    while _children:
+        c = _children.pop()
+        if c.p.poll() is None:
+            c.kill()
+
+
 class Child:
     """A child process whose stdout lines are collected by a thread (no pipe fills up) and
     whose stderr goes to a file, for failure messages."""
@@ -69,6 +83,7 @@ class Child:
         with open(self.err_path, "w") as err:
             self.p = subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE, stderr=err,
                                       text=True, env=env)
+        _children.append(self)
         self.pid = self.p.pid
         self.lines = []
         self._t = threading.Thread(target=self._collect, daemon=True)
@@ -168,14 +183,16 @@ class Run:
     """The writers of test 1: four lanes, each writing SHARE records through a chain of
     writer processes (a killed one is replaced by a new writer id writing the rest)."""
 
-    def __init__(self, bus, logdir, rng):
-        self.bus, self.logdir, self.rng = bus, logdir, rng
+    def __init__(self, bus, logdir):
+        self.bus, self.logdir = bus, logdir
         self.remaining = [SHARE] * len(LANES)
         self.current = [None] * len(LANES)     # (wid, Child, first segment it may write)
         self.writers = {}                      # wid -> dict(lane, lang, state, count, committed)
         self.next_wid = 1
         self.kills = []                        # (kind, wid, lane, segment at the kill)
-        self.stalls_wanted = {0: "before-link", 1: "after-link"}
+        # Lane 0's first writer stops in its first segment creation; lane 1's in the first
+        # one of a writer started mid-run (test: "arm-stall").
+        self.stalls_wanted = {0: "before-link"}
 
     def start(self, lane):
         wid, self.next_wid = self.next_wid, self.next_wid + 1
@@ -250,7 +267,7 @@ def test_mixed_writers_killed_at_random_and_during_rolls_leave_every_reader_the_
         jar, shm_dir, tmp_path):
     seed = int(os.environ.get("MAPPEDBUS_SEED", time.time_ns() % 2**31))
     rng = random.Random(seed)
-    ctx = f"(seed {seed}; MAPPEDBUS_SEED={seed} repeats the kill schedule)"
+    ctx = f"(seed {seed}; MAPPEDBUS_SEED={seed} repeats the random choices)"
     bus = str(shm_dir / "bus.d")
     logdir = str(tmp_path)
     RollingBusWriter(bus, SEG, RS).open().close()       # readers never create the bus
@@ -261,15 +278,17 @@ def test_mixed_writers_killed_at_random_and_during_rolls_leave_every_reader_the_
     readers += [Child(f"reader{k}-java", java_reader(bus, SEG, *opts), logdir) for k in (2, 3)]
     for r in readers:
         r.wait_line("ready", 60)                        # following from the very start
-    run = Run(bus, logdir, rng)
+    run = Run(bus, logdir)
     t_write = time.monotonic()
     for lane in range(len(LANES)):
         run.start(lane)
-    # Java writers are killed just before a boundary (fill >= 98.5%) of these segments or later;
-    # two random kills (any lane) a random delay after these segments start.
-    java_at = {2: rng.randint(8, 20), 3: rng.randint(25, 40)}
-    random_at = sorted(rng.sample(range(12, 55), 2))
+    # Java writers (no stall hook) are killed near a boundary of these segments or later: in
+    # the last 5% of a segment or the first 2% of the next; four random kills (any lane) a
+    # random delay after these segments start.
+    java_at = {2: rng.randint(3, 12), 3: rng.randint(13, 24)}
+    random_at = sorted(rng.sample(range(5, 60), 4))
     pending_random = None
+    arm_stall_at = rng.randint(10, 30)
     deadline = time.monotonic() + 240
     while any(run.current):
         assert time.monotonic() < deadline, f"writers not done after 240 s {ctx}: {run.writers}"
@@ -284,9 +303,15 @@ def test_mixed_writers_killed_at_random_and_during_rolls_leave_every_reader_the_
             elif run.writers[wid]["stall"] and child.has("stalled"):
                 run.kill(lane, f"stall-{run.writers[wid]['stall']}", k)
         for lane, at in list(java_at.items()):
-            if k >= at and limit >= 0.985 * SEG and run.current[lane] is not None:
+            near = limit >= 0.95 * SEG or (k > 0 and limit <= 0.02 * SEG)
+            if k >= at and near and run.current[lane] is not None:
                 run.kill(lane, "java-boundary", k)
                 del java_at[lane]
+        if arm_stall_at is not None and k >= arm_stall_at and run.current[1] is not None:
+            # The replacement of this writer stops inside the next segment it creates.
+            arm_stall_at = None
+            run.stalls_wanted[1] = "after-link"
+            run.kill(1, "arm-stall", k)
         if random_at and k >= random_at[0] and pending_random is None:
             random_at.pop(0)
             pending_random = time.monotonic() + rng.uniform(0, 0.3)
@@ -294,7 +319,7 @@ def test_mixed_writers_killed_at_random_and_during_rolls_leave_every_reader_the_
             pending_random = None
             if run.alive():
                 run.kill(rng.choice(run.alive()), "random", k)
-        time.sleep(0.001)
+        time.sleep(0.0005)
     t_written = time.monotonic()
     with open(stop, "w"):
         pass
