@@ -1,8 +1,37 @@
-"""Only the extension modules; everything else is in pyproject.toml."""
+"""The extension modules and the jars a wheel carries; everything else is in pyproject.toml.
+
+The wheel holds ``mappedbus_py/jars/mappedbuspy.jar`` and ``mappedbuspy-spark.jar``, copied from
+``build/jvm`` of the source tree (or unpacked sdist) at ``build_py`` time:
+
+- the core jar is rebuilt with ``interop/build.sh`` (needs javac) when it is missing or older than
+  its sources;
+- the Spark connector compiles against pyspark's jars, which an isolated build environment does
+  not have. It is rebuilt with ``interop/build_spark.sh`` only when it is missing or older than its
+  sources, and then needs pyspark importable by the building interpreter
+  (``pip wheel --no-build-isolation`` in an environment with pyspark) or ``SPARK_JARS`` naming a
+  Spark ``jars`` directory. Otherwise the prebuilt jar is used as it is: ``scripts/setup.sh`` and
+  ``scripts/wheel.sh`` build it before ``pip wheel``, and the sdist carries it.
+
+``MAPPEDBUS_PY_NO_JARS=1`` builds a wheel without jars (the JVM and Spark helpers then need
+``MAPPEDBUS_PY_JARS``).
+"""
 import os
+import shutil
+import subprocess
+import sys
 
 from Cython.Build import cythonize
 from setuptools import Extension, setup
+from setuptools.command.build_py import build_py
+from setuptools.command.sdist import sdist
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+JVM_OUT = os.path.join(HERE, "build", "jvm")
+JARS = {  # jar -> (build script, sources it is compiled from)
+    "mappedbuspy.jar": ("interop/build.sh", ["interop/build.sh", "interop/src/main"]),
+    "mappedbuspy-spark.jar": ("interop/build_spark.sh",
+                              ["interop/build_spark.sh", "interop/src/main", "interop/src/spark"]),
+}
 
 DEBUG = os.environ.get("MAPPEDBUS_DEBUG") == "1"   # annotate, linetrace, bounds checks
 
@@ -21,7 +50,86 @@ extensions = [
     for name in MODULES
 ]
 
+
+def _newer_source(jar, sources):
+    """A source file newer than ``jar`` (the build scripts' own staleness rule), or None."""
+    jar_time = os.path.getmtime(jar)
+    for source in sources:
+        source = os.path.join(HERE, source)
+        paths = [source] if os.path.isfile(source) else (
+            os.path.join(folder, name) for folder, _, names in os.walk(source) for name in names)
+        for path in paths:
+            if os.path.getmtime(path) > jar_time:
+                return path
+    return None
+
+
+def _spark_jars_dir():
+    """pyspark's jars directory for build_spark.sh: ``SPARK_JARS``, or this interpreter's pyspark."""
+    if os.environ.get("SPARK_JARS"):
+        return os.environ["SPARK_JARS"]
+    try:
+        import pyspark
+    except ImportError:
+        return None
+    return os.path.join(os.path.dirname(pyspark.__file__), "jars")
+
+
+def fresh_jars():
+    """Paths of the two jars in ``build/jvm``, rebuilt first where stale (see the module docstring)."""
+    paths = []
+    for name, (script, sources) in JARS.items():
+        jar = os.path.join(JVM_OUT, name)
+        stale = None if not os.path.isfile(jar) else _newer_source(jar, sources)
+        if not os.path.isfile(jar) or stale:
+            why = f"{jar} is missing" if not os.path.isfile(jar) else f"{stale} is newer than {jar}"
+            env = dict(os.environ, PYTHON=sys.executable)
+            if name == "mappedbuspy-spark.jar":
+                spark_jars = _spark_jars_dir()
+                if not spark_jars:
+                    raise SystemExit(
+                        f"error: {why}, and building the Spark connector needs pyspark's jars: "
+                        "run `bash interop/build_spark.sh` (or scripts/setup.sh) before building the "
+                        "wheel, or build with pyspark importable (pip wheel --no-build-isolation), "
+                        "or set SPARK_JARS to a Spark jars directory")
+                env["SPARK_JARS"] = spark_jars
+            print(f"building jars: {why}", file=sys.stderr)
+            subprocess.run(["bash", os.path.join(HERE, script)], check=True,
+                           stdout=subprocess.DEVNULL, env=env)
+        paths.append(jar)
+    return paths
+
+
+class BuildPyWithJars(build_py):
+    """build_py that also copies the jars into the package (``mappedbus_py/jars/``)."""
+
+    def run(self):
+        super().run()
+        # An editable install runs from the checkout, which finds build/jvm itself.
+        if getattr(self, "editable_mode", False) or os.environ.get("MAPPEDBUS_PY_NO_JARS") == "1":
+            return
+        target = os.path.join(self.build_lib, "mappedbus_py", "jars")
+        os.makedirs(target, exist_ok=True)
+        for jar in fresh_jars():
+            shutil.copyfile(jar, os.path.join(target, os.path.basename(jar)))
+
+
+class SdistWithJars(sdist):
+    """sdist that carries the jars in ``build/jvm`` (which setuptools prunes from the file list),
+    with their times kept, so a wheel built from it needs neither javac nor pyspark."""
+
+    def make_release_tree(self, base_dir, files):
+        super().make_release_tree(base_dir, files)
+        if os.environ.get("MAPPEDBUS_PY_NO_JARS") == "1":
+            return
+        target = os.path.join(base_dir, "build", "jvm")
+        os.makedirs(target, exist_ok=True)
+        for jar in fresh_jars():
+            shutil.copy2(jar, os.path.join(target, os.path.basename(jar)))
+
+
 setup(
+    cmdclass={"build_py": BuildPyWithJars, "sdist": SdistWithJars},
     ext_modules=cythonize(
         extensions,
         annotate=DEBUG,
