@@ -42,7 +42,7 @@ final class BusColumnarReader extends SlotChunks implements PartitionReader<Colu
             switch (f.kinds[c]) {
                 case BusReaderFactory.POSITION:
                     for (int i = 0; i < n; i++) {
-                        v.putLong(i, chunkStart + (long) r[i] * s);
+                        v.putLong(i, p.base + chunkStart + (long) r[i] * s);
                     }
                     break;
                 case BusReaderFactory.META:

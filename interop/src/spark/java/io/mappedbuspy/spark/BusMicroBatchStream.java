@@ -1,47 +1,108 @@
 package io.mappedbuspy.spark;
 
+import io.mappedbuspy.BusGapException;
+import io.mappedbuspy.BusMeta;
 import io.mappedbuspy.Layout;
 import io.mappedbuspy.MappedBusReader;
 import io.mappedbuspy.MappedBusWriter;
+import io.mappedbuspy.RollingBusReader;
 import org.apache.spark.sql.connector.read.InputPartition;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
 import org.apache.spark.sql.connector.read.streaming.MicroBatchStream;
 import org.apache.spark.sql.connector.read.streaming.Offset;
 import org.apache.spark.sql.connector.read.streaming.ReadLimit;
 import org.apache.spark.sql.connector.read.streaming.ReadMaxRows;
+import org.apache.spark.sql.connector.read.streaming.ReportsSourceMetrics;
 import org.apache.spark.sql.connector.read.streaming.SupportsTriggerAvailableNow;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 import java.io.EOFException;
+import java.io.File;
 import java.io.IOException;
 import java.io.UncheckedIOException;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.channels.FileChannel;
+import java.nio.file.Files;
+import java.nio.file.LinkOption;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Optional;
 
 /**
- * Micro-batches of a bus file. Offsets are byte positions of record slots, so a query restarted from its
- * checkpoint re-reads exactly the slots of its last planned batch and goes on from there.
+ * Micro-batches of a bus: a single file, or a rolling bus (a directory of segments). Offsets are positions
+ * of record slots (a rolling bus's are global, {@code segmentIndex * segmentSize + offset}) with the bus's
+ * id, so a query restarted from its checkpoint re-reads exactly the slots of its last planned batch and
+ * goes on from there, and notices when the bus it read is gone.
  *
- * <p>The driver finds each batch's end with a {@link MappedBusReader} (read-write, like any bus reader):
- * the batch stops before the first uncommitted slot; once a slot has stayed uncommitted for
- * {@code timeoutMs} the reader rolls it back (CAS 0 -> 2) and the stream goes past it. Rolled-back slots
- * are skipped. So every slot in a planned batch is settled, and tasks read it read-only.
+ * <p>The driver finds each batch's end with a bus reader (read-write, like any bus reader): the batch stops
+ * before the first uncommitted slot; once a slot has stayed uncommitted for {@code timeoutMs} the reader
+ * rolls it back (CAS 0 -> 2) and the stream goes past it. Rolled-back slots are skipped. So every slot in a
+ * planned batch is settled, and tasks read it read-only, one segment per partition.
+ *
+ * <p>Data loss (records the query has not read are gone): the bus was deleted and recreated (its id
+ * differs from the offset's), or retention removed segments of a rolling bus before they were read. With
+ * {@code failOnDataLoss=true} (the default) the query fails naming the bus, the ids and the range; with
+ * false it goes on (a new bus from its earliest record, a gap from the oldest retained one), logs a
+ * warning and counts the slots in the {@code lostSlots} metric.
  */
-final class BusMicroBatchStream implements MicroBatchStream, SupportsTriggerAvailableNow {
+final class BusMicroBatchStream implements MicroBatchStream, SupportsTriggerAvailableNow, ReportsSourceMetrics {
+    private static final Logger LOG = LoggerFactory.getLogger(BusMicroBatchStream.class);
+    // Extra polls of a running rolling stream that found nothing: the rolling reader looks for the next
+    // segment only every so many polls, and a trigger makes one call.
+    private static final int ROLLING_POLLS = 1024;
+
     private final BusOptions options;
     private final PartitionReaderFactory factory;
+    /** Single-file bus: its logical size; rolling: -1. */
     private final long fileSize;
-    private MappedBusReader reader;
+    /** Rolling bus: its directory; single file: null. */
+    private final RollingSegments segments;
+    private MappedBusReader single;
+    private RollingBusReader rolling;
+    /** The id of the bus the open reader reads (null: no metadata). */
+    private String readerId;
     /** Under Trigger.AvailableNow: the limit when the query started; later records wait for the next run. */
     private long availableNowEnd = Long.MAX_VALUE;
+    /** Record slots this stream knows were lost (failOnDataLoss=false), and up to where they are counted. */
+    private long lostSlots;
+    private long countedTo = -1;
+    private String countedBus;
+    /** Times the stream found another bus at its path than its offsets name. */
+    private long replacedBuses;
+    private String lastReplacedFrom;
 
     BusMicroBatchStream(BusOptions options, PartitionReaderFactory factory) {
         this.options = options;
         this.factory = factory;
-        this.fileSize = options.resolveFileSize(true);
+        if (options.rolling) {
+            this.fileSize = -1;
+            this.segments = new RollingSegments(options);
+        } else {
+            this.fileSize = options.resolveFileSize(true);
+            this.segments = null;
+        }
     }
 
-    private MappedBusReader reader() {
-        if (reader == null) {
-            try {
-                if (!new java.io.File(options.path).exists()) {
+    // -- the driver's reader -------------------------------------------------------------------------
+
+    private void openReader() {
+        try {
+            if (options.rolling) {
+                RollingBusReader r = new RollingBusReader(options.path, options.segmentSize, options.recordSize);
+                r.setTimeout(options.timeoutMs);
+                r.open();
+                rolling = r;
+                readerId = r.busId();
+            } else {
+                if (!new File(options.path).exists()) {
                     // fileSize was given (resolveFileSize checked): a bus reader never creates its file, so
                     // the stream creates it as a writer does, for writers that come later.
                     new MappedBusWriter(options.path, fileSize, options.recordSize).open().close();
@@ -49,34 +110,179 @@ final class BusMicroBatchStream implements MicroBatchStream, SupportsTriggerAvai
                 MappedBusReader r = new MappedBusReader(options.path, fileSize, options.recordSize);
                 r.open();
                 r.setTimeout(options.timeoutMs);
-                reader = r;
-            } catch (IOException e) {
-                throw new UncheckedIOException("mappedbus: cannot open " + options.path, e);
+                single = r;
+                readerId = r.busId();
             }
+        } catch (IOException e) {
+            throw new UncheckedIOException("mappedbus: cannot open " + options.path + ": " + e.getMessage(), e);
         }
-        return reader;
     }
 
-    @Override
-    public Offset initialOffset() {
-        switch (options.startingPosition) {
-            case "earliest":
-                return new BusOffset(Layout.FIRST_RECORD_OFFSET);
-            case "latest":
-                try {
-                    reader().seekToEnd();
-                } catch (IOException e) {
-                    throw new UncheckedIOException(e);
-                }
-                return new BusOffset(Math.min(reader().position(), lastSlotEnd()));
-            default:
-                return new BusOffset(Long.parseLong(options.startingPosition));
+    private void closeReader() {
+        if (single != null) {
+            single.close();
+            single = null;
         }
+        if (rolling != null) {
+            rolling.close();
+            rolling = null;
+        }
+    }
+
+    /** Opens the reader, or reopens it when the path now holds another bus than the one it maps. */
+    private void refreshReader() {
+        if (single == null && rolling == null) {
+            openReader();
+            return;
+        }
+        String now = pathBusId();
+        if (now != null && !now.equals(readerId)) {
+            closeReader();
+            openReader();
+        }
+    }
+
+    /** The id of the bus at the path now, from its metadata; null if none (or no bus). */
+    private String pathBusId() {
+        try {
+            if (options.rolling) {
+                BusMeta m = BusOptions.rollingMeta(options.path);
+                return m == null ? null : m.id();
+            }
+            BusMeta m = BusMeta.read(BusMeta.metaPath(options.path), false);
+            if (m == null || !BusMeta.SINGLE.equals(m.kind())) {
+                return null;
+            }
+            Object ino = Files.getAttribute(Path.of(options.path), "unix:ino", LinkOption.NOFOLLOW_LINKS);
+            return ino.equals(m.inode()) ? m.id() : null;
+        } catch (IOException | RuntimeException e) {
+            return null; // no bus there now (being recreated), or metadata opening the bus will report
+        }
+    }
+
+    private long position() {
+        return options.rolling ? rolling.position() : single.position();
+    }
+
+    /** The position of the oldest record of the bus at the path (a rolling bus's oldest retained one). */
+    private long earliest() {
+        return options.rolling ? segments.earliest() : Layout.FIRST_RECORD_OFFSET;
     }
 
     private long lastSlotEnd() {
         long slot = Layout.slotSize(options.recordSize);
         return Layout.FIRST_RECORD_OFFSET + (fileSize - Layout.FIRST_RECORD_OFFSET) / slot * slot;
+    }
+
+    /** Moves the reader to {@code pos} (only if elsewhere: the reader keeps an uncommitted slot's clock). */
+    private void seek(long pos) throws IOException {
+        if (position() == pos) {
+            return;
+        }
+        if (!options.rolling) {
+            single.seek(pos);
+            return;
+        }
+        for (;;) {
+            try {
+                rolling.seek(pos);
+                return;
+            } catch (BusGapException e) {
+                pos = gap(e);
+            }
+        }
+    }
+
+    private boolean next() throws IOException {
+        if (!options.rolling) {
+            return single.next();
+        }
+        for (;;) {
+            try {
+                return rolling.next();
+            } catch (BusGapException e) {
+                seek(gap(e));
+            }
+        }
+    }
+
+    /** A retention gap met by the reader: fails the query, or counts it and returns where to go on. */
+    private long gap(BusGapException e) {
+        String msg = "mappedbus: data lost on rolling bus " + options.path + " (bus " + readerId + "): positions ["
+                + e.lostFrom() + ", " + e.lostTo() + ") (" + e.lost() + " record slots) were removed by retention "
+                + "before this query read them";
+        if (options.failOnDataLoss) {
+            throw new IllegalStateException(msg + " (option failOnDataLoss=false continues from the oldest "
+                    + "retained record, counting them in the lostSlots metric)", e);
+        }
+        countLost(e.lostFrom(), e.lostTo(), msg + "; continuing at " + e.lostTo() + " (failOnDataLoss=false)");
+        return e.lostTo();
+    }
+
+    /** Counts the slots of {@code [from, to)} of the current bus as lost, once. */
+    private void countLost(long from, long to, String warning) {
+        if (!java.util.Objects.equals(countedBus, readerId)) {
+            countedBus = readerId;
+            countedTo = -1;
+        }
+        long a = Math.max(from, countedTo);
+        if (to <= a) {
+            return;
+        }
+        lostSlots += options.rolling ? segments.slots(a, to) : (to - a) / Layout.slotSize(options.recordSize);
+        countedTo = to;
+        LOG.warn(warning);
+    }
+
+    /**
+     * Where a batch starting at {@code start} begins in the bus the reader reads: {@code start} itself, or,
+     * if the offset names another bus (deleted and recreated), that bus's earliest record (or the query
+     * fails, with failOnDataLoss).
+     */
+    private long startIn(BusOffset start) {
+        if (start.busId == null || start.busId.equals(readerId)) {
+            return start.position; // the same bus, or a checkpoint from before ids: unknown, trusted
+        }
+        String msg = "mappedbus: bus " + options.path + " was replaced: this query's offset is position "
+                + start.position + " of bus " + start.busId + ", but the path now holds bus "
+                + (readerId == null ? "(none: a file without metadata)" : readerId)
+                + " (deleted and recreated); the records of bus " + start.busId + " from position "
+                + start.position + " on that the query had not read are lost (their number is unknown: that bus "
+                + "is gone)";
+        if (options.failOnDataLoss) {
+            throw new IllegalStateException(msg + " (option failOnDataLoss=false reads the new bus from its "
+                    + "earliest record)");
+        }
+        if (!start.json().equals(lastReplacedFrom)) {
+            lastReplacedFrom = start.json();
+            replacedBuses++;
+            LOG.warn(msg + "; reading the new bus from its earliest record (failOnDataLoss=false)");
+        }
+        return earliest();
+    }
+
+    // -- MicroBatchStream ----------------------------------------------------------------------------
+
+    @Override
+    public Offset initialOffset() {
+        refreshReader();
+        try {
+            switch (options.startingPosition) {
+                case "earliest":
+                    return new BusOffset(earliest(), readerId);
+                case "latest":
+                    if (options.rolling) {
+                        rolling.seekToEnd();
+                        return new BusOffset(rolling.position(), readerId);
+                    }
+                    single.seekToEnd();
+                    return new BusOffset(Math.min(single.position(), lastSlotEnd()), readerId);
+                default:
+                    return new BusOffset(Long.parseLong(options.startingPosition), readerId);
+            }
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
     }
 
     @Override
@@ -97,34 +303,37 @@ final class BusMicroBatchStream implements MicroBatchStream, SupportsTriggerAvai
 
     @Override
     public void prepareForTriggerAvailableNow() {
-        MappedBusReader r = reader();
-        long pos = r.position();
+        refreshReader();
+        if (options.rolling) {
+            availableNowEnd = segments.end();
+            return;
+        }
+        long pos = single.position();
         try {
-            r.seekToEnd();
-            availableNowEnd = Math.min(r.position(), lastSlotEnd());
+            single.seekToEnd();
+            availableNowEnd = Math.min(single.position(), lastSlotEnd());
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         } finally {
-            r.seek(pos);
+            single.seek(pos);
         }
     }
 
     @Override
     public Offset latestOffset(Offset startOffset, ReadLimit limit) {
-        long start = ((BusOffset) startOffset).position;
         long max = limit instanceof ReadMaxRows ? ((ReadMaxRows) limit).maxRows() : Long.MAX_VALUE;
-        MappedBusReader r = reader();
-        // Seek only when moved elsewhere: the reader keeps the timer of an uncommitted slot across calls.
-        if (r.position() != start) {
-            r.seek(start);
-        }
+        refreshReader();
         long count = 0;
+        int idle = 0;
         try {
-            while (count < max && r.position() < availableNowEnd) {
-                if (r.next()) {
+            seek(startIn((BusOffset) startOffset));
+            while (count < max && position() < availableNowEnd) {
+                if (next()) {
                     count++;
                 } else if (availableNowEnd == Long.MAX_VALUE) {
-                    break; // a running stream: the next trigger looks again, on the same clock
+                    if (!options.rolling || ++idle > ROLLING_POLLS) {
+                        break; // a running stream: the next trigger looks again, on the same clock
+                    }
                 } else {
                     // Trigger.AvailableNow: every slot below its end was allocated when the query started, so
                     // wait here; the reader rolls a hung run back after one timeout, and the query ends.
@@ -135,18 +344,66 @@ final class BusMicroBatchStream implements MicroBatchStream, SupportsTriggerAvai
             Thread.currentThread().interrupt();
             throw new IllegalStateException("mappedbus: interrupted while waiting for uncommitted slots", e);
         } catch (EOFException e) {
-            // The bus is full: nothing more will come.
+            // A single-file bus is full: nothing more will come.
         } catch (IOException e) {
-            throw new UncheckedIOException(e);
+            throw new UncheckedIOException("mappedbus: cannot read " + options.path + ": " + e.getMessage(), e);
         }
-        return new BusOffset(r.position());
+        return new BusOffset(position(), readerId);
     }
 
     @Override
     public InputPartition[] planInputPartitions(Offset start, Offset end) {
-        long s = ((BusOffset) start).position;
-        long e = ((BusOffset) end).position;
-        return BusPartition.split(options, fileSize, s, e, false);
+        BusOffset s = (BusOffset) start;
+        BusOffset e = (BusOffset) end;
+        refreshReader();
+        if (e.busId != null && !e.busId.equals(readerId)) {
+            // The batch was planned (before a restart) on a bus that is gone: its slots are another bus's now.
+            String msg = "mappedbus: bus " + options.path + " was replaced: the batch [" + s.position + ", "
+                    + e.position + ") of bus " + e.busId + " cannot be read, the path now holds bus "
+                    + (readerId == null ? "(none: a file without metadata)" : readerId) + " (deleted and recreated)";
+            if (options.failOnDataLoss) {
+                throw new IllegalStateException(msg + " (option failOnDataLoss=false skips it and reads the new "
+                        + "bus from its earliest record)");
+            }
+            String was = readerId;
+            readerId = e.busId; // count against the old bus
+            countLost(s.position, e.position, msg + "; skipped (failOnDataLoss=false)");
+            readerId = was;
+            return new InputPartition[0];
+        }
+        long from = s.busId != null && e.busId != null && !s.busId.equals(e.busId) ? earliest() : s.position;
+        if (!options.rolling) {
+            return BusPartition.split(options, options.path, fileSize, 0, from, e.position, false);
+        }
+        return planRolling(from, e.position);
+    }
+
+    /** Partitions of {@code [from, to)} of a rolling bus, one segment at a time. */
+    private InputPartition[] planRolling(long from, long to) {
+        long ss = options.segmentSize;
+        List<InputPartition> parts = new ArrayList<>();
+        for (long k = from / ss; k <= to / ss; k++) {
+            long lo = k == from / ss ? from % ss : Layout.FIRST_RECORD_OFFSET;
+            long hi = k == to / ss ? to % ss : segments.segmentEnd();
+            if (hi <= lo) {
+                continue;
+            }
+            if (!segments.exists(k)) {
+                long a = k * ss + lo;
+                long b = k * ss + hi;
+                String msg = "mappedbus: data lost on rolling bus " + options.path + " (bus " + readerId
+                        + "): positions [" + a + ", " + b + ") (" + segments.slots(a, b) + " record slots) of a "
+                        + "planned batch were removed by retention before this query read them";
+                if (options.failOnDataLoss) {
+                    throw new IllegalStateException(msg + " (option failOnDataLoss=false skips them, counting "
+                            + "them in the lostSlots metric)");
+                }
+                countLost(a, b, msg + "; skipped (failOnDataLoss=false)");
+                continue;
+            }
+            parts.addAll(Arrays.asList(BusPartition.split(options, segments.path(k), ss, k * ss, lo, hi, false)));
+        }
+        return parts.toArray(new InputPartition[0]);
     }
 
     @Override
@@ -156,15 +413,54 @@ final class BusMicroBatchStream implements MicroBatchStream, SupportsTriggerAvai
 
     @Override
     public void commit(Offset end) {
-        // Nothing to release: records stay in the file for every other reader.
+        // Nothing to release: records stay in the bus for every other reader.
+    }
+
+    /**
+     * {@code lostSlots}: record slots lost (failOnDataLoss=false); {@code replacedBuses}: times the path held
+     * another bus than the offsets named (its unread records are lost, uncounted); {@code recordsBehindLimit}:
+     * slots between the latest consumed offset and the bus's limit.
+     */
+    @Override
+    public Map<String, String> metrics(Optional<Offset> latestConsumedOffset) {
+        Map<String, String> m = new HashMap<>();
+        m.put("lostSlots", Long.toString(lostSlots));
+        m.put("replacedBuses", Long.toString(replacedBuses));
+        if (latestConsumedOffset.isPresent()) {
+            BusOffset o = (BusOffset) latestConsumedOffset.get();
+            long behind = -1;
+            try {
+                behind = recordsBehind(o.position);
+            } catch (RuntimeException e) {
+                // the bus is being replaced: no number this time
+            }
+            if (behind >= 0) {
+                m.put("recordsBehindLimit", Long.toString(behind));
+            }
+        }
+        return m;
+    }
+
+    private long recordsBehind(long consumed) {
+        if (options.rolling) {
+            return segments.slots(consumed, segments.end());
+        }
+        ByteBuffer b = ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN);
+        try (FileChannel ch = FileChannel.open(Path.of(options.path), StandardOpenOption.READ,
+                LinkOption.NOFOLLOW_LINKS)) {
+            ch.read(b, Layout.LIMIT_OFFSET);
+        } catch (NoSuchFileException e) {
+            return -1;
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+        long limit = Math.min(b.getLong(0), lastSlotEnd());
+        return Math.max(0, (limit - consumed) / Layout.slotSize(options.recordSize));
     }
 
     @Override
     public void stop() {
-        if (reader != null) {
-            reader.close();
-            reader = null;
-        }
+        closeReader();
     }
 
     @Override

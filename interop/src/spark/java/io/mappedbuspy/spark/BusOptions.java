@@ -43,6 +43,16 @@ public final class BusOptions implements Serializable {
     final int batchSize;
     final boolean waitUncommitted;
     final boolean checkHost;
+    /** True for a rolling bus: {@code path} is its directory (with a {@code bus.meta}, or to be created). */
+    final boolean rolling;
+    /** Rolling bus: every segment's logical size (from bus.meta, or the option for a new bus); else -1. */
+    final long segmentSize;
+    /** Rolling bus creation: retention (0 = no limit), stored in bus.meta by the first writer. */
+    final long retainSegments;
+    final long retainBytes;
+    final long retainAgeMs;
+    /** Streaming: fail the query when records it had not read are gone (default, as Kafka's option). */
+    final boolean failOnDataLoss;
 
     private BusOptions(Map<String, String> raw) {
         Map<String, String> o = new HashMap<>();
@@ -57,17 +67,51 @@ public final class BusOptions implements Serializable {
         String spec = o.get("layout");
         layout = spec == null || spec.trim().isEmpty() || spec.trim().equalsIgnoreCase("raw")
                 ? null : BusLayout.parse(spec, typeId);
-        if (o.containsKey("recordsize")) {
-            recordSize = intOpt(o, "recordsize", 0, 1);
-        } else if (layout != null) {
-            recordSize = layout.size();
+        io.mappedbuspy.BusMeta rollingMeta = rollingMeta(path);
+        long segOpt = longOpt(o, "segmentsize", -1, Layout.FIRST_RECORD_OFFSET + 1);
+        rolling = rollingMeta != null || segOpt > 0;
+        if (rollingMeta != null) {
+            // The sizes of a rolling bus are in its bus.meta: an option that says otherwise is a mistake.
+            String metaPath = path + java.io.File.separator + Layout.META_FILE;
+            if (o.containsKey("recordsize") && intOpt(o, "recordsize", 0, 1) != rollingMeta.recordSize()) {
+                throw new IllegalArgumentException("mappedbus: option recordSize " + intOpt(o, "recordsize", 0, 1)
+                        + " differs from recordSize " + rollingMeta.recordSize() + " of rolling bus " + path
+                        + " (" + metaPath + ", bus " + rollingMeta.id() + ")");
+            }
+            if (segOpt > 0 && segOpt != rollingMeta.segmentSize()) {
+                throw new IllegalArgumentException("mappedbus: option segmentSize " + segOpt + " differs from "
+                        + "segmentSize " + rollingMeta.segmentSize() + " of rolling bus " + path + " ("
+                        + metaPath + ", bus " + rollingMeta.id() + ")");
+            }
+            recordSize = rollingMeta.recordSize();
+            segmentSize = rollingMeta.segmentSize();
         } else {
-            throw new IllegalArgumentException("mappedbus: option 'recordSize' is required (the payload size "
-                    + "every process using " + path + " was given)");
+            if (o.containsKey("recordsize")) {
+                recordSize = intOpt(o, "recordsize", 0, 1);
+            } else if (layout != null) {
+                recordSize = layout.size();
+            } else {
+                throw new IllegalArgumentException("mappedbus: option 'recordSize' is required (the payload size "
+                        + "every process using " + path + " was given)");
+            }
+            segmentSize = segOpt;
+            if (!rolling && java.nio.file.Files.isDirectory(java.nio.file.Path.of(path),
+                    java.nio.file.LinkOption.NOFOLLOW_LINKS)) {
+                throw new IllegalArgumentException("mappedbus: " + path + " is a directory without "
+                        + Layout.META_FILE + ": not a rolling bus (give option 'segmentSize' to create one there)");
+            }
         }
         if (layout != null && layout.size() > recordSize) {
             throw new IllegalArgumentException("mappedbus: layout " + layout + " needs " + layout.size()
                     + " payload bytes but recordSize is " + recordSize);
+        }
+        retainSegments = longOpt(o, "retainsegments", 0, 0);
+        retainBytes = longOpt(o, "retainbytes", 0, 0);
+        retainAgeMs = longOpt(o, "retainagems", 0, 0);
+        failOnDataLoss = boolOpt(o, "failondataloss", true);
+        if (rolling && o.containsKey("filesize")) {
+            throw new IllegalArgumentException("mappedbus: " + path + " is a rolling bus: its segments have "
+                    + "segmentSize bytes, option 'fileSize' does not apply");
         }
         fileSize = o.containsKey("filesize") ? longOpt(o, "filesize", -1, Layout.FIRST_RECORD_OFFSET
                 + Layout.slotSize(recordSize)) : -1;
@@ -83,9 +127,12 @@ public final class BusOptions implements Serializable {
             } catch (NumberFormatException e) {
                 p = -1;
             }
-            if (!Layout.isRecordBoundary(p, recordSize)) {
+            boolean ok = rolling ? p >= 0 && Layout.isRecordBoundary(p % segmentSize, recordSize)
+                    : Layout.isRecordBoundary(p, recordSize);
+            if (!ok) {
                 throw new IllegalArgumentException("mappedbus: startingPosition must be earliest, latest or a "
-                        + "record offset (8 + k * " + Layout.slotSize(recordSize) + "), got '"
+                        + "record " + (rolling ? "position (segment * " + segmentSize + " + 8 + k * "
+                        : "offset (8 + k * ") + Layout.slotSize(recordSize) + "), got '"
                         + o.get("startingposition") + "'");
             }
         }
@@ -110,6 +157,30 @@ public final class BusOptions implements Serializable {
      */
     public static BusOptions parse(Map<String, String> options) {
         return new BusOptions(options);
+    }
+
+    /**
+     * The bus.meta of a rolling bus at {@code path}, or null if {@code path} is not a directory holding one.
+     *
+     * @throws IllegalArgumentException if it holds a metadata file that is not a rolling bus's or not trusted
+     */
+    static io.mappedbuspy.BusMeta rollingMeta(String path) {
+        java.nio.file.Path dir = java.nio.file.Path.of(path);
+        if (!java.nio.file.Files.isDirectory(dir, java.nio.file.LinkOption.NOFOLLOW_LINKS)) {
+            return null;
+        }
+        java.nio.file.Path metaPath = dir.resolve(Layout.META_FILE);
+        io.mappedbuspy.BusMeta m;
+        try {
+            m = io.mappedbuspy.BusMeta.read(metaPath, false);
+        } catch (java.io.IOException e) {
+            throw new IllegalArgumentException("mappedbus: cannot read " + metaPath + ": " + e.getMessage(), e);
+        }
+        if (m != null && !io.mappedbuspy.BusMeta.ROLLING.equals(m.kind())) {
+            throw new IllegalArgumentException("mappedbus: " + metaPath + " describes a " + m.kind()
+                    + " bus, not a rolling one");
+        }
+        return m;
     }
 
     /** @return the read schema: position, meta, then payload or the layout's fields */
@@ -143,7 +214,39 @@ public final class BusOptions implements Serializable {
             }
             return -1;
         }
-        // The metadata of a bus this project created records the exact file size (the length is rounded up).
+        long m = metaFileSize(f);
+        return m > 0 ? m : f.length();
+    }
+
+    /**
+     * The logical file size for a write: the option, or the size the bus's metadata records. A file's
+     * length is rounded up to a page, so without either the writer would use another end than the
+     * bus's other processes (whose readers then miss what it writes past their end).
+     *
+     * @return the size in bytes
+     * @throws IllegalArgumentException if neither gives the size
+     */
+    long writeFileSize() {
+        if (fileSize > 0) {
+            return fileSize;
+        }
+        File f = new File(path);
+        if (!f.isFile()) {
+            throw new IllegalArgumentException("mappedbus: bus file " + path + " does not exist (give "
+                    + "option 'fileSize' to create it)");
+        }
+        long m = metaFileSize(f);
+        if (m <= 0) {
+            throw new IllegalArgumentException("mappedbus: bus file " + path + " has no metadata ("
+                    + path + Layout.META_SUFFIX + ") recording its logical size, and its length (" + f.length()
+                    + " bytes) is rounded up to a page: give option 'fileSize', the size every process "
+                    + "using it was given, to write to it");
+        }
+        return m;
+    }
+
+    /** The file size recorded by the metadata of a bus this project created, or -1 (none, or not this file's). */
+    private long metaFileSize(File f) {
         try {
             io.mappedbuspy.BusMeta meta = io.mappedbuspy.BusMeta.read(io.mappedbuspy.BusMeta.metaPath(path), false);
             Object ino = java.nio.file.Files.getAttribute(f.toPath(), "unix:ino", java.nio.file.LinkOption.NOFOLLOW_LINKS);
@@ -153,7 +256,7 @@ public final class BusOptions implements Serializable {
         } catch (java.io.IOException | RuntimeException e) {
             // unreadable or untrusted metadata: opening the bus reports it
         }
-        return f.length();
+        return -1;
     }
 
     private static String get(Map<String, String> o, String key) {

@@ -21,6 +21,9 @@ final class BusPartition implements InputPartition {
     final String path;
     final long fileSize;
     final int recordSize;
+    /** Global position of the file's offset 0: a rolling bus's segment index times its size; 0 otherwise. */
+    final long base;
+    /** File offsets (in {@link #path}) of the first slot and past the last one. */
     final long start;
     final long end;
     /** True when the range may hold slots still uncommitted (uncommitted=wait): they are skipped. */
@@ -30,11 +33,12 @@ final class BusPartition implements InputPartition {
     /** InetAddress host name of the planning node, checked by the task (null: no check). */
     final String requiredHost;
 
-    BusPartition(String path, long fileSize, int recordSize, long start, long end, boolean skipUncommitted,
-                 String preferredHost, String requiredHost) {
+    BusPartition(String path, long fileSize, int recordSize, long base, long start, long end,
+                 boolean skipUncommitted, String preferredHost, String requiredHost) {
         this.path = path;
         this.fileSize = fileSize;
         this.recordSize = recordSize;
+        this.base = base;
         this.start = start;
         this.end = end;
         this.skipUncommitted = skipUncommitted;
@@ -53,20 +57,23 @@ final class BusPartition implements InputPartition {
 
     @Override
     public String toString() {
-        return "BusPartition[" + path + " " + start + ".." + end + "]";
+        return "BusPartition[" + path + " " + start + ".." + end + (base == 0 ? "" : " at " + base) + "]";
     }
 
     /**
      * Splits {@code [start, end)} into partitions by record count.
      *
      * @param o        options (recordsPerPartition, numPartitions, checkHost)
+     * @param path     the file (a rolling bus's segment: partitions never span segments)
      * @param fileSize the logical file size
+     * @param base     the global position of the file's offset 0
      * @param start    first slot offset
      * @param end      offset past the last slot
      * @param skipUncommitted see {@link #skipUncommitted}
      * @return the partitions, in file order (none for an empty range)
      */
-    static BusPartition[] split(BusOptions o, long fileSize, long start, long end, boolean skipUncommitted) {
+    static BusPartition[] split(BusOptions o, String path, long fileSize, long base, long start, long end,
+                                boolean skipUncommitted) {
         long slot = Layout.slotSize(o.recordSize);
         long n = (end - start) / slot;
         if (n <= 0) {
@@ -87,7 +94,7 @@ final class BusPartition implements InputPartition {
         for (long k = 0; k < n; k += per) {
             long s = start + k * slot;
             long e = start + Math.min(n, k + per) * slot;
-            parts.add(new BusPartition(o.path, fileSize, o.recordSize, s, e, skipUncommitted, preferred, required));
+            parts.add(new BusPartition(path, fileSize, o.recordSize, base, s, e, skipUncommitted, preferred, required));
         }
         return parts.toArray(new BusPartition[0]);
     }

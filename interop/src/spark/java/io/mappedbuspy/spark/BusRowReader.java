@@ -32,7 +32,7 @@ final class BusRowReader extends SlotChunks implements PartitionReader<InternalR
             int off = base + Layout.PAYLOAD_OFFSET + f.offsets[c];
             switch (f.kinds[c]) {
                 case BusReaderFactory.POSITION:
-                    values[c] = chunkStart + base;
+                    values[c] = p.base + chunkStart + base;
                     break;
                 case BusReaderFactory.META:
                     values[c] = (int) INT.get(buf, base + Layout.METADATA_OFFSET);

@@ -12,6 +12,10 @@ import org.apache.spark.sql.types.StructType;
 
 import java.io.IOException;
 import java.io.UncheckedIOException;
+import java.nio.file.NoSuchFileException;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
 
 /**
  * A batch or micro-batch scan of a bus file.
@@ -54,14 +58,47 @@ final class BusScan implements Scan, Batch {
 
     @Override
     public InputPartition[] planInputPartitions() {
+        if (options.rolling) {
+            return planRolling();
+        }
         long fileSize = options.resolveFileSize(true);
         try (MemoryMappedFile m = new MemoryMappedFile(options.path, fileSize, true)) {
-            long[] range = settledRange(m, options, fileSize);
-            return BusPartition.split(options, fileSize, Layout.FIRST_RECORD_OFFSET, range[0],
+            long[] range = settledRange(m, options, options.path, fileSize);
+            return BusPartition.split(options, options.path, fileSize, 0, Layout.FIRST_RECORD_OFFSET, range[0],
                     range[1] != 0);
         } catch (IOException e) {
             throw new UncheckedIOException("mappedbus: cannot plan a read of " + options.path, e);
         }
+    }
+
+    /**
+     * A rolling bus: each retained segment in order, planned as a single file; partitions never span
+     * segments. {@code uncommitted=stop} ends the whole read at the first uncommitted slot.
+     */
+    private InputPartition[] planRolling() {
+        if (BusOptions.rollingMeta(options.path) == null) {
+            throw new IllegalArgumentException("mappedbus: no rolling bus at " + options.path + " (no "
+                    + Layout.META_FILE + ")");
+        }
+        RollingSegments bus = new RollingSegments(options);
+        List<InputPartition> parts = new ArrayList<>();
+        for (long k : bus.list()) {
+            String seg = bus.path(k);
+            long[] range;
+            try (MemoryMappedFile m = new MemoryMappedFile(seg, options.segmentSize, true)) {
+                range = settledRange(m, options, seg, options.segmentSize);
+            } catch (NoSuchFileException e) {
+                continue; // removed by retention since the listing: the read starts at a later segment
+            } catch (IOException e) {
+                throw new UncheckedIOException("mappedbus: cannot plan a read of " + seg, e);
+            }
+            parts.addAll(Arrays.asList(BusPartition.split(options, seg, options.segmentSize,
+                    k * options.segmentSize, Layout.FIRST_RECORD_OFFSET, range[0], range[1] != 0)));
+            if (range[2] != 0) {
+                break;
+            }
+        }
+        return parts.toArray(new InputPartition[0]);
     }
 
     @Override
@@ -70,18 +107,20 @@ final class BusScan implements Scan, Batch {
     }
 
     /**
-     * The end of the batch: {end offset, 1 if an uncommitted slot was skipped inside it else 0}.
+     * The end of the batch: {end offset, 1 if an uncommitted slot was skipped inside it else 0, 1 if it
+     * stopped at an uncommitted slot else 0}.
      */
-    static long[] settledRange(MemoryMappedFile m, BusOptions o, long fileSize) throws CorruptBusException {
+    static long[] settledRange(MemoryMappedFile m, BusOptions o, String path, long fileSize)
+            throws CorruptBusException {
         long slot = Layout.slotSize(o.recordSize);
         long usable = Math.min(fileSize, m.size());
         if (usable < Layout.FIRST_RECORD_OFFSET + slot) {
-            return new long[] {Layout.FIRST_RECORD_OFFSET, 0};
+            return new long[] {Layout.FIRST_RECORD_OFFSET, 0, 0};
         }
         long maxEnd = Layout.FIRST_RECORD_OFFSET + (usable - Layout.FIRST_RECORD_OFFSET) / slot * slot;
         long limit = m.getLongAcquire(Layout.LIMIT_OFFSET);
         if (limit != 0 && !Layout.isRecordBoundary(limit, o.recordSize)) {
-            throw new CorruptBusException("limit " + limit + " in " + o.path + " is not on a record boundary "
+            throw new CorruptBusException("limit " + limit + " in " + path + " is not on a record boundary "
                     + "for recordSize " + o.recordSize + " (wrong recordSize, or a corrupt file)");
         }
         long end = Math.max(Layout.FIRST_RECORD_OFFSET, Math.min(limit, maxEnd));
@@ -94,7 +133,7 @@ final class BusScan implements Scan, Batch {
             int status = m.getStatus(pos);
             if (status == Layout.STATUS_NOT_SET) {
                 if (!o.waitUncommitted) {
-                    return new long[] {pos, 0};
+                    return new long[] {pos, 0, 1};
                 }
                 if (!clock) {
                     clock = true;
@@ -116,10 +155,10 @@ final class BusScan implements Scan, Batch {
                 clock = false;
             }
             if (status != Layout.STATUS_COMMITTED && status != Layout.STATUS_ROLLED_BACK) {
-                throw new CorruptBusException("record at position " + pos + " in " + o.path
+                throw new CorruptBusException("record at position " + pos + " in " + path
                         + " has invalid status " + status + " (wrong recordSize, or a corrupt file)");
             }
         }
-        return new long[] {end, skipped};
+        return new long[] {end, skipped, 0};
     }
 }

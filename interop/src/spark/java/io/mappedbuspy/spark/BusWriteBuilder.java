@@ -41,15 +41,25 @@ final class BusWriteBuilder implements SupportsTruncate, SupportsStreamingUpdate
     @Override
     public Write build() {
         RowEncoder encoder = new RowEncoder(options, schema);
-        long fileSize = options.resolveFileSize(true);
+        String host = options.checkHost ? BusPartition.localHostName() : null;
+        if (options.rolling) {
+            // Create the rolling bus (directory, bus.meta with the retention, segment 0) once, on the driver.
+            try {
+                BusWriterFactory.openRolling(options).close();
+            } catch (IOException e) {
+                throw new UncheckedIOException("mappedbus: cannot open rolling bus " + options.path
+                        + " for writing: " + e.getMessage(), e);
+            }
+            return new BusWrite(new BusWriterFactory(options, -1, encoder, host));
+        }
+        long fileSize = options.writeFileSize();
         // Create and size the file once, on the driver, before any task opens it.
         try {
             BusWriterFactory.open(options.path, fileSize, options.recordSize).close();
         } catch (IOException e) {
             throw new UncheckedIOException("mappedbus: cannot open " + options.path + " for writing", e);
         }
-        String host = options.checkHost ? BusPartition.localHostName() : null;
-        return new BusWrite(new BusWriterFactory(options.path, fileSize, options.recordSize, encoder, host));
+        return new BusWrite(new BusWriterFactory(options, fileSize, encoder, host));
     }
 
     /** The write itself: nothing to commit or abort beyond the tasks' appends. */

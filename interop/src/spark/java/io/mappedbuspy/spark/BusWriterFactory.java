@@ -1,6 +1,7 @@
 package io.mappedbuspy.spark;
 
 import io.mappedbuspy.MappedBusWriter;
+import io.mappedbuspy.RollingBusWriter;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.connector.write.DataWriter;
 import org.apache.spark.sql.connector.write.DataWriterFactory;
@@ -16,18 +17,27 @@ final class BusWriterFactory implements DataWriterFactory, StreamingDataWriterFa
     /** Times a record rolled back by a reader (its writer was too slow to commit) is written again. */
     private static final int ATTEMPTS = 3;
 
+    private final BusOptions options;
     private final String path;
+    /** Single file: its logical size; rolling bus: -1. */
     private final long fileSize;
     private final int recordSize;
     private final RowEncoder encoder;
     private final String requiredHost;
 
-    BusWriterFactory(String path, long fileSize, int recordSize, RowEncoder encoder, String requiredHost) {
-        this.path = path;
+    BusWriterFactory(BusOptions options, long fileSize, RowEncoder encoder, String requiredHost) {
+        this.options = options;
+        this.path = options.path;
         this.fileSize = fileSize;
-        this.recordSize = recordSize;
+        this.recordSize = options.recordSize;
         this.encoder = encoder;
         this.requiredHost = requiredHost;
+    }
+
+    /** Opens a writer on a rolling bus, creating it (with the options' segmentSize and retention) if absent. */
+    static synchronized RollingBusWriter openRolling(BusOptions o) throws IOException {
+        return new RollingBusWriter(o.path, o.segmentSize, o.recordSize)
+                .setRetention(o.retainSegments, o.retainBytes, o.retainAgeMs).open();
     }
 
     /**
@@ -67,6 +77,7 @@ final class BusWriterFactory implements DataWriterFactory, StreamingDataWriterFa
         private final int partitionId;
         private final RowEncoder.Record rec = encoder.newRecord();
         private MappedBusWriter writer;
+        private RollingBusWriter rolling;
         private long rows;
 
         BusDataWriter(int partitionId) {
@@ -75,9 +86,13 @@ final class BusWriterFactory implements DataWriterFactory, StreamingDataWriterFa
 
         @Override
         public void write(InternalRow row) throws IOException {
-            if (writer == null) {
+            if (writer == null && rolling == null) {
                 BusPartition.checkHost(path, requiredHost);
-                writer = open(path, fileSize, recordSize);
+                if (options.rolling) {
+                    rolling = openRolling(options);
+                } else {
+                    writer = open(path, fileSize, recordSize);
+                }
             }
             try {
                 encoder.encode(row, rec);
@@ -88,7 +103,11 @@ final class BusWriterFactory implements DataWriterFactory, StreamingDataWriterFa
             for (int attempt = 1; ; attempt++) {
                 boolean ok;
                 try {
-                    ok = rec.metaIsLength ? writer.write(rec.bytes, 0, rec.length) : writer.write(rec);
+                    if (rolling != null) {
+                        ok = rec.metaIsLength ? rolling.write(rec.bytes, 0, rec.length) : rolling.write(rec);
+                    } else {
+                        ok = rec.metaIsLength ? writer.write(rec.bytes, 0, rec.length) : writer.write(rec);
+                    }
                 } catch (EOFException e) {
                     throw new IOException("mappedbus: bus " + path + " is full after " + rows
                             + " rows of partition " + partitionId + ": " + e.getMessage(), e);
@@ -119,6 +138,10 @@ final class BusWriterFactory implements DataWriterFactory, StreamingDataWriterFa
             if (writer != null) {
                 writer.close();
                 writer = null;
+            }
+            if (rolling != null) {
+                rolling.close();
+                rolling = null;
             }
         }
     }
