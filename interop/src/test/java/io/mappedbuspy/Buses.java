@@ -4,6 +4,8 @@ import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Paths;
 
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
 /** Helpers shared by the tests. */
 final class Buses {
     private Buses() {
@@ -21,6 +23,11 @@ final class Buses {
             }
             return offset;
         }
+    }
+
+    /** Fails unless {@code text} contains {@code part}, showing both (JUnit has no such assertion). */
+    static void assertContains(String text, String part) {
+        assertTrue(text != null && text.contains(part), () -> "expected <" + text + "> to contain <" + part + ">");
     }
 
     static byte[] bytes(String path) throws IOException {

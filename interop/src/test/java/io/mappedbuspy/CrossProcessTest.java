@@ -1,23 +1,29 @@
 package io.mappedbuspy;
 
-import io.mappedbuspy.testing.Test;
-import io.mappedbuspy.testing.TestFiles;
-
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 
-import static io.mappedbuspy.testing.Assert.assertContains;
-import static io.mappedbuspy.testing.Assert.assertEquals;
-import static io.mappedbuspy.testing.Assert.assertFalse;
-import static io.mappedbuspy.testing.Assert.assertTrue;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+import static io.mappedbuspy.Buses.assertContains;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /** Writers in other JVM processes (BusTool), as the cross-language tests use them. */
 public final class CrossProcessTest {
+    /** Scratch directory, new for each test and deleted after it. */
+    @TempDir
+    Path tmp;
+
     private static Process busTool(String... args) throws IOException {
         List<String> cmd = new ArrayList<>();
         cmd.add(ProcessHandle.current().info().command().orElse("java"));
@@ -34,15 +40,16 @@ public final class CrossProcessTest {
 
     private static String finish(Process p) throws Exception {
         String out = new String(p.getInputStream().readAllBytes(), StandardCharsets.US_ASCII);
-        assertTrue("exited", p.waitFor(30, TimeUnit.SECONDS));
-        assertEquals("exit code, output: " + out, 0, p.exitValue());
+        assertTrue(p.waitFor(30, TimeUnit.SECONDS), "exited");
+        assertEquals(0, p.exitValue(), "exit code, output: " + out);
         return out;
     }
 
     /** Two writer processes interleave; a reader gets every record once, each writer's in order. */
-    @Test(timeoutSeconds = 120)
+    @Test
+    @Timeout(120)
     public void twoWriterProcessesInterleave() throws Exception {
-        String path = TestFiles.newPath("xp.bus");
+        String path = tmp.resolve("xp.bus").toString();
         int n = 5000;
         long fileSize = Layout.recordOffset(2L * n, 8);
         new MappedBusWriter(path, fileSize, 8).open().close(); // readers never create the bus
@@ -53,11 +60,11 @@ public final class CrossProcessTest {
             int[] next = new int[3];
             byte[] buf = new byte[8];
             for (int k = 0; k < 2 * n; k++) {
-                assertTrue("record " + k, Buses.await(r, 30_000));
-                assertEquals("length", 8, r.readBuffer(buf, 0));
+                assertTrue(Buses.await(r, 30_000), "record " + k);
+                assertEquals(8, r.readBuffer(buf, 0), "length");
                 int id = buf[0];
                 int i = (buf[4] & 0xFF) | (buf[5] & 0xFF) << 8 | (buf[6] & 0xFF) << 16 | (buf[7] & 0xFF) << 24;
-                assertEquals("order of writer " + id, next[id], i);
+                assertEquals(next[id], i, "order of writer " + id);
                 next[id]++;
             }
             assertContains(finish(a), "wrote 5000 committed 5000");
@@ -66,20 +73,21 @@ public final class CrossProcessTest {
     }
 
     /** A writer process that allocates and hangs costs readers one timeout, not the later records. */
-    @Test(timeoutSeconds = 60)
+    @Test
+    @Timeout(60)
     public void hungWriterProcessIsRolledBack() throws Exception {
-        String path = TestFiles.newPath("hang.bus");
+        String path = tmp.resolve("hang.bus").toString();
         Process p = busTool("allocate-and-hang", path, "4096", "12");
         try {
-            assertEquals("first line", "allocated 8", lines(p).readLine());
+            assertEquals("allocated 8", lines(p).readLine(), "first line");
             try (MappedBusWriter w = new MappedBusWriter(path, 4096, 12).open();
                  MappedBusReader r = new MappedBusReader(path, 4096, 12).open()) {
                 r.setTimeout(100);
-                assertTrue("write", w.write(new byte[] {42}, 0, 1));
-                assertFalse("waiting", r.next());
-                assertTrue("delivered after the rollback", Buses.await(r, 5000));
-                assertEquals("position", 28, r.recordPosition());
-                assertEquals("rollbacks", 1, r.rollbacks());
+                assertTrue(w.write(new byte[] {42}, 0, 1), "write");
+                assertFalse(r.next(), "waiting");
+                assertTrue(Buses.await(r, 5000), "delivered after the rollback");
+                assertEquals(28, r.recordPosition(), "position");
+                assertEquals(1, r.rollbacks(), "rollbacks");
             }
         } finally {
             p.destroy();
@@ -88,22 +96,23 @@ public final class CrossProcessTest {
     }
 
     /** A writer process slower than the reader's timeout learns its record was rolled back. */
-    @Test(timeoutSeconds = 60)
+    @Test
+    @Timeout(60)
     public void slowWriterProcessGetsFalse() throws Exception {
-        String path = TestFiles.newPath("slowxp.bus");
+        String path = tmp.resolve("slowxp.bus").toString();
         Process p = busTool("slow-write", path, "4096", "12", "1000");
         BufferedReader out = lines(p);
-        assertEquals("first line", "allocated 8", out.readLine());
+        assertEquals("allocated 8", out.readLine(), "first line");
         try (MappedBusReader r = new MappedBusReader(path, 4096, 12).open()) {
             r.setTimeout(50);
             long end = System.nanoTime() + 5_000_000_000L;
             while (r.rollbacks() == 0 && System.nanoTime() < end) {
-                assertFalse("nothing delivered", r.next());
+                assertFalse(r.next(), "nothing delivered");
             }
-            assertEquals("rollbacks", 1, r.rollbacks());
+            assertEquals(1, r.rollbacks(), "rollbacks");
         }
-        assertEquals("writer's result", "committed false", out.readLine());
-        assertTrue("exited", p.waitFor(30, TimeUnit.SECONDS));
-        assertEquals("exit code", 0, p.exitValue());
+        assertEquals("committed false", out.readLine(), "writer's result");
+        assertTrue(p.waitFor(30, TimeUnit.SECONDS), "exited");
+        assertEquals(0, p.exitValue(), "exit code");
     }
 }

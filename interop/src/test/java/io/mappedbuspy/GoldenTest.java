@@ -1,9 +1,5 @@
 package io.mappedbuspy;
 
-import io.mappedbuspy.testing.MiniJson;
-import io.mappedbuspy.testing.Test;
-import io.mappedbuspy.testing.TestFiles;
-
 import java.io.EOFException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -11,31 +7,67 @@ import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Map;
+import java.util.stream.Stream;
 
-import static io.mappedbuspy.testing.Assert.assertArrayEquals;
-import static io.mappedbuspy.testing.Assert.assertEquals;
-import static io.mappedbuspy.testing.Assert.assertTrue;
-import static io.mappedbuspy.testing.Assert.fail;
+import com.google.gson.JsonElement;
+import com.google.gson.JsonObject;
+import com.google.gson.JsonParser;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.Arguments;
+import org.junit.jupiter.params.provider.MethodSource;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /** Files written by the Java original (tests/data/golden) read exactly as manifest.json says. */
 public final class GoldenTest {
+    /** Scratch directory, new for each test and deleted after it. */
+    @TempDir
+    Path tmp;
+
+    /**
+     * The repository root: the system property {@code mappedbuspy.root}, else the first directory from
+     * the working directory upwards that holds the golden manifest.
+     */
     private static Path goldenDir() {
-        Path root = TestFiles.repoRoot();
-        if (root == null) {
-            fail("repository root not found: set -Dmappedbuspy.root or run from inside the repository");
+        String prop = System.getProperty("mappedbuspy.root");
+        if (prop != null) {
+            return Paths.get(prop).toAbsolutePath().resolve("tests/data/golden");
         }
-        return root.resolve("tests/data/golden");
+        for (Path p = Paths.get("").toAbsolutePath(); p != null; p = p.getParent()) {
+            if (Files.isRegularFile(p.resolve("tests/data/golden/manifest.json"))) {
+                return p.resolve("tests/data/golden");
+            }
+        }
+        throw new IllegalStateException(
+                "repository root not found: set -Dmappedbuspy.root or run from inside the repository");
     }
 
-    @SuppressWarnings("unchecked")
-    private static List<Map<String, Object>> manifest() throws Exception {
+    private static List<JsonObject> manifest() throws Exception {
         String text = new String(Files.readAllBytes(goldenDir().resolve("manifest.json")), StandardCharsets.UTF_8);
-        return (List<Map<String, Object>>) ((Map<String, Object>) MiniJson.parse(text)).get("files");
+        List<JsonObject> files = new ArrayList<>();
+        for (JsonElement f : JsonParser.parseString(text).getAsJsonObject().getAsJsonArray("files")) {
+            files.add(f.getAsJsonObject());
+        }
+        return files;
     }
 
-    private static long num(Map<String, Object> m, String key) {
-        return ((Number) m.get(key)).longValue();
+    /** One case per golden file and reader mode, named after the file. */
+    static Stream<Arguments> goldenFiles() throws Exception {
+        List<Arguments> cases = new ArrayList<>();
+        for (JsonObject f : manifest()) {
+            cases.add(Arguments.of(f.get("file").getAsString(), f, false));
+            cases.add(Arguments.of(f.get("file").getAsString(), f, true));
+        }
+        return cases.stream();
+    }
+
+    private static long num(JsonObject m, String key) {
+        return m.get(key).getAsLong();
     }
 
     private static String hex(byte[] b) {
@@ -85,53 +117,44 @@ public final class GoldenTest {
         return out;
     }
 
-    private static void checkAll(boolean readOnly) throws Exception {
-        List<Map<String, Object>> files = manifest();
-        assertTrue("manifest lists files", files.size() >= 7);
-        for (Map<String, Object> f : files) {
-            String name = (String) f.get("file");
-            Path src = goldenDir().resolve(name);
-            assertEquals(name + " bytes on disk", num(f, "bytes_on_disk"), Files.size(src));
-            String path = TestFiles.newPath(name);
-            Files.copy(src, Paths.get(path));
-            Paths.get(path).toFile().setWritable(true, true); // the shared originals are read-only
-            byte[] before = Files.readAllBytes(Paths.get(path));
-            long fileSize = num(f, "file_size");
-            int recordSize = (int) num(f, "record_size");
-            try (MemoryMappedFile mem = new MemoryMappedFile(path, fileSize, true)) {
-                assertEquals(name + " limit", num(f, "limit"), mem.getLongAcquire(Layout.LIMIT_OFFSET));
-                @SuppressWarnings("unchecked")
-                List<Map<String, Object>> slots = (List<Map<String, Object>>) f.get("slots");
-                for (Map<String, Object> s : slots) {
-                    assertEquals(name + " status at " + s.get("offset"), num(s, "status"), mem.getStatus(num(s, "offset")));
-                }
-            }
-            List<String> expected = new ArrayList<>();
-            @SuppressWarnings("unchecked")
-            List<Map<String, Object>> delivered = (List<Map<String, Object>>) f.get("delivered_when_uncommitted_rolled_back");
-            for (Map<String, Object> d : delivered) {
-                expected.add(num(d, "offset") + " " + num(d, "meta") + " " + d.get("payload_hex"));
-            }
-            List<String> got = readAll(path, fileSize, recordSize, readOnly);
-            assertEquals(name + " records", expected.size(), got.size());
-            for (int i = 0; i < expected.size(); i++) {
-                assertEquals(name + " record " + i, expected.get(i), got.get(i));
-            }
-            if (readOnly) {
-                assertArrayEquals(name + " untouched by a read-only reader", before, Files.readAllBytes(Paths.get(path)));
+    /** The manifest lists every scenario the original was made to write (so no case is silently lost). */
+    @Test
+    public void manifestListsTheGoldenFiles() throws Exception {
+        assertTrue(manifest().size() >= 7, "manifest lists files");
+    }
+
+    /**
+     * A read-write reader delivers what the manifest lists (rolling back the uncommitted slot); a read-only
+     * reader delivers the same records and leaves the file byte-identical.
+     */
+    @ParameterizedTest(name = "{0} readOnly={2}")
+    @MethodSource("goldenFiles")
+    public void goldenFileReadsAsManifestSays(String name, JsonObject f, boolean readOnly) throws Exception {
+        Path src = goldenDir().resolve(name);
+        assertEquals(num(f, "bytes_on_disk"), Files.size(src), name + " bytes on disk");
+        Path path = tmp.resolve(name);
+        Files.copy(src, path);
+        assertTrue(path.toFile().setWritable(true, true)); // the shared originals are read-only
+        byte[] before = Files.readAllBytes(path);
+        long fileSize = num(f, "file_size");
+        int recordSize = (int) num(f, "record_size");
+        try (MemoryMappedFile mem = new MemoryMappedFile(path.toString(), fileSize, true)) {
+            assertEquals(num(f, "limit"), mem.getLongAcquire(Layout.LIMIT_OFFSET), name + " limit");
+            for (JsonElement e : f.getAsJsonArray("slots")) {
+                JsonObject s = e.getAsJsonObject();
+                assertEquals(num(s, "status"), mem.getStatus(num(s, "offset")), name + " status at " + num(s, "offset"));
             }
         }
-    }
-
-    /** A read-write reader delivers what the manifest lists (rolling back the uncommitted slot). */
-    @Test
-    public void goldenFilesReadAsManifestSays() throws Exception {
-        checkAll(false);
-    }
-
-    /** A read-only reader delivers the same records and leaves the files byte-identical. */
-    @Test
-    public void goldenFilesReadOnlyLeavesThemUntouched() throws Exception {
-        checkAll(true);
+        List<String> expected = new ArrayList<>();
+        JsonElement delivered = f.get("delivered_when_uncommitted_rolled_back");
+        assertNotNull(delivered, name + ": delivered_when_uncommitted_rolled_back");
+        for (JsonElement e : delivered.getAsJsonArray()) {
+            JsonObject d = e.getAsJsonObject();
+            expected.add(num(d, "offset") + " " + num(d, "meta") + " " + d.get("payload_hex").getAsString());
+        }
+        assertEquals(expected, readAll(path.toString(), fileSize, recordSize, readOnly), name + " records");
+        if (readOnly) {
+            assertArrayEquals(before, Files.readAllBytes(path), name + " untouched by a read-only reader");
+        }
     }
 }

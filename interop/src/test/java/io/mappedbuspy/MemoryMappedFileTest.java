@@ -1,62 +1,69 @@
 package io.mappedbuspy;
 
-import io.mappedbuspy.testing.Test;
-import io.mappedbuspy.testing.TestFiles;
-
 import java.io.File;
 import java.nio.ReadOnlyBufferException;
+import java.nio.file.Path;
 import java.util.concurrent.atomic.AtomicBoolean;
 
-import static io.mappedbuspy.testing.Assert.assertArrayEquals;
-import static io.mappedbuspy.testing.Assert.assertContains;
-import static io.mappedbuspy.testing.Assert.assertEquals;
-import static io.mappedbuspy.testing.Assert.assertFalse;
-import static io.mappedbuspy.testing.Assert.assertThrows;
-import static io.mappedbuspy.testing.Assert.assertTrue;
+import org.junit.jupiter.api.RepeatedTest;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+import static io.mappedbuspy.Buses.assertContains;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /** Bounds checks, misaligned statuses and read-only mappings. */
 public final class MemoryMappedFileTest {
+    /** Scratch directory, new for each test and deleted after it. */
+    @TempDir
+    Path tmp;
+
     /**
      * Threads of one JVM opening and growing the same file at once (two Spark tasks, say) take
      * turns instead of failing with OverlappingFileLockException from the per-JVM file lock.
      */
-    @Test
+    @RepeatedTest(20)
     public void threadsOfOneJvmGrowTheSameFileAtOnce() throws Exception {
-        for (int round = 0; round < 20; round++) {
-            String path = TestFiles.newPath("grow-race.bus");
-            Thread[] threads = new Thread[4];
-            Exception[] failure = new Exception[1];
-            for (int i = 0; i < threads.length; i++) {
-                long fileSize = 1_000_000 + i * 100_000L;
-                threads[i] = new Thread(() -> {
-                    // MemoryMappedFile, not a writer: a writer refuses sizes other than its metadata's.
-                    try (MemoryMappedFile m = new MemoryMappedFile(path, fileSize)) {
-                        m.putByte(100, (byte) 1);
-                    } catch (Exception e) {
-                        failure[0] = e;
-                    }
-                });
-            }
-            for (Thread t : threads) {
-                t.start();
-            }
-            for (Thread t : threads) {
-                t.join();
-            }
-            if (failure[0] != null) {
-                throw failure[0];
-            }
-            assertEquals("grown to the largest size", Layout.mappedSize(1_300_000), new File(path).length());
+        String path = tmp.resolve("grow-race.bus").toString();
+        Thread[] threads = new Thread[4];
+        Exception[] failure = new Exception[1];
+        for (int i = 0; i < threads.length; i++) {
+            long fileSize = 1_000_000 + i * 100_000L;
+            threads[i] = new Thread(() -> {
+                // MemoryMappedFile, not a writer: a writer refuses sizes other than its metadata's.
+                try (MemoryMappedFile m = new MemoryMappedFile(path, fileSize)) {
+                    m.putByte(100, (byte) 1);
+                } catch (Exception e) {
+                    failure[0] = e;
+                }
+            });
         }
+        for (Thread t : threads) {
+            t.start();
+        }
+        for (Thread t : threads) {
+            t.join();
+        }
+        if (failure[0] != null) {
+            throw failure[0];
+        }
+        assertEquals(Layout.mappedSize(1_300_000), new File(path).length(), "grown to the largest size");
     }
 
     /** Every access outside the mapping throws instead of touching memory. */
     @Test
     public void outOfBoundsAccessThrows() throws Exception {
-        String path = TestFiles.newPath("bounds.bus");
+        String path = tmp.resolve("bounds.bus").toString();
         try (MemoryMappedFile mem = new MemoryMappedFile(path, 100)) {
-            assertEquals("mapped", 4096, mem.size());
-            assertEquals("file", 4096, new File(path).length());
+            assertEquals(4096, mem.size(), "mapped");
+            assertEquals(4096, new File(path).length(), "file");
             IndexOutOfBoundsException e = assertThrows(IndexOutOfBoundsException.class, () -> mem.getInt(4093));
             assertContains(e.getMessage(), "4093");
             assertThrows(IndexOutOfBoundsException.class, () -> mem.getLong(-8));
@@ -69,14 +76,14 @@ public final class MemoryMappedFileTest {
             assertThrows(IndexOutOfBoundsException.class, () -> mem.getBytes(4000, new byte[10], 5, 6));
             mem.putBytes(4000, new byte[96], 0, 96);
             mem.putLong(4088, -1L);
-            assertEquals("last long", -1L, mem.getLong(4088));
+            assertEquals(-1L, mem.getLong(4088), "last long");
         }
     }
 
     /** Misaligned atomics are refused by the int/long accessors (the status helpers handle them). */
     @Test
     public void misalignedAtomicAccessorsRefuse() throws Exception {
-        try (MemoryMappedFile mem = new MemoryMappedFile(TestFiles.newPath("mis.bus"), 4096)) {
+        try (MemoryMappedFile mem = new MemoryMappedFile(tmp.resolve("mis.bus").toString(), 4096)) {
             assertThrows(IllegalStateException.class, () -> mem.getIntAcquire(6));
             assertThrows(IllegalStateException.class, () -> mem.compareAndSetLong(4, 0, 1));
         }
@@ -85,7 +92,7 @@ public final class MemoryMappedFileTest {
     /** After close every access fails with IllegalStateException. */
     @Test
     public void closedMappingThrows() throws Exception {
-        MemoryMappedFile mem = new MemoryMappedFile(TestFiles.newPath("c.bus"), 4096);
+        MemoryMappedFile mem = new MemoryMappedFile(tmp.resolve("c.bus").toString(), 4096);
         mem.putInt(0, 1);
         mem.close();
         IllegalStateException e = assertThrows(IllegalStateException.class, () -> mem.getInt(0));
@@ -96,32 +103,32 @@ public final class MemoryMappedFileTest {
     }
 
     /** A misaligned status is read and swapped through its low byte; neighbouring bytes are kept. */
-    @Test
-    public void misalignedStatusCasChangesOnlyTheStatus() throws Exception {
-        try (MemoryMappedFile mem = new MemoryMappedFile(TestFiles.newPath("mis10.bus"), 4096)) {
-            for (long pos : new long[] {25, 26, 27}) {
-                mem.putBytes(20, new byte[] {9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9}, 0, 16);
-                mem.putInt(pos, 0);
-                assertEquals("not set", 0, mem.getStatus(pos));
-                assertFalse("wrong expected", mem.casStatus(pos, 1, 2));
-                assertTrue("0 -> 1", mem.casStatus(pos, 0, 1));
-                assertEquals("committed", 1, mem.getStatus(pos));
-                assertFalse("already 1", mem.casStatus(pos, 0, 2));
-                assertEquals("int32", 1, mem.getInt(pos));
-                assertEquals("byte before", 9, mem.getByte(pos - 1));
-                assertEquals("byte after", 9, mem.getByte(pos + 4));
-                mem.putInt(pos, 0x0100);
-                assertEquals("corrupt upper byte shows", 0x0100, mem.getStatus(pos));
-                assertFalse("corrupt status never matches", mem.casStatus(pos, 0, 1));
-                assertThrows(IllegalArgumentException.class, () -> mem.casStatus(pos, 0, 256));
-            }
+    @ParameterizedTest(name = "status at {0}")
+    @ValueSource(longs = {25, 26, 27})
+    public void misalignedStatusCasChangesOnlyTheStatus(long pos) throws Exception {
+        try (MemoryMappedFile mem = new MemoryMappedFile(tmp.resolve("mis10.bus").toString(), 4096)) {
+            mem.putBytes(20, new byte[] {9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9}, 0, 16);
+            mem.putInt(pos, 0);
+            assertEquals(0, mem.getStatus(pos), "not set");
+            assertFalse(mem.casStatus(pos, 1, 2), "wrong expected");
+            assertTrue(mem.casStatus(pos, 0, 1), "0 -> 1");
+            assertEquals(1, mem.getStatus(pos), "committed");
+            assertFalse(mem.casStatus(pos, 0, 2), "already 1");
+            assertEquals(1, mem.getInt(pos), "int32");
+            assertEquals(9, mem.getByte(pos - 1), "byte before");
+            assertEquals(9, mem.getByte(pos + 4), "byte after");
+            mem.putInt(pos, 0x0100);
+            assertEquals(0x0100, mem.getStatus(pos), "corrupt upper byte shows");
+            assertFalse(mem.casStatus(pos, 0, 1), "corrupt status never matches");
+            assertThrows(IllegalArgumentException.class, () -> mem.casStatus(pos, 0, 256));
         }
     }
 
     /** The misaligned CAS retries while another thread writes the bytes sharing its word. */
-    @Test(timeoutSeconds = 60)
+    @Test
+    @Timeout(60)
     public void misalignedStatusCasKeepsConcurrentNeighbourWrites() throws Exception {
-        try (MemoryMappedFile mem = new MemoryMappedFile(TestFiles.newPath("race.bus"), 4096)) {
+        try (MemoryMappedFile mem = new MemoryMappedFile(tmp.resolve("race.bus").toString(), 4096)) {
             long status = 26; // word 24..27 also holds bytes 24 and 25 (previous record's payload)
             AtomicBoolean stop = new AtomicBoolean();
             Thread neighbour = new Thread(() -> {
@@ -137,49 +144,49 @@ public final class MemoryMappedFileTest {
             int flips = 0;
             long end = System.nanoTime() + 300_000_000L;
             while (System.nanoTime() < end) {
-                assertTrue("0 -> 1", mem.casStatus(status, 0, 1));
-                assertTrue("1 -> 0", mem.casStatus(status, 1, 0));
+                assertTrue(mem.casStatus(status, 0, 1), "0 -> 1");
+                assertTrue(mem.casStatus(status, 1, 0), "1 -> 0");
                 flips++;
             }
             stop.set(true);
             neighbour.join();
-            assertEquals("neighbour kept", 0x7A, mem.getByte(25));
-            assertEquals("neighbour kept", 0x7B, mem.getByte(24));
-            assertEquals("status", 0, mem.getStatus(status));
-            assertTrue("some flips", flips > 0);
+            assertEquals(0x7A, mem.getByte(25), "neighbour kept");
+            assertEquals(0x7B, mem.getByte(24), "neighbour kept");
+            assertEquals(0, mem.getStatus(status), "status");
+            assertTrue(flips > 0, "some flips");
         }
     }
 
     /** Record size 10: every status is misaligned, and write, commit, read and rollback still work. */
     @Test
     public void recordSize10RoundTripsAndRollsBack() throws Exception {
-        String path = TestFiles.newPath("r10.bus");
+        String path = tmp.resolve("r10.bus").toString();
         try (MappedBusWriter w = new MappedBusWriter(path, 4096, 10).open();
              MappedBusReader r = new MappedBusReader(path, 4096, 10).open()) {
             for (int i = 0; i < 20; i++) {
-                assertTrue("write", w.write(Buses.pattern(10, i), 0, 10 - i % 3));
+                assertTrue(w.write(Buses.pattern(10, i), 0, 10 - i % 3), "write");
             }
             long crashed = Buses.allocateUncommitted(path, 4096, 10, 10, (byte) 0xCC);
-            assertTrue("write after crash", w.write(Buses.pattern(10, 99), 0, 10));
+            assertTrue(w.write(Buses.pattern(10, 99), 0, 10), "write after crash");
             r.setTimeout(0);
             byte[] buf = new byte[10];
             for (int i = 0; i < 20; i++) {
-                assertTrue("next", r.next());
-                assertEquals("len", 10 - i % 3, r.readBuffer(buf, 0));
+                assertTrue(r.next(), "next");
+                assertEquals(10 - i % 3, r.readBuffer(buf, 0), "len");
                 byte[] expect = Buses.pattern(10, i);
                 for (int j = 0; j < 10 - i % 3; j++) {
-                    assertEquals("byte", expect[j], buf[j]);
+                    assertEquals(expect[j], buf[j], "byte");
                 }
             }
-            assertTrue("after the crashed slot", r.next());
-            assertEquals("len", 10, r.readBuffer(buf, 0));
-            assertArrayEquals("payload", Buses.pattern(10, 99), buf);
-            assertEquals("rollbacks", 1, r.rollbacks());
+            assertTrue(r.next(), "after the crashed slot");
+            assertEquals(10, r.readBuffer(buf, 0), "len");
+            assertArrayEquals(Buses.pattern(10, 99), buf, "payload");
+            assertEquals(1, r.rollbacks(), "rollbacks");
             try (MemoryMappedFile mem = new MemoryMappedFile(path, 4096)) {
-                assertEquals("crashed slot", 2, mem.getStatus(crashed));
-                assertEquals("its int32", 2, mem.getInt(crashed));
-                assertEquals("previous payload", Buses.pattern(10, 19)[8], mem.getByte(crashed - 2));
-                assertEquals("its metadata", 10, mem.getInt(crashed + 4));
+                assertEquals(2, mem.getStatus(crashed), "crashed slot");
+                assertEquals(2, mem.getInt(crashed), "its int32");
+                assertEquals(Buses.pattern(10, 19)[8], mem.getByte(crashed - 2), "previous payload");
+                assertEquals(10, mem.getInt(crashed + 4), "its metadata");
             }
         }
     }
@@ -187,19 +194,19 @@ public final class MemoryMappedFileTest {
     /** A read-only mapping reads but refuses every write. */
     @Test
     public void readOnlyMappingRefusesWrites() throws Exception {
-        String path = TestFiles.newPath("romap.bus");
+        String path = tmp.resolve("romap.bus").toString();
         try (MappedBusWriter w = new MappedBusWriter(path, 4096, 8).open()) {
             w.write(new byte[] {1}, 0, 1);
         }
         try (MemoryMappedFile mem = new MemoryMappedFile(path, 1 << 20, true)) {
-            assertTrue("ro", mem.isReadOnly());
-            assertEquals("maps only what exists", 4096, mem.size());
-            assertEquals("limit", 24, mem.getLongAcquire(0));
-            assertEquals("status", 1, mem.getStatus(8));
+            assertTrue(mem.isReadOnly(), "ro");
+            assertEquals(4096, mem.size(), "maps only what exists");
+            assertEquals(24, mem.getLongAcquire(0), "limit");
+            assertEquals(1, mem.getStatus(8), "status");
             assertThrows(ReadOnlyBufferException.class, () -> mem.putInt(100, 1));
             assertThrows(ReadOnlyBufferException.class, () -> mem.casStatus(8, 1, 2));
             assertThrows(ReadOnlyBufferException.class, () -> mem.getAndAddLong(0, 1));
         }
-        assertEquals("not grown", 4096, new File(path).length());
+        assertEquals(4096, new File(path).length(), "not grown");
     }
 }

@@ -1,67 +1,73 @@
 package io.mappedbuspy;
 
 import io.mappedbuspy.messages.PriceUpdate;
-import io.mappedbuspy.testing.Test;
-import io.mappedbuspy.testing.TestFiles;
 
 import java.io.EOFException;
 import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReference;
 
-import static io.mappedbuspy.testing.Assert.assertArrayEquals;
-import static io.mappedbuspy.testing.Assert.assertContains;
-import static io.mappedbuspy.testing.Assert.assertEquals;
-import static io.mappedbuspy.testing.Assert.assertFalse;
-import static io.mappedbuspy.testing.Assert.assertThrows;
-import static io.mappedbuspy.testing.Assert.assertTrue;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+
+import static io.mappedbuspy.Buses.assertContains;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /** The reader's protocol: delivery, rollback, corruption checks, seeking and state. */
 public final class ReaderTest {
+    /** Scratch directory, new for each test and deleted after it. */
+    @TempDir
+    Path tmp;
+
     /** Byte arrays of every length 0..recordSize come back as written. */
     @Test
     public void writesAndReadsByteArraysOfEveryLength() throws Exception {
-        String path = TestFiles.newPath("bytes.bus");
+        String path = tmp.resolve("bytes.bus").toString();
         try (MappedBusWriter w = new MappedBusWriter(path, 1 << 16, 16).open();
              MappedBusReader r = new MappedBusReader(path, 1 << 16, 16).open()) {
-            assertFalse("empty", r.next());
+            assertFalse(r.next(), "empty");
             for (int len = 0; len <= 16; len++) {
-                assertTrue("write", w.write(Buses.pattern(20, len), 2, len));
+                assertTrue(w.write(Buses.pattern(20, len), 2, len), "write");
             }
             for (int len = 0; len <= 16; len++) {
-                assertTrue("next", r.next());
-                assertEquals("type is the length", len, r.readType());
+                assertTrue(r.next(), "next");
+                assertEquals(len, r.readType(), "type is the length");
                 byte[] buf = new byte[len + 3];
-                assertEquals("copied", len, r.readBuffer(buf, 3));
+                assertEquals(len, r.readBuffer(buf, 3), "copied");
                 byte[] expect = new byte[len];
                 System.arraycopy(Buses.pattern(20, len), 2, expect, 0, len);
                 byte[] got = new byte[len];
                 System.arraycopy(buf, 3, got, 0, len);
-                assertArrayEquals("payload " + len, expect, got);
+                assertArrayEquals(expect, got, "payload " + len);
             }
-            assertFalse("drained", r.next());
+            assertFalse(r.next(), "drained");
         }
     }
 
     /** The current record can be read in any order, repeatedly, until next() is called again. */
     @Test
     public void currentRecordReadsRepeatUntilNext() throws Exception {
-        String path = TestFiles.newPath("repeat.bus");
+        String path = tmp.resolve("repeat.bus").toString();
         try (MappedBusWriter w = new MappedBusWriter(path, 4096, 12).open();
              MappedBusReader r = new MappedBusReader(path, 4096, 12).open()) {
             w.write(new PriceUpdate(1, 2, 3));
             w.write(new PriceUpdate(4, 5, 6));
-            assertTrue("next", r.next());
+            assertTrue(r.next(), "next");
             PriceUpdate p = r.readMessage(new PriceUpdate());
-            assertEquals("type", 0, r.readType());
-            assertEquals("again", p.toString(), r.readMessage(new PriceUpdate()).toString());
+            assertEquals(0, r.readType(), "type");
+            assertEquals(p.toString(), r.readMessage(new PriceUpdate()).toString(), "again");
             byte[] raw = new byte[12];
-            assertEquals("type 0 reads as a byte array of length 0", 0, r.readBuffer(raw, 0));
-            assertEquals("position", 8, r.recordPosition());
-            assertTrue("next", r.next());
-            assertEquals("second", "PriceUpdate [source=4, price=5, quantity=6]", r.readMessage(p).toString());
-            assertFalse("none", r.next());
+            assertEquals(0, r.readBuffer(raw, 0), "type 0 reads as a byte array of length 0");
+            assertEquals(8, r.recordPosition(), "position");
+            assertTrue(r.next(), "next");
+            assertEquals("PriceUpdate [source=4, price=5, quantity=6]", r.readMessage(p).toString(), "second");
+            assertFalse(r.next(), "none");
             assertThrows(IllegalStateException.class, r::readType);
         }
     }
@@ -69,23 +75,23 @@ public final class ReaderTest {
     /** Reading with no current record (before next(), or after it returned false) is an error. */
     @Test
     public void readWithoutCurrentRecordThrows() throws Exception {
-        String path = TestFiles.newPath("nocurrent.bus");
+        String path = tmp.resolve("nocurrent.bus").toString();
         new MappedBusWriter(path, 4096, 12).open().close();
         try (MappedBusReader r = new MappedBusReader(path, 4096, 12).open()) {
             IllegalStateException e = assertThrows(IllegalStateException.class, r::readType);
             assertContains(e.getMessage(), "no current record");
             assertThrows(IllegalStateException.class, () -> r.readMessage(new PriceUpdate()));
             assertThrows(IllegalStateException.class, () -> r.readBuffer(new byte[12], 0));
-            assertFalse("nothing", r.next());
+            assertFalse(r.next(), "nothing");
             assertThrows(IllegalStateException.class, r::readType);
-            assertEquals("record position", -1, r.recordPosition());
+            assertEquals(-1, r.recordPosition(), "record position");
         }
     }
 
     /** A stored length outside 0..recordSize is reported as corruption, never trusted. */
     @Test
     public void corruptStoredLengthThrows() throws Exception {
-        String path = TestFiles.newPath("len.bus");
+        String path = tmp.resolve("len.bus").toString();
         try (MappedBusWriter w = new MappedBusWriter(path, 4096, 8).open()) {
             w.write(new byte[8], 0, 8);
             w.write(new byte[8], 0, 8);
@@ -95,12 +101,12 @@ public final class ReaderTest {
             mem.putInt(24 + 4, -1);
         }
         try (MappedBusReader r = new MappedBusReader(path, 4096, 8).open()) {
-            assertTrue("next", r.next());
+            assertTrue(r.next(), "next");
             CorruptBusException e = assertThrows(CorruptBusException.class, () -> r.readBuffer(new byte[100], 0));
             assertContains(e.getMessage(), "position 8");
             assertContains(e.getMessage(), "length 9");
-            assertEquals("still current", 9, r.readType());
-            assertTrue("next", r.next());
+            assertEquals(9, r.readType(), "still current");
+            assertTrue(r.next(), "next");
             e = assertThrows(CorruptBusException.class, () -> r.readBuffer(new byte[100], 0));
             assertContains(e.getMessage(), "length -1");
         }
@@ -109,24 +115,24 @@ public final class ReaderTest {
     /** A destination array with no room is refused and the record stays current. */
     @Test
     public void tooSmallDestinationKeepsRecordCurrent() throws Exception {
-        String path = TestFiles.newPath("small.bus");
+        String path = tmp.resolve("small.bus").toString();
         try (MappedBusWriter w = new MappedBusWriter(path, 4096, 8).open();
              MappedBusReader r = new MappedBusReader(path, 4096, 8).open()) {
             w.write(new byte[] {1, 2, 3, 4, 5}, 0, 5);
-            assertTrue("next", r.next());
+            assertTrue(r.next(), "next");
             assertThrows(IllegalArgumentException.class, () -> r.readBuffer(new byte[4], 0));
             assertThrows(IllegalArgumentException.class, () -> r.readBuffer(new byte[8], 4));
             assertThrows(IllegalArgumentException.class, () -> r.readBuffer(new byte[8], -1));
             byte[] buf = new byte[5];
-            assertEquals("copied", 5, r.readBuffer(buf, 0));
-            assertArrayEquals("bytes", new byte[] {1, 2, 3, 4, 5}, buf);
+            assertEquals(5, r.readBuffer(buf, 0), "copied");
+            assertArrayEquals(new byte[] {1, 2, 3, 4, 5}, buf, "bytes");
         }
     }
 
     /** A status other than 0, 1 or 2 is corruption, named with its position and value. */
     @Test
     public void invalidStatusThrows() throws Exception {
-        String path = TestFiles.newPath("status.bus");
+        String path = tmp.resolve("status.bus").toString();
         try (MappedBusWriter w = new MappedBusWriter(path, 4096, 12).open()) {
             w.write(new PriceUpdate());
             w.write(new PriceUpdate());
@@ -135,7 +141,7 @@ public final class ReaderTest {
             mem.putInt(28, 7);
         }
         try (MappedBusReader r = new MappedBusReader(path, 4096, 12).open()) {
-            assertTrue("first", r.next());
+            assertTrue(r.next(), "first");
             CorruptBusException e = assertThrows(CorruptBusException.class, r::next);
             assertContains(e.getMessage(), "position 28");
             assertContains(e.getMessage(), "status 7");
@@ -145,43 +151,43 @@ public final class ReaderTest {
     /** A crashed writer's slot is rolled back after the timeout and the records after it still arrive. */
     @Test
     public void uncommittedSlotIsRolledBackAfterTimeout() throws Exception {
-        String path = TestFiles.newPath("crash.bus");
+        String path = tmp.resolve("crash.bus").toString();
         try (MappedBusWriter w = new MappedBusWriter(path, 4096, 12).open()) {
             w.write(new PriceUpdate(1, 1, 1));
             long crashed = Buses.allocateUncommitted(path, 4096, 12, 0, (byte) 0x55);
-            assertEquals("crashed slot", 28, crashed);
+            assertEquals(28, crashed, "crashed slot");
             w.write(new PriceUpdate(3, 3, 3));
         }
         try (MappedBusReader r = new MappedBusReader(path, 4096, 12).open();
              MemoryMappedFile mem = new MemoryMappedFile(path, 4096)) {
             r.setTimeout(200);
-            assertTrue("first", r.next());
+            assertTrue(r.next(), "first");
             long start = System.nanoTime();
-            assertFalse("waits for the writer", r.next());
-            assertFalse("still waiting", r.next());
-            assertEquals("not rolled back yet", 0, mem.getStatus(28));
-            assertTrue("third arrives", Buses.await(r, 5000));
+            assertFalse(r.next(), "waits for the writer");
+            assertFalse(r.next(), "still waiting");
+            assertEquals(0, mem.getStatus(28), "not rolled back yet");
+            assertTrue(Buses.await(r, 5000), "third arrives");
             long ms = (System.nanoTime() - start) / 1_000_000;
-            assertTrue("waited the timeout, took " + ms + " ms", ms >= 200 && ms < 2000);
-            assertEquals("third", 3, r.readMessage(new PriceUpdate()).getSource());
-            assertEquals("status", 2, mem.getStatus(28));
-            assertEquals("rollbacks", 1, r.rollbacks());
-            assertEquals("skipped", 1, r.rolledBackSkipped());
+            assertTrue(ms >= 200 && ms < 2000, "waited the timeout, took " + ms + " ms");
+            assertEquals(3, r.readMessage(new PriceUpdate()).getSource(), "third");
+            assertEquals(2, mem.getStatus(28), "status");
+            assertEquals(1, r.rollbacks(), "rollbacks");
+            assertEquals(1, r.rolledBackSkipped(), "skipped");
         }
         try (MappedBusReader r = new MappedBusReader(path, 4096, 12).open()) {
             r.setTimeout(0);
-            assertTrue("first", r.next());
-            assertTrue("third, without a timeout", r.next());
-            assertEquals("third", 3, r.readMessage(new PriceUpdate()).getSource());
-            assertEquals("rollbacks", 0, r.rollbacks());
-            assertEquals("skipped", 1, r.rolledBackSkipped());
+            assertTrue(r.next(), "first");
+            assertTrue(r.next(), "third, without a timeout");
+            assertEquals(3, r.readMessage(new PriceUpdate()).getSource(), "third");
+            assertEquals(0, r.rollbacks(), "rollbacks");
+            assertEquals(1, r.rolledBackSkipped(), "skipped");
         }
     }
 
     /** The record is invisible until its commit, and a writer slower than the timeout gets false. */
     @Test
     public void recordInvisibleUntilCommitAndSlowWriterGetsFalse() throws Exception {
-        String path = TestFiles.newPath("slow.bus");
+        String path = tmp.resolve("slow.bus").toString();
         CountDownLatch inWrite = new CountDownLatch(1);
         CountDownLatch release = new CountDownLatch(1);
         MappedBusMessage slow = new MappedBusMessage() {
@@ -217,99 +223,99 @@ public final class ReaderTest {
                 }
             });
             t.start();
-            assertTrue("writer started", inWrite.await(10, TimeUnit.SECONDS));
-            assertFalse("allocated but uncommitted is not delivered", r.next());
+            assertTrue(inWrite.await(10, TimeUnit.SECONDS), "writer started");
+            assertFalse(r.next(), "allocated but uncommitted is not delivered");
             Thread.sleep(150);
-            assertFalse("rolled back, nothing delivered", r.next());
-            assertEquals("rollbacks", 1, r.rollbacks());
+            assertFalse(r.next(), "rolled back, nothing delivered");
+            assertEquals(1, r.rollbacks(), "rollbacks");
             release.countDown();
             t.join(10_000);
-            assertEquals("slow writer's result", Boolean.FALSE, result.get());
-            assertTrue("the next write commits", w.write(new PriceUpdate(9, 9, 9)));
-            assertTrue("delivered", r.next());
-            assertEquals("the later record", 9, r.readMessage(new PriceUpdate()).getSource());
+            assertEquals(Boolean.FALSE, result.get(), "slow writer's result");
+            assertTrue(w.write(new PriceUpdate(9, 9, 9)), "the next write commits");
+            assertTrue(r.next(), "delivered");
+            assertEquals(9, r.readMessage(new PriceUpdate()).getSource(), "the later record");
         }
     }
 
     /** A record committed just before the timeout is delivered, not rolled back. */
     @Test
     public void writerCommittingBeforeTimeoutIsDelivered() throws Exception {
-        String path = TestFiles.newPath("intime.bus");
+        String path = tmp.resolve("intime.bus").toString();
         try (MappedBusWriter w = new MappedBusWriter(path, 4096, 12).open();
              MappedBusReader r = new MappedBusReader(path, 4096, 12).open();
              MemoryMappedFile mem = new MemoryMappedFile(path, 4096)) {
             r.setTimeout(10_000);
             long offset = Buses.allocateUncommitted(path, 4096, 12, 0, (byte) 1);
-            assertFalse("waiting", r.next());
-            assertTrue("commit", mem.casStatus(offset, 0, 1));
-            assertTrue("delivered", r.next());
-            assertEquals("no rollback", 0, r.rollbacks());
-            assertTrue("writer still fine", w.write(new PriceUpdate()));
+            assertFalse(r.next(), "waiting");
+            assertTrue(mem.casStatus(offset, 0, 1), "commit");
+            assertTrue(r.next(), "delivered");
+            assertEquals(0, r.rollbacks(), "no rollback");
+            assertTrue(w.write(new PriceUpdate()), "writer still fine");
         }
     }
 
     /** hasRecovered() turns true once the reader passes the limit seen at open. */
     @Test
     public void hasRecoveredTracksTheInitialLimit() throws Exception {
-        String path = TestFiles.newPath("recover.bus");
+        String path = tmp.resolve("recover.bus").toString();
         try (MappedBusWriter w = new MappedBusWriter(path, 4096, 12).open()) {
             w.write(new PriceUpdate());
             w.write(new PriceUpdate());
             try (MappedBusReader r = new MappedBusReader(path, 4096, 12).open()) {
-                assertFalse("behind", r.hasRecovered());
+                assertFalse(r.hasRecovered(), "behind");
                 w.write(new PriceUpdate());
-                assertTrue("1", r.next());
-                assertFalse("behind", r.hasRecovered());
-                assertTrue("2", r.next());
-                assertTrue("caught up", r.hasRecovered());
-                assertEquals("position", 48, r.position());
+                assertTrue(r.next(), "1");
+                assertFalse(r.hasRecovered(), "behind");
+                assertTrue(r.next(), "2");
+                assertTrue(r.hasRecovered(), "caught up");
+                assertEquals(48, r.position(), "position");
             }
         }
-        String fresh = TestFiles.newPath("fresh.bus");
+        String fresh = tmp.resolve("fresh.bus").toString();
         new MappedBusWriter(fresh, 4096, 12).open().close();
         try (MappedBusReader r = new MappedBusReader(fresh, 4096, 12).open()) {
-            assertTrue("nothing to recover", r.hasRecovered());
-            assertFalse("nothing written yet", r.next());
+            assertTrue(r.hasRecovered(), "nothing to recover");
+            assertFalse(r.next(), "nothing written yet");
         }
     }
 
     /** seek() accepts record boundaries only; seekToEnd() skips what is there. */
     @Test
     public void seekAndSeekToEnd() throws Exception {
-        String path = TestFiles.newPath("seek.bus");
+        String path = tmp.resolve("seek.bus").toString();
         try (MappedBusWriter w = new MappedBusWriter(path, 4096, 12).open();
              MappedBusReader r = new MappedBusReader(path, 4096, 12).open()) {
             for (int i = 0; i < 5; i++) {
                 w.write(new PriceUpdate(i, 0, 0));
             }
             r.seek(Layout.recordOffset(3, 12));
-            assertTrue("3", r.next());
-            assertEquals("source", 3, r.readMessage(new PriceUpdate()).getSource());
+            assertTrue(r.next(), "3");
+            assertEquals(3, r.readMessage(new PriceUpdate()).getSource(), "source");
             assertThrows(IllegalArgumentException.class, () -> r.seek(9));
             assertThrows(IllegalArgumentException.class, () -> r.seek(0));
             assertThrows(IllegalArgumentException.class, () -> r.seek(Layout.recordOffset(300, 12)));
             r.seek(8);
             assertThrows(IllegalStateException.class, r::readType);
-            assertTrue("0", r.next());
-            assertEquals("source", 0, r.readMessage(new PriceUpdate()).getSource());
+            assertTrue(r.next(), "0");
+            assertEquals(0, r.readMessage(new PriceUpdate()).getSource(), "source");
             r.seekToEnd();
-            assertEquals("position", Layout.recordOffset(5, 12), r.position());
-            assertFalse("nothing new", r.next());
+            assertEquals(Layout.recordOffset(5, 12), r.position(), "position");
+            assertFalse(r.next(), "nothing new");
             w.write(new PriceUpdate(5, 0, 0));
-            assertTrue("5", r.next());
-            assertEquals("source", 5, r.readMessage(new PriceUpdate()).getSource());
+            assertTrue(r.next(), "5");
+            assertEquals(5, r.readMessage(new PriceUpdate()).getSource(), "source");
         }
     }
 
     /** A closed or never-opened reader says so. */
     @Test
     public void closedReaderThrows() throws Exception {
-        String path = TestFiles.newPath("rclosed.bus");
+        String path = tmp.resolve("rclosed.bus").toString();
         new MappedBusWriter(path, 4096, 12).open().close();
         MappedBusReader r = new MappedBusReader(path, 4096, 12);
         assertContains(assertThrows(IllegalStateException.class, r::next).getMessage(), "not open");
         r.open();
-        assertFalse("empty", r.next());
+        assertFalse(r.next(), "empty");
         r.close();
         assertContains(assertThrows(IllegalStateException.class, r::next).getMessage(), "closed");
         assertThrows(IllegalStateException.class, r::readType);
@@ -320,12 +326,12 @@ public final class ReaderTest {
     /** A read-only reader needs an existing file, never writes, and skips a stuck slot locally. */
     @Test
     public void readOnlyReaderNeverWritesAndSkipsUncommittedSlot() throws Exception {
-        String missing = TestFiles.newPath("missing.bus");
+        String missing = tmp.resolve("missing.bus").toString();
         assertContains(assertThrows(NoSuchFileException.class,
                 () -> new MappedBusReader(missing, 4096, 12, true).open()).getMessage(), missing);
         assertThrows(NoSuchFileException.class, () -> new MappedBusReader(missing, 4096, 12).open());
-        assertFalse("a reader never creates the file", new java.io.File(missing).exists());
-        String path = TestFiles.newPath("ro.bus");
+        assertFalse(new java.io.File(missing).exists(), "a reader never creates the file");
+        String path = tmp.resolve("ro.bus").toString();
         try (MappedBusWriter w = new MappedBusWriter(path, 4096, 12).open()) {
             w.write(new PriceUpdate(1, 0, 0));
             Buses.allocateUncommitted(path, 4096, 12, 0, (byte) 0x11);
@@ -334,19 +340,19 @@ public final class ReaderTest {
         byte[] before = Buses.bytes(path);
         try (MappedBusReader r = new MappedBusReader(path, 4096, 12, true).open()) {
             r.setTimeout(100);
-            assertTrue("ro", r.isReadOnly());
-            assertTrue("first", r.next());
+            assertTrue(r.isReadOnly(), "ro");
+            assertTrue(r.next(), "first");
             long start = System.nanoTime();
-            assertTrue("third", Buses.await(r, 5000));
-            assertTrue("waited the timeout", System.nanoTime() - start >= 100_000_000L);
-            assertEquals("third", 3, r.readMessage(new PriceUpdate()).getSource());
-            assertEquals("a local skip is a lost record", 1, r.rolledBackSkipped());
-            assertEquals("but not a rollback: nothing was written", 0, r.rollbacks());
+            assertTrue(Buses.await(r, 5000), "third");
+            assertTrue(System.nanoTime() - start >= 100_000_000L, "waited the timeout");
+            assertEquals(3, r.readMessage(new PriceUpdate()).getSource(), "third");
+            assertEquals(1, r.rolledBackSkipped(), "a local skip is a lost record");
+            assertEquals(0, r.rollbacks(), "but not a rollback: nothing was written");
             assertThrows(EOFException.class, () -> {
                 r.seek(Layout.recordOffset(204, 12));
                 r.next();
             });
         }
-        assertArrayEquals("file untouched", before, Buses.bytes(path));
+        assertArrayEquals(before, Buses.bytes(path), "file untouched");
     }
 }

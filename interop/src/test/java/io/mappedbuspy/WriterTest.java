@@ -1,49 +1,58 @@
 package io.mappedbuspy;
 
 import io.mappedbuspy.messages.PriceUpdate;
-import io.mappedbuspy.testing.Test;
-import io.mappedbuspy.testing.TestFiles;
 
 import java.io.EOFException;
 import java.io.File;
 import java.io.RandomAccessFile;
+import java.nio.file.Path;
 
-import static io.mappedbuspy.testing.Assert.assertArrayEquals;
-import static io.mappedbuspy.testing.Assert.assertContains;
-import static io.mappedbuspy.testing.Assert.assertEquals;
-import static io.mappedbuspy.testing.Assert.assertFalse;
-import static io.mappedbuspy.testing.Assert.assertThrows;
-import static io.mappedbuspy.testing.Assert.assertTrue;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+
+import static io.mappedbuspy.Buses.assertContains;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /** The writer's protocol and its argument and state checks. */
 public final class WriterTest {
+    /** Scratch directory, new for each test and deleted after it. */
+    @TempDir
+    Path tmp;
+
     /** A new file gets limit 8 from the first writer; the file is sized to a page multiple. */
     @Test
     public void firstWriterInitialisesLimitAndSizesTheFile() throws Exception {
-        String path = TestFiles.newPath("new.bus");
+        String path = tmp.resolve("new.bus").toString();
         try (MappedBusWriter w = new MappedBusWriter(path, 5000, 16).open()) {
-            assertEquals("file length", 8192, new File(path).length());
+            assertEquals(8192, new File(path).length(), "file length");
             try (MemoryMappedFile mem = new MemoryMappedFile(path, 5000)) {
-                assertEquals("limit", 8, mem.getLongAcquire(0));
-                assertTrue("write", w.write(new byte[] {1, 2, 3}, 0, 3));
-                assertEquals("limit after one record", 32, mem.getLongAcquire(0));
-                assertEquals("status", 1, mem.getStatus(8));
-                assertEquals("meta", 3, mem.getInt(12));
-                assertEquals("payload", 0x030201, mem.getInt(16));
+                assertEquals(8, mem.getLongAcquire(0), "limit");
+                assertTrue(w.write(new byte[] {1, 2, 3}, 0, 3), "write");
+                assertEquals(32, mem.getLongAcquire(0), "limit after one record");
+                assertEquals(1, mem.getStatus(8), "status");
+                assertEquals(3, mem.getInt(12), "meta");
+                assertEquals(0x030201, mem.getInt(16), "payload");
             }
         }
         try (MappedBusWriter w = new MappedBusWriter(path, 5000, 16).open();
              MemoryMappedFile mem = new MemoryMappedFile(path, 5000)) {
-            assertEquals("a second writer keeps the limit", 32, mem.getLongAcquire(0));
+            assertEquals(32, mem.getLongAcquire(0), "a second writer keeps the limit");
             w.write(new byte[0], 0, 0);
-            assertEquals("limit", 56, mem.getLongAcquire(0));
+            assertEquals(56, mem.getLongAcquire(0), "limit");
         }
     }
 
     /** A payload longer than the record is refused before anything is allocated or written. */
     @Test
     public void payloadTooLongIsRejectedBeforeAllocation() throws Exception {
-        String path = TestFiles.newPath("long.bus");
+        String path = tmp.resolve("long.bus").toString();
         try (MappedBusWriter w = new MappedBusWriter(path, 4096, 8).open()) {
             w.write(new byte[] {1, 2, 3, 4, 5, 6, 7, 8}, 0, 8);
             w.write(new byte[] {9}, 0, 1);
@@ -54,40 +63,43 @@ public final class WriterTest {
             assertThrows(IllegalArgumentException.class, () -> w.write(new byte[4], 0, -1));
             assertThrows(IllegalArgumentException.class, () -> w.write(new byte[4], 2, 3));
             assertThrows(IllegalArgumentException.class, () -> w.write(new byte[4], -1, 2));
-            assertArrayEquals("file unchanged", before, Buses.bytes(path));
+            assertArrayEquals(before, Buses.bytes(path), "file unchanged");
         }
         try (MappedBusReader r = new MappedBusReader(path, 4096, 8).open()) {
             byte[] buf = new byte[8];
-            assertTrue("first", r.next());
-            assertEquals("len", 8, r.readBuffer(buf, 0));
-            assertTrue("second", r.next());
-            assertEquals("len", 1, r.readBuffer(buf, 0));
-            assertEquals("byte", 9, buf[0]);
-            assertFalse("nothing else", r.next());
+            assertTrue(r.next(), "first");
+            assertEquals(8, r.readBuffer(buf, 0), "len");
+            assertTrue(r.next(), "second");
+            assertEquals(1, r.readBuffer(buf, 0), "len");
+            assertEquals(9, buf[0], "byte");
+            assertFalse(r.next(), "nothing else");
         }
     }
 
-    /** Zero or negative sizes, and files too small for one record, are refused. */
-    @Test
-    public void badSizesAreRejected() {
-        String path = TestFiles.newPath("sizes.bus");
-        assertThrows(IllegalArgumentException.class, () -> new MappedBusWriter(path, 4096, 0));
-        assertThrows(IllegalArgumentException.class, () -> new MappedBusWriter(path, 4096, -1));
-        assertThrows(IllegalArgumentException.class, () -> new MappedBusWriter(path, 0, 8));
-        assertThrows(IllegalArgumentException.class, () -> new MappedBusWriter(path, -4096, 8));
-        assertThrows(IllegalArgumentException.class, () -> new MappedBusWriter(path, 23, 8));
-        assertThrows(IllegalArgumentException.class, () -> new MappedBusWriter(path, 1L << 40, Integer.MAX_VALUE));
-        assertThrows(IllegalArgumentException.class, () -> new MappedBusReader(path, 4096, 0));
-        assertThrows(IllegalArgumentException.class, () -> new MappedBusReader(path, 10, 8));
-        assertFalse("no file was created", new File(path).exists());
+    /** Zero or negative sizes, and files too small for one record, are refused before any file exists. */
+    @ParameterizedTest(name = "{0} fileSize={1} recordSize={2}")
+    @CsvSource({
+        "writer, 4096, 0", "writer, 4096, -1", "writer, 0, 8", "writer, -4096, 8", "writer, 23, 8",
+        "writer, 1099511627776, 2147483647", "reader, 4096, 0", "reader, 10, 8",
+    })
+    public void badSizesAreRejected(String who, long fileSize, int recordSize) {
+        String path = tmp.resolve("sizes.bus").toString();
+        assertThrows(IllegalArgumentException.class, () -> {
+            if (who.equals("writer")) {
+                new MappedBusWriter(path, fileSize, recordSize).open().close();
+            } else {
+                new MappedBusReader(path, fileSize, recordSize).open().close();
+            }
+        });
+        assertFalse(new File(path).exists(), "no file was created");
     }
 
     /** The smallest file holds exactly one record; the next write is EOF. */
     @Test
     public void smallestFileHoldsOneRecord() throws Exception {
-        String path = TestFiles.newPath("min.bus");
+        String path = tmp.resolve("min.bus").toString();
         try (MappedBusWriter w = new MappedBusWriter(path, 24, 8).open()) {
-            assertTrue("one record", w.write(new byte[8], 0, 8));
+            assertTrue(w.write(new byte[8], 0, 8), "one record");
             assertThrows(EOFException.class, () -> w.write(new byte[8], 0, 8));
         }
     }
@@ -95,11 +107,11 @@ public final class WriterTest {
     /** A full bus throws EOF with the numbers; readers reach EOF without waiting for their timeout. */
     @Test
     public void fullBusThrowsEofAndReaderReachesEofWithoutTimeout() throws Exception {
-        String path = TestFiles.newPath("full.bus");
+        String path = tmp.resolve("full.bus").toString();
         long fileSize = 80; // 3 slots of 24 bytes after the limit
         try (MappedBusWriter w = new MappedBusWriter(path, fileSize, 16).open()) {
             for (int i = 0; i < 3; i++) {
-                assertTrue("write " + i, w.write(new PriceUpdate(i, i, i)));
+                assertTrue(w.write(new PriceUpdate(i, i, i)), "write " + i);
             }
             EOFException e = assertThrows(EOFException.class, () -> w.write(new PriceUpdate()));
             assertContains(e.getMessage(), "80");
@@ -109,19 +121,19 @@ public final class WriterTest {
             r.setTimeout(10_000);
             long start = System.nanoTime();
             for (int i = 0; i < 3; i++) {
-                assertTrue("read " + i, r.next());
+                assertTrue(r.next(), "read " + i);
             }
             assertThrows(EOFException.class, r::next);
             assertThrows(EOFException.class, r::next);
             long ms = (System.nanoTime() - start) / 1_000_000;
-            assertTrue("EOF took " + ms + " ms", ms < 1000);
+            assertTrue(ms < 1000, "EOF took " + ms + " ms");
         }
     }
 
     /** A limit that is not on a record boundary for this record size fails open. */
     @Test
     public void limitOffRecordBoundaryFailsOpen() throws Exception {
-        String path = TestFiles.newPath("limit.bus");
+        String path = tmp.resolve("limit.bus").toString();
         try (RandomAccessFile raf = new RandomAccessFile(path, "rw")) {
             raf.setLength(4096);
             raf.seek(0);
@@ -140,14 +152,14 @@ public final class WriterTest {
     /** Reopening with a smaller file size maps less but never truncates the file. */
     @Test
     public void reopeningWithSmallerFileSizeNeverShrinks() throws Exception {
-        String path = TestFiles.newPath("shrink.bus");
+        String path = tmp.resolve("shrink.bus").toString();
         try (MappedBusWriter big = new MappedBusWriter(path, 1 << 20, 16).open()) {
             big.write(new byte[] {7}, 0, 1);
             // Other sizes on a bus with metadata are refused (MetadataTest); a file without it is not.
             java.nio.file.Files.delete(BusMeta.metaPath(path));
             try (MappedBusWriter small = new MappedBusWriter(path, 4096, 16).open();
                  MappedBusReader r = new MappedBusReader(path, 8192, 16).open()) {
-                assertEquals("length", 1 << 20, new File(path).length());
+                assertEquals(1 << 20, new File(path).length(), "length");
                 small.write(new byte[] {8}, 0, 1);
                 big.write(new byte[] {9}, 0, 1);
                 byte[] buf = new byte[16];
@@ -156,17 +168,17 @@ public final class WriterTest {
                     r.readBuffer(buf, 0);
                     n++;
                 }
-                assertEquals("records", 3, n);
-                assertEquals("last", 9, buf[0]);
+                assertEquals(3, n, "records");
+                assertEquals(9, buf[0], "last");
             }
-            assertEquals("length", 1 << 20, new File(path).length());
+            assertEquals(1 << 20, new File(path).length(), "length");
         }
     }
 
     /** A closed or never-opened writer says so. */
     @Test
     public void closedWriterThrows() throws Exception {
-        String path = TestFiles.newPath("closed.bus");
+        String path = tmp.resolve("closed.bus").toString();
         MappedBusWriter w = new MappedBusWriter(path, 4096, 8);
         IllegalStateException e = assertThrows(IllegalStateException.class, () -> w.write(new byte[1], 0, 1));
         assertContains(e.getMessage(), "not open");
@@ -180,9 +192,10 @@ public final class WriterTest {
     }
 
     /** Several writer threads share one bus: every record is delivered once, each writer's in order. */
-    @Test(timeoutSeconds = 120)
+    @Test
+    @Timeout(120)
     public void concurrentWritersDeliverEveryRecordOnceInOrder() throws Exception {
-        String path = TestFiles.newPath("mw.bus");
+        String path = tmp.resolve("mw.bus").toString();
         int writers = 4;
         int perWriter = 20_000;
         long fileSize = Layout.recordOffset((long) writers * perWriter, 8);
@@ -220,10 +233,10 @@ public final class WriterTest {
                 if (!Buses.await(r, 30_000)) {
                     break;
                 }
-                assertEquals("length", 8, r.readBuffer(buf, 0));
+                assertEquals(8, r.readBuffer(buf, 0), "length");
                 int id = buf[0];
                 int i = (buf[4] & 0xFF) | (buf[5] & 0xFF) << 8 | (buf[6] & 0xFF) << 16;
-                assertEquals("order of writer " + id, nextExpected[id], i);
+                assertEquals(nextExpected[id], i, "order of writer " + id);
                 nextExpected[id]++;
                 total++;
             }
@@ -235,9 +248,9 @@ public final class WriterTest {
                     throw new AssertionError("writer failed", t);
                 }
             }
-            assertEquals("records", writers * perWriter, total);
+            assertEquals(writers * perWriter, total, "records");
             assertThrows(EOFException.class, r::next);
-            assertEquals("no rollbacks", 0, r.rollbacks() + r.rolledBackSkipped());
+            assertEquals(0, r.rollbacks() + r.rolledBackSkipped(), "no rollbacks");
         }
     }
 }
