@@ -22,6 +22,7 @@ cdef class MappedBusReader:
                                # shared limit line is only re-read once the reader catches up
     cdef int64_t _initial_limit  # the limit at open(), for has_recovered()
     cdef unsigned int _idle    # empty polls: the limit is read on one in 16 of them
+    cdef bint _path_check_due  # an empty poll asks for the path check (once per 2^16)
     cdef int64_t _timeout_ns   # how long a slot may stay uncommitted before rollback
     cdef int64_t _wait_pos     # the uncommitted slot being timed, or -1
     cdef int64_t _wait_start   # monotonic ns when this reader saw the stall begin
@@ -40,6 +41,7 @@ cdef class MappedBusReader:
     cdef int _check_limit_now(self, int64_t limit) except -1
     cdef int _next(self) except -1
     cdef int _poll(self) except -1
+    cdef int _check_replaced(self) except -1
     cdef bint _timed_out(self, int64_t pos) except -1
     cdef int _wait(self, object timeout) except -1
     cdef int64_t _current(self) except -1

@@ -18,7 +18,7 @@ from ._record cimport Record
 
 from ._mapping import DEFAULT_LOCK_TIMEOUT, check_lock_timeout
 from ._writer import _check_sizes, _check_limit
-from .errors import BusClosedError, BusFullError, CorruptBusError
+from .errors import BusClosedError, BusFullError, BusReplacedError, CorruptBusError
 from .layout import FIRST_RECORD_OFFSET, HEADER_SIZE, DEFAULT_TIMEOUT_MS
 
 cdef extern from "sched.h" nogil:
@@ -254,7 +254,26 @@ cdef class MappedBusReader:
         cdef int found = self._poll()
         if guard_is_dead(self._dead):
             self._truncated()
+        if self._path_check_due and not found:
+            self._path_check_due = False
+            found = self._check_replaced()
         return found
+
+    cdef int _check_replaced(self) except -1:
+        # After an empty poll: is the path still the mapped file? If not, records already
+        # committed are still delivered (a writer that wrote its last record and removed
+        # the bus must not lose it): one more poll, and the error only if it is empty.
+        if self._segment:
+            return 0
+        try:
+            self._file.check_path()
+        except BusReplacedError:
+            if self._poll():
+                if guard_is_dead(self._dead):
+                    self._truncated()
+                return 1
+            raise
+        return 0
 
     cdef int _poll(self) except -1:
         cdef char *base = self._base
@@ -298,9 +317,8 @@ cdef class MappedBusReader:
                         cpu_relax()
                         self._pos = pos
                         return 0
-                    if (self._idle & (PATH_CHECK_POLLS - 1)) == 0 and not self._segment:
-                        self._pos = pos
-                        self._file.check_path()
+                    if (self._idle & (PATH_CHECK_POLLS - 1)) == 0:
+                        self._path_check_due = True
                 limit = load_acquire_i64(base)
                 if guard_is_dead(self._dead):
                     self._pos = pos
@@ -379,8 +397,8 @@ cdef class MappedBusReader:
                 with nogil:
                     nanosleep(&ts, NULL)
                 sleep_ns = min(sleep_ns * 2, SLEEP_MAX_NS)
-                if not self._segment:
-                    self._file.check_path()
+                if self._next() or self._check_replaced():
+                    return 1
             spins += 1
             if self._next():
                 return 1

@@ -18,7 +18,10 @@ import threading
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
-from mappedbus_py import jvm  # noqa: E402
+from mappedbus_py import MappedBusWriter, jvm  # noqa: E402
+
+# The price bus of object_reader.py/object_writer.py (and their Java twins).
+PRICES_FILE_SIZE, PRICES_RECORD_SIZE = 2_000_000, 12
 
 SAMPLES = os.path.join(ROOT, "samples")
 # Small samples: a JVM that starts fast matters more than peak speed.
@@ -49,6 +52,8 @@ def prices(path, messages, interval):
     total = 2 * messages
     print(f"== price updates on {path}: a Python and a Java writer, "
           f"a Python and a Java reader")
+    # Readers never create a bus: make it first, so they can start before the writers.
+    MappedBusWriter(path, PRICES_FILE_SIZE, PRICES_RECORD_SIZE).open().close()
     readers = {
         "python reader": start(python("object_reader.py", "--path", path, "--count", total,
                                       "--timeout", 30)),
@@ -133,7 +138,7 @@ def main():
         ring(base + "-token", a.rounds, a.interval)
         print("demo: done")
     finally:
-        for suffix in ("-prices", "-token"):
+        for suffix in ("-prices", "-token", "-prices.meta", "-token.meta"):
             if os.path.exists(base + suffix):
                 os.unlink(base + suffix)
 

@@ -35,6 +35,7 @@ def create_bus(path):
     ever opens a half-made file or the previous ring's."""
     tmp = f"{path}.{os.getpid()}.tmp"
     MappedBusWriter(tmp, FILE_SIZE, RECORD_SIZE).open().close()
+    os.replace(tmp + ".meta", path + ".meta")   # its metadata (sizes, id) goes along
     os.replace(tmp, path)
 
 
@@ -106,8 +107,10 @@ def main(argv=None):
         sys.exit(f"token_ring: {e}")
     finally:
         # Every node has the file mapped by now (each held the token), so it can go.
-        if a.id == 0 and os.path.exists(a.path):
-            os.unlink(a.path)
+        if a.id == 0:
+            for p in (a.path, a.path + ".meta"):
+                if os.path.exists(p):
+                    os.unlink(p)
 
 
 if __name__ == "__main__":
