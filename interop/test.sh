@@ -37,7 +37,6 @@ case "$suite" in
                    sun.util.calendar; do
             jvm_args+=("--add-opens=java.base/$pkg=ALL-UNNAMED")
         done
-        jvm_args+=(-Djava.security.manager=allow)
         ;;
     *)
         echo "usage: interop/test.sh core|spark [JUnit console launcher arguments]" >&2

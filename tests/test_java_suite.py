@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -23,8 +24,9 @@ pytestmark = [
 
 
 def _build(script):
-    proc = subprocess.run(["bash", os.path.join(ROOT, "interop", script)],
-                          capture_output=True, text=True, timeout=900)
+    # PYTHON: the interpreter running the tests is the one with pyspark (build_spark.sh asks it for the jars).
+    proc = subprocess.run(["bash", os.path.join(ROOT, "interop", script)], capture_output=True, text=True,
+                          timeout=900, env=dict(os.environ, PYTHON=sys.executable))
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
@@ -62,7 +64,7 @@ def summary_counts(output):
 
 
 def run_suite(suite, java):
-    env = dict(os.environ, JAVA=java)
+    env = dict(os.environ, JAVA=java, PYTHON=sys.executable)
     proc = subprocess.run(["bash", TEST_SH, suite], capture_output=True, text=True, timeout=1200,
                           cwd=ROOT, env=env)
     output = proc.stdout + proc.stderr
