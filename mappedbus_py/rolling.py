@@ -526,8 +526,10 @@ class RollingBusWriter:
                 committed += self._w.write_batch(rows[done:], part_meta)
                 break
             except BusFullError as e:
-                fit = e.committed + len(getattr(e, "rolled_back", ()))
-                committed += e.committed
+                # A batch that starts exactly at the segment's end allocates nothing: the
+                # error then carries no counts.
+                fit = getattr(e, "committed", 0) + len(getattr(e, "rolled_back", ()))
+                committed += getattr(e, "committed", 0)
                 rolled_back += [done + i for i in getattr(e, "rolled_back", ())]
                 done += fit
                 self._roll()
@@ -923,16 +925,26 @@ class RollingBusReader:
             try:
                 got = self._r.read_batch(out[n:], None if meta is None else meta[n:], 0.0)
             except BusFullError:
-                if not self._follow():
+                if not self._follow_keeping(n):
                     break
                 continue
             if got == 0:
                 if self._r.position > self._r_last():
-                    if self._follow():
+                    if self._follow_keeping(n):
                         continue
                 break
             n += got
         return n
+
+    def _follow_keeping(self, n):
+        """``_follow`` for a batch that already holds ``n`` rows: a gap or a replaced bus
+        found now is left for the next call, so the rows copied so far are delivered."""
+        try:
+            return self._follow()
+        except (BusGapError, BusReplacedError):
+            if n == 0:
+                raise
+            return False
 
     def _r_last(self):
         return self._end - self._slot
