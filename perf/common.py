@@ -14,6 +14,8 @@ PERF = os.path.join(ROOT, "perf")
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+from mappedbus_py.layout import META_SUFFIX  # noqa: E402
+
 PY = sys.executable
 HEADER = 8                 # record header: status + metadata
 PRICE_UPDATE_SIZE = 12     # the benchmark message: three int32
@@ -50,10 +52,11 @@ class ShmFiles:
 
     def __exit__(self, *exc):
         for p in self.paths:
-            try:
-                os.unlink(p)
-            except FileNotFoundError:
-                pass
+            for f in (p, p + META_SUFFIX):     # a bus and the metadata file beside it
+                try:
+                    os.unlink(f)
+                except FileNotFoundError:
+                    pass
 
 
 def create_bus(path, file_size, record_size):

@@ -100,8 +100,9 @@ def main(argv=None):
     finally:
         if spark is not None:
             spark.stop()
-        if os.path.exists(bus):
-            os.unlink(bus)
+        for f in (bus, bus + ".meta"):
+            if os.path.exists(f):
+                os.unlink(f)
         shutil.rmtree(parquet, ignore_errors=True)
 
 

@@ -110,7 +110,7 @@ def start_twice(extra_jar):
     writer_class = jpype.JClass("io.mappedbuspy.MappedBusWriter")
     # The JVM is running: a second call adds the new jar instead of failing, ignores jvm_args.
     assert jvm.start_jvm(classpath=[extra_jar], jvm_args=("-Xmx1g",)) is jpype
-    jpype.JClass("io.mappedbuspy.testing.TestRunner")
+    jpype.JClass("io.mappedbuspy.SafetyChild")
     assert jvm.java_classes().MappedBusWriter == writer_class
     print("ok")
 
