@@ -2,9 +2,11 @@
 loss under a checkpoint: a retention gap, a bus deleted and recreated, failOnDataLoss and the
 lostSlots metric; writes without a known file size refused."""
 import json
+import mmap
 import os
 import pathlib
 import shutil
+import struct
 import time
 import uuid
 
@@ -249,3 +251,39 @@ def test_write_without_file_size_to_a_file_without_metadata_is_refused(spark, bu
         for p in (other, other + ".meta"):
             if os.path.exists(p):
                 os.unlink(p)
+
+
+def test_available_now_passes_a_hung_run_on_a_rolling_bus_within_one_timeout(spark, bus_dir):
+    write_rolling(bus_dir, range(3))
+    # A crashed writer's batch: four slots allocated in segment 0 and never committed.
+    seg0 = os.path.join(bus_dir, f"{0:020d}.bus")
+    with open(seg0, "r+b") as f, mmap.mmap(f.fileno(), 0) as m:
+        limit = struct.unpack_from("<q", m, 0)[0]
+        struct.pack_into("<q", m, 0, limit + 4 * SLOT)
+    write_rolling(bus_dir, range(3, 8))   # three fill segment 0, two roll into segment 1
+    started = time.monotonic()
+    q = (stream(spark, bus_dir, timeoutMs=1000).writeStream.format("memory")
+         .queryName("rolling_hung").trigger(availableNow=True).start())
+    assert q.awaitTermination(120)
+    elapsed = time.monotonic() - started
+    rows = sorted((r.position, r.price) for r in spark.sql("select * from rolling_hung").collect())
+    assert rows == [(pos(i), i) for i in range(3)] + [(pos(i + 4), i) for i in range(3, 8)]
+    assert elapsed < 15, f"4 hung slots took {elapsed:.1f} s: one timeout each?"
+
+
+def test_single_file_bus_replaced_under_a_running_query_fails_naming_both_ids(spark, bus_path):
+    old = recreate_single(bus_path, range(10))
+    q = (stream(spark, bus_path).writeStream.format("memory").queryName("replaced_live")
+         .trigger(processingTime="50 milliseconds").start())
+    try:
+        deadline = time.time() + 60
+        while spark.sql("select * from replaced_live").count() < 10:
+            assert time.time() < deadline
+            time.sleep(0.1)
+        new = recreate_single(bus_path, range(100, 120))
+        with pytest.raises(Exception) as failed:
+            q.awaitTermination(60)
+            raise AssertionError("the query did not fail")
+    finally:
+        q.stop()
+    assert f"of bus {old}" in str(failed.value) and f"now holds bus {new}" in str(failed.value)

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from mappedbus_py import MappedBusWriter, PriceUpdate
+from mappedbus_py import MappedBusReader, MappedBusWriter, PriceUpdate
 
 from .helpers import hung_slot, status_at
 
@@ -89,7 +89,8 @@ def test_restart_from_checkpoint_no_loss_no_duplicates(spark, bus_path, tmp_path
     write_prices(bus_path, range(100))
     assert run_available_now(spark, bus_path, out, ckpt, maxRecordsPerTrigger=40) == [40, 40, 20]
     offsets = json.loads(open(os.path.join(ckpt, "offsets", "2")).read().splitlines()[-1])
-    assert offsets == {"position": 8 + 100 * 20}
+    with MappedBusReader(bus_path, FILE_SIZE, 12) as r:
+        assert offsets == {"position": 8 + 100 * 20, "busId": r.bus_id}
     write_prices(bus_path, range(100, 150))
     # Forget that the last batch was committed: the restart re-plans it from the offset log.
     os.unlink(os.path.join(ckpt, "commits", "2"))

@@ -326,7 +326,7 @@ final class BusMicroBatchStream implements MicroBatchStream, SupportsTriggerAvai
         long count = 0;
         int idle = 0;
         try {
-            seek(startIn((BusOffset) startOffset));
+            seek(startIn(BusOffset.of(startOffset)));
             while (count < max && position() < availableNowEnd) {
                 if (next()) {
                     count++;
@@ -353,8 +353,8 @@ final class BusMicroBatchStream implements MicroBatchStream, SupportsTriggerAvai
 
     @Override
     public InputPartition[] planInputPartitions(Offset start, Offset end) {
-        BusOffset s = (BusOffset) start;
-        BusOffset e = (BusOffset) end;
+        BusOffset s = BusOffset.of(start);
+        BusOffset e = BusOffset.of(end);
         refreshReader();
         if (e.busId != null && !e.busId.equals(readerId)) {
             // The batch was planned (before a restart) on a bus that is gone: its slots are another bus's now.
@@ -427,7 +427,7 @@ final class BusMicroBatchStream implements MicroBatchStream, SupportsTriggerAvai
         m.put("lostSlots", Long.toString(lostSlots));
         m.put("replacedBuses", Long.toString(replacedBuses));
         if (latestConsumedOffset.isPresent()) {
-            BusOffset o = (BusOffset) latestConsumedOffset.get();
+            BusOffset o = BusOffset.of(latestConsumedOffset.get());
             long behind = -1;
             try {
                 behind = recordsBehind(o.position);

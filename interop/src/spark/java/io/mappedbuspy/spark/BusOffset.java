@@ -29,6 +29,11 @@ final class BusOffset extends Offset {
                 : "{\"position\":" + position + ",\"busId\":\"" + busId + "\"}";
     }
 
+    /** The offset Spark hands back, which may be its serialized form (restarts, metrics). */
+    static BusOffset of(Offset o) {
+        return o instanceof BusOffset ? (BusOffset) o : parse(o.json());
+    }
+
     static BusOffset parse(String json) {
         Matcher m = JSON.matcher(json.trim());
         if (!m.matches()) {
