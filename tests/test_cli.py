@@ -73,3 +73,38 @@ def test_garbage_file_dumps_without_crashing(tmp_path):
     for rsize in (1, 7, 12, 4096, 10_000):
         code, _, err = run("dump", path, "-r", rsize)
         assert code == 0, err
+
+
+import pytest  # noqa: E402
+
+
+@pytest.mark.parametrize("args, says", [
+    (("-r", "-8"), "record"), (("-r", "0"), "record"), (("-r", "16", "--status", "x"), "status"),
+    (("-r", "16", "-l", "__init__:int32"), "__init__"), (("-r", "16", "-l", "a:int99"), "int99"),
+    (("-r", "16", "--max", "-1"), "max"), (("-r", "16", "--start", "3"), "start"),
+])
+def test_bad_arguments_are_a_usage_error_with_exit_code_2(bus_path, args, says):
+    with MappedBusWriter(bus_path, 10_000, 16) as w:
+        w.write(b"x")
+    code, out, err = run("dump", bus_path, *args)
+    assert code == 2, (code, err)
+    assert "Traceback" not in err and out == ""
+    assert "error:" in err and says in err.lower()
+
+
+def test_names_and_payloads_are_printed_escaped(tmp_path):
+    path = str(tmp_path / "bus\x1b[31mred")
+    with MappedBusWriter(path, 10_000, 16) as w:
+        w.write(b"a\x00\x1b[2Jzz\n")
+    for cmd in (("stat", path, "-r", 16), ("dump", path, "-r", 16, "--bytes")):
+        code, out, err = run(*cmd)
+        assert code == 0, err
+        assert "\x1b" not in out and "\x00" not in out      # no raw control characters
+        assert "bus\\x1b[31mred" in out or "1b5b324a" in out
+
+
+def test_a_fifo_is_refused_at_once_instead_of_blocking(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    code, _, err = run("stat", fifo, "-r", 16)      # run() has a 60 s timeout
+    assert code == 2 and "FIFO" in err
