@@ -6,6 +6,10 @@
     df = (spark.read.format("mappedbus")
           .option("path", "/dev/shm/prices").option("layout", "PriceUpdate").load())
 
+A rolling bus is read (and written) the same way with ``option("path", directory)``: its sizes come
+from its ``bus.meta``; streaming offsets carry the bus id, and ``failOnDataLoss`` says what a query does
+when records it had not read are gone.
+
 The data source is Java (``build/jvm/mappedbuspy-spark.jar`` on the core ``mappedbuspy.jar``); its
 options are described in ``interop/src/spark/README.md``. pyspark is imported only when a session is
 built, so importing this module needs neither pyspark nor a JVM.

@@ -345,6 +345,17 @@ final class BusMicroBatchStream implements MicroBatchStream, SupportsTriggerAvai
             throw new IllegalStateException("mappedbus: interrupted while waiting for uncommitted slots", e);
         } catch (EOFException e) {
             // A single-file bus is full: nothing more will come.
+        } catch (io.mappedbuspy.BusReplacedException e) {
+            // The reader noticed its bus removed or replaced while waiting for records.
+            if (options.failOnDataLoss) {
+                throw new IllegalStateException("mappedbus: " + e.getMessage() + " (option failOnDataLoss=false "
+                        + "goes on with the bus found at " + options.path + " from its earliest record)", e);
+            }
+            LOG.warn("mappedbus: " + e.getMessage() + "; reopening " + options.path + " (failOnDataLoss=false)");
+            BusOffset s = BusOffset.of(startOffset);
+            long at = position();
+            closeReader(); // the next trigger reopens whatever bus the path holds then, and compares ids
+            return new BusOffset(Math.max(at, s.position), readerId);
         } catch (IOException e) {
             throw new UncheckedIOException("mappedbus: cannot read " + options.path + ": " + e.getMessage(), e);
         }
