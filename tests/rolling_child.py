@@ -7,12 +7,12 @@
     verify <dir> <segment_size> <record_size> [--timeout ms] [--idle-exit ms] [--stop-file F]
           [--on-gap raise|skip] [--start pos] [--batch n]
         reads 8-byte (writer id, i) records without printing them: "ready" once open, then
-        after the end (idle for --idle-exit ms, once --stop-file exists if given) maybe
+        after the end (idle for --idle-exit ms, counted from when it saw --stop-file if
+        given) maybe
         "GAP <lost_from> <lost_to> <lost>" or "REPLACED", then "RATE <n> <seconds first to last
         record> <cpu seconds>" and the
         summary line, the same as the Java RollingVerify prints (see Verifier); read_batch
-        takes up to --batch records a call (default 65536; 1 loses nothing to the
-        read_batch/BusGapError bug described in test_rolling_crash.py)
+        takes up to --batch records a call (default 65536)
     read <dir> <count> [--idle-exit ms] [--on-gap raise|skip] [--go FILE]
         one line per record "<position> <meta> <payload hex>", then
         "END <n> lost=<n> skipped=<n>" (or "GAP <lost_from> <lost_to> <lost>")
@@ -212,6 +212,7 @@ def verify(a):
         print("ready", flush=True)
         t_first = t_last = None
         idle_since = time.monotonic()
+        stop_seen = a.stop_file is None
         try:
             while True:
                 n = r.read_batch(buf, timeout=0.05)
@@ -220,9 +221,13 @@ def verify(a):
                     ver.add(buf[:n])
                     t_first = now if t_first is None else t_first
                     t_last = idle_since = now
-                elif (now - idle_since) * 1000 >= a.idle_exit and (
-                        a.stop_file is None or os.path.exists(a.stop_file)):
-                    break
+                elif (now - idle_since) * 1000 >= a.idle_exit:
+                    if stop_seen:
+                        break
+                    if os.path.exists(a.stop_file):
+                        # Idle time counts from here: a reader paused (SIGSTOP) until after
+                        # the stop file appeared has not looked for records yet.
+                        stop_seen, idle_since = True, now
         except BusGapError as e:
             end = f"GAP {e.lost_from} {e.lost_to} {e.lost}"
         except BusReplacedError:

@@ -19,7 +19,7 @@ import java.time.Duration;
  * </pre>
  * An idle reader sleeps {@code --poll-sleep-us} (default 1000) between polls after 1000 spins; 0 only yields.
  * Records are 8 bytes: int32 writer id, int32 i. Prints "ready" once open; at the end (idle for
- * {@code --idle-exit} ms, once the stop file exists if one is given) maybe "GAP lostFrom lostTo lost" or
+ * {@code --idle-exit} ms, counted from when it saw the stop file if one is given) maybe "GAP lostFrom lostTo lost" or
  * "REPLACED", then "RATE n seconds cpuSeconds" and
  * "VERIFY n=N skipped=S lost=L hash=H bad=B writers=id:count:first:last,...": H is the order-sensitive hash
  * {@code h = h * P + v} (mod 2^64) over the records in read order, v the 8 payload bytes as a little-endian
@@ -122,6 +122,7 @@ public final class RollingVerify {
                     r.seek(start);
                 }
                 long idleSince = System.nanoTime();
+                boolean stopSeen = stop == null;
                 int idle = 0;
                 for (;;) {
                     if (r.next()) {
@@ -145,8 +146,16 @@ public final class RollingVerify {
                         }
                         idleSince = now;
                     }
-                    if (now - idleSince >= idleExitMs * 1_000_000L && (stop == null || Files.exists(stop))) {
-                        break;
+                    if (now - idleSince >= idleExitMs * 1_000_000L) {
+                        if (stopSeen) {
+                            break;
+                        }
+                        if (Files.exists(stop)) {
+                            // Idle time counts from here: a reader paused (SIGSTOP) until after the stop file
+                            // appeared has not looked for records yet.
+                            stopSeen = true;
+                            idleSince = now;
+                        }
                     }
                     // Spin briefly, then back off so a waiting reader leaves the cores to the writers.
                     if (++idle > 1000) {
