@@ -158,7 +158,10 @@ cdef class MappedFile:
         cdef bint created, meta_written
         cdef int fd
         flags = os.O_RDONLY if self.read_only else os.O_RDWR
-        for _ in range(_REOPEN_ATTEMPTS):
+        cdef int attempts = 0
+        empty_deadline = None
+        while attempts < _REOPEN_ATTEMPTS:
+            attempts += 1
             created = meta_written = False
             try:
                 fd, st = open_file(path, flags, allow_foreign=allow_foreign)
@@ -191,6 +194,19 @@ cdef class MappedFile:
                         found.check(record_size, self.file_size, path)
                         meta = found
                 length = os.fstat(fd).st_size
+                if length == 0 and meta is None and not create and not segment:
+                    # A writer created the file and has not sized it yet (it creates, then
+                    # takes the lock): not a bus yet. Wait for it, bounded like the lock.
+                    now = time.monotonic()
+                    if empty_deadline is None:
+                        empty_deadline = now + lock_timeout
+                    if now >= empty_deadline:
+                        raise FileNotFoundError(
+                            errno.ENOENT, f"an empty file, still not made a bus by any writer "
+                            f"after {lock_timeout:g} s (a reader never creates one)", path)
+                    attempts -= 1
+                    time.sleep(0.001)
+                    continue
                 if length < size:
                     if not create or segment:
                         raise BusMismatchError(

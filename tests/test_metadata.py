@@ -147,3 +147,34 @@ def test_segment_mode_uses_no_metadata_and_never_creates_or_grows(tmp_path):
     with pytest.raises(Exception, match="mode 0666"):   # the other checks still apply
         MappedBusReader(path + "x", SIZE, 8, _segment=True).open()
 
+
+
+def test_a_reader_that_opens_while_a_writer_creates_the_bus_waits_for_it(bus_path):
+    # What a writer leaves between creating the file (O_EXCL) and sizing it under its lock:
+    # an empty file. A reader opening then must wait for the bus, not call it the wrong size.
+    import threading
+    os.close(os.open(bus_path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    got = {}
+
+    def read():
+        try:
+            with MappedBusReader(bus_path, 100_000, 12, lock_timeout=10) as r:
+                got["id"] = r.bus_id
+        except Exception as e:      # noqa: BLE001 - reported below
+            got["error"] = e
+    t = threading.Thread(target=read)
+    t.start()
+    time.sleep(0.2)
+    assert t.is_alive()             # still waiting: an empty file is not a bus yet
+    with MappedBusWriter(bus_path, 100_000, 12) as w:
+        t.join(10)
+        assert got == {"id": w.bus_id}
+
+
+def test_an_empty_file_no_writer_initialises_is_not_found_after_the_lock_timeout(bus_path):
+    os.close(os.open(bus_path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    t0 = time.monotonic()
+    with pytest.raises(FileNotFoundError, match="empty file"):
+        MappedBusReader(bus_path, 100_000, 12, lock_timeout=0.3).open()
+    assert time.monotonic() - t0 >= 0.3
+    assert os.path.getsize(bus_path) == 0 and not os.path.exists(meta_path(bus_path))
