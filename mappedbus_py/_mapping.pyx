@@ -36,6 +36,10 @@ _FLOCK = "hhqqi4x"
 _REOPEN_ATTEMPTS = 100
 
 
+class _NotYet(Exception):
+    """An empty file found by an open that may not grow it: a bus being created."""
+
+
 def check_mode(mode):
     """The permissions a writer creates a file with: an int within 0o777."""
     if isinstance(mode, bool) or not isinstance(mode, int) or not 0 <= mode <= 0o777:
@@ -141,15 +145,31 @@ cdef class MappedFile:
             create = not read_only
         if create and read_only:
             raise ValueError("a read-only mapping cannot create or grow the file")
-        if not _THREAD_LOCK.acquire(timeout=lock_timeout):
-            raise BusLockTimeoutError(
-                f"{self.path!r}: another thread of this process kept opening a bus for more "
-                f"than {lock_timeout:g} s", os.getpid())
-        try:
-            self._open(record_size, create, init, mode, preallocate, prefault, allow_foreign,
-                       lock_timeout, segment)
-        finally:
-            _THREAD_LOCK.release()
+        empty_deadline = None
+        while True:
+            if not _THREAD_LOCK.acquire(timeout=lock_timeout):
+                raise BusLockTimeoutError(
+                    f"{self.path!r}: another thread of this process kept opening a bus for "
+                    f"more than {lock_timeout:g} s", os.getpid())
+            try:
+                self._open(record_size, create, init, mode, preallocate, prefault,
+                           allow_foreign, lock_timeout, segment)
+                return
+            except _NotYet:
+                pass
+            finally:
+                _THREAD_LOCK.release()
+            # An empty file: a writer created it and has not sized it yet (it creates, then
+            # takes the lock). Wait for it, bounded like the lock, with no lock held, so the
+            # writer may be a thread of this process.
+            now = time.monotonic()
+            if empty_deadline is None:
+                empty_deadline = now + lock_timeout
+            if now >= empty_deadline:
+                raise FileNotFoundError(
+                    errno.ENOENT, f"an empty file, still not made a bus by any writer after "
+                    f"{lock_timeout:g} s (a reader never creates one)", self.path)
+            time.sleep(0.001)
 
     cdef _open(self, int64_t record_size, bint create, bint init, int mode, bint preallocate,
                bint prefault, bint allow_foreign, double lock_timeout, bint segment):
@@ -158,10 +178,7 @@ cdef class MappedFile:
         cdef bint created, meta_written
         cdef int fd
         flags = os.O_RDONLY if self.read_only else os.O_RDWR
-        cdef int attempts = 0
-        empty_deadline = None
-        while attempts < _REOPEN_ATTEMPTS:
-            attempts += 1
+        for _ in range(_REOPEN_ATTEMPTS):
             created = meta_written = False
             try:
                 fd, st = open_file(path, flags, allow_foreign=allow_foreign)
@@ -195,18 +212,7 @@ cdef class MappedFile:
                         meta = found
                 length = os.fstat(fd).st_size
                 if length == 0 and meta is None and not create and not segment:
-                    # A writer created the file and has not sized it yet (it creates, then
-                    # takes the lock): not a bus yet. Wait for it, bounded like the lock.
-                    now = time.monotonic()
-                    if empty_deadline is None:
-                        empty_deadline = now + lock_timeout
-                    if now >= empty_deadline:
-                        raise FileNotFoundError(
-                            errno.ENOENT, f"an empty file, still not made a bus by any writer "
-                            f"after {lock_timeout:g} s (a reader never creates one)", path)
-                    attempts -= 1
-                    time.sleep(0.001)
-                    continue
+                    raise _NotYet()     # a bus being created: __cinit__ waits for it
                 if length < size:
                     if not create or segment:
                         raise BusMismatchError(

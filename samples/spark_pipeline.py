@@ -216,8 +216,9 @@ def main(argv=None):
         if spark is not None:
             spark.stop()
         for path in (bus_a, bus_b):
-            if os.path.exists(path):
-                os.unlink(path)
+            for f in (path, path + ".meta"):    # the bus and its metadata file
+                if os.path.exists(f):
+                    os.unlink(f)
         shutil.rmtree(work, ignore_errors=True)
 
 

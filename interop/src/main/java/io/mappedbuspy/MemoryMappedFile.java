@@ -180,6 +180,7 @@ public final class MemoryMappedFile implements AutoCloseable {
         this.readOnly = o.readOnly;
         long want = Layout.mappedSize(fileSize);
         Path p = Paths.get(path);
+        long emptyDeadline = 0;
         for (int attempt = 0; ; attempt++) {
             boolean made = false;
             FileChannel ch = null;
@@ -218,6 +219,25 @@ public final class MemoryMappedFile implements AutoCloseable {
                 this.channel = ch;
                 this.created = made;
                 return;
+            } catch (NotYet r) {
+                // A writer created the file and has not sized it yet (it creates, then locks): not a bus
+                // yet. Wait for it, bounded like the lock, as the Python reader does.
+                close0(ch);
+                long now = System.nanoTime();
+                if (emptyDeadline == 0) {
+                    emptyDeadline = now + o.lockTimeoutMs * 1_000_000L;
+                }
+                if (now - emptyDeadline >= 0) {
+                    throw new NoSuchFileException(path, null, "an empty file, still not made a bus by any writer after "
+                            + o.lockTimeoutMs + " ms (readers never create one)");
+                }
+                attempt--;
+                try {
+                    Thread.sleep(1);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    throw new java.io.InterruptedIOException("interrupted while waiting for " + path + " to become a bus");
+                }
             } catch (Retry r) {
                 close0(ch);
                 if (made) {
@@ -241,6 +261,15 @@ public final class MemoryMappedFile implements AutoCloseable {
                 }
                 throw e;
             }
+        }
+    }
+
+    /** An empty file found by an open that may not grow it: a bus being created. */
+    private static final class NotYet extends RuntimeException {
+        private static final long serialVersionUID = 1L;
+
+        NotYet() {
+            super(null, null, false, false);
         }
     }
 
@@ -268,6 +297,8 @@ public final class MemoryMappedFile implements AutoCloseable {
                 } catch (IOException e) {
                     throw new IOException("cannot grow " + path + " to " + want + " bytes: " + e.getMessage(), e);
                 }
+            } else if (have == 0) {
+                throw new NotYet();
             } else if (o.allowShort) {
                 mapLen = have;
             } else {

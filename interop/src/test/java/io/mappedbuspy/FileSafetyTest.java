@@ -283,4 +283,38 @@ public class FileSafetyTest {
             assertEquals(4, got, "every slot delivered");
         }
     }
+
+    /**
+     * What a writer leaves between creating the file and sizing it under its lock is an empty file: a reader
+     * opening then waits for the bus instead of calling it the wrong size, and gives up after its lock timeout.
+     */
+    @Test
+    @Timeout(60)
+    public void readerOpeningWhileAWriterCreatesTheBusWaitsForIt() throws Exception {
+        String path = tmp.resolve("new.bus").toString();
+        Files.createFile(Path.of(path), PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rw-------")));
+        String[] got = new String[1];
+        Thread t = new Thread(() -> {
+            try (MappedBusReader r = new MappedBusReader(path, 100_000, 12).setLockTimeout(20_000).open()) {
+                got[0] = "id " + r.busId();
+            } catch (Exception e) {
+                got[0] = e.toString();
+            }
+        });
+        t.start();
+        Thread.sleep(200);
+        assertTrue(t.isAlive(), "still waiting: an empty file is not a bus yet");
+        try (MappedBusWriter w = new MappedBusWriter(path, 100_000, 12).open()) {
+            t.join(20_000);
+            assertEquals("id " + w.busId(), got[0]);
+        }
+        String empty = tmp.resolve("empty.bus").toString();
+        Files.createFile(Path.of(empty), PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rw-------")));
+        long t0 = System.nanoTime();
+        NoSuchFileException e = assertThrows(NoSuchFileException.class,
+                () -> new MappedBusReader(empty, 100_000, 12).setLockTimeout(300).open());
+        assertContains(e.getMessage(), "empty file");
+        assertTrue(System.nanoTime() - t0 >= 300_000_000L, "waited the lock timeout");
+        assertEquals(0, Files.size(Path.of(empty)));
+    }
 }
