@@ -2,6 +2,7 @@
 """The reader: follows the limit, delivers committed records, rolls back stalled ones."""
 import errno
 import warnings
+from operator import index
 
 from cpython.buffer cimport (PyObject_GetBuffer, PyBuffer_Release, PyBUF_WRITABLE,
                              PyBUF_C_CONTIGUOUS, PyBUF_SIMPLE)
@@ -17,7 +18,7 @@ from ._message cimport MessageBase
 from ._record cimport Record
 
 from ._mapping import DEFAULT_LOCK_TIMEOUT, check_lock_timeout
-from ._writer import _check_sizes, _check_limit
+from ._writer import _check_sizes, _check_limit, _reopen
 from .errors import BusClosedError, BusFullError, BusReplacedError, CorruptBusError
 from .layout import FIRST_RECORD_OFFSET, HEADER_SIZE, DEFAULT_TIMEOUT_MS
 
@@ -39,6 +40,33 @@ cdef int64_t SLEEP_MAX_NS = 1000000
 cdef unsigned int PATH_CHECK_POLLS = 1 << 16
 cdef int NEVER_DEAD = 0      # what _dead points to while no mapping is open
 
+#: Seconds a slot may stay allocated but uncommitted before a reader rolls it back.
+DEFAULT_TIMEOUT = DEFAULT_TIMEOUT_MS / 1000
+
+
+def _check_timeout(value, what="timeout"):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        raise ValueError(f"{what} must be a non-negative number of seconds, got {value!r}")
+    return value
+
+
+def _check_start(start):
+    if start is None or (isinstance(start, str) and start == "end"):
+        return start
+    if not isinstance(start, bool):
+        try:
+            return index(start)
+        except TypeError:
+            pass
+    raise ValueError(f"start must be None (the first record), 'end' (only new records) or "
+                     f"a record position (an int), got {start!r}")
+
+
+def _check_position(position):
+    if isinstance(position, bool):
+        raise TypeError(f"a position must be an int, got {position!r}")
+    return index(position)
+
 
 cdef inline int64_t monotonic_ns() noexcept nogil:
     cdef timespec ts
@@ -58,13 +86,32 @@ cdef class MappedBusReader:
     blocks for each record until the end of the bus, ``read_batch(array)`` fills a numpy
     array with up to ``len(array)`` records in one call.
 
-    A slot whose writer allocated it but has not committed it within ``timeout``
-    milliseconds (default 2000) is rolled back (status 2) and skipped; ``skipped`` counts
-    lost records. ``read_only=True`` opens the file read-only and never writes: it skips a
-    stalled slot after the timeout without rolling it back, with a RuntimeWarning. A reader
-    that may not write the file (EACCES, EPERM, EROFS) becomes read-only, with a warning.
-    ``start`` is where reading begins: None (the first record), ``"end"`` (the current
-    end, only new records), or a record position.
+    **Waiting.** Every call that can wait takes ``timeout`` in seconds with one meaning:
+    ``None`` (the default) waits until a record comes, as ``queue.Queue.get`` does; ``0``
+    does not wait; ``t > 0`` waits up to ``t`` seconds. ``read()`` returns None and
+    ``read_batch()`` 0 when the time is up; ``records(timeout)`` (and iteration, which never
+    stops waiting) ends. ``next()`` never waits. A blocking wait spins briefly, then sleeps
+    with backoff (up to 1 ms): an idle reader costs next to no CPU. ``read_async()`` and
+    ``records_async()`` wait the same way without blocking an asyncio event loop.
+
+    **The end of the bus.** Once every record that fits in ``file_size`` is read, every
+    read call (``next``, ``wait``, ``read``, ``read_into``, ``read_batch`` with nothing
+    copied, ``records``, iteration and the async forms) raises ``BusFullError`` (an
+    ``EOFError``): a full single-file bus takes no more records, which its readers should
+    not mistake for a quiet writer.
+
+    **Stalled slots.** A slot whose writer allocated it but has not committed it within
+    ``timeout`` seconds (constructor keyword, default 2.0; ``reader.timeout`` in seconds;
+    ``set_timeout(ms)`` is Java's millisecond setter) is rolled back (status 2) and
+    skipped; ``skipped`` counts lost records. ``read_only=True`` opens the file read-only
+    and never writes: it skips a stalled slot after the timeout without rolling it back,
+    with a RuntimeWarning. A reader that may not write the file (EACCES, EPERM, EROFS)
+    becomes read-only, with a warning. ``start`` is where reading begins: None (the first
+    record), ``"end"`` (the current end, only new records), or a record position.
+
+    **Other processes.** A reader pickles (for ``multiprocessing`` spawn): the copy
+    reopens the bus by path with the same sizes and options, at this reader's position,
+    open if this one was open.
 
     A reader never creates, grows or writes a file that is not a bus: a missing file is
     FileNotFoundError, a short one is refused. Opening is checked as for the writer
@@ -74,12 +121,13 @@ cdef class MappedBusReader:
     replaced) raises BusReplacedError once the reader is caught up.
     """
 
-    def __init__(self, path, file_size, record_size, *, timeout=DEFAULT_TIMEOUT_MS,
+    def __init__(self, path, file_size, record_size, *, timeout=DEFAULT_TIMEOUT,
                  start=None, bint read_only=False, bint prefault=False,
                  bint allow_foreign=False, lock_timeout=DEFAULT_LOCK_TIMEOUT,
                  bint _segment=False):
-        _check_sizes(file_size, record_size)
+        file_size, record_size = _check_sizes(file_size, record_size)
         check_lock_timeout(lock_timeout)
+        start = _check_start(start)
         self.path = path
         self.file_size = file_size
         self.record_size = record_size
@@ -92,7 +140,7 @@ cdef class MappedBusReader:
         self._allow_foreign = allow_foreign
         self._lock_timeout = lock_timeout
         self._segment = _segment
-        self.set_timeout(timeout)
+        self.timeout = timeout
         self._file = None
         self._base = NULL
         self._dead = &NEVER_DEAD
@@ -182,6 +230,16 @@ cdef class MappedBusReader:
     def __exit__(self, *exc):
         self.close()
 
+    def __reduce__(self):
+        # Another process maps the file itself: what crosses is how to reopen it.
+        opened = self._base != NULL
+        start = self._pos if opened else self._start
+        kwargs = dict(timeout=self.timeout, start=start, read_only=self.read_only,
+                      prefault=self._prefault, allow_foreign=self._allow_foreign,
+                      lock_timeout=self._lock_timeout, _segment=self._segment)
+        return (_reopen, (MappedBusReader, self.path, self.file_size, self.record_size,
+                          kwargs, opened))
+
     def __repr__(self):
         state = "closed" if self._base == NULL else f"open at {self._pos}"
         return (f"<MappedBusReader {state} path={self.path!r} file_size={self.file_size} "
@@ -205,8 +263,9 @@ cdef class MappedBusReader:
             raise BusClosedError("the MappedBusReader is closed")
         return load_acquire_i64(self._base)
 
-    def seek(self, int64_t position):
+    def seek(self, position_):
         """Continue from the record at ``position`` (a record boundary)."""
+        cdef int64_t position = _check_position(position_)
         if position < FIRST or (position - FIRST) % self._slot != 0:
             raise ValueError(f"position {position} is not a record boundary (records start "
                              f"at {FIRST} and take {self._slot} bytes)")
@@ -233,18 +292,23 @@ cdef class MappedBusReader:
 
     @property
     def timeout(self):
-        """Milliseconds a slot may stay uncommitted before this reader rolls it back."""
-        return self._timeout_ns // 1000000
+        """Seconds (float) a slot may stay uncommitted before this reader rolls it back."""
+        return self._timeout_ns / 1e9
 
     @timeout.setter
-    def timeout(self, value):
-        self.set_timeout(value)
+    def timeout(self, seconds):
+        self._timeout_ns = <int64_t>(_check_timeout(seconds) * 1e9)
 
-    def set_timeout(self, timeout):
-        """Java's ``setTimeout(int)``: the rollback timeout in milliseconds."""
-        if not isinstance(timeout, (int, float)) or timeout < 0:
-            raise ValueError(f"timeout must be a non-negative number of milliseconds, got {timeout!r}")
-        self._timeout_ns = <int64_t>(timeout * 1000000)
+    def set_timeout(self, milliseconds):
+        """Java's ``setTimeout(int)``: the rollback timeout in **milliseconds**
+        (``reader.timeout = seconds`` is the Python form)."""
+        if isinstance(milliseconds, bool) or not isinstance(milliseconds, (int, float)) \
+                or not milliseconds >= 0:
+            raise ValueError(f"set_timeout() takes a non-negative number of milliseconds, "
+                             f"got {milliseconds!r}")
+        self._timeout_ns = <int64_t>(milliseconds * 1000000)
+
+    set_timeout_ms = set_timeout
 
     # -- the protocol -------------------------------------------------------------
 
@@ -339,7 +403,7 @@ cdef class MappedBusReader:
                 return 0
             if self.read_only:
                 warnings.warn(f"read-only reader skipped the uncommitted record at {pos} "
-                              f"after {self.timeout} ms without rolling it back; other "
+                              f"after {self.timeout:g} s without rolling it back; other "
                               f"readers may still deliver it", RuntimeWarning, stacklevel=3)
                 pos += self._slot
                 self.skipped += 1
@@ -382,6 +446,7 @@ cdef class MappedBusReader:
         cdef long spins = 0
         cdef timespec ts
         if timeout is not None:
+            _check_timeout(timeout)
             if timeout <= 0:
                 return 0
             deadline = monotonic_ns() + <int64_t>(timeout * 1e9)
@@ -425,7 +490,8 @@ cdef class MappedBusReader:
         return self._next() == 1
 
     def wait(self, timeout=None):
-        """Like ``next()``, but block up to ``timeout`` seconds (None: no limit)."""
+        """Like ``next()``, but wait up to ``timeout`` seconds (None: until a record
+        comes, 0: not at all); True if a record became current."""
         return self._wait(timeout) == 1
 
     def read_type(self):
@@ -517,34 +583,43 @@ cdef class MappedBusReader:
             self._truncated()
         return record
 
-    def read(self, timeout=0.0):
+    def read(self, timeout=None):
         """The next committed record as a ``Record``, waiting up to ``timeout`` seconds
-        (0: don't wait, None: no limit); None if none came."""
+        (None: until one comes, 0: not at all); None if none came in time."""
         if not self._wait(timeout):
             return None
         return self._record()
 
     def records(self, timeout=None):
         """Yield records until none arrives for ``timeout`` seconds (None: never stop
-        waiting) or the bus ends."""
+        waiting). Raises BusFullError at the end of the bus, as ``read()`` does."""
         while True:
-            try:
-                if not self._wait(timeout):
-                    return
-            except BusFullError:
+            if not self._wait(timeout):
                 return
             yield self._record()
 
     def __iter__(self):
         return self.records(None)
 
-    def read_batch(self, out, meta=None, timeout=0.0):
+    def read_async(self, timeout=None):
+        """``read(timeout)`` to ``await``: polls without blocking the event loop (see
+        ``mappedbus_py.aio``)."""
+        from . import aio
+        return aio.read_async(self, timeout)
+
+    def records_async(self, timeout=None):
+        """``records(timeout)`` for ``async for``, without blocking the event loop."""
+        from . import aio
+        return aio.records_async(self, timeout)
+
+    def read_batch(self, out, meta=None, timeout=None):
         """Copy up to ``len(out)`` committed records into ``out`` and return how many.
         ``out`` is C-contiguous with one row per record (a numpy structured array whose
         itemsize is at most record_size, or a 2-D uint8 array); each row gets the first
         ``itemsize`` payload bytes. ``meta``, if given, is an int32 array receiving each
         record's metadata. With no record ready, wait up to ``timeout`` seconds for the
-        first one (0: return 0 at once, None: no limit), then take what is ready."""
+        first one (None: until one comes, 0: return 0 at once), then take what is ready.
+        Raises BusFullError at the end of the bus if it copied nothing."""
         cdef Py_buffer view, mview
         cdef Py_ssize_t nrows, rowlen, n = 0
         cdef int32_t *metas = NULL

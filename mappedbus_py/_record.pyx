@@ -28,6 +28,29 @@ cdef class Record:
                                   f"outside 0..{len(self.payload)}")
         return self.payload[:self.meta]
 
+    def decode(self, types):
+        """This record as the message class its type id names, or as bytes.
+
+        ``types`` maps type ids to ``Message`` classes (``{0: PriceUpdate, 2: Trade}``), or
+        is a sequence of classes keyed by their ``type_id``. A record whose metadata is one
+        of those ids comes back as a new instance of that class, filled from the payload;
+        any other record is taken for a byte-array record and comes back as ``data`` (its
+        bytes). The metadata field holds either a type id or a length, so on a bus that
+        mixes both, pick type ids no byte-array record length can be (negative ones, or
+        above ``record_size``).
+        """
+        if isinstance(types, dict):
+            cls = types.get(self.meta)
+        else:
+            cls = None
+            for c in types:
+                if c.type_id == self.meta:
+                    cls = c
+                    break
+        if cls is None:
+            return self.data
+        return cls.from_bytes(self.payload)
+
     def __repr__(self):
         return f"Record(position={self.position}, meta={self.meta}, payload={self.payload.hex()})"
 

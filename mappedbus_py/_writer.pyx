@@ -5,6 +5,7 @@ from cpython.bytearray cimport PyByteArray_CheckExact, PyByteArray_AS_STRING, Py
 from cpython.bytes cimport PyBytes_CheckExact, PyBytes_AS_STRING, PyBytes_GET_SIZE
 from libc.stdint cimport int32_t, int64_t
 from libc.string cimport memcpy
+from operator import index
 
 from ._atomic cimport load_acquire_i64, fetch_add_i64, status_cas
 from ._guard cimport guard_is_dead
@@ -19,10 +20,21 @@ cdef int64_t FIRST = FIRST_RECORD_OFFSET
 cdef int NEVER_DEAD = 0      # what _dead points to while no mapping is open
 
 
+def _as_size(value, name):
+    # Any integer (numpy's too, through __index__), but not a bool: True is no size.
+    if not isinstance(value, bool):
+        try:
+            return index(value)
+        except TypeError:
+            pass
+    raise TypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
+
+
 def _check_sizes(file_size, record_size):
-    """Shared by writer and reader: the argument errors a caller can make."""
-    if not isinstance(file_size, int) or not isinstance(record_size, int):
-        raise TypeError("file_size and record_size must be integers")
+    """Shared by writer and reader: the argument errors a caller can make. Returns the
+    sizes as ints."""
+    file_size = _as_size(file_size, "file_size")
+    record_size = _as_size(record_size, "record_size")
     if record_size <= 0:
         raise ValueError(f"record_size must be positive, got {record_size}")
     if record_size > MAX_RECORD_SIZE:
@@ -35,6 +47,38 @@ def _check_sizes(file_size, record_size):
                          f"{record_size}: it needs at least {need} bytes")
     if file_size >= 2**62:
         raise ValueError(f"file_size {file_size} is too large")
+    return file_size, record_size
+
+
+def _reopen(cls, path, file_size, record_size, kwargs, opened):
+    """Unpickling a writer or reader: a new one on the same path, opened if it was."""
+    obj = cls(path, file_size, record_size, **kwargs)
+    if opened:
+        obj.open()
+    return obj
+
+
+def _metas(meta, Py_ssize_t nrows):
+    """``write_batch``'s meta as one int32 or an int32 array: out-of-range values raise."""
+    import numpy
+    if isinstance(meta, bool):
+        raise TypeError(f"meta must be an int or a sequence of ints, got {meta!r}")
+    arr = numpy.asarray(meta)
+    if arr.ndim == 0:
+        m = index(meta) if isinstance(meta, int) or arr.dtype.kind in "iu" else None
+        if m is None:
+            raise TypeError(f"meta must be an int or a sequence of ints, got {meta!r}")
+        if not -2**31 <= m < 2**31:
+            raise ValueError(f"meta {m} is outside the int32 range")
+        return m
+    if arr.dtype.kind not in "iu":
+        raise TypeError(f"meta must hold integers, got an array of {arr.dtype}")
+    if arr.shape != (nrows,):
+        raise ValueError(f"meta has shape {arr.shape}, expected ({nrows},)")
+    if arr.size and (arr.min() < -2**31 or arr.max() >= 2**31):
+        bad = arr[(arr < -2**31) | (arr >= 2**31)][0]
+        raise ValueError(f"meta {int(bad)} is outside the int32 range")
+    return numpy.ascontiguousarray(arr, dtype="<i4")
 
 
 def _check_limit(int64_t limit, int64_t slot, int32_t record_size, path):
@@ -61,12 +105,15 @@ cdef class MappedBusWriter:
     ``lock_timeout`` seconds (BusLockTimeoutError), the metadata file ``PATH.meta`` checked
     (BusMismatchError) or written. A file that shrinks under the mapping raises
     BusTruncatedError instead of killing the process with SIGBUS.
+
+    A writer pickles (for ``multiprocessing`` spawn): the copy reopens the bus by path with
+    the same sizes and options, open if this one was open.
     """
 
     def __init__(self, path, file_size, record_size, *, mode=0o600, bint preallocate=True,
                  bint prefault=False, bint allow_foreign=False,
                  lock_timeout=DEFAULT_LOCK_TIMEOUT, bint _segment=False):
-        _check_sizes(file_size, record_size)
+        file_size, record_size = _check_sizes(file_size, record_size)
         check_mode(mode)
         check_lock_timeout(lock_timeout)
         self.path = path
@@ -126,6 +173,14 @@ cdef class MappedBusWriter:
 
     def __exit__(self, *exc):
         self.close()
+
+    def __reduce__(self):
+        # Another process maps the file itself: what crosses is how to reopen it.
+        kwargs = dict(mode=self._mode, preallocate=self._preallocate, prefault=self._prefault,
+                      allow_foreign=self._allow_foreign, lock_timeout=self._lock_timeout,
+                      _segment=self._segment)
+        return (_reopen, (MappedBusWriter, self.path, self.file_size, self.record_size,
+                          kwargs, self._base != NULL))
 
     def __repr__(self):
         state = "closed" if self._base == NULL else "open"
@@ -235,17 +290,13 @@ cdef class MappedBusWriter:
         cdef Py_buffer view
         cdef Py_ssize_t nrows, rowlen, i, fit
         cdef int64_t pos
-        cdef int32_t m
+        cdef int32_t m = 0
         cdef const int32_t *metas = NULL
         cdef char *rec
         cdef Py_ssize_t committed = 0
         rolled_back = []
         meta_arr = None
-        if not isinstance(meta, int):
-            import numpy
-            meta_arr = numpy.ascontiguousarray(meta, dtype="<i4")
-            metas = <const int32_t *><size_t>meta_arr.ctypes.data
-        else:
+        if type(meta) is int and -2**31 <= meta < 2**31:
             m = meta
         PyObject_GetBuffer(rows, &view, PyBUF_C_CONTIGUOUS)
         try:
@@ -256,8 +307,13 @@ cdef class MappedBusWriter:
             if rowlen > self.record_size:
                 raise ValueError(f"rows of {rowlen} bytes are longer than record_size "
                                  f"{self.record_size}")
-            if meta_arr is not None and meta_arr.shape != (nrows,):
-                raise ValueError(f"meta has shape {meta_arr.shape}, expected ({nrows},)")
+            if type(meta) is not int or not -2**31 <= meta < 2**31:
+                meta_arr = _metas(meta, nrows)
+                if isinstance(meta_arr, int):
+                    m = meta_arr
+                    meta_arr = None
+                else:
+                    metas = <const int32_t *><size_t>meta_arr.ctypes.data
             rec = self._alloc(nrows)
             pos = rec - self._base
             fit = min(nrows, (self._last - pos) // self._slot + 1)

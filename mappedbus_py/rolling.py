@@ -40,9 +40,11 @@ import stat
 import struct
 import time
 
-from ._reader import MappedBusReader
+from ._reader import (DEFAULT_TIMEOUT, MappedBusReader, _check_position, _check_start,
+                      _check_timeout)
 from ._record import Record
-from ._writer import MappedBusWriter
+from ._writer import MappedBusWriter, _check_sizes
+from . import aio as _aio
 from .busmeta import BusMeta, read_meta, write_meta
 from .errors import (BusClosedError, BusFullError, BusGapError, BusMismatchError,
                      BusReplacedError, RecordsRolledBackError, UnsafeBusFileError)
@@ -306,13 +308,18 @@ class RollingBusWriter:
 
     Same use as ``MappedBusWriter``: ``write(message_or_bytes[, offset, length])`` -> bool,
     ``write_batch(rows, meta=0)`` -> committed count. When a segment is full the writer
-    moves to the next one (a record never spans two segments).
+    moves to the next one (a record never spans two segments). A writer pickles: the copy
+    reopens the bus by path with the same options, open if this one was open.
     """
 
     def __init__(self, path, segment_size, record_size, *, retain_segments=0, retain_bytes=0,
                  retain_age=None, mode=0o600, allow_foreign=False, prefault=False):
         # The single-file writer checks the sizes the same way; fail here, before any file.
-        MappedBusWriter(os.fspath(path), segment_size, record_size)
+        segment_size, record_size = _check_sizes(segment_size, record_size)
+        MappedBusWriter(os.fspath(path), segment_size, record_size, mode=mode)
+        self._kwargs = dict(retain_segments=retain_segments, retain_bytes=retain_bytes,
+                            retain_age=retain_age, mode=mode, allow_foreign=allow_foreign,
+                            prefault=prefault)
         self.path = os.fspath(path)
         self.segment_size = segment_size
         self.record_size = record_size
@@ -376,6 +383,10 @@ class RollingBusWriter:
 
     def __exit__(self, *exc):
         self.close()
+
+    def __reduce__(self):
+        return (_reopen_rolling, (RollingBusWriter, self.path, self.segment_size,
+                                  self.record_size, self._kwargs, self._w is not None))
 
     def __repr__(self):
         state = "closed" if self._w is None else f"open in segment {self._k}"
@@ -553,14 +564,26 @@ class RollingBusReader:
     across segments (``segment * segment_size + offset``). When the segment a reader needs
     was removed by retention: ``on_gap="raise"`` raises BusGapError (the lost range),
     ``"skip"`` continues at the oldest retained record and adds the slots to ``lost``.
+
+    Times are in seconds, as for ``MappedBusReader``: ``timeout`` (default 2.0) is how long
+    a slot may stay uncommitted before it is rolled back; every call that can wait takes
+    ``timeout=None`` (the default: wait until a record comes), ``0`` (do not wait) or
+    seconds. ``read_async``/``records_async`` wait without blocking an asyncio loop. A
+    reader pickles: the copy reopens the bus by path at this reader's position.
     """
 
-    def __init__(self, path, segment_size=None, record_size=None, *, timeout=2000, start=None,
-                 read_only=False, on_gap="raise", allow_foreign=False):
+    def __init__(self, path, segment_size=None, record_size=None, *, timeout=DEFAULT_TIMEOUT,
+                 start=None, read_only=False, on_gap="raise", allow_foreign=False):
         if on_gap not in ("raise", "skip"):
             raise ValueError(f"on_gap must be 'raise' or 'skip', got {on_gap!r}")
         if segment_size is not None or record_size is not None:
-            MappedBusReader(os.fspath(path), segment_size or 1 << 20, record_size or 8)
+            s, r = _check_sizes(1 << 20 if segment_size is None else segment_size,
+                                8 if record_size is None else record_size)
+            segment_size = None if segment_size is None else s
+            record_size = None if record_size is None else r
+            MappedBusReader(os.fspath(path), s, r)
+        _check_timeout(timeout)
+        start = _check_start(start)
         self.path = os.fspath(path)
         self.segment_size = segment_size
         self.record_size = record_size
@@ -669,7 +692,8 @@ class RollingBusReader:
         """Continue from the record at ``position`` (a position across segments)."""
         if self.meta is None:
             raise BusClosedError("the RollingBusReader is not open")
-        if not isinstance(position, int) or position < 0:
+        position = _check_position(position)
+        if position < 0:
             raise ValueError(f"position must be a non-negative int, got {position!r}")
         k, off = divmod(position, self.segment_size)
         if off < _FIRST or (off - _FIRST) % self._slot or off > self._end:
@@ -704,6 +728,14 @@ class RollingBusReader:
 
     def close(self):
         self._drop_current()
+
+    def __reduce__(self):
+        opened = self._r is not None
+        kwargs = dict(timeout=self._timeout, start=self.position if opened else self._start,
+                      read_only=self.read_only, on_gap=self._on_gap,
+                      allow_foreign=self._allow_foreign)
+        return (_reopen_rolling, (RollingBusReader, self.path, self.segment_size,
+                                  self.record_size, kwargs, opened))
 
     @property
     def closed(self):
@@ -750,7 +782,24 @@ class RollingBusReader:
 
     @property
     def timeout(self):
+        """Seconds a slot may stay uncommitted before this reader rolls it back."""
         return self._timeout
+
+    @timeout.setter
+    def timeout(self, seconds):
+        self._timeout = _check_timeout(seconds)
+        if self._r is not None:
+            self._r.timeout = seconds
+
+    def set_timeout(self, milliseconds):
+        """Java's ``setTimeout(int)``: the rollback timeout in **milliseconds**."""
+        if isinstance(milliseconds, bool) or not isinstance(milliseconds, (int, float)) \
+                or not milliseconds >= 0:
+            raise ValueError(f"set_timeout() takes a non-negative number of milliseconds, "
+                             f"got {milliseconds!r}")
+        self.timeout = milliseconds / 1000
+
+    set_timeout_ms = set_timeout
 
     def has_recovered(self):
         """True once every record present when the reader opened has been read."""
@@ -823,10 +872,11 @@ class RollingBusReader:
                 raise
 
     def wait(self, timeout=None):
-        """Like ``next()``, but block up to ``timeout`` seconds (None: no limit)."""
+        """Like ``next()``, but wait up to ``timeout`` seconds (None: until a record
+        comes, 0: not at all); True if a record became current."""
         if self.next():
             return True
-        if timeout is not None and timeout <= 0:
+        if timeout is not None and _check_timeout(timeout) <= 0:
             return False
         deadline = None if timeout is None else time.monotonic() + timeout
         pause = 20e-6
@@ -851,9 +901,9 @@ class RollingBusReader:
                 if self._follow() and self.next():
                     return True
 
-    def read(self, timeout=0.0):
+    def read(self, timeout=None):
         """The next committed record as a ``Record`` (position across segments), waiting up
-        to ``timeout`` seconds (0: don't wait, None: no limit); None if none came."""
+        to ``timeout`` seconds (None: until one comes, 0: not at all); None if none came."""
         if not self.wait(timeout):
             return None
         return self._record()
@@ -876,6 +926,14 @@ class RollingBusReader:
 
     def __iter__(self):
         return self.records(None)
+
+    def read_async(self, timeout=None):
+        """``read(timeout)`` to ``await``: polls without blocking the event loop."""
+        return _aio.read_async(self, timeout)
+
+    def records_async(self, timeout=None):
+        """``records(timeout)`` for ``async for``."""
+        return _aio.records_async(self, timeout)
 
     def read_type(self):
         return self._live().read_type()
@@ -906,7 +964,7 @@ class RollingBusReader:
     def read_bytes(self):
         return self._live().read_bytes()
 
-    def read_batch(self, out, meta=None, timeout=0.0):
+    def read_batch(self, out, meta=None, timeout=None):
         """Copy up to ``len(out)`` committed records into ``out`` (see
         ``MappedBusReader.read_batch``), across segments; returns how many."""
         n = 0
@@ -960,6 +1018,14 @@ class RollingBusReader:
         view[:] = numpy.frombuffer(self._raw.to_bytes(), dtype=numpy.uint8)[:rowlen]
         if meta_row is not None:
             meta_row[0] = self._r.read_type()
+
+
+def _reopen_rolling(cls, path, segment_size, record_size, kwargs, opened):
+    """Unpickling a rolling writer or reader: a new one on the same path, opened if it was."""
+    obj = cls(path, segment_size, record_size, **kwargs)
+    if opened:
+        obj.open()
+    return obj
 
 
 def _raw_message(record_size):

@@ -53,7 +53,7 @@ def main(argv):
         (count,) = a.rest
         n = 0
         lines = []
-        with MappedBusReader(a.path, a.file_size, a.record_size, timeout=a.timeout) as r:
+        with MappedBusReader(a.path, a.file_size, a.record_size, timeout=a.timeout / 1000) as r:
             try:
                 while n < count:
                     rec = r.read(timeout=a.idle_exit / 1000)

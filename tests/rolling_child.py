@@ -207,7 +207,7 @@ def verify(a):
     ver = Verifier()
     buf = numpy.empty(a.batch or _CHUNK, dtype="<u8")
     end = None
-    with RollingBusReader(a.path, ss, rs, timeout=a.timeout, start=a.start,
+    with RollingBusReader(a.path, ss, rs, timeout=a.timeout / 1000, start=a.start,
                           on_gap=a.on_gap) as r:
         print("ready", flush=True)
         t_first = t_last = None

@@ -56,9 +56,9 @@ def test_read_into_reads_the_next_record_without_allocating(bus_path):
 
 def test_read_returns_records_and_none_when_nothing_is_ready(bus_path):
     with MappedBusWriter(bus_path, SIZE, 8) as w, MappedBusReader(bus_path, SIZE, 8) as r:
-        assert r.read() is None
+        assert r.read(0) is None
         w.write(Token(1, 2))
-        rec = r.read()
+        rec = r.read(0)
         assert isinstance(rec, Record)
         assert (rec.position, rec.type, rec.payload) == (8, 0, Token(1, 2).to_bytes())
         t0 = time.monotonic()
@@ -75,7 +75,7 @@ def test_blocking_read_wakes_when_a_record_arrives_from_another_thread(bus_path)
         assert r.wait(timeout=0.01) is False
 
 
-def test_iteration_yields_every_record_and_stops_at_the_end_of_a_full_bus(bus_path):
+def test_iteration_yields_every_record_then_raises_bus_full_like_read(bus_path):
     fsize = record_offset(5, 4)      # exactly five 4-byte records
     with MappedBusWriter(bus_path, fsize, 4) as w:
         for i in range(5):
@@ -83,7 +83,17 @@ def test_iteration_yields_every_record_and_stops_at_the_end_of_a_full_bus(bus_pa
         with pytest.raises(BusFullError):
             w.write(b"x")
     with MappedBusReader(bus_path, fsize, 4) as r:
-        assert [rec.data for rec in r] == [bytes([i]) for i in range(5)]
+        got = []
+        with pytest.raises(BusFullError):
+            for rec in r:
+                got.append(rec.data)
+        assert got == [bytes([i]) for i in range(5)]
+    # The same end through every read call: a full bus is never mistaken for a quiet one.
+    with MappedBusReader(bus_path, fsize, 4, start=record_offset(5, 4)) as r:
+        for call in (r.next, r.wait, r.read, lambda: r.read(0), lambda: list(r.records(0)),
+                     lambda: r.read_batch(bytearray(4), timeout=0)):
+            with pytest.raises(BusFullError):
+                call()
 
 
 def test_full_bus_raises_eof_and_the_reader_ends_without_a_timeout(bus_path):
@@ -94,8 +104,8 @@ def test_full_bus_raises_eof_and_the_reader_ends_without_a_timeout(bus_path):
         for _ in range(3):
             with pytest.raises(BusFullError, match="full"):
                 w.write(b"no room")
-    with MappedBusReader(bus_path, fsize, 16, timeout=60_000) as r:
-        assert [x.data for x in r.records(timeout=0.01)] == [b"0", b"1", b"2"]
+    with MappedBusReader(bus_path, fsize, 16, timeout=60.0) as r:
+        assert [r.read(0).data for _ in range(3)] == [b"0", b"1", b"2"]
         t0 = time.monotonic()
         with pytest.raises(BusFullError):
             r.next()
@@ -111,11 +121,11 @@ def test_positions_start_at_an_offset_or_at_the_end(bus_path):
             assert [x.data for x in r.records(timeout=0)] == [b"\2", b"\3"]
             assert r.position == record_offset(4, 8)
         with MappedBusReader(bus_path, SIZE, 8, start="end") as r:
-            assert r.read() is None
+            assert r.read(0) is None
             w.write(b"new")
-            assert r.read().data == b"new"
+            assert r.read(0).data == b"new"
             r.seek(FIRST_RECORD_OFFSET)
-            assert r.read().data == b"\0"
+            assert r.read(0).data == b"\0"
             r.seek_end()
             assert r.position == record_offset(5, 8)
             with pytest.raises(ValueError, match="not a record boundary"):
@@ -129,21 +139,24 @@ def test_has_recovered_turns_true_after_the_records_present_at_open(bus_path):
         with MappedBusReader(bus_path, SIZE, 8) as r:
             w.write(b"c")
             assert not r.has_recovered()
-            r.read()
+            r.read(0)
             assert not r.has_recovered()
-            r.read()
+            r.read(0)
             assert r.has_recovered()
 
 
-def test_timeout_is_settable_in_milliseconds(bus_path):
+def test_timeout_reads_in_seconds_and_set_timeout_takes_milliseconds(bus_path):
     r = MappedBusReader(bus_path, SIZE, 8)
-    assert r.timeout == 2000
-    r.set_timeout(150)
-    assert r.timeout == 150
-    r.timeout = 0
-    assert r.timeout == 0
-    with pytest.raises(ValueError, match="timeout"):
+    assert r.timeout == 2.0
+    assert MappedBusReader(bus_path, SIZE, 8, timeout=0.5).timeout == 0.5
+    r.set_timeout(150)               # Java's setTimeout: milliseconds
+    assert r.timeout == 0.15
+    r.timeout = 0.25
+    assert r.timeout == 0.25
+    with pytest.raises(ValueError, match="milliseconds"):
         r.set_timeout(-1)
+    with pytest.raises(ValueError, match="seconds"):
+        r.timeout = -1
 
 
 def test_batches_round_trip_through_numpy_structured_arrays(bus_path):
@@ -159,13 +172,13 @@ def test_batches_round_trip_through_numpy_structured_arrays(bus_path):
     out = np.zeros(600, dt)
     meta = np.zeros(600, np.int32)
     with MappedBusReader(bus_path, SIZE * 10, 12) as r:
-        assert r.read_batch(out, meta) == 600
+        assert r.read_batch(out, meta, timeout=0) == 600
         assert (out == rows[:600]).all() and (meta == 0).all()
-        assert r.read_batch(out, meta) == 404
+        assert r.read_batch(out, meta, timeout=0) == 404
         assert (out[:400] == rows[600:]).all()
         assert tuple(out[400]) == (1, 2, 3)
         assert list(meta[401:404]) == [5, 6, 7]
-        assert r.read_batch(out) == 0
+        assert r.read_batch(out, timeout=0) == 0
 
 
 def test_batch_reads_into_a_2d_byte_array(bus_path):
@@ -174,7 +187,7 @@ def test_batch_reads_into_a_2d_byte_array(bus_path):
             w.write(bytes([i]) * 8)
     out = np.zeros((4, 8), np.uint8)
     with MappedBusReader(bus_path, SIZE, 8) as r:
-        assert r.read_batch(out) == 4
+        assert r.read_batch(out, timeout=0) == 4
         assert (out[:, 0] == [0, 1, 2, 3]).all()
 
 
@@ -188,7 +201,7 @@ def test_batch_write_stops_at_the_end_and_reports_what_it_committed(bus_path):
         assert info.value.committed == 5
     with MappedBusReader(bus_path, fsize, 12) as r:
         out = np.zeros(8, PriceUpdate.numpy_dtype())
-        assert r.read_batch(out) == 5 and list(out["price"][:5]) == [0, 1, 2, 3, 4]
+        assert r.read_batch(out, timeout=0) == 5 and list(out["price"][:5]) == [0, 1, 2, 3, 4]
 
 
 def test_two_writers_in_one_process_interleave_on_one_bus(bus_path):
@@ -205,11 +218,11 @@ def test_uncommitted_record_costs_one_timeout_and_later_records_still_arrive(bus
         w._allocate_only(b"crashed")
         for i in range(3):
             w.write(b"after%d" % i)
-    with MappedBusReader(bus_path, SIZE, 8, timeout=100) as r:
+    with MappedBusReader(bus_path, SIZE, 8, timeout=0.1) as r:
         t0 = time.monotonic()
         got = [r.read(timeout=3).data for _ in range(4)]
         assert time.monotonic() - t0 < 2.0
-        assert r.read() is None
+        assert r.read(0) is None
     assert got == [b"before", b"after0", b"after1", b"after2"]
     assert (r.rollbacks, r.skipped) == (1, 1)
 
@@ -221,7 +234,7 @@ def test_slow_writer_whose_record_was_rolled_back_gets_false(bus_path):
         assert r.skipped == 1 and r.rollbacks == 1
         assert w._commit_at(pos) is False
         assert w.write(b"fast") is True
-        assert r.read().data == b"fast"
+        assert r.read(0).data == b"fast"
 
 
 def test_a_batch_of_crashed_slots_costs_one_timeout_not_one_each(bus_path):
@@ -229,7 +242,7 @@ def test_a_batch_of_crashed_slots_costs_one_timeout_not_one_each(bus_path):
         for _ in range(20):
             w._allocate_only(b"dead")
         w.write(b"alive")
-    with MappedBusReader(bus_path, SIZE, 8, timeout=100) as r:
+    with MappedBusReader(bus_path, SIZE, 8, timeout=0.1) as r:
         t0 = time.monotonic()
         rec = r.read(timeout=10)
         took = time.monotonic() - t0
@@ -241,8 +254,8 @@ def test_two_readers_roll_back_a_stall_once_and_agree(bus_path):
     with MappedBusWriter(bus_path, SIZE, 8) as w:
         w._allocate_only(b"x")
         w.write(b"y")
-    with MappedBusReader(bus_path, SIZE, 8, timeout=20) as r1, \
-            MappedBusReader(bus_path, SIZE, 8, timeout=20) as r2:
+    with MappedBusReader(bus_path, SIZE, 8, timeout=0.02) as r1, \
+            MappedBusReader(bus_path, SIZE, 8, timeout=0.02) as r2:
         a = [x.data for x in r1.records(timeout=0.5)]
         b = [x.data for x in r2.records(timeout=0.5)]
     assert a == b == [b"y"]
@@ -291,7 +304,7 @@ def test_bus_on_disk_works_like_one_in_ram(disk_bus_path):
     with MappedBusWriter(disk_bus_path, SIZE, 12) as w:
         w.write(PriceUpdate(1, 2, 3))
     with MappedBusReader(disk_bus_path, SIZE, 12) as r:
-        assert PriceUpdate.from_bytes(r.read().payload) == PriceUpdate(1, 2, 3)
+        assert PriceUpdate.from_bytes(r.read(0).payload) == PriceUpdate(1, 2, 3)
 
 
 def test_files_larger_than_4_gib_work(tmp_path):
@@ -309,9 +322,9 @@ def test_files_larger_than_4_gib_work(tmp_path):
         with pytest.raises(BusFullError):
             w.write(b"one too many")
     with MappedBusReader(path, fsize, 16) as r:
-        assert r.read().data == b"first"
+        assert r.read(0).data == b"first"
         r.seek(near_end)
-        got = [x for x in r]
+        got = [r.read(0) for _ in range(10)]
     assert [x.data for x in got] == [b"far %d" % i for i in range(10)]
     assert got[-1].position > 2**32
     assert os.stat(path).st_size == fsize

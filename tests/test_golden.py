@@ -35,7 +35,7 @@ def read_all(reader):
 def test_golden_file_delivers_exactly_the_manifest_records(tmp_path, manifest, name):
     e = entry(manifest, name)
     path = golden_copy(tmp_path, name)
-    with MappedBusReader(path, e["file_size"], e["record_size"], timeout=50) as r:
+    with MappedBusReader(path, e["file_size"], e["record_size"], timeout=0.05) as r:
         got = read_all(r)
         assert r.has_recovered()
     assert got == e["delivered_when_uncommitted_rolled_back"]
@@ -55,7 +55,7 @@ def test_golden_file_slots_and_limit_match_the_manifest(manifest, name):
 def test_golden_uncommitted_slot_is_rolled_back_once_and_later_records_delivered(tmp_path, manifest):
     e = entry(manifest, "uncommitted-r12.bus")
     path = golden_copy(tmp_path, "uncommitted-r12.bus")
-    with MappedBusReader(path, e["file_size"], e["record_size"], timeout=100) as r:
+    with MappedBusReader(path, e["file_size"], e["record_size"], timeout=0.1) as r:
         first = r.read(timeout=1)
         t0 = time.monotonic()
         second = r.read(timeout=5)
@@ -79,7 +79,7 @@ def test_golden_rolled_back_slot_is_skipped_and_counted(tmp_path, manifest):
 def test_golden_full_file_ends_without_waiting_for_the_failed_slot(tmp_path, manifest):
     e = entry(manifest, "full-r16.bus")
     path = golden_copy(tmp_path, "full-r16.bus")
-    with MappedBusReader(path, e["file_size"], e["record_size"], timeout=10_000) as r:
+    with MappedBusReader(path, e["file_size"], e["record_size"], timeout=10.0) as r:
         for _ in range(3):
             assert r.next()
         t0 = time.monotonic()
@@ -125,7 +125,7 @@ def test_golden_read_only_reader_skips_the_stall_and_never_writes(tmp_path, mani
     path = golden_copy(tmp_path, "uncommitted-r12.bus")
     os.chmod(path, 0o444)
     before = hashlib.sha256(open(path, "rb").read()).hexdigest()
-    with MappedBusReader(path, e["file_size"], e["record_size"], timeout=20, read_only=True) as r:
+    with MappedBusReader(path, e["file_size"], e["record_size"], timeout=0.02, read_only=True) as r:
         with pytest.warns(RuntimeWarning, match="read-only reader skipped the uncommitted record at 28"):
             got = [x.position for x in r.records(timeout=0.3)]
         assert got == [8, 48]

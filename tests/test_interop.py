@@ -203,7 +203,7 @@ def test_crashed_java_writer_is_rolled_back_by_a_python_reader(bus_path):
         slot = int(hang.stdout.readline().split()[1])
         assert finish(start_java("write-bytes", bus_path, fsize, 8, 100, 3)).strip() == \
             "wrote 100 committed 100"
-        with MappedBusReader(bus_path, fsize, 8, timeout=300) as r:
+        with MappedBusReader(bus_path, fsize, 8, timeout=0.3) as r:
             got = [r.read(timeout=10).data for _ in range(100)]
             assert (r.rollbacks, r.skipped) == (1, 1)
         assert got == [struct.pack("<ii", 3, i) for i in range(100)]
@@ -220,11 +220,11 @@ def test_stopped_java_writer_rolled_back_by_python_gets_false(bus_path):
     assert slow.stdout.readline().startswith("allocated")
     with MappedBusWriter(bus_path, fsize, 8) as w:
         w.write(b"other")
-    with MappedBusReader(bus_path, fsize, 8, timeout=200) as r:
+    with MappedBusReader(bus_path, fsize, 8, timeout=0.2) as r:
         rec = r.read(timeout=5)
         assert rec.data == b"other" and r.rollbacks == 1
     assert finish(slow, 30).strip() == "committed false"
-    with MappedBusReader(bus_path, fsize, 8, timeout=200) as r:
+    with MappedBusReader(bus_path, fsize, 8, timeout=0.2) as r:
         assert [x.data for x in r.records(timeout=0.1)] == [b"other"]
 
 

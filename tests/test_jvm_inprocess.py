@@ -54,7 +54,7 @@ def java_threads_write(path):
     fsize = 8 + (total + 10) * 20
     MappedBusWriter(path, fsize, 12).open().close()
     msg, expect, got = PriceUpdate(), dict.fromkeys(ids, 0), 0
-    with MappedBusReader(path, fsize, 12, timeout=10_000) as r:
+    with MappedBusReader(path, fsize, 12, timeout=10.0) as r:
         writers = [java.ThreadedWriter(path, fsize, 12, per, "price", wid).start() for wid in ids]
         deadline = time.monotonic() + 120
         while got < total:

@@ -39,8 +39,8 @@ def test_a_reader_with_another_record_size_cannot_roll_back_a_committed_record(b
     with pytest.raises(BusMismatchError, match="record_size 12, not 8"):
         MappedBusReader(bus_path, SIZE, 8, timeout=0).open()
     assert open(bus_path, "rb").read() == before
-    with MappedBusReader(bus_path, SIZE, 12, timeout=10_000) as r:
-        rec = r.read()
+    with MappedBusReader(bus_path, SIZE, 12, timeout=10.0) as r:
+        rec = r.read(0)
         assert rec.position == 8 and rec.meta == 12
 
 
@@ -90,7 +90,7 @@ def test_legacy_reader_checks_every_limit_it_loads_on_its_grid(tmp_path):
         w.write(b"a")
     os.unlink(meta_path(path))
     with MappedBusReader(path, SIZE, 8, timeout=0) as r:
-        assert r.read().data == b"a"
+        assert r.read(0).data == b"a"
         with open(path, "r+b") as f:            # a writer with record_size 12 allocated one
             f.write(struct.pack("<q", 24 + 20))
         with pytest.raises(CorruptBusError, match="limit 44 is not a record boundary"):
@@ -106,7 +106,7 @@ def test_legacy_reader_rechecks_the_limit_just_before_a_rollback(tmp_path):
     with MappedBusWriter(path, SIZE, 8) as w:
         w._allocate_only(b"x")
     os.unlink(meta_path(path))
-    with MappedBusReader(path, SIZE, 8, timeout=200) as r:
+    with MappedBusReader(path, SIZE, 8, timeout=0.2) as r:
         for _ in range(64):                     # the limit is loaded, the stall's clock starts
             assert not r.next()
         with open(path, "r+b") as f:            # the limit goes off the grid meanwhile
@@ -137,7 +137,7 @@ def test_segment_mode_uses_no_metadata_and_never_creates_or_grows(tmp_path):
         assert w.bus_id is None and w.write(b"s")
     with MappedBusReader(path, SIZE, 8, _segment=True) as r:
         os.unlink(path)              # retention removes segments that are still mapped
-        assert r.read().data == b"s"
+        assert r.read(0).data == b"s"
         for _ in range(1 << 17):
             r.next()                 # no BusReplacedError for a segment
     assert not os.path.exists(meta_path(path))

@@ -56,10 +56,10 @@ def test_stopped_writer_resumed_after_the_timeout_gets_false_and_is_never_delive
     assert slow.stdout.readline().startswith("allocated")
     with MappedBusWriter(bus_path, fsize, 8) as w:
         w.write(b"other")
-    with MappedBusReader(bus_path, fsize, 8, timeout=200) as r:
+    with MappedBusReader(bus_path, fsize, 8, timeout=0.2) as r:
         rec = r.read(timeout=5)
         assert rec.data == b"other" and r.rollbacks == 1
     out, _ = slow.communicate(timeout=10)
     assert out.strip() == "committed false"
-    with MappedBusReader(bus_path, fsize, 8, timeout=200) as r:
+    with MappedBusReader(bus_path, fsize, 8, timeout=0.2) as r:
         assert [x.data for x in r.records(timeout=0.1)] == [b"other"]

@@ -148,7 +148,7 @@ def drive(path, c, outcomes):
                     if rec is not None:
                         rec.data
                 elif op == "read_batch":
-                    r.read_batch(batch, meta if arg & 1 else None)
+                    r.read_batch(batch, meta if arg & 1 else None, timeout=0)
                 elif op == "read_into" and msg is not None:
                     r.read_into(msg)
                 elif op == "seek_end":

@@ -138,7 +138,7 @@ import warnings
 from mappedbus_py import MappedBusReader
 with warnings.catch_warnings(record=True) as caught:
     warnings.simplefilter("always")
-    with MappedBusReader({path!r}, 100_000, 8, timeout=50{opt}) as r:
+    with MappedBusReader({path!r}, 100_000, 8, timeout=0.05{opt}) as r:
         got = [rec.data for rec in r.records(timeout=0.5)]
         print(r.read_only, got, r.skipped, r.rollbacks)
 for w in caught:

@@ -394,11 +394,11 @@ def test_mixed_writers_killed_at_random_and_during_rolls_leave_every_reader_the_
         assert counts[0] == 0, f"segment {k}: {counts[0]} slots never settled"
         status_counts += counts
         with MappedBusReader(rolling.segment_path(bus, k), SEG, RS, read_only=True,
-                             timeout=TIMEOUT_MS) as r:
+                             timeout=TIMEOUT_MS / 1000) as r:
             got = 0
             while True:
                 try:
-                    n = r.read_batch(buf)
+                    n = r.read_batch(buf, timeout=0)
                 except EOFError:
                     break
                 if n == 0:
@@ -557,7 +557,7 @@ def test_python_read_batch_delivers_the_rows_before_a_gap(shm_dir):
     rows = numpy.zeros((1, 2), dtype="<i4")
     try:
         w.write(rows.tobytes())
-        with RollingBusReader(bus, timeout=TIMEOUT_MS) as r:     # maps segment 0
+        with RollingBusReader(bus, timeout=TIMEOUT_MS / 1000) as r:     # maps segment 0
             for _ in range(6 * GAP_PER):
                 w.write(rows.tobytes())
             assert rolling.list_segments(bus)[0] > 1      # segment 1 is gone

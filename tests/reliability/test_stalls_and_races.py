@@ -125,7 +125,7 @@ def test_java_writer_stopped_past_the_timeout_gets_false(shm_dir, jars):
     slow.send_signal(signal.SIGSTOP)          # frozen before its commit, whatever its sleep
     with MappedBusWriter(bus, fsize, RECORD) as w:
         w.write(b"later")
-    with MappedBusReader(bus, fsize, RECORD, timeout=150) as r:
+    with MappedBusReader(bus, fsize, RECORD, timeout=0.15) as r:
         assert r.read(timeout=10).data == b"later"
         assert r.rollbacks == 1 and r.skipped == 1
     slow.send_signal(signal.SIGCONT)

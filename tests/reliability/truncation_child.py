@@ -29,7 +29,7 @@ def work(role, path):
     if role == "writer":
         bus = MappedBusWriter(path, FILE_SIZE, RECORD_SIZE).open()
     else:
-        bus = MappedBusReader(path, FILE_SIZE, RECORD_SIZE, timeout=100).open()
+        bus = MappedBusReader(path, FILE_SIZE, RECORD_SIZE, timeout=0.1).open()
     say("ready", path)
     n = 0
     reading = False

@@ -12,7 +12,7 @@ def read_all(path, file_size, record_size, timeout_ms=2000, wait=0.0):
     stops when none comes within ``wait`` seconds."""
     from mappedbus_py import MappedBusReader
     out = []
-    with MappedBusReader(path, file_size, record_size, timeout=timeout_ms) as r:
+    with MappedBusReader(path, file_size, record_size, timeout=timeout_ms / 1000) as r:
         while True:
             rec = r.read(wait)
             if rec is None:

@@ -50,7 +50,7 @@ def python_view(path):
     """(position, price) of every record, through the Python rolling reader."""
     out = []
     with RollingBusReader(path) as r:
-        while (rec := r.read()) is not None:
+        while (rec := r.read(0)) is not None:
             out.append((rec.position, int.from_bytes(rec.payload[4:8], "little", signed=True)))
     return out
 
