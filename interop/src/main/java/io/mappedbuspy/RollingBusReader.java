@@ -23,6 +23,8 @@ public final class RollingBusReader implements AutoCloseable {
     private static final int EXISTS_EVERY = 64;
     private static final int LIST_EVERY = 1024;
     private static final int IDENTITY_EVERY = 1 << 16;
+    // ... or at least this often (by the clock) for a caller that sleeps between polls.
+    private static final long CHECK_INTERVAL_NS = 100_000_000L;
 
     private final String dir;
     private final long segmentSize;
@@ -38,6 +40,8 @@ public final class RollingBusReader implements AutoCloseable {
     // at pendingOffset in it).
     private MappedBusReader r;
     private long segment;
+    // System.nanoTime of the last identity check (bus.meta still holds this bus's id).
+    private long lastIdentityCheck = System.nanoTime();
     private long pendingOffset = Layout.FIRST_RECORD_OFFSET;
     private long pendingPolls;
     private int emptyPolls;
@@ -256,9 +260,15 @@ public final class RollingBusReader implements AutoCloseable {
                 enterPending(segment + 1, Layout.FIRST_RECORD_OFFSET);
                 continue;
             }
-            if (++emptyPolls == IDENTITY_EVERY) {
-                emptyPolls = 0;
-                bus.checkIdentity();
+            // The clock is read on one empty poll in 64 only: a caller that sleeps between polls still gets
+            // the check within about CHECK_INTERVAL_NS, a spinning one within IDENTITY_EVERY polls.
+            if ((++emptyPolls & 63) == 0) {
+                long now = System.nanoTime();
+                if (emptyPolls >= IDENTITY_EVERY || now - lastIdentityCheck >= CHECK_INTERVAL_NS) {
+                    emptyPolls = 0;
+                    lastIdentityCheck = now;
+                    bus.checkIdentity();
+                }
             }
             return false;
         }
@@ -271,8 +281,10 @@ public final class RollingBusReader implements AutoCloseable {
         if (n % EXISTS_EVERY != 0) {
             return false;
         }
-        if (n % LIST_EVERY == 0) {
+        long now = System.nanoTime();
+        if (n % LIST_EVERY == 0 || now - lastIdentityCheck >= CHECK_INTERVAL_NS) {
             if (n > 0) {
+                lastIdentityCheck = now;
                 bus.checkIdentity();
             }
             place(segment, pendingOffset);
