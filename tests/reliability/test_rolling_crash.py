@@ -2,8 +2,9 @@
 
 1. Two Python and two Java writer processes write ~10 M records through ~77 segments of 2 MiB
    while two Python and two Java readers follow live; writers are SIGKILLed at random moments,
-   Python ones stopped inside a segment creation (MAPPEDBUS_TEST_ROLL_STALL) and Java ones near
-   a segment boundary (the Java writer has no stall hook); each killed writer is replaced
+   writers of both languages stopped inside a segment creation (MAPPEDBUS_TEST_ROLL_STALL, the
+   same hook in rolling.py and RollingDir.java) and Java ones near a segment boundary; each
+   killed writer is replaced
    by a new one that writes the rest of its share. Every reader prints one summary line
    (rolling_child.py verify / RollingVerify): the four lines must be identical, and agree with
    what the writers report and with a scan of the files.
@@ -190,22 +191,22 @@ class Run:
         self.writers = {}                      # wid -> dict(lane, lang, state, count, committed)
         self.next_wid = 1
         self.kills = []                        # (kind, wid, lane, segment at the kill)
-        # Lane 0's first writer stops in its first segment creation; lane 1's in the first
-        # one of a writer started mid-run (test: "arm-stall").
-        self.stalls_wanted = {0: "before-link"}
+        # Lane 0's (Python) and lane 2's (Java) first writers stop in their first segment
+        # creation; lane 1's in the first one of a writer started mid-run (test: "arm-stall").
+        self.stalls_wanted = {0: "before-link", 2: "after-link"}
 
     def start(self, lane):
         wid, self.next_wid = self.next_wid, self.next_wid + 1
         count, lang = self.remaining[lane], LANES[lane]
         first_seg = max(0, rolling.list_segments(self.bus)[-1] - 1)
+        # The same hook in both languages (rolling.py, RollingDir.java).
+        env = dict(os.environ)
+        stall = self.stalls_wanted.get(lane)
+        if stall:
+            env[rolling._STALL_ENV] = stall
         if lang == "py":
-            env = dict(os.environ)
-            stall = self.stalls_wanted.get(lane)
-            if stall:
-                env[rolling._STALL_ENV] = stall
             cmd = ROLLING_CHILD + ["write", self.bus, SEG, RS, count, wid]
         else:
-            env, stall = None, None
             cmd = java_cmd(BUS_TOOL, "rolling-write", self.bus, SEG, RS, count, wid)
         child = Child(f"writer{wid}-{lang}", cmd, self.logdir, env=env)
         self.current[lane] = (wid, child, first_seg)
@@ -282,7 +283,7 @@ def test_mixed_writers_killed_at_random_and_during_rolls_leave_every_reader_the_
     t_write = time.monotonic()
     for lane in range(len(LANES)):
         run.start(lane)
-    # Java writers (no stall hook) are killed near a boundary of these segments or later: in
+    # Java writers are also killed near a boundary of these segments or later: in
     # the last 5% of a segment or the first 2% of the next; four random kills (any lane) a
     # random delay after these segments start.
     java_at = {2: rng.randint(3, 12), 3: rng.randint(13, 24)}
@@ -327,7 +328,8 @@ def test_mixed_writers_killed_at_random_and_during_rolls_leave_every_reader_the_
     t_end = time.monotonic()
 
     kinds = [kind for kind, *_ in run.kills]
-    assert any(kind.startswith("stall") for kind in kinds), f"no Python writer stalled {ctx}"
+    stalled = {run.writers[wid]["lang"] for kind, wid, *_ in run.kills if kind.startswith("stall")}
+    assert stalled == {"py", "java"}, f"not a writer of each language killed mid-roll {ctx}"
     assert "java-boundary" in kinds, f"no Java writer killed at a boundary {ctx}: {run.kills}"
 
     # All four readers: one and the same summary (count, rollbacks, per-writer figures, hash).

@@ -224,11 +224,13 @@ final class RollingDir {
                 ch.write(limit, Layout.LIMIT_OFFSET);
                 ch.write(ByteBuffer.allocate(1), mapped - 1); // the file's full length
             }
+            stall("before-link");
             try {
                 Files.createLink(target, tmp);
             } catch (FileAlreadyExistsException e) {
                 return false;
             }
+            stall("after-link");
         } finally {
             Files.deleteIfExists(tmp);
         }
@@ -366,6 +368,24 @@ final class RollingDir {
         if (!now.id().equals(meta.id())) {
             throw new BusReplacedException("rolling bus " + dir + " was replaced: " + metaPath + " holds bus "
                     + now.id() + ", not " + meta.id() + " (deleted and recreated)");
+        }
+    }
+
+    // Test hook, the same as mappedbus_py/rolling.py's: MAPPEDBUS_TEST_ROLL_STALL=before-link|after-link makes a
+    // segment creator stop forever there (tests SIGKILL it), to show that a creator killed mid-roll leaves a bus
+    // that others continue.
+    private static void stall(String where) {
+        if (where.equals(System.getenv("MAPPEDBUS_TEST_ROLL_STALL"))) {
+            System.out.println("stalled " + where);
+            System.out.flush();
+            for (;;) {
+                try {
+                    Thread.sleep(3_600_000L);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    return;
+                }
+            }
         }
     }
 }
