@@ -18,3 +18,5 @@ cdef class Field:
     cdef int _kind                     # which C type, for the accessors' switch
 
     cdef char *_at(self, obj) except NULL
+    cdef int _store(self, char *payload, object value) except -1
+    cdef object _integer(self, object value)

@@ -8,6 +8,9 @@ nothing per message. Fields are little-endian, at fixed offsets, like the fields
 """
 from cpython.buffer cimport PyBUF_WRITABLE, PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
 from cpython.mem cimport PyMem_Calloc, PyMem_Free
+from cpython.number cimport PyNumber_Index
+from cpython.long cimport PyLong_CheckExact
+from cpython.float cimport PyFloat_CheckExact
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memset, memcmp
 
@@ -69,7 +72,21 @@ cdef class MessageBase:
         cdef MessageBase o = <MessageBase>other
         return o._type == self._type and memcmp(o._buf, self._buf, self._size) == 0
 
+    # Messages are mutable (fields are set in place, buffers are handed out), so they are not
+    # hashable: equal messages may stop being equal.
     __hash__ = None
+
+    def __reduce__(self):
+        # By class and payload bytes: unpickling needs the class importable, as for any object.
+        return _rebuild, (type(self), self._buf[:self._size])
+
+    def __copy__(self):
+        cdef MessageBase c = type(self).__new__(type(self))
+        memcpy(c._buf, self._buf, self._size)
+        return c
+
+    def __deepcopy__(self, memo):
+        return self.__copy__()
 
     def __getbuffer__(self, Py_buffer *view, int flags):
         view.buf = self._buf
@@ -90,6 +107,12 @@ cdef class MessageBase:
 
 
 cdef Py_ssize_t _ONE = 1
+
+
+def _rebuild(cls, data):
+    """Unpickling: a ``cls`` message holding the payload ``data``."""
+    cdef MessageBase m = cls.__new__(cls)
+    return m.load_bytes(data)
 
 
 cdef class Field:
@@ -163,7 +186,14 @@ cdef class Field:
         return p[:self.size]
 
     def __set__(self, obj, value):
-        cdef char *p = self._at(obj)
+        self._store(self._at(obj) - self.offset, value)
+
+    cdef int _store(self, char *payload, object value) except -1:
+        # Strict conversions: a float is never truncated into an integer field (1.7 would
+        # store 1), and a bool is refused in any numeric field (True would store 1 silently).
+        # Integers convert through __index__ (numpy integers work), floats through
+        # __float__. A value that does not fit raises before anything is written.
+        cdef char *p = payload + self.offset
         cdef int8_t i8
         cdef int16_t i16
         cdef int32_t i32
@@ -175,26 +205,36 @@ cdef class Field:
         cdef float f32
         cdef double f64
         cdef Py_buffer view
-        if self._kind == K_I32:
-            i32 = value; memcpy(p, &i32, 4)
-        elif self._kind == K_I64:
-            i64 = value; memcpy(p, &i64, 8)
-        elif self._kind == K_F64:
-            f64 = value; memcpy(p, &f64, 8)
-        elif self._kind == K_I8:
-            i8 = value; memcpy(p, &i8, 1)
-        elif self._kind == K_I16:
-            i16 = value; memcpy(p, &i16, 2)
-        elif self._kind == K_U8:
-            u8 = value; memcpy(p, &u8, 1)
-        elif self._kind == K_U16:
-            u16 = value; memcpy(p, &u16, 2)
-        elif self._kind == K_U32:
-            u32 = value; memcpy(p, &u32, 4)
-        elif self._kind == K_U64:
-            u64 = value; memcpy(p, &u64, 8)
-        elif self._kind == K_F32:
-            f32 = value; memcpy(p, &f32, 4)
+        cdef int kind = self._kind
+        if kind <= K_U64:
+            if not PyLong_CheckExact(value):
+                value = self._integer(value)
+            if kind == K_I32:
+                i32 = value; memcpy(p, &i32, 4)
+            elif kind == K_I64:
+                i64 = value; memcpy(p, &i64, 8)
+            elif kind == K_I8:
+                i8 = value; memcpy(p, &i8, 1)
+            elif kind == K_I16:
+                i16 = value; memcpy(p, &i16, 2)
+            elif kind == K_U8:
+                u8 = value; memcpy(p, &u8, 1)
+            elif kind == K_U16:
+                u16 = value; memcpy(p, &u16, 2)
+            elif kind == K_U32:
+                u32 = value; memcpy(p, &u32, 4)
+            else:
+                u64 = value; memcpy(p, &u64, 8)
+        elif kind == K_F64 or kind == K_F32:
+            if not PyFloat_CheckExact(value) and (
+                    isinstance(value, (bool, str, bytes, bytearray))):
+                raise TypeError(f"field {self.name!r} holds a float, not "
+                                f"{type(value).__name__} {value!r}")
+            f64 = value
+            if kind == K_F64:
+                memcpy(p, &f64, 8)
+            else:
+                f32 = <float>f64; memcpy(p, &f32, 4)
         else:
             if isinstance(value, str):
                 raise TypeError(f"field {self.name!r} holds bytes, not str (encode it first)")
@@ -206,6 +246,20 @@ cdef class Field:
                 memset(p + view.len, 0, self.size - view.len)
             finally:
                 PyBuffer_Release(&view)
+        return 0
+
+    cdef object _integer(self, object value):
+        if isinstance(value, bool):
+            raise TypeError(f"field {self.name!r} holds an integer, not bool {value!r} "
+                            f"(write int({value!r}) if you mean it)")
+        if isinstance(value, float):
+            raise TypeError(f"field {self.name!r} holds an integer, not float {value!r} "
+                            f"(a float is never truncated: round it first)")
+        try:
+            return PyNumber_Index(value)
+        except TypeError:
+            raise TypeError(f"field {self.name!r} holds an integer, not "
+                            f"{type(value).__name__} {value!r}") from None
 
     def __delete__(self, obj):
         raise AttributeError(f"message fields cannot be deleted")

@@ -10,7 +10,9 @@ from operator import index
 from ._atomic cimport load_acquire_i64, fetch_add_i64, status_cas
 from ._guard cimport guard_is_dead
 from ._mapping cimport MappedFile
-from ._message cimport MessageBase
+from ._message cimport MessageBase, Field
+from cpython.mem cimport PyMem_Calloc, PyMem_Free
+from cpython.tuple cimport PyTuple_GET_SIZE, PyTuple_GET_ITEM
 
 from ._mapping import DEFAULT_LOCK_TIMEOUT, check_lock_timeout, check_mode
 from .errors import BusClosedError, BusFullError, CorruptBusError, RecordsRolledBackError
@@ -275,6 +277,16 @@ cdef class MappedBusWriter:
         memcpy(rec + 8, src + offset, length)
         return self._commit(rec)
 
+    def fields_writer(self, message_class):
+        """A function ``write(*values)`` that writes one ``message_class`` record from its
+        field values, in declaration order, with no message object: the fastest per-message
+        form from Python (``write = w.fields_writer(PriceUpdate); write(1, price, 7)``). It
+        checks values as setting the fields would, before allocating the record, and returns
+        what ``write()`` returns. Use ``write(message)`` when the message object exists anyway
+        (it was read, or is passed around); use this in a loop that builds each record from
+        values."""
+        return _FieldsWriter(self, message_class).write
+
     def write_batch(self, rows, meta=0):
         """Write every row of a C-contiguous array (e.g. a numpy structured array) as one
         record each, allocating them with a single fetch-and-add.
@@ -369,3 +381,49 @@ cdef class MappedBusWriter:
         if offset < FIRST or offset > self._last or (offset - FIRST) % self._slot:
             raise ValueError(f"{offset} is not a record offset")
         return self._commit(self._base + offset)
+
+
+cdef class _FieldsWriter:
+    """Bound to one writer and one message class (see MappedBusWriter.fields_writer)."""
+    cdef MappedBusWriter _w
+    cdef tuple _fields
+    cdef Py_ssize_t _n
+    cdef Py_ssize_t _size
+    cdef int32_t _type
+    cdef char *_scratch     # the payload being built: values are checked here first
+    cdef readonly object message_class
+
+    def __cinit__(self, MappedBusWriter w not None, message_class):
+        if not isinstance(message_class, type) or not issubclass(message_class, MessageBase) \
+                or getattr(message_class, "_payload_size_", None) is None:
+            raise TypeError(f"fields_writer() needs a Message class, got {message_class!r}")
+        size = message_class._payload_size_
+        if size > w.record_size:
+            raise ValueError(f"{message_class.__name__} takes {size} bytes, more than "
+                             f"record_size {w.record_size}")
+        self._w = w
+        self._fields = tuple(message_class.fields)
+        self._n = len(self._fields)
+        self._size = size
+        self._type = message_class.type_id
+        self.message_class = message_class
+        self._scratch = <char *>PyMem_Calloc(max(<Py_ssize_t>size, 1), 1)
+        if self._scratch == NULL:
+            raise MemoryError()
+
+    def __dealloc__(self):
+        PyMem_Free(self._scratch)
+
+    def write(self, *values):
+        cdef Py_ssize_t i
+        if PyTuple_GET_SIZE(values) != self._n:
+            raise TypeError(f"{self.message_class.__name__} record takes {self._n} field "
+                            f"values, got {PyTuple_GET_SIZE(values)}")
+        for i in range(self._n):
+            (<Field>PyTuple_GET_ITEM(self._fields, i))._store(
+                self._scratch, <object>PyTuple_GET_ITEM(values, i))
+        cdef MappedBusWriter w = self._w
+        cdef char *rec = w._alloc(1)
+        memcpy(rec + 4, &self._type, 4)
+        memcpy(rec + 8, self._scratch, self._size)
+        return w._commit(rec)

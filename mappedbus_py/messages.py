@@ -34,16 +34,38 @@ def fixed_bytes(size, offset=-1):
     return Field(f"S{int(size)}", offset)
 
 
+# Names a field may not take: they are the Message API (or Python's). ``size`` and ``type``
+# are allowed: the Java-style ``size()`` and ``type()`` methods give way to such a field, and
+# ``payload_size`` / ``type_id`` (class attributes) always give the same figures.
+RESERVED = frozenset({"fields", "type_id", "payload_size", "to_bytes", "load_bytes",
+                      "from_bytes", "as_dict", "numpy_dtype"})
+
+
 class Message(MessageBase):
     """Base class of object messages. Subclass it with ``type_id=`` and field attributes.
 
     ``size=`` pads the payload to a given length. Instances are built with the fields as
     positional or keyword arguments; unset fields are zero. ``repr`` matches the Java
     samples' ``toString`` (``PriceUpdate [source=0, price=20, quantity=40]``).
+
+    Field values are checked strictly: an integer field takes ints (and numpy integers), never
+    a float (``PriceUpdate(price=1.7)`` raises TypeError instead of storing 1) nor a bool;
+    a float field takes ints and floats, not bools. Messages compare equal when their class
+    and payload bytes are equal; they pickle and copy; being mutable, they are not hashable.
+
+    Field names are checked when the class is defined: the Message API's names (``fields``,
+    ``type_id``, ``payload_size``, ``to_bytes``, ``load_bytes``, ``from_bytes``, ``as_dict``,
+    ``numpy_dtype``) and names starting with ``_`` are refused. A field may be called
+    ``size`` or ``type``: it then hides the Java-style ``size()`` / ``type()`` methods on that
+    class, whose values stay available as ``payload_size`` and ``type_id``.
+
+    For the fastest per-message writes, ``MappedBusWriter.fields_writer(cls)`` returns a
+    function taking the field values in order and writing one record, with no message object.
     """
 
     type_id = 0
     fields = ()
+    payload_size = 0
     _payload_size_ = None
 
     def __init_subclass__(cls, type_id=None, size=None, **kwargs):
@@ -52,6 +74,11 @@ class Message(MessageBase):
             if not isinstance(type_id, int) or not -2**31 <= type_id < 2**31:
                 raise ValueError(f"type_id must be an int32, got {type_id!r}")
             cls.type_id = type_id
+        for name, value in vars(cls).items():
+            if isinstance(value, Field) and (name in RESERVED or name.startswith("_")):
+                raise ValueError(f"{cls.__name__}.{name}: a field cannot be called {name!r}, "
+                                 f"the Message API uses that name (reserved: "
+                                 f"{', '.join(sorted(RESERVED))}, and names starting with _)")
         placed = list(getattr(cls, "fields", ()))
         end = max((f.offset + f.size for f in placed), default=0)
         for name, value in list(vars(cls).items()):
@@ -70,6 +97,7 @@ class Message(MessageBase):
             end = size
         cls.fields = tuple(placed)
         cls._payload_size_ = end
+        cls.payload_size = end
         cls._dtype = None
 
     def __init__(self, *args, **kwargs):
@@ -78,10 +106,12 @@ class Message(MessageBase):
             raise TypeError(f"{type(self).__name__} takes at most {len(fields)} field values")
         for f, v in zip(fields, args):
             f.__set__(self, v)
+        cls = type(self)
         for name, v in kwargs.items():
-            if not isinstance(getattr(type(self), name, None), Field):
-                raise TypeError(f"{type(self).__name__} has no field {name!r}")
-            setattr(self, name, v)
+            f = getattr(cls, name, None)
+            if not isinstance(f, Field):
+                raise TypeError(f"{cls.__name__} has no field {name!r}")
+            f.__set__(self, v)
 
     def __repr__(self):
         # A trailing underscore only dodges a Python keyword (Token.from_): Java says "from".

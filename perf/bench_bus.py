@@ -1,28 +1,59 @@
-"""Throughput of the bus: 1 writer -> 1 reader (Python's three APIs, Java and the mixes),
-N writers -> 1 reader, and payload sizes. Every run is a fresh writer and reader process on
-a fresh /dev/shm file, timed in the reader from message WARMUP to the last."""
-from common import (PRICE_UPDATE_SIZE, ShmFiles, bus_file_size, create_bus, java, py_worker,
-                    reader_then_writers, summarize)
+"""Throughput of the bus: 1 writer -> 1 reader (Python's APIs, the Java port, the mixes, and the
+Java original as a peer), N writers -> 1 reader, and payload sizes. Every run is a fresh writer
+and reader process on a fresh /dev/shm file, timed in the reader from message WARMUP to the last.
+
+Two ways to map the bus:
+  prefault  the file is preallocated and each process maps every page before the timing
+            (Python prefault=True; the Java sides read one byte per page), so no page fault falls
+            inside the timing. The plain names (py_py_msgs_per_s, java_java_msgs_per_s,
+            java_original_msgs_per_s, ...) are measured this way.
+  default   what a user gets without options: a fresh file (the Python writer preallocates it
+            with posix_fallocate at open, outside the timing; the Java port and the original grow
+            it sparse), no prefault, so page faults (and for sparse files page allocation) fall
+            inside the timing: the *_default_msgs_per_s figures.
+The pairs (STEM_prefault_msgs_per_s, STEM_default_msgs_per_s for the original, the Java port and
+Python per message) all send default_n messages; the plain names send bus_n, prefaulted.
+"""
+import sys
+
+from common import (PRICE_UPDATE_SIZE, ShmFiles, bus_file_size, create_bus, java, java_original,
+                    original_missing, py_worker, reader_then_writers, start, finish, summarize)
 
 JAVA_READER = "io.mappedbuspy.perf.PerfReader"
 JAVA_WRITER = "io.mappedbuspy.perf.PerfWriter"
 
 
-def one_to_one(writer, reader, n, warmup, api="message"):
-    """One run; writer/reader are 'py' or 'java'. The reader's JSON result."""
-    with ShmFiles(f"{writer}-{reader}-{api}") as shm:
+def one_to_one(writer, reader, n, warmup, api="message", mode="prefault"):
+    """One run; writer/reader are 'py', 'java' (the port) or 'orig' (the Java original, both
+    sides); mode 'prefault' or 'default' (see the module docstring). The reader's JSON result."""
+    prefault = mode == "prefault"
+    with ShmFiles(f"{writer}-{reader}-{api}-{mode}") as shm:
         path = shm("bus")
         size = bus_file_size(n)
-        create_bus(path, size, PRICE_UPDATE_SIZE)
+        # The Python writer would preallocate a fresh file at open: do it here, before the reader
+        # opens it. The Java sides, by default, start from no file (they grow it sparse).
+        if prefault or writer == "py" or reader == "py":
+            create_bus(path, size, PRICE_UPDATE_SIZE)
+        flag = [] if prefault else ["noprefault"]
         if reader == "py":
-            rcmd = py_worker("bus-reader", path, size, PRICE_UPDATE_SIZE, api, n, warmup)
+            rcmd = py_worker("bus-reader", path, size, PRICE_UPDATE_SIZE, api, n, warmup, *flag)
+        elif reader == "orig":
+            rcmd = java_original("reader", path, size, n, warmup, str(prefault).lower())
         else:
-            rcmd = java(JAVA_READER, path, size, n, warmup)
+            rcmd = java(JAVA_READER, path, size, n, warmup,
+                        *(["prefault"] if prefault else ["create"] if writer != "py" else []))
         if writer == "py":
-            wcmd = py_worker("bus-writer", path, size, PRICE_UPDATE_SIZE, api, n)
+            wcmd = py_worker("bus-writer", path, size, PRICE_UPDATE_SIZE, api, n, *flag)
+        elif writer == "orig":
+            wcmd = java_original("writer", path, size, n, str(prefault).lower())
         else:
-            wcmd = java(JAVA_WRITER, path, size, n)
+            wcmd = java(JAVA_WRITER, path, size, n, *(["prefault"] if prefault else []))
         return reader_then_writers(rcmd, [wcmd])
+
+
+def floor(api, n):
+    """The Python loops alone (bus calls replaced by a C no-op), ns per message."""
+    return finish([start(py_worker("floor", api, n))])[0]
 
 
 def many_to_one(writers, n, warmup):
@@ -52,6 +83,7 @@ def payload(record_size, n, warmup):
 ONE_TO_ONE = {
     # figure name: (writer, reader, api)
     "py_py_msgs_per_s": ("py", "py", "message"),
+    "py_py_fields_msgs_per_s": ("py", "py", "fields"),
     "py_py_bytes_msgs_per_s": ("py", "py", "bytes"),
     "py_py_batch_msgs_per_s": ("py", "py", "batch"),
     "java_java_msgs_per_s": ("java", "java", "message"),
@@ -65,18 +97,65 @@ WRITERS = (2, 4, 8)
 PAYLOADS = (8, 64, 512, 4096, 32768)
 
 
+# figure stem: (writer, reader, api); each gives STEM_prefault_msgs_per_s (also the plain name
+# for the original) and STEM_default_msgs_per_s, the side-by-side pairs.
+PAIRED = {
+    "java_original": ("orig", "orig", "message"),
+    "java_java": ("java", "java", "message"),
+    "py_py": ("py", "py", "message"),
+}
+
+
 def benchmarks(cfg):
     """(name, function returning (figures, raw)) for run.py."""
     out = []
+    missing = original_missing()
+
+    def paired(stem, w, r, api, mode, n):
+        if "orig" in (w, r) and missing:
+            print(f" skipped: {missing}", end="", file=sys.stderr)
+            return {}, {f"{stem}_{mode}_msgs_per_s": {"skipped": missing}}
+        runs = [one_to_one(w, r, n, n // 10, api, "prefault" if mode == "plain" else mode)
+                for _ in range(cfg["k"])]
+        s = summarize(runs)
+        name = f"{stem}_msgs_per_s" if mode == "plain" else f"{stem}_{mode}_msgs_per_s"
+        figs = {name: float(s["median"]),
+                name.replace("msgs_per_s", "ns_per_msg"): 1e9 / s["median"]}
+        return figs, {name: {**s, "messages": n}}
+    # The original first and the Python side last within each mode, prefault runs before the
+    # default ones; the prefault Python and Java port figures come from ONE_TO_ONE below.
+    # The pairs all send default_n messages (80 M in --full, as the original's own perf test);
+    # the plain java_original_msgs_per_s is a prefault run with bus_n, like py_py_msgs_per_s.
+    out.append(("java_original", lambda: paired("java_original", "orig", "orig", "message",
+                                                "plain", cfg["bus_n"])))
+    for mode, n in (("prefault", cfg["default_n"]), ("default", cfg["default_n"])):
+        for stem, (w, r, api) in PAIRED.items():
+            out.append((f"{stem}_{mode}",
+                        lambda stem=stem, w=w, r=r, api=api, mode=mode, n=n:
+                        paired(stem, w, r, api, mode, n)))
+
+    def floors():
+        figs, raw = {}, {}
+        for api, stem in (("message", "py_floor"), ("fields", "py_fields_floor")):
+            runs = [floor(api, cfg["bus_n"]) for _ in range(cfg["k"])]
+            w = summarize(runs, "writer_ns_per_msg")
+            r = summarize(runs, "reader_ns_per_msg")
+            ns = max(w["median"], r["median"])   # the slower loop sets the pace
+            figs.update({f"{stem}_writer_ns_per_msg": w["median"],
+                         f"{stem}_reader_ns_per_msg": r["median"],
+                         f"{stem}_ns_per_msg": ns, f"{stem}_msgs_per_s": 1e9 / ns})
+            raw[stem] = {"writer": w, "reader": r, "messages": cfg["bus_n"]}
+        return figs, raw
+    out.append(("py_floor", floors))
     for name, (w, r, api) in ONE_TO_ONE.items():
         n = cfg["bus_n"] * (4 if api == "batch" else 1)   # batch runs are short: more messages
 
         def f(name=name, w=w, r=r, api=api, n=n):
             runs = [one_to_one(w, r, n, n // 10, api) for _ in range(cfg["k"])]
             s = summarize(runs)
-            return {name: s["median"], name.replace("msgs_per_s", "ns_per_msg"): 1e9 / s["median"],
-                    name.replace("msgs_per_s", "best_msgs_per_s"): s["best"]}, \
-                {name: {**s, "messages": n}}
+            figs = {name: s["median"], name.replace("msgs_per_s", "ns_per_msg"): 1e9 / s["median"],
+                    name.replace("msgs_per_s", "best_msgs_per_s"): s["best"]}
+            return figs, {name: {**s, "messages": n}}
         out.append((name, f))
 
     def writers():

@@ -1,7 +1,9 @@
 """The peers a user would otherwise pick, with the same 12-byte message (a PriceUpdate's
 bytes) and the same count, 1 writer process -> 1 reader process, timed in the reader from
 message WARMUP to the last: multiprocessing.Queue, multiprocessing.Pipe, pyzmq PUSH/PULL
-over ipc://, faster-fifo; and Py4J (PySpark's Python -> JVM channel), one Java call per
+over ipc://, faster-fifo, iceoryx2 (its Python publish-subscribe API, lossless: safe overflow
+off, the publisher retrying until delivered; skipped with a note when the package is missing);
+and Py4J (PySpark's Python -> JVM channel), one Java call per
 message, timed in Python.
 
     bench_peers.py PEER N WARMUP      (one run in fresh processes; prints JSON)
@@ -27,8 +29,33 @@ def _timed_receive(recv, n, warmup):
     return time.perf_counter() - t0
 
 
+def _iox2_service(name):
+    import ctypes
+    import iceoryx2 as iox2
+
+    class PriceUpdateC(ctypes.Structure):
+        _fields_ = [("source", ctypes.c_int32), ("price", ctypes.c_int32),
+                    ("quantity", ctypes.c_int32)]
+    iox2.set_log_level_from_env_or(iox2.LogLevel.Error)
+    node = iox2.NodeBuilder.new().create(iox2.ServiceType.Ipc)
+    svc = (node.service_builder(iox2.ServiceName.new(name)).publish_subscribe(PriceUpdateC)
+           .enable_safe_overflow(False).subscriber_max_buffer_size(4096).open_or_create())
+    return iox2, node, svc, PriceUpdateC
+
+
 def _reader(kind, chan, n, warmup, ready, result):
-    if kind == "zmq":
+    if kind == "iox2":
+        iox2, node, svc, _ = _iox2_service(chan)
+        sub = svc.subscriber_builder().buffer_size(4096).create()
+        receive = sub.receive
+
+        def recv():
+            while True:
+                sample = receive()
+                if sample is not None:
+                    sample.delete()     # hands the slot back to the publisher
+                    return
+    elif kind == "zmq":
         import zmq
         ctx = zmq.Context()
         sock = ctx.socket(zmq.PULL)
@@ -50,7 +77,13 @@ def _reader(kind, chan, n, warmup, ready, result):
 
 
 def _writer(kind, chan, n, msg):
-    if kind == "zmq":
+    if kind == "iox2":
+        iox2, node, svc, PriceUpdateC = _iox2_service(chan)
+        pub = (svc.publisher_builder()
+               .backpressure_strategy(iox2.BackpressureStrategy.RetryUntilDelivered).create())
+        send = pub.send_copy
+        msg = PriceUpdateC.from_buffer_copy(msg)
+    elif kind == "zmq":
         import zmq
         ctx = zmq.Context()
         sock = ctx.socket(zmq.PUSH)
@@ -83,6 +116,8 @@ def run_python_peer(kind, n, warmup):
     elif kind == "faster_fifo":
         from faster_fifo import Queue
         chan = Queue(max_size_bytes=64 * 1024 * 1024)
+    elif kind == "iox2":
+        chan = f"mbperf/{os.getpid()}/{time.monotonic_ns()}"    # the service name
     else:
         raise SystemExit(f"unknown peer {kind}")
     ready, result = ctx.Event(), ctx.SimpleQueue()
@@ -125,7 +160,17 @@ def run_py4j(n, warmup):
     return {"messages": n, "timed": timed, "seconds": dt, "msgs_per_s": timed / dt}
 
 
-PEERS = ("mp_queue", "mp_pipe", "zmq_ipc", "faster_fifo", "py4j")
+PEERS = ("mp_queue", "mp_pipe", "zmq_ipc", "faster_fifo", "iox2", "py4j")
+
+
+def missing(peer):
+    """Why a peer cannot run here (its package is absent), or None."""
+    import importlib.util
+    module = {"zmq_ipc": "zmq", "faster_fifo": "faster_fifo", "iox2": "iceoryx2",
+              "py4j": "py4j"}.get(peer)
+    if module and importlib.util.find_spec(module) is None:
+        return f"{peer} skipped: the Python package {module!r} is not installed"
+    return None
 
 
 def one_run(peer, n, warmup):
@@ -139,7 +184,12 @@ def benchmarks(cfg):
     out = []
     for peer in PEERS:
         def f(peer=peer):
-            n = cfg["py4j_n"] if peer == "py4j" else cfg["peer_n"]
+            why = missing(peer)
+            if why:
+                print(f" {why}", end="", file=sys.stderr)
+                return {}, {peer: {"skipped": why}}
+            # iceoryx2's Python binding takes microseconds per message: fewer of them
+            n = cfg["py4j_n"] if peer in ("py4j", "iox2") else cfg["peer_n"]
             runs = [one_run(peer, n, n // 10) for _ in range(cfg["k"])]
             s = summarize(runs)
             return {f"{peer}_msgs_per_s": s["median"], f"{peer}_best_msgs_per_s": s["best"]}, \

@@ -65,6 +65,43 @@ def create_bus(path, file_size, record_size):
     MappedBusWriter(path, file_size, record_size).open().close()
 
 
+# The Java original (Mappedbus 0.5.1 built for JDK 17), a peer measured in the same run. It is not
+# part of the project: it is looked up beside the checkout and skipped when absent.
+ORIGINAL_DIR = os.path.normpath(os.path.join(ROOT, "..", "shared", "original"))
+ORIGINAL_JAR = os.path.join(ORIGINAL_DIR, "mappedbus-0.5.1-jdk17.jar")
+ORIGINAL_DRIVER = os.path.join(PERF, "java", "OriginalPerf.java")
+ORIGINAL_BUILD = os.path.join(ROOT, "build", "perf-original")
+# It reaches sun.nio.ch.FileChannelImpl.map0 by reflection (see its README).
+ORIGINAL_OPENS = "java.base/sun.nio.ch=ALL-UNNAMED"
+
+
+def original_missing():
+    """None when the original can run here, else why not (for the skip note)."""
+    if not os.path.isfile(ORIGINAL_JAR):
+        return f"the Java original is absent ({ORIGINAL_JAR}): its figures and ratios are skipped"
+    return None
+
+
+def original_classpath():
+    """Compile perf/java/OriginalPerf.java against the original's jar (once, into build/)."""
+    from mappedbus_py import jvm
+    out = os.path.join(ORIGINAL_BUILD, "OriginalPerf.class")
+    if not os.path.exists(out) or os.path.getmtime(out) < max(
+            os.path.getmtime(ORIGINAL_DRIVER), os.path.getmtime(ORIGINAL_JAR)):
+        os.makedirs(ORIGINAL_BUILD, exist_ok=True)
+        javac = os.path.join(os.path.dirname(jvm.java_executable()), "javac")
+        subprocess.run([javac, "--add-exports", ORIGINAL_OPENS, "-d", ORIGINAL_BUILD, "-cp",
+                        ORIGINAL_JAR, ORIGINAL_DRIVER], check=True, capture_output=True, text=True)
+    return os.pathsep.join([ORIGINAL_BUILD, ORIGINAL_JAR])
+
+
+def java_original(*args, heap="256m"):
+    """Command running the original's driver (OriginalPerf writer|reader ...)."""
+    from mappedbus_py import jvm
+    return [jvm.java_executable(), f"-Xms{heap}", f"-Xmx{heap}", "--add-opens", ORIGINAL_OPENS,
+            "-cp", original_classpath(), "OriginalPerf", *map(str, args)]
+
+
 def py_worker(*args):
     return [PY, os.path.join(PERF, "workers.py"), *map(str, args)]
 

@@ -6,18 +6,22 @@ TRANSPORTS = [
     ("mappedbus_py Python -> Python, numpy batch", "py_py_batch_msgs_per_s"),
     ("mappedbus_py Python -> Python, bytes", "py_py_bytes_msgs_per_s"),
     ("mappedbus_py Python -> Python, per message", "py_py_msgs_per_s"),
+    ("mappedbus_py Python -> Python, per message, write_fields", "py_py_fields_msgs_per_s"),
     ("mappedbus_py Java -> Java", "java_java_msgs_per_s"),
     ("mappedbus_py Java -> Python", "java_py_msgs_per_s"),
     ("mappedbus_py Python -> Java", "py_java_msgs_per_s"),
     ("mappedbus_py Java -> Python, numpy batch reader", "java_py_batch_msgs_per_s"),
     ("mappedbus_py Python -> Java, numpy batch writer", "py_java_batch_msgs_per_s"),
-    ("Java original Mappedbus (98 ns/msg, reference)", "java_original_msgs_per_s"),
+    ("Java original Mappedbus 0.5.1 (measured in this run)", "java_original_msgs_per_s"),
     ("pyzmq PUSH/PULL ipc://", "zmq_ipc_msgs_per_s"),
     ("multiprocessing.Pipe (send_bytes)", "mp_pipe_msgs_per_s"),
     ("multiprocessing.Queue", "mp_queue_msgs_per_s"),
     ("faster-fifo Queue", "faster_fifo_msgs_per_s"),
+    ("iceoryx2 publish-subscribe (Python, lossless)", "iox2_msgs_per_s"),
     ("Py4J, Python -> JVM call per message", "py4j_msgs_per_s"),
 ]
+SIDE_BY_SIDE = [("Java original 0.5.1", "java_original"), ("mappedbus_py Java port", "java_java"),
+                ("mappedbus_py Python, per message", "py_py")]
 WRITERS = (1, 2, 4, 8)
 PAYLOADS = (8, 64, 512, 4096, 32768)
 RTT_PAIRS = [("Python - Python", "rtt_"), ("Python - Java", "py_java_rtt_"),
@@ -57,6 +61,39 @@ def markdown(f, target_rows, raw):
             vs = f"{v / base:.2f} x" if base and key != "py_py_msgs_per_s" else ""
             out.append(f"| {lab} | {_rate(v)} | {1e9 / v:,.1f} | {n:,} | {vs} |" if n != "" else
                        f"| {lab} | {_rate(v)} | {1e9 / v:,.1f} | | {vs} |")
+        out.append("")
+    side = [(lab, stem) for lab, stem in SIDE_BY_SIDE
+            if f"{stem}_default_msgs_per_s" in f or f"{stem}_prefault_msgs_per_s" in f]
+    if side:
+        out.append("Side by side in this run (1 writer -> 1 reader process, 12-byte PriceUpdate, "
+                   "/dev/shm; the Java original driven by perf/java/OriginalPerf.java). "
+                   "*prefault*: every page mapped before the timing; *default*: a fresh file "
+                   "mapped as each library does by default, page faults inside the timing "
+                   f"({cfg.get('default_n', 0):,} messages).\n")
+        out.append("| system | prefault msgs/s | vs original | default msgs/s | vs original |")
+        out.append("| --- | ---: | ---: | ---: | ---: |")
+        for lab, stem in side:
+            cells = []
+            for mode in ("prefault", "default"):
+                v = f.get(f"{stem}_{mode}_msgs_per_s")
+                o = f.get(f"java_original_{mode}_msgs_per_s")
+                cells += [_rate(v) if v else "", f"{v / o:.2f} x" if v and o else ""]
+            out.append(f"| {lab} | " + " | ".join(cells) + " |")
+        out.append("")
+    if "py_floor_ns_per_msg" in f:
+        out.append("Python floor: the same Python loops with each bus call replaced by a no-op "
+                   "call into a C function (`operator.truth`); the bus's own cost is the "
+                   "difference.\n")
+        out.append("| Python per-message form | floor ns/msg (writer / reader loop) | bus ns/msg | "
+                   "bus adds ns/msg |")
+        out.append("| --- | ---: | ---: | ---: |")
+        for lab, stem, key in (("message objects (`m.price = i; write(m)`)", "py_floor", "py_py"),
+                               ("`write_fields(source, i, 7)`", "py_fields_floor", "py_py_fields")):
+            if f"{stem}_ns_per_msg" in f and f"{key}_ns_per_msg" in f:
+                out.append(f"| {lab} | {f[stem + '_ns_per_msg']:.1f} "
+                           f"({f[stem + '_writer_ns_per_msg']:.1f} / "
+                           f"{f[stem + '_reader_ns_per_msg']:.1f}) | {f[key + '_ns_per_msg']:.1f} | "
+                           f"{f[key + '_ns_per_msg'] - f[stem + '_ns_per_msg']:.1f} |")
         out.append("")
     if any(f"py_{k}w_1r_msgs_per_s" in f for k in WRITERS[1:]):
         out.append("| N Python writers -> 1 Python reader | messages/s |")

@@ -1,12 +1,17 @@
 """The Python benchmark processes; the drivers (bench_*.py) start them, one role per process.
 
-    workers.py bus-writer  PATH FILE_SIZE RECORD_SIZE API N [SOURCE]
-    workers.py bus-reader  PATH FILE_SIZE RECORD_SIZE API N WARMUP [mem]
+    workers.py bus-writer  PATH FILE_SIZE RECORD_SIZE API N [SOURCE] [mem] [noprefault]
+    workers.py bus-reader  PATH FILE_SIZE RECORD_SIZE API N WARMUP [mem] [noprefault]
+    workers.py floor       API N
     workers.py ping-echo   PING PONG FILE_SIZE TOTAL
     workers.py ping-init   PING PONG FILE_SIZE N WARMUP RTT_FILE
 
-API is message (PriceUpdate objects, read_into), bytes (write(bytes), next()+read_buffer) or
-batch (numpy rows, write_batch/read_batch). Readers print 'ready' on stderr once open, then
+API is message (PriceUpdate objects, read_into), fields (write_fields / read_into), bytes
+(write(bytes), next()+read_buffer) or batch (numpy rows, write_batch/read_batch). noprefault
+maps the bus as a user gets it by default (page faults inside the timing); otherwise every page
+is mapped at open (prefault=True). floor runs the message loops of both roles in one process
+with each bus call replaced by a no-op call into a C extension (operator.truth) and prints their
+ns per message: what the Python loop itself costs. Readers print 'ready' on stderr once open, then
 one JSON line on stdout timed from message WARMUP to the last.
 """
 import json
@@ -36,8 +41,8 @@ def proc_status():
     return out
 
 
-def bus_writer(path, file_size, record_size, api, n, source=1, mem=False):
-    with MappedBusWriter(path, file_size, record_size, prefault=True) as w:
+def bus_writer(path, file_size, record_size, api, n, source=1, mem=False, prefault=True):
+    with MappedBusWriter(path, file_size, record_size, prefault=prefault) as w:
         write = w.write
         if api == "message":
             # The message changes every time (its price), as a real feed's would.
@@ -45,6 +50,10 @@ def bus_writer(path, file_size, record_size, api, n, source=1, mem=False):
             for i in range(n):
                 msg.price = i
                 write(msg)
+        elif api == "fields":
+            write_fields = w.fields_writer(PriceUpdate)
+            for i in range(n):
+                write_fields(source, i, 7)
         elif api == "bytes":
             data = bytes(bytearray(i & 0xFF for i in range(record_size)))
             for _ in range(n):
@@ -65,11 +74,11 @@ def bus_writer(path, file_size, record_size, api, n, source=1, mem=False):
         print(json.dumps(status), flush=True)
 
 
-def bus_reader(path, file_size, record_size, api, n, warmup, mem=False):
+def bus_reader(path, file_size, record_size, api, n, warmup, mem=False, prefault=True):
     warmup = min(warmup, n - 1)
-    with MappedBusReader(path, file_size, record_size, prefault=True) as r:
+    with MappedBusReader(path, file_size, record_size, prefault=prefault) as r:
         ready()
-        if api == "message":
+        if api in ("message", "fields"):
             msg = PriceUpdate()
             read_into = r.read_into
             got = 0
@@ -107,7 +116,7 @@ def bus_reader(path, file_size, record_size, api, n, warmup, mem=False):
         timed = n - warmup - 1
         res = {"messages": n, "timed": timed, "seconds": dt, "msgs_per_s": timed / dt,
                "ns_per_msg": dt / timed * 1e9, "skipped": r.skipped}
-        if api == "message" and record_size == 12:
+        if api in ("message", "fields") and record_size == 12:
             res["last_price"] = msg.price
         if mem:
             res.update(proc_status())   # while the bus is still mapped
@@ -155,14 +164,40 @@ def ping_init(ping, pong, file_size, n, warmup, rtt_file):
     print(json.dumps({"round_trips": n, "p50_ns": int(s[n // 2]), "max_ns": int(s[-1])}))
 
 
+def floor(api, n):
+    """The writer's and the reader's message loops with the bus calls replaced by a C no-op."""
+    from operator import truth as noop      # a C function taking one object, returning True
+    msg = PriceUpdate(1, 0, 7)
+    t0 = time.perf_counter()
+    if api == "fields":
+        for i in range(n):
+            noop(i)
+    else:
+        for i in range(n):
+            msg.price = i
+            noop(msg)
+    t1 = time.perf_counter()
+    got = 0
+    while got < n:
+        if noop(msg):
+            got += 1
+    t2 = time.perf_counter()
+    print(json.dumps({"writer_ns_per_msg": (t1 - t0) / n * 1e9,
+                      "reader_ns_per_msg": (t2 - t1) / n * 1e9}), flush=True)
+
+
 def main(argv):
     role, a = argv[0], argv[1:]
+    flags = {x for x in a if x in ("mem", "noprefault")}
+    a = [x for x in a if x not in flags]
+    opts = dict(mem="mem" in flags, prefault="noprefault" not in flags)
     if role == "bus-writer":
         bus_writer(a[0], int(a[1]), int(a[2]), a[3], int(a[4]), int(a[5]) if len(a) > 5 else 1,
-                   mem=len(a) > 6 and a[6] == "mem")
+                   **opts)
     elif role == "bus-reader":
-        bus_reader(a[0], int(a[1]), int(a[2]), a[3], int(a[4]), int(a[5]),
-                   mem=len(a) > 6 and a[6] == "mem")
+        bus_reader(a[0], int(a[1]), int(a[2]), a[3], int(a[4]), int(a[5]), **opts)
+    elif role == "floor":
+        floor(a[0], int(a[1]))
     elif role == "ping-echo":
         ping_echo(a[0], a[1], int(a[2]), int(a[3]))
     elif role == "ping-init":

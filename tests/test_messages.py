@@ -98,3 +98,90 @@ def test_a_message_exposes_its_payload_as_a_buffer():
     assert bytes(memoryview(m)) == m.to_bytes()
     memoryview(m)[0:4] = struct.pack("<i", 70)
     assert m.source == 70
+
+
+def test_a_float_into_an_integer_field_raises_instead_of_truncating():
+    with pytest.raises(TypeError, match="never truncated"):
+        PriceUpdate(price=1.7)
+    m = PriceUpdate(price=4)
+    with pytest.raises(TypeError):
+        m.price = 2.0
+    assert m.price == 4
+
+
+def test_bools_are_refused_in_integer_and_float_fields():
+    with pytest.raises(TypeError, match="not bool"):
+        PriceUpdate(quantity=True)
+    with pytest.raises(TypeError, match="not bool"):
+        Trade(price=False)
+
+
+def test_numpy_numbers_and_ints_are_accepted_where_they_fit():
+    m = PriceUpdate(np.int64(5), np.int32(-6), 7)
+    assert (m.source, m.price, m.quantity) == (5, -6, 7)
+    t = Trade(price=3)
+    assert t.price == 3.0 and isinstance(t.price, float)
+    t.price = np.float32(0.5)
+    assert t.price == 0.5
+
+
+def test_messages_pickle_and_copy_with_their_class_and_bytes():
+    import copy
+    import pickle
+    for m in (PriceUpdate(1, -2, 3), Trade(2**40, 2.5, 7), Token(3, 4)):
+        again = pickle.loads(pickle.dumps(m))
+        assert type(again) is type(m) and again == m
+        c = copy.copy(m)
+        assert c == m and c is not m
+        d = copy.deepcopy(m)
+        assert d == m and d is not m
+    c.to = 9        # the copy owns its own buffer
+    assert m.to == 4
+
+
+def test_messages_are_mutable_so_not_hashable():
+    with pytest.raises(TypeError, match="unhashable"):
+        hash(PriceUpdate(1, 2, 3))
+
+
+def test_a_field_named_like_the_message_api_is_refused_at_class_definition():
+    for name in ("fields", "type_id", "to_bytes", "numpy_dtype", "payload_size", "_hidden"):
+        with pytest.raises(ValueError, match="cannot be called"):
+            type("Bad", (Message,), {name: int32()})
+
+
+def test_fields_named_size_and_type_are_fields_and_the_sizes_stay_reachable():
+    # The README's Quote has a size field: it works, and hides the Java-style size().
+    class Quote(Message, type_id=3):
+        instrument = fixed_bytes(8)
+        bid = float64()
+        ask = float64()
+        size = int64()
+        type = int8()
+    q = Quote(b"EURUSD", 1.1, 1.2, 1_000_000, 4)
+    assert (q.size, q.type) == (1_000_000, 4)
+    assert (Quote.payload_size, Quote.type_id) == (33, 3)
+    assert Quote.from_bytes(q.to_bytes()) == q
+    assert PriceUpdate.payload_size == PriceUpdate(1, 2, 3).size() == 12
+
+
+def test_fields_writer_writes_a_record_from_values_and_checks_them_first(tmp_path):
+    from mappedbus_py import MappedBusReader, MappedBusWriter
+    path = str(tmp_path / "bus")
+    with MappedBusWriter(path, 10_000, 20) as w, MappedBusReader(path, 10_000, 20) as r:
+        write = w.fields_writer(Trade)
+        assert write(2**40, 2.5, 7) is True
+        # A bad value is refused before a record is allocated: no stalled slot for readers.
+        with pytest.raises(TypeError, match="never truncated"):
+            write(1, 2.0, 7.5)
+        with pytest.raises(TypeError, match="takes 3 field values"):
+            write(1, 2.0)
+        assert write(3, -1.0, 8)
+        got = Trade()
+        assert r.read_into(got) and r.read_type() == Trade.type_id and got == Trade(2**40, 2.5, 7)
+        assert r.read_into(got) and got == Trade(3, -1.0, 8)
+        assert not r.read_into(got)
+        with pytest.raises(ValueError, match="more than record_size"):
+            w.fields_writer(type("Big", (Message,), {"x": fixed_bytes(21)}))
+        with pytest.raises(TypeError, match="needs a Message class"):
+            w.fields_writer(int)

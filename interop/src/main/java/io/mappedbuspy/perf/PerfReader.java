@@ -18,24 +18,33 @@ public final class PerfReader {
     /**
      * Runs the benchmark.
      *
-     * @param args {@code <path> <fileSize> <count> [warmup]}
+     * @param args {@code <path> <fileSize> <count> [warmup] [prefault] [create]}: {@code prefault} touches
+     *             every page of the mapping before the timing; {@code create} makes the bus file first
+     *             (as a MappedBusWriter does), for a reader started on a fresh path
      * @throws Exception on any I/O error
      */
     public static void main(String[] args) throws Exception {
-        if (args.length != 3 && args.length != 4) {
-            System.err.println("usage: PerfReader <path> <fileSize> <count> [warmup]");
+        java.util.List<String> opts = java.util.Arrays.asList(args).subList(Math.min(4, args.length), args.length);
+        if (args.length < 3 || !java.util.Set.of("prefault", "create").containsAll(opts)) {
+            System.err.println("usage: PerfReader <path> <fileSize> <count> [warmup] [prefault] [create]");
             System.exit(2);
         }
         String path = args[0];
         long fileSize = Long.parseLong(args[1]);
         long count = Long.parseLong(args[2]);
-        long warmup = args.length == 4 ? Math.min(Long.parseLong(args[3]), count - 1) : 0;
+        long warmup = args.length >= 4 ? Math.min(Long.parseLong(args[3]), count - 1) : 0;
         PriceUpdate m = new PriceUpdate();
         long received = 0;
         long checksum = 0;
         long first = 0;
         long last = 0;
+        if (opts.contains("create")) {
+            new io.mappedbuspy.MappedBusWriter(path, fileSize, PriceUpdate.SIZE).open().close();
+        }
         try (MappedBusReader r = new MappedBusReader(path, fileSize, PriceUpdate.SIZE).open()) {
+            if (opts.contains("prefault")) {
+                Prefault.touch(r, fileSize);
+            }
             System.err.println("ready");
             System.err.flush();
             while (received < count) {

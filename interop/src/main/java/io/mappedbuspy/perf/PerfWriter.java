@@ -14,12 +14,13 @@ public final class PerfWriter {
     /**
      * Runs the benchmark.
      *
-     * @param args {@code <path> <fileSize> <count>}
+     * @param args {@code <path> <fileSize> <count> [prefault]}: with {@code prefault}, every page of the
+     *             mapping is touched before the first write
      * @throws Exception on any I/O error
      */
     public static void main(String[] args) throws Exception {
-        if (args.length != 3) {
-            System.err.println("usage: PerfWriter <path> <fileSize> <count>");
+        if (args.length != 3 && !(args.length == 4 && args[3].equals("prefault"))) {
+            System.err.println("usage: PerfWriter <path> <fileSize> <count> [prefault]");
             System.exit(2);
         }
         String path = args[0];
@@ -28,10 +29,13 @@ public final class PerfWriter {
         PriceUpdate m = new PriceUpdate();
         long start = System.nanoTime();
         try (MappedBusWriter w = new MappedBusWriter(path, fileSize, PriceUpdate.SIZE).open()) {
+            if (args.length == 4) {
+                Prefault.touch(w, fileSize);
+            }
             for (long i = 0; i < count; i++) {
                 m.setSource(1);
                 m.setPrice((int) i);
-                m.setQuantity((int) (2 * i));
+                m.setQuantity(7);
                 w.write(m);
             }
         }
