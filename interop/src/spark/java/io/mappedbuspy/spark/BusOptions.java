@@ -53,6 +53,8 @@ public final class BusOptions implements Serializable {
     final long retainAgeMs;
     /** Streaming: fail the query when records it had not read are gone (default, as Kafka's option). */
     final boolean failOnDataLoss;
+    /** Writes: null (the default: streaming yes, batch no), or the option's value. */
+    final Boolean exactlyOnce;
 
     private BusOptions(Map<String, String> raw) {
         Map<String, String> o = new HashMap<>();
@@ -146,6 +148,11 @@ public final class BusOptions implements Serializable {
         }
         waitUncommitted = unc.equals("wait");
         checkHost = boolOpt(o, "checkhost", true);
+        exactlyOnce = o.containsKey("exactlyonce") ? boolOpt(o, "exactlyonce", false) : null;
+        if (rolling && Boolean.TRUE.equals(exactlyOnce)) {
+            throw new IllegalArgumentException("mappedbus: exactlyOnce writes need a single-file bus; " + path
+                    + " is a rolling bus (its writes are at-least-once)");
+        }
     }
 
     /**

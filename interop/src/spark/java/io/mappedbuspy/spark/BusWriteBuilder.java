@@ -19,17 +19,20 @@ import java.io.UncheckedIOException;
  * Appends rows to a bus, in batch ({@code mode("append")}) or streaming. Each task opens its own
  * {@code MappedBusWriter}; records from different tasks interleave in the bus in allocation order.
  *
- * <p>A bus is append-only, so there is no transaction: a failed and retried task (or a re-run
- * micro-batch) writes its rows again (at-least-once). Streaming {@code update} mode appends the changed
+ * <p>Single-file buses: streaming writes (and batch writes with {@code exactlyOnce=true}) go through the
+ * bus's {@link CommitLog}, so a replayed micro-batch or a retried task never writes a record twice. Rolling
+ * buses and other batch writes are at-least-once: a retried task writes its rows again. Streaming {@code update} mode appends the changed
  * rows; {@code complete} mode appends the whole result table every trigger (a bus cannot be truncated).
  */
 final class BusWriteBuilder implements SupportsTruncate, SupportsStreamingUpdateAsAppend {
     private final BusOptions options;
     private final StructType schema;
+    private final String queryId;
 
-    BusWriteBuilder(BusOptions options, StructType schema) {
+    BusWriteBuilder(BusOptions options, StructType schema, String queryId) {
         this.options = options;
         this.schema = schema;
+        this.queryId = queryId;
     }
 
     /** Accepted for streaming complete mode only; appends all the same (see the class comment). */
@@ -50,7 +53,8 @@ final class BusWriteBuilder implements SupportsTruncate, SupportsStreamingUpdate
                 throw new UncheckedIOException("mappedbus: cannot open rolling bus " + options.path
                         + " for writing: " + e.getMessage(), e);
             }
-            return new BusWrite(new BusWriterFactory(options, -1, encoder, host));
+            BusWriterFactory f = new BusWriterFactory(options, -1, encoder, host, null);
+            return new BusWrite(f, f);
         }
         long fileSize = options.writeFileSize();
         // Create and size the file once, on the driver, before any task opens it.
@@ -59,15 +63,22 @@ final class BusWriteBuilder implements SupportsTruncate, SupportsStreamingUpdate
         } catch (IOException e) {
             throw new UncheckedIOException("mappedbus: cannot open " + options.path + " for writing", e);
         }
-        return new BusWrite(new BusWriterFactory(options, fileSize, encoder, host));
+        // Exactly-once (the commit log) by default for streaming, on request for batch writes.
+        boolean streamingOnce = options.exactlyOnce == null || options.exactlyOnce;
+        boolean batchOnce = options.exactlyOnce != null && options.exactlyOnce;
+        String id = queryId == null ? java.util.UUID.randomUUID().toString() : queryId;
+        return new BusWrite(new BusWriterFactory(options, fileSize, encoder, host, batchOnce ? id : null),
+                new BusWriterFactory(options, fileSize, encoder, host, streamingOnce ? id : null));
     }
 
     /** The write itself: nothing to commit or abort beyond the tasks' appends. */
     static final class BusWrite implements Write, BatchWrite, StreamingWrite {
         private final BusWriterFactory factory;
+        private final BusWriterFactory streaming;
 
-        BusWrite(BusWriterFactory factory) {
+        BusWrite(BusWriterFactory factory, BusWriterFactory streaming) {
             this.factory = factory;
+            this.streaming = streaming;
         }
 
         @Override
@@ -92,7 +103,7 @@ final class BusWriteBuilder implements SupportsTruncate, SupportsStreamingUpdate
 
         @Override
         public StreamingDataWriterFactory createStreamingWriterFactory(PhysicalWriteInfo info) {
-            return factory;
+            return streaming;
         }
 
         @Override

@@ -24,8 +24,11 @@ final class BusWriterFactory implements DataWriterFactory, StreamingDataWriterFa
     private final int recordSize;
     private final RowEncoder encoder;
     private final String requiredHost;
+    /** Query id for the exactly-once commit log, or null for at-least-once appends. */
+    private final String queryId;
 
-    BusWriterFactory(BusOptions options, long fileSize, RowEncoder encoder, String requiredHost) {
+    BusWriterFactory(BusOptions options, long fileSize, RowEncoder encoder, String requiredHost, String queryId) {
+        this.queryId = queryId;
         this.options = options;
         this.path = options.path;
         this.fileSize = fileSize;
@@ -50,12 +53,12 @@ final class BusWriterFactory implements DataWriterFactory, StreamingDataWriterFa
 
     @Override
     public DataWriter<InternalRow> createWriter(int partitionId, long taskId) {
-        return new BusDataWriter(partitionId);
+        return queryId != null ? new ExactlyOnceWriter(partitionId, -1) : new BusDataWriter(partitionId);
     }
 
     @Override
     public DataWriter<InternalRow> createWriter(int partitionId, long taskId, long epochId) {
-        return new BusDataWriter(partitionId);
+        return queryId != null ? new ExactlyOnceWriter(partitionId, epochId) : new BusDataWriter(partitionId);
     }
 
     @Override
@@ -70,6 +73,70 @@ final class BusWriterFactory implements DataWriterFactory, StreamingDataWriterFa
 
         Written(long records) {
             this.records = records;
+        }
+    }
+
+    /**
+     * Holds a task's records (as slots) until Spark commits the task, then writes them through the bus's
+     * {@link CommitLog}: once per (query, epoch, partition), whatever attempts ran or crashed before.
+     */
+    private final class ExactlyOnceWriter implements DataWriter<InternalRow> {
+        private final int partitionId;
+        private final long epochId;
+        private final RowEncoder.Record rec = encoder.newRecord();
+        private final int slot = (int) io.mappedbuspy.Layout.slotSize(recordSize);
+        private byte[] buf = new byte[slot * 64];
+        private int rows;
+
+        ExactlyOnceWriter(int partitionId, long epochId) {
+            this.partitionId = partitionId;
+            this.epochId = epochId;
+        }
+
+        @Override
+        public void write(InternalRow row) throws IOException {
+            if (rows == 0) {
+                BusPartition.checkHost(path, requiredHost);
+            }
+            try {
+                encoder.encode(row, rec);
+            } catch (IllegalArgumentException e) {
+                throw new IllegalArgumentException(e.getMessage() + " (row " + rows + " of partition "
+                        + partitionId + ")", e);
+            }
+            if ((long) (rows + 1) * slot > buf.length) {
+                long grown = Math.max((long) buf.length * 2, (long) (rows + 1) * slot);
+                if (grown > Integer.MAX_VALUE - 16) {
+                    throw new IOException("mappedbus: partition " + partitionId + " has more rows than an "
+                            + "exactly-once task can hold (" + rows + "); use more partitions, or "
+                            + "exactlyOnce=false");
+                }
+                buf = java.util.Arrays.copyOf(buf, (int) grown);
+            }
+            int at = rows * slot;
+            int meta = rec.metaIsLength ? rec.length : rec.meta;
+            java.nio.ByteBuffer.wrap(buf).order(java.nio.ByteOrder.LITTLE_ENDIAN)
+                    .putInt(at + io.mappedbuspy.Layout.METADATA_OFFSET, meta);
+            System.arraycopy(rec.bytes, 0, buf, at + io.mappedbuspy.Layout.PAYLOAD_OFFSET, rec.length);
+            rows++;
+        }
+
+        @Override
+        public WriterCommitMessage commit() throws IOException {
+            BusPartition.checkHost(path, requiredHost);
+            CommitLog.Outcome o = new CommitLog(path, fileSize, recordSize)
+                    .write(new CommitLog.Key(queryId, epochId, partitionId), buf, rows, null);
+            return new Written(o.committed);
+        }
+
+        @Override
+        public void abort() {
+            // Nothing reached the bus: records are written at commit.
+        }
+
+        @Override
+        public void close() {
+            buf = null;
         }
     }
 

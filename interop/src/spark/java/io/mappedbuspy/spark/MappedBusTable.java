@@ -63,7 +63,7 @@ final class MappedBusTable implements SupportsRead, SupportsWrite {
 
     @Override
     public WriteBuilder newWriteBuilder(LogicalWriteInfo info) {
-        return new BusWriteBuilder(BusOptions.parse(info.options()), info.schema());
+        return new BusWriteBuilder(BusOptions.parse(info.options()), info.schema(), info.queryId());
     }
 
     private static boolean sameColumns(StructType a, StructType b) {
