@@ -10,9 +10,11 @@ import org.apache.spark.sql.connector.read.InputPartition;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
 import org.apache.spark.sql.connector.read.streaming.MicroBatchStream;
 import org.apache.spark.sql.connector.read.streaming.Offset;
+import org.apache.spark.sql.connector.read.streaming.PartitionOffset;
 import org.apache.spark.sql.connector.read.streaming.ReadLimit;
 import org.apache.spark.sql.connector.read.streaming.ReadMaxRows;
 import org.apache.spark.sql.connector.read.streaming.ReportsSourceMetrics;
+import org.apache.spark.sql.connector.read.streaming.SupportsRealTimeMode;
 import org.apache.spark.sql.connector.read.streaming.SupportsTriggerAvailableNow;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -52,8 +54,14 @@ import java.util.Optional;
  * {@code failOnDataLoss=true} (the default) the query fails naming the bus, the ids and the range; with
  * false it goes on (a new bus from its earliest record, a gap from the oldest retained one), logs a
  * warning and counts the slots in the {@code lostSlots} metric.
+ *
+ * <p>Real-time Mode ({@code trigger(realTime=...)}): each long-running batch is one partition, the bus from
+ * the batch's start on, read by a {@link BusRealTimeReader} that hands Spark each record as it commits; its
+ * position when the batch ends is the batch's end offset ({@link #mergeOffsets}). One partition because a
+ * bus is one totally ordered stream with no end to split at.
  */
-final class BusMicroBatchStream implements MicroBatchStream, SupportsTriggerAvailableNow, ReportsSourceMetrics {
+final class BusMicroBatchStream implements MicroBatchStream, SupportsTriggerAvailableNow, ReportsSourceMetrics,
+        SupportsRealTimeMode {
     private static final Logger LOG = LoggerFactory.getLogger(BusMicroBatchStream.class);
     // Extra polls of a running rolling stream that found nothing: the rolling reader looks for the next
     // segment only every so many polls, and a trigger makes one call.
@@ -78,10 +86,13 @@ final class BusMicroBatchStream implements MicroBatchStream, SupportsTriggerAvai
     /** Times the stream found another bus at its path than its offsets name. */
     private long replacedBuses;
     private String lastReplacedFrom;
+    /** Real-time Mode: the start of the batch being run, its end if its reader reported none. */
+    private BusOffset realTimeStart;
 
     BusMicroBatchStream(BusOptions options, PartitionReaderFactory factory) {
         this.options = options;
-        this.factory = factory;
+        this.factory = factory instanceof BusReaderFactory
+                ? new BusRealTimeReaderFactory((BusReaderFactory) factory) : factory;
         if (options.rolling) {
             this.fileSize = -1;
             this.segments = new RollingSegments(options);
@@ -417,6 +428,51 @@ final class BusMicroBatchStream implements MicroBatchStream, SupportsTriggerAvai
         return parts.toArray(new InputPartition[0]);
     }
 
+    // -- SupportsRealTimeMode ------------------------------------------------------------------------
+
+    @Override
+    public void prepareForRealTimeMode() {
+        if (options.maxRecordsPerTrigger > 0) {
+            throw new IllegalArgumentException("mappedbus: option maxRecordsPerTrigger does not apply in real-time "
+                    + "mode (a batch reads every record committed while it runs); remove it for " + options.path);
+        }
+    }
+
+    @Override
+    public InputPartition[] planInputPartitions(Offset start) {
+        refreshReader();
+        long from = startIn(BusOffset.of(start));
+        try {
+            seek(from); // a rolling bus's retention gap: fails the query, or goes on past it (counted)
+        } catch (IOException e) {
+            throw new UncheckedIOException("mappedbus: cannot read " + options.path + ": " + e.getMessage(), e);
+        }
+        from = position();
+        realTimeStart = new BusOffset(from, readerId);
+        String required = options.checkHost ? BusPartition.localHostName() : null;
+        return new InputPartition[] {
+            new BusRealTimePartition(options, fileSize, from, readerId, BusPartition.executorHost(), required)
+        };
+    }
+
+    @Override
+    public Offset mergeOffsets(PartitionOffset[] offsets) {
+        BusPartitionOffset end = null;
+        for (PartitionOffset o : offsets) {
+            BusPartitionOffset b = (BusPartitionOffset) o;
+            if (end == null || b.position > end.position) {
+                end = b;
+            }
+        }
+        if (end == null) {
+            if (realTimeStart == null) {
+                throw new IllegalStateException("mappedbus: no partition offsets to merge for " + options.path);
+            }
+            return realTimeStart;
+        }
+        return new BusOffset(end.position, end.busId);
+    }
+
     @Override
     public PartitionReaderFactory createReaderFactory() {
         return factory;
@@ -472,6 +528,7 @@ final class BusMicroBatchStream implements MicroBatchStream, SupportsTriggerAvai
     @Override
     public void stop() {
         closeReader();
+        BusRealTimeReader.closeParked(options.path);
     }
 
     @Override

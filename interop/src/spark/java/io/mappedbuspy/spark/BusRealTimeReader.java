@@ -1,0 +1,387 @@
+package io.mappedbuspy.spark;
+
+import io.mappedbuspy.BusGapException;
+import io.mappedbuspy.BusReplacedException;
+import io.mappedbuspy.Layout;
+import io.mappedbuspy.MappedBusMessage;
+import io.mappedbuspy.MappedBusReader;
+import io.mappedbuspy.MemoryMappedFile;
+import io.mappedbuspy.RollingBusReader;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
+import org.apache.spark.sql.connector.read.streaming.PartitionOffset;
+import org.apache.spark.sql.connector.read.streaming.SupportsRealTimeRead;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+import java.io.EOFException;
+import java.io.File;
+import java.io.IOException;
+import java.io.InterruptedIOException;
+import java.util.Arrays;
+import java.util.Iterator;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.locks.LockSupport;
+
+/**
+ * Reads a bus in Real-time Mode: a bus reader (read-write, as every bus reader: it rolls back slots left
+ * uncommitted for {@code timeoutMs}) that hands each record to Spark as soon as it is committed.
+ *
+ * <p>{@link #nextWithTimeout} waits for the next record with the bus's own blocking wait, bounded by the
+ * time left in the long-running batch: polls first (a record that is being written commits within
+ * microseconds), then polls with {@link Thread#onSpinWait}, then parks for 20 us, doubling up to 500 us, so
+ * an idle bus costs a few thousand wake-ups a second rather than a core. Uncommitted slots are timed by
+ * the reader's clock while it waits, so a crashed writer's run of slots costs one timeout.
+ *
+ * <p>When a batch ends, the reader is parked (per bus and position) instead of closed, and the next
+ * batch's task, which starts at the position it stopped at, takes it over: the clock of a slot it was
+ * waiting on keeps running across batches, so a hung slot is rolled back after one timeout even when
+ * batches are shorter than the timeout. Parked readers unused for a minute are closed.
+ */
+final class BusRealTimeReader implements SupportsRealTimeRead<InternalRow> {
+    private static final Logger LOG = LoggerFactory.getLogger(BusRealTimeReader.class);
+    /** Empty polls before pausing, then polls with onSpinWait up to SPIN_NS of waiting, then parks. */
+    private static final int BUSY_POLLS = 128;
+    private static final long SPIN_NS = 50_000;
+    private static final long MIN_PARK_NS = 20_000;
+    private static final long MAX_PARK_NS = 500_000;
+    private static final long PARKED_TTL_NS = 60_000_000_000L;
+    private static final Map<String, Parked> PARKED = new ConcurrentHashMap<>();
+
+    /** A reader left by an ended batch for the next one. */
+    private static final class Parked {
+        final Source source;
+        final long since = System.nanoTime();
+
+        Parked(Source source) {
+            this.source = source;
+        }
+    }
+
+    /** The bus reader: a single file's or a rolling bus's. */
+    private static final class Source {
+        final MappedBusReader single;
+        final RollingBusReader rolling;
+        final String busId;
+        /** Single file whose end was reached: nothing more can come. */
+        boolean full;
+
+        Source(MappedBusReader single, RollingBusReader rolling) {
+            this.single = single;
+            this.rolling = rolling;
+            this.busId = single != null ? single.busId() : rolling.busId();
+        }
+
+        long position() {
+            return single != null ? single.position() : rolling.position();
+        }
+
+        void close() {
+            if (single != null) {
+                single.close();
+            } else {
+                rolling.close();
+            }
+        }
+    }
+
+    /** Copies a record's payload out of the mapping. */
+    private static final class RawPayload implements MappedBusMessage {
+        final byte[] bytes;
+
+        RawPayload(int recordSize) {
+            bytes = new byte[recordSize];
+        }
+
+        @Override
+        public void write(MemoryMappedFile mem, long pos) {
+            throw new UnsupportedOperationException();
+        }
+
+        @Override
+        public void read(MemoryMappedFile mem, long pos) {
+            mem.getBytes(pos, bytes, 0, bytes.length);
+        }
+
+        @Override
+        public int type() {
+            return 0;
+        }
+    }
+
+    private final BusReaderFactory f;
+    private final BusRealTimePartition p;
+    private final RawPayload payload;
+    private Source src;
+    private InternalRow row;
+    private boolean failed;
+
+    private BusRealTimeReader(BusReaderFactory f, BusRealTimePartition p, Source src) {
+        this.f = f;
+        this.p = p;
+        this.src = src;
+        this.payload = new RawPayload(p.options.recordSize);
+    }
+
+    private static String key(String path, long position, String busId) {
+        return path + "@" + position + "#" + busId;
+    }
+
+    static BusRealTimeReader open(BusReaderFactory f, BusRealTimePartition p) throws IOException {
+        BusPartition.checkHost(p.options.path, p.requiredHost);
+        closeStale();
+        Parked parked = PARKED.remove(key(p.options.path, p.start, p.busId));
+        if (parked != null) {
+            return new BusRealTimeReader(f, p, parked.source);
+        }
+        return new BusRealTimeReader(f, p, openSource(p));
+    }
+
+    private static void closeStale() {
+        long now = System.nanoTime();
+        for (Iterator<Map.Entry<String, Parked>> it = PARKED.entrySet().iterator(); it.hasNext(); ) {
+            Map.Entry<String, Parked> e = it.next();
+            if (now - e.getValue().since > PARKED_TTL_NS && PARKED.remove(e.getKey(), e.getValue())) {
+                e.getValue().source.close();
+            }
+        }
+    }
+
+    private static Source openSource(BusRealTimePartition p) throws IOException {
+        BusOptions o = p.options;
+        Source s;
+        if (o.rolling) {
+            RollingBusReader r = new RollingBusReader(o.path, o.segmentSize, o.recordSize);
+            r.setTimeout(o.timeoutMs);
+            r.setFailOnGap(o.failOnDataLoss);
+            r.open();
+            s = new Source(null, r);
+        } else {
+            if (!new File(o.path).exists()) {
+                // As the micro-batch stream: a reader never creates a bus, so the stream makes it as a writer would.
+                BusWriterFactory.open(o.path, p.fileSize, o.recordSize).close();
+            }
+            MappedBusReader r = new MappedBusReader(o.path, p.fileSize, o.recordSize);
+            r.open();
+            r.setTimeout(o.timeoutMs);
+            s = new Source(r, null);
+        }
+        long start = p.start;
+        if (p.busId != null && s.busId != null && !p.busId.equals(s.busId)) {
+            String msg = "mappedbus: bus " + o.path + " was replaced between planning and reading a real-time "
+                    + "batch: planned on bus " + p.busId + " from position " + p.start + ", the path now holds bus "
+                    + s.busId;
+            if (o.failOnDataLoss) {
+                s.close();
+                throw new IllegalStateException(msg + " (option failOnDataLoss=false reads the new bus from its "
+                        + "earliest record)");
+            }
+            LOG.warn(msg + "; reading the new bus from its earliest record (failOnDataLoss=false)");
+            start = o.rolling ? new RollingSegments(o).earliest() : Layout.FIRST_RECORD_OFFSET;
+        }
+        try {
+            if (s.single != null) {
+                s.single.seek(start);
+            } else {
+                s.rolling.seek(start);
+            }
+        } catch (BusGapException e) {
+            s.close();
+            throw gapError(o, e);
+        } catch (IOException | RuntimeException e) {
+            s.close();
+            throw e;
+        }
+        return s;
+    }
+
+    private static IllegalStateException gapError(BusOptions o, BusGapException e) {
+        return new IllegalStateException("mappedbus: data lost on rolling bus " + o.path + ": positions ["
+                + e.lostFrom() + ", " + e.lostTo() + ") (" + e.lost() + " record slots) were removed by retention "
+                + "before this query read them (option failOnDataLoss=false continues from the oldest retained "
+                + "record)", e);
+    }
+
+    /** One poll of the bus; true when a record is current. */
+    private boolean poll() throws IOException {
+        if (src.full) {
+            return false;
+        }
+        try {
+            if (src.single != null) {
+                return src.single.next();
+            }
+            return src.rolling.next();
+        } catch (EOFException e) {
+            src.full = true; // a single file's last slot is read: nothing more will come
+            return false;
+        } catch (BusGapException e) {
+            failed = true;
+            throw gapError(p.options, e);
+        } catch (BusReplacedException e) {
+            failed = true;
+            throw new IOException("mappedbus: " + e.getMessage() + " (while reading " + p.options.path
+                    + " in real-time mode)", e);
+        } catch (IOException | RuntimeException e) {
+            failed = true;
+            throw e;
+        }
+    }
+
+    @Override
+    public RecordStatus nextWithTimeout(Long startTimeMs, Long timeoutMs) throws IOException {
+        return nextWithTimeout(timeoutMs);
+    }
+
+    @Override
+    public RecordStatus nextWithTimeout(Long timeoutMs) throws IOException {
+        if (poll()) {
+            decode();
+            return RecordStatus.newStatusWithoutArrivalTime(true);
+        }
+        long begin = System.nanoTime();
+        long deadline = begin + Math.max(0, timeoutMs) * 1_000_000L;
+        long park = MIN_PARK_NS;
+        for (int polls = 1; ; polls++) {
+            if (poll()) {
+                decode();
+                return RecordStatus.newStatusWithoutArrivalTime(true);
+            }
+            if (polls < BUSY_POLLS) {
+                continue;
+            }
+            long now = System.nanoTime();
+            if (now >= deadline) {
+                return RecordStatus.newStatusWithoutArrivalTime(false);
+            }
+            if (now - begin < SPIN_NS) {
+                Thread.onSpinWait();
+                continue;
+            }
+            if (Thread.currentThread().isInterrupted()) {
+                failed = true;
+                throw new InterruptedIOException("mappedbus: interrupted while waiting for records on "
+                        + p.options.path);
+            }
+            LockSupport.parkNanos(Math.min(park, deadline - now));
+            park = Math.min(park * 2, MAX_PARK_NS);
+        }
+    }
+
+    @Override
+    public boolean next() throws IOException {
+        // Spark calls nextWithTimeout in real-time mode; without a timeout, only what is committed now.
+        if (poll()) {
+            decode();
+            return true;
+        }
+        return false;
+    }
+
+    private void decode() throws IOException {
+        long pos;
+        int meta;
+        if (src.single != null) {
+            pos = src.single.recordPosition();
+            meta = src.single.readType();
+            src.single.readMessage(payload);
+        } else {
+            pos = src.rolling.recordPosition();
+            meta = src.rolling.readType();
+            src.rolling.readMessage(payload);
+        }
+        byte[] b = payload.bytes;
+        Object[] values = new Object[f.kinds.length];
+        for (int c = 0; c < values.length; c++) {
+            int off = f.offsets[c];
+            switch (f.kinds[c]) {
+                case BusReaderFactory.POSITION:
+                    values[c] = pos;
+                    break;
+                case BusReaderFactory.META:
+                    values[c] = meta;
+                    break;
+                case BusReaderFactory.PAYLOAD:
+                    values[c] = b.clone();
+                    break;
+                case BusReaderFactory.PAYLOAD_TRIMMED:
+                    if (meta < 0 || meta > b.length) {
+                        failed = true;
+                        throw new IOException("mappedbus: record at position " + pos + " in " + p.options.path
+                                + " has meta " + meta + ", not a length in 0.." + b.length + " (trimPayload=true)");
+                    }
+                    values[c] = Arrays.copyOf(b, meta);
+                    break;
+                default:
+                    values[c] = field(f.fieldKinds[c], b, off, f.sizes[c]);
+            }
+        }
+        row = new GenericInternalRow(values);
+    }
+
+    private static Object field(BusLayout.Kind kind, byte[] b, int off, int size) {
+        switch (kind) {
+            case INT8:
+                return b[off];
+            case INT16:
+                return (short) SlotChunks.SHORT.get(b, off);
+            case INT32:
+                return (int) SlotChunks.INT.get(b, off);
+            case INT64:
+                return (long) SlotChunks.LONG.get(b, off);
+            case FLOAT32:
+                return (float) SlotChunks.FLOAT.get(b, off);
+            case FLOAT64:
+                return (double) SlotChunks.DOUBLE.get(b, off);
+            default:
+                return Arrays.copyOfRange(b, off, off + size);
+        }
+    }
+
+    @Override
+    public InternalRow get() {
+        return row;
+    }
+
+    @Override
+    public PartitionOffset getOffset() {
+        return new BusPartitionOffset(src.position(), src.busId);
+    }
+
+    @Override
+    public void close() {
+        Source s = src;
+        if (s == null) {
+            return;
+        }
+        src = null;
+        if (failed) {
+            s.close();
+            return;
+        }
+        Parked old = PARKED.put(key(p.options.path, s.position(), s.busId), new Parked(s));
+        if (old != null && old.source != s) {
+            old.source.close();
+        }
+    }
+
+    /** Closes every parked reader of {@code path} (the query reading it stopped). */
+    static void closeParked(String path) {
+        for (Iterator<Map.Entry<String, Parked>> it = PARKED.entrySet().iterator(); it.hasNext(); ) {
+            Map.Entry<String, Parked> e = it.next();
+            if (e.getKey().startsWith(path + "@") && PARKED.remove(e.getKey(), e.getValue())) {
+                e.getValue().source.close();
+            }
+        }
+    }
+
+    static int parkedCount() {
+        return PARKED.size();
+    }
+
+    @Override
+    public String toString() {
+        return "BusRealTimeReader[" + p.options.path + " at " + (src == null ? "closed" : src.position()) + "]";
+    }
+}
