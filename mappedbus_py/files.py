@@ -30,23 +30,26 @@ def file_kind(mode):
     return "not a regular file"
 
 
-def check_trusted(st, path, allow_foreign=False):
-    """Refuse (UnsafeBusFileError) anything but a regular file owned by this process's
-    user and not writable by group or others; ``allow_foreign`` accepts the last two."""
-    if not stat.S_ISREG(st.st_mode):
-        raise UnsafeBusFileError(f"{path!r} is {file_kind(st.st_mode)}, not a regular file: "
-                                 f"not a bus")
+def check_trusted(st, path, allow_foreign=False, *, directory=False):
+    """Refuse (UnsafeBusFileError) anything but a regular file (with ``directory``: a
+    directory, a rolling bus's) owned by this process's user and not writable by group or
+    others; ``allow_foreign`` accepts the last two."""
+    want, what, harm = ((stat.S_ISDIR, "a directory: not a rolling bus", "add or replace its segments")
+                        if directory else
+                        (stat.S_ISREG, "a regular file: not a bus", "read and forge its records"))
+    if not want(st.st_mode):
+        raise UnsafeBusFileError(f"{path!r} is {file_kind(st.st_mode)}, not {what}")
     if allow_foreign:
         return
     uid = os.geteuid()
     if st.st_uid != uid:
         raise UnsafeBusFileError(
             f"{path!r} is owned by uid {st.st_uid}, not by this process's user (uid {uid}): "
-            f"another user could read and forge its records (allow_foreign=True accepts it)")
+            f"another user could {harm} (allow_foreign=True accepts it)")
     if st.st_mode & 0o022:
         raise UnsafeBusFileError(
             f"{path!r} has mode {stat.S_IMODE(st.st_mode):04o}: writable by group or others, "
-            f"who could forge its records (allow_foreign=True accepts it)")
+            f"who could {harm} (allow_foreign=True accepts it)")
 
 
 def open_file(path, flags, mode=0o600, *, allow_foreign=False):

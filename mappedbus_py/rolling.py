@@ -86,23 +86,6 @@ def slots_per_segment(segment_size, record_size):
     return (segment_size - _FIRST) // slot_size(record_size)
 
 
-def _check_dir(path, st, allow_foreign):
-    if not stat.S_ISDIR(st.st_mode):
-        raise UnsafeBusFileError(f"{path!r} is not a directory: not a rolling bus")
-    if allow_foreign:
-        return
-    uid = os.geteuid()
-    if st.st_uid != uid:
-        raise UnsafeBusFileError(
-            f"rolling bus directory {path!r} is owned by uid {st.st_uid}, not by this "
-            f"process's user (uid {uid}) (allow_foreign=True accepts it)")
-    if st.st_mode & 0o022:
-        raise UnsafeBusFileError(
-            f"rolling bus directory {path!r} has mode {stat.S_IMODE(st.st_mode):04o}: "
-            f"writable by group or others, who could plant segments (allow_foreign=True "
-            f"accepts it)")
-
-
 def open_dir(path, *, create, allow_foreign=False):
     """Check (and with ``create``, make: mode 0700) a rolling bus's directory. A symbolic
     link is refused; a missing directory is FileNotFoundError when not creating."""
@@ -120,7 +103,7 @@ def open_dir(path, *, create, allow_foreign=False):
     if stat.S_ISLNK(st.st_mode):
         raise UnsafeBusFileError(f"{path!r} is a symbolic link: a rolling bus directory is "
                                  f"never used through links")
-    _check_dir(path, st, allow_foreign)
+    check_trusted(st, path, allow_foreign, directory=True)
     return st
 
 

@@ -84,12 +84,33 @@ public final class BusFiles {
      * @throws IOException            if its attributes cannot be read
      */
     public static void checkTrusted(Path path, boolean allowForeign) throws IOException {
+        check(path, allowForeign, false);
+    }
+
+    /**
+     * As {@link #checkTrusted}, for a rolling bus's directory: refuses a link, anything but a directory, another
+     * user's, or one writable by group or others (unless {@code allowForeign}).
+     *
+     * @param dir          the directory
+     * @param allowForeign accept another owner and group/other write permission
+     * @throws NoSuchFileException    if it does not exist
+     * @throws UnsafeBusFileException if it is not to be trusted
+     * @throws IOException            if its attributes cannot be read
+     */
+    public static void checkTrustedDirectory(Path dir, boolean allowForeign) throws IOException {
+        check(dir, allowForeign, true);
+    }
+
+    private static void check(Path path, boolean allowForeign, boolean directory) throws IOException {
         String kind = kind(path);
+        String want = directory ? "a directory" : "a regular file";
+        String harm = directory ? "add or replace its segments" : "read and forge its records";
         if (kind.equals("a symbolic link")) {
             throw new UnsafeBusFileException(path + " is a symbolic link: bus files are never opened through links");
         }
-        if (!kind.equals("a regular file")) {
-            throw new UnsafeBusFileException(path + " is " + kind + ", not a regular file: not a bus");
+        if (!kind.equals(want)) {
+            throw new UnsafeBusFileException(path + " is " + kind + ", not " + want + ": not a "
+                    + (directory ? "rolling bus" : "bus"));
         }
         if (allowForeign) {
             return;
@@ -98,12 +119,12 @@ public final class BusFiles {
         int me = effectiveUid();
         if (me >= 0 && owner != me) {
             throw new UnsafeBusFileException(path + " is owned by uid " + owner + ", not by this process's user (uid "
-                    + me + "): another user could read and forge its records (allowForeign accepts it)");
+                    + me + "): another user could " + harm + " (allowForeign accepts it)");
         }
         Set<PosixFilePermission> perms = Files.getPosixFilePermissions(path, LinkOption.NOFOLLOW_LINKS);
         if (perms.contains(PosixFilePermission.GROUP_WRITE) || perms.contains(PosixFilePermission.OTHERS_WRITE)) {
             throw new UnsafeBusFileException(path + " has mode " + PosixFilePermissions.toString(perms)
-                    + ": writable by group or others, who could forge its records (allowForeign accepts it)");
+                    + ": writable by group or others, who could " + harm + " (allowForeign accepts it)");
         }
     }
 

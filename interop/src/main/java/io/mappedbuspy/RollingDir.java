@@ -136,25 +136,7 @@ final class RollingDir {
 
     /** Refuses a directory that is a link, not a directory, another user's, or group/other-writable. */
     static void checkDir(Path d, boolean allowForeign) throws IOException {
-        String kind = BusFiles.kind(d); // NoSuchFileException if absent
-        if (!kind.equals("a directory")) {
-            throw new UnsafeBusFileException(d + " is " + kind + ", not a directory: not a rolling bus"
-                    + (kind.equals("a symbolic link") ? " (bus files are never opened through links)" : ""));
-        }
-        if (allowForeign) {
-            return;
-        }
-        int owner = (Integer) Files.getAttribute(d, "unix:uid", LinkOption.NOFOLLOW_LINKS);
-        int me = BusFiles.effectiveUid();
-        if (me >= 0 && owner != me) {
-            throw new UnsafeBusFileException(d + " is owned by uid " + owner + ", not by this process's user (uid "
-                    + me + "): another user could add or replace its segments (allowForeign accepts it)");
-        }
-        Set<PosixFilePermission> p = Files.getPosixFilePermissions(d, LinkOption.NOFOLLOW_LINKS);
-        if (p.contains(PosixFilePermission.GROUP_WRITE) || p.contains(PosixFilePermission.OTHERS_WRITE)) {
-            throw new UnsafeBusFileException(d + " has mode " + PosixFilePermissions.toString(p)
-                    + ": writable by group or others, who could add or replace its segments (allowForeign accepts it)");
-        }
+        BusFiles.checkTrustedDirectory(d, allowForeign);
     }
 
     Path segmentPath(long index) {
