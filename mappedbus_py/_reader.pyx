@@ -1,5 +1,6 @@
 # cython: language_level=3, embedsignature=True
 """The reader: follows the limit, delivers committed records, rolls back stalled ones."""
+cimport cython
 import errno
 import warnings
 from operator import index
@@ -74,8 +75,14 @@ cdef inline int64_t monotonic_ns() noexcept nogil:
     return <int64_t>ts.tv_sec * 1000000000 + ts.tv_nsec
 
 
+@cython.embedsignature(False)     # the docstring carries the signature
 cdef class MappedBusReader:
-    """Reads every record of a bus file, in the one order all readers share.
+    # The first lines are the signature that inspect.signature() reads (a static type's
+    # __init__ has none it can see).
+    """MappedBusReader(path, file_size, record_size, *, timeout=2.0, start=None, read_only=False, prefault=False, allow_foreign=False, lock_timeout=10.0, _segment=False)
+--
+
+    Reads every record of a bus file, in the one order all readers share.
 
     Java-style: ``open()``, then ``if reader.next(): reader.read_type();
     reader.read_message(msg)`` or ``reader.read_buffer(buf)``. ``next()`` moves to the next

@@ -1,9 +1,14 @@
 # cython: language_level=3, embedsignature=True
+cimport cython
 from .errors import CorruptBusError
 
 
+@cython.embedsignature(False)     # the docstring carries the signature
 cdef class Record:
-    """One committed record, as returned by ``MappedBusReader.read()``."""
+    """Record(position, meta, payload)
+--
+
+    One committed record, as returned by ``MappedBusReader.read()``."""
 
     def __init__(self, int64_t position, int32_t meta, bytes payload):
         self.position = position

@@ -1,5 +1,6 @@
 # cython: language_level=3, embedsignature=True
 """The writer: fetch-and-add a slot on the limit, fill it, commit it by compare-and-swap."""
+cimport cython
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_C_CONTIGUOUS
 from cpython.bytearray cimport PyByteArray_CheckExact, PyByteArray_AS_STRING, PyByteArray_GET_SIZE
 from cpython.bytes cimport PyBytes_CheckExact, PyBytes_AS_STRING, PyBytes_GET_SIZE
@@ -92,8 +93,14 @@ def _check_limit(int64_t limit, int64_t slot, int32_t record_size, path):
             f"written with another record_size, or it is corrupt")
 
 
+@cython.embedsignature(False)     # the docstring carries the signature
 cdef class MappedBusWriter:
-    """Writes records onto a bus file; many writers may share one file.
+    # The first lines are the signature that inspect.signature() reads (a static type's
+    # __init__ has none it can see).
+    """MappedBusWriter(path, file_size, record_size, *, mode=0o600, preallocate=True, prefault=False, allow_foreign=False, lock_timeout=10.0, _segment=False)
+--
+
+    Writes records onto a bus file; many writers may share one file.
 
     ``MappedBusWriter(path, file_size, record_size)`` then ``open()``, as in Java, or use it
     as a context manager. ``write(message)`` writes an object message, ``write(data)``

@@ -16,8 +16,14 @@ readable would need a thread polling the bus for it; ``read_async`` does that po
 loop itself. With a selector-based loop of your own, poll ``reader.next()`` from its timer.
 """
 import asyncio
+from typing import AsyncIterator, Optional, Protocol
 
 from ._reader import _check_timeout
+from ._record import Record
+
+
+class _Reader(Protocol):
+    def read(self, timeout: Optional[float] = ...) -> Optional[Record]: ...
 
 __all__ = ("read_async", "records_async", "MIN_POLL_INTERVAL", "MAX_POLL_INTERVAL")
 
@@ -26,7 +32,7 @@ MIN_POLL_INTERVAL = 50e-6
 MAX_POLL_INTERVAL = 2e-3
 
 
-async def read_async(reader, timeout=None):
+async def read_async(reader: _Reader, timeout: Optional[float] = None) -> Optional[Record]:
     """The next record of ``reader`` (a ``MappedBusReader`` or ``RollingBusReader``), waiting
     up to ``timeout`` seconds (None: until one comes, 0: not at all); None if none came."""
     if timeout is not None:
@@ -35,7 +41,7 @@ async def read_async(reader, timeout=None):
     if rec is not None or timeout == 0:
         return rec
     loop = asyncio.get_running_loop()
-    deadline = None if timeout is None else loop.time() + timeout
+    deadline: Optional[float] = None if timeout is None else loop.time() + timeout
     pause = MIN_POLL_INTERVAL
     while True:
         if deadline is None:
@@ -51,7 +57,8 @@ async def read_async(reader, timeout=None):
         pause = min(pause * 2, MAX_POLL_INTERVAL)
 
 
-async def records_async(reader, timeout=None):
+async def records_async(reader: _Reader,
+                        timeout: Optional[float] = None) -> AsyncIterator[Record]:
     """Yield records until none arrives for ``timeout`` seconds (None: never stop waiting);
     BusFullError at the end of a single-file bus, as ``records()`` raises it."""
     while True:

@@ -3,6 +3,7 @@
 Each has a Java twin in ``io.mappedbuspy`` with the same stem (``BusGapError`` here,
 ``BusGapException`` there).
 """
+from typing import List, Optional
 
 __all__ = ("MappedBusError", "BusFullError", "CorruptBusError", "BusClosedError",
            "BusMismatchError", "UnsafeBusFileError", "BusLockTimeoutError",
@@ -15,7 +16,11 @@ class MappedBusError(Exception):
 
 class BusFullError(MappedBusError, EOFError):
     """The end of the bus file was reached: a writer found no room for its record, or a
-    reader has consumed every record the file can hold (Java's EOFException)."""
+    reader has consumed every record the file can hold (Java's EOFException). Raised by
+    ``write_batch``, it carries ``committed`` and ``rolled_back`` (row indices)."""
+
+    committed: int
+    rolled_back: List[int]
 
 
 class CorruptBusError(MappedBusError, ValueError):
@@ -43,7 +48,7 @@ class BusLockTimeoutError(MappedBusError, TimeoutError):
     """The lock that serialises opening (creating, growing) a bus file was held by another
     process for longer than the lock timeout. ``holder_pid`` names it when it can be known."""
 
-    def __init__(self, message, holder_pid=None):
+    def __init__(self, message: str, holder_pid: Optional[int] = None) -> None:
         super().__init__(message)
         self.holder_pid = holder_pid
 
@@ -65,7 +70,7 @@ class BusGapError(MappedBusError):
     record. ``lost_from``/``lost_to`` is the half-open range of positions lost, ``lost``
     the number of record slots in it."""
 
-    def __init__(self, message, lost_from, lost_to, lost):
+    def __init__(self, message: str, lost_from: int, lost_to: int, lost: int) -> None:
         super().__init__(message)
         self.lost_from = lost_from
         self.lost_to = lost_to
@@ -77,7 +82,7 @@ class RecordsRolledBackError(MappedBusError):
     committed them (it took longer than the readers' timeout). ``committed`` counts the
     rows that were committed; ``rolled_back`` lists the indices of the rows that were not."""
 
-    def __init__(self, message, committed, rolled_back):
+    def __init__(self, message: str, committed: int, rolled_back: List[int]) -> None:
         super().__init__(message)
         self.committed = committed
         self.rolled_back = rolled_back

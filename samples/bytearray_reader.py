@@ -13,6 +13,7 @@ import os
 import sys
 import tempfile
 import time
+from typing import List, Optional, Union
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from mappedbus_py import BusFullError, MappedBusReader  # noqa: E402
@@ -23,14 +24,14 @@ FILE_SIZE = 2_000_000
 RECORD_SIZE = 32
 
 
-def describe(data):
+def describe(data: Union[bytes, bytearray]) -> str:
     """Quoted text if plain printable ASCII, else hex (the Java sample does the same)."""
     if all(0x20 <= b < 0x7f and b not in b'"\\' for b in data):
         return f'{len(data)} bytes: "{data.decode("ascii")}"'
     return f"{len(data)} bytes: {data.hex()}"
 
 
-def open_when_created(path, timeout):
+def open_when_created(path: str, timeout: float) -> Optional[MappedBusReader]:
     """The reader, once a writer has created the bus (readers never create one); None if
     none did within ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
@@ -43,7 +44,7 @@ def open_when_created(path, timeout):
             time.sleep(0.01)
 
 
-def main(argv=None):
+def main(argv: Optional[List[str]] = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--count", type=int, default=0,
                    help="stop after this many messages (default 0: no limit)")

@@ -11,6 +11,7 @@ import os
 import sys
 import tempfile
 import time
+from typing import List, Optional
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from mappedbus_py import BusFullError, MappedBusWriter  # noqa: E402
@@ -21,7 +22,7 @@ FILE_SIZE = 2_000_000
 RECORD_SIZE = 32  # the longest message this bus carries
 
 
-def describe(data):
+def describe(data: bytes) -> str:
     """How both languages' samples print a byte array: quoted text if it is plain
     printable ASCII, else hex."""
     if all(0x20 <= b < 0x7f and b not in b'"\\' for b in data):
@@ -29,7 +30,7 @@ def describe(data):
     return f"{len(data)} bytes: {data.hex()}"
 
 
-def main(argv=None):
+def main(argv: Optional[List[str]] = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("writer", type=int, help="this writer's id")
     p.add_argument("--count", type=int, default=20, help="messages to write (default 20)")

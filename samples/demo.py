@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+from typing import List
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -29,26 +30,26 @@ JVM_ARGS = ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
 TIMEOUT = 60
 
 
-def python(sample, *args):
+def python(sample: str, *args: object) -> List[str]:
     return [sys.executable, os.path.join(SAMPLES, sample), *map(str, args)]
 
 
-def java(cls, *args):
+def java(cls: str, *args: object) -> List[str]:
     return jvm.java_command(f"io.mappedbuspy.samples.{cls}", *args, jvm_args=JVM_ARGS)
 
 
-def start(cmd):
+def start(cmd: List[str]) -> "subprocess.Popen[str]":
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
 
 
-def finish(name, proc):
+def finish(name: str, proc: "subprocess.Popen[str]") -> List[str]:
     out, _ = proc.communicate(timeout=TIMEOUT)
     if proc.returncode:
         sys.exit(f"demo: {name} failed with exit code {proc.returncode}")
     return out.splitlines()
 
 
-def prices(path, messages, interval):
+def prices(path: str, messages: int, interval: float) -> None:
     total = 2 * messages
     print(f"== price updates on {path}: a Python and a Java writer, "
           f"a Python and a Java reader")
@@ -81,23 +82,24 @@ def prices(path, messages, interval):
     print(f"readers agree: {total} messages in the same order")
 
 
-def ring(path, rounds, interval):
+def ring(path: str, rounds: int, interval: float) -> None:
     kinds = ["python", "java", "python"]
     n = len(kinds)
     print(f"== token ring on {path}: nodes 0..{n - 1} are {', '.join(kinds)}; "
           f"{rounds} rounds")
     opts = ("--rounds", rounds, "--interval", interval, "--timeout", 30, "--path", path)
-    procs = []
+    procs: List["subprocess.Popen[str]"] = []
     # Node 0 last: the others wait for the bus file it makes.
     for node in reversed(range(n)):
         cmd = (python("token_ring.py", node, n, *opts) if kinds[node] == "python"
                else java("Token", node, n, *opts))
         procs.insert(0, start(cmd))
-    lines = [[] for _ in range(n)]
+    lines: List[List[str]] = [[] for _ in range(n)]
     lock = threading.Lock()
 
-    def relay(node, proc):
+    def relay(node: int, proc: "subprocess.Popen[str]") -> None:
         # Print as the token moves; each node prints before it passes the token on.
+        assert proc.stdout is not None
         for line in proc.stdout:
             with lock:
                 print(f"  [{kinds[node]:6}] {line.rstrip()}", flush=True)
@@ -120,7 +122,7 @@ def ring(path, rounds, interval):
     print(f"token ring: {rounds} full rounds, every node got the token in turn")
 
 
-def main():
+def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--messages", type=int, default=5, help="messages per writer (default 5)")
     p.add_argument("--interval", type=float, default=0.05,

@@ -13,6 +13,7 @@ import os
 import sys
 import tempfile
 import time
+from typing import List, Optional
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from mappedbus_py import BusFullError, MappedBusReader, PriceUpdate  # noqa: E402
@@ -23,7 +24,7 @@ FILE_SIZE = 2_000_000
 RECORD_SIZE = 12
 
 
-def open_when_created(path, timeout):
+def open_when_created(path: str, timeout: float) -> Optional[MappedBusReader]:
     """The reader, once a writer has created the bus (readers never create one); None if
     none did within ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
@@ -36,7 +37,7 @@ def open_when_created(path, timeout):
             time.sleep(0.01)
 
 
-def main(argv=None):
+def main(argv: Optional[List[str]] = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--count", type=int, default=0,
                    help="stop after this many messages (default 0: no limit)")

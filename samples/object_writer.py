@@ -13,6 +13,7 @@ import os
 import sys
 import tempfile
 import time
+from typing import List, Optional
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from mappedbus_py import BusFullError, MappedBusWriter, PriceUpdate  # noqa: E402
@@ -24,7 +25,7 @@ FILE_SIZE = 2_000_000
 RECORD_SIZE = 12
 
 
-def main(argv=None):
+def main(argv: Optional[List[str]] = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("source", type=int, help="this writer's source id")
     p.add_argument("--count", type=int, default=20, help="messages to write (default 20)")

@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 import uuid
+from typing import Any, Dict, List, Optional, Tuple
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
@@ -49,11 +50,11 @@ IN_RECORD = 24    # TimedPrice takes 20 bytes; 24 keeps every status int32 align
 OUT_RECORD = 32   # PriceStats takes 28 bytes
 
 
-def price_of(source, i):
+def price_of(source: int, i: int) -> Tuple[int, int]:
     return 100 + source * 10 + i % 7, 1 + i % 5
 
 
-def expected_vwap(source, n):
+def expected_vwap(source: int, n: int) -> float:
     pq = q = 0
     for i in range(n):
         p, qty = price_of(source, i)
@@ -62,7 +63,7 @@ def expected_vwap(source, n):
     return pq / q
 
 
-def writer(path, file_size, source, n, rate):
+def writer(path: str, file_size: int, source: int, n: int, rate: float) -> None:
     """Writes n TimedPrice records at about ``rate`` per second."""
     msg = TimedPrice()
     msg.source = source
@@ -80,11 +81,13 @@ def writer(path, file_size, source, n, rate):
 WARMUP = -1  # source id of the record that warms the query up (its first batch compiles everything)
 
 
-def reader(path, file_size, sources, n, timeout, out, warm):
+def reader(path: str, file_size: int, sources: int, n: int, timeout: float, out: Any,
+           warm: Any) -> None:
     """Prints results until every source's count reaches n; sends a summary through ``out``.
     Sets ``warm`` once the warm-up result has arrived."""
     msg = PriceStats()
-    latest, latencies = {}, []
+    latest: Dict[int, Tuple[int, float]] = {}
+    latencies: List[float] = []
     deadline = time.time() + timeout
     with MappedBusReader(path, file_size, OUT_RECORD) as r:
         while time.time() < deadline:
@@ -105,12 +108,12 @@ def reader(path, file_size, sources, n, timeout, out, warm):
     out.put({"results": len(latencies), "latencies_ms": latencies, "final": latest})
 
 
-def percentile(values, q):
+def percentile(values: List[float], q: float) -> float:
     s = sorted(values)
     return s[min(len(s) - 1, int(round(q * (len(s) - 1))))] if s else float("nan")
 
 
-def main(argv=None):
+def main(argv: Optional[List[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--messages", type=int, default=2000, help="price updates per writer")
     ap.add_argument("--writers", type=int, default=2, help="writer processes (one source each)")

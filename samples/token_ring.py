@@ -19,6 +19,7 @@ import signal
 import sys
 import tempfile
 import time
+from typing import List, Optional
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from mappedbus_py import BusFullError, MappedBusReader, MappedBusWriter, Token  # noqa: E402
@@ -30,7 +31,7 @@ RECORD_SIZE = 8
 STOP = -1  # the "to" of the token that ends the ring
 
 
-def create_bus(path):
+def create_bus(path: str) -> None:
     """Node 0: a fresh, initialised bus file at ``path``, swapped in atomically so no node
     ever opens a half-made file or the previous ring's."""
     tmp = f"{path}.{os.getpid()}.tmp"
@@ -39,7 +40,7 @@ def create_bus(path):
     os.replace(tmp, path)
 
 
-def wait_for_file(path, timeout):
+def wait_for_file(path: str, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while not os.path.exists(path):
         if time.monotonic() >= deadline:
@@ -47,7 +48,8 @@ def wait_for_file(path, timeout):
         time.sleep(0.01)
 
 
-def run(node, nodes, rounds, interval, path, timeout):
+def run(node: int, nodes: int, rounds: int, interval: float, path: str,
+        timeout: float) -> None:
     received = 0
     token = Token()
     with MappedBusWriter(path, FILE_SIZE, RECORD_SIZE) as writer, \
@@ -76,7 +78,7 @@ def run(node, nodes, rounds, interval, path, timeout):
             writer.write(Token(from_=node, to=(node + 1) % nodes))
 
 
-def main(argv=None):
+def main(argv: Optional[List[str]] = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("id", type=int, help="this node's id, 0..number_of_nodes-1")
     p.add_argument("number_of_nodes", type=int)
