@@ -38,6 +38,8 @@ public final class BusOptions implements Serializable {
     final long recordsPerPartition;
     final int numPartitions;
     final String startingPosition;
+    /** Batch reads: "latest" or a position (exclusive end of the read). */
+    final String endingPosition;
     final long maxRecordsPerTrigger;
     final boolean columnar;
     final int batchSize;
@@ -122,22 +124,9 @@ public final class BusOptions implements Serializable {
         recordsPerPartition = longOpt(o, "recordsperpartition", -1, 1);
         numPartitions = intOpt(o, "numpartitions", -1, 1);
         startingPosition = o.getOrDefault("startingposition", "earliest").trim().toLowerCase(Locale.ROOT);
-        if (!startingPosition.equals("earliest") && !startingPosition.equals("latest")) {
-            long p;
-            try {
-                p = Long.parseLong(startingPosition);
-            } catch (NumberFormatException e) {
-                p = -1;
-            }
-            boolean ok = rolling ? p >= 0 && Layout.isRecordBoundary(p % segmentSize, recordSize)
-                    : Layout.isRecordBoundary(p, recordSize);
-            if (!ok) {
-                throw new IllegalArgumentException("mappedbus: startingPosition must be earliest, latest or a "
-                        + "record " + (rolling ? "position (segment * " + segmentSize + " + 8 + k * "
-                        : "offset (8 + k * ") + Layout.slotSize(recordSize) + "), got '"
-                        + o.get("startingposition") + "'");
-            }
-        }
+        checkPosition("startingPosition", startingPosition, "earliest", "latest", o.get("startingposition"));
+        endingPosition = o.getOrDefault("endingposition", "latest").trim().toLowerCase(Locale.ROOT);
+        checkPosition("endingPosition", endingPosition, "latest", "latest", o.get("endingposition"));
         maxRecordsPerTrigger = longOpt(o, "maxrecordspertrigger", -1, 1);
         columnar = boolOpt(o, "columnar", true);
         batchSize = intOpt(o, "batchsize", 4096, 1);
@@ -153,6 +142,43 @@ public final class BusOptions implements Serializable {
             throw new IllegalArgumentException("mappedbus: exactlyOnce writes need a single-file bus; " + path
                     + " is a rolling bus (its writes are at-least-once)");
         }
+    }
+
+    private void checkPosition(String name, String v, String word1, String word2, String raw) {
+        if (v.equals(word1) || v.equals(word2)) {
+            return;
+        }
+        long p;
+        try {
+            p = Long.parseLong(v);
+        } catch (NumberFormatException e) {
+            p = -1;
+        }
+        boolean ok = rolling ? p >= 0 && Layout.isRecordBoundary(p % segmentSize, recordSize)
+                : Layout.isRecordBoundary(p, recordSize);
+        if (!ok) {
+            throw new IllegalArgumentException("mappedbus: " + name + " must be " + word1
+                    + (word1.equals(word2) ? "" : ", " + word2) + " or a record " + (rolling
+                    ? "position (segment * " + segmentSize + " + 8 + k * " : "offset (8 + k * ")
+                    + Layout.slotSize(recordSize) + ") of " + path + ", got '" + raw + "'");
+        }
+    }
+
+    /** Batch reads: the first position to read (startingPosition; earliest is Long.MIN_VALUE). */
+    long batchStart() {
+        if (startingPosition.equals("earliest")) {
+            return Long.MIN_VALUE;
+        }
+        if (startingPosition.equals("latest")) {
+            throw new IllegalArgumentException("mappedbus: startingPosition=latest is for streaming reads; a batch "
+                    + "read of " + path + " starts at earliest or a position");
+        }
+        return Long.parseLong(startingPosition);
+    }
+
+    /** Batch reads: the position the read ends before (endingPosition; latest is Long.MAX_VALUE). */
+    long batchEnd() {
+        return endingPosition.equals("latest") ? Long.MAX_VALUE : Long.parseLong(endingPosition);
     }
 
     /**

@@ -33,8 +33,15 @@ final class BusReaderFactory implements PartitionReaderFactory {
     final int[] sizes;
     final int batchSize;
     final boolean columnar;
+    /** Pushed-down {@code meta = x} / {@code meta IN (...)}: the metadata values kept, sorted; null keeps all. */
+    final int[] metas;
 
     BusReaderFactory(BusOptions o, StructType schema) {
+        this(o, schema, null);
+    }
+
+    BusReaderFactory(BusOptions o, StructType schema, int[] metas) {
+        this.metas = metas;
         this.schema = schema;
         StructField[] cols = schema.fields();
         kinds = new int[cols.length];

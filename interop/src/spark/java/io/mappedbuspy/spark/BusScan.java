@@ -29,10 +29,25 @@ import java.util.List;
 final class BusScan implements Scan, Batch {
     private final BusOptions options;
     private final StructType schema;
+    /** Positions read: pushed-down filters and startingPosition/endingPosition, {@code [lo, hi)}. */
+    private long lo;
+    private long hi;
+    private boolean bounded;
+    /** Pushed-down metadata values (sorted), or null for any. */
+    private final int[] metas;
+    private final boolean pushed;
 
     BusScan(BusOptions options, StructType schema) {
+        this(options, schema, Long.MIN_VALUE, Long.MAX_VALUE, null);
+    }
+
+    BusScan(BusOptions options, StructType schema, long lo, long hi, int[] metas) {
         this.options = options;
         this.schema = schema;
+        this.pushed = lo != Long.MIN_VALUE || hi != Long.MAX_VALUE || metas != null;
+        this.lo = lo;
+        this.hi = hi;
+        this.metas = metas;
     }
 
     @Override
@@ -43,7 +58,10 @@ final class BusScan implements Scan, Batch {
     @Override
     public String description() {
         return "mappedbus " + options.path + " recordSize=" + options.recordSize
-                + (options.layout == null ? "" : " layout=" + options.layout.name());
+                + (options.layout == null ? "" : " layout=" + options.layout.name())
+                + (lo == Long.MIN_VALUE && hi == Long.MAX_VALUE ? "" : " positions=[" + (lo == Long.MIN_VALUE
+                ? "" : lo) + ", " + (hi == Long.MAX_VALUE ? "" : hi) + ")")
+                + (metas == null ? "" : " meta in " + Arrays.toString(metas));
     }
 
     @Override
@@ -53,19 +71,32 @@ final class BusScan implements Scan, Batch {
 
     @Override
     public MicroBatchStream toMicroBatchStream(String checkpointLocation) {
+        if (pushed) {
+            // Spark does not push filters into streaming scans; were it to, they must not be lost.
+            throw new IllegalStateException("mappedbus: filters were pushed into a streaming scan of " + options.path);
+        }
         return new BusMicroBatchStream(options, createReaderFactory());
     }
 
     @Override
     public InputPartition[] planInputPartitions() {
+        if (!bounded) { // batch only: startingPosition=latest is a streaming option
+            lo = Math.max(lo, options.batchStart());
+            hi = Math.min(hi, options.batchEnd());
+            bounded = true;
+        }
         if (options.rolling) {
             return planRolling();
         }
         long fileSize = options.resolveFileSize(true);
+        long from = alignUp(lo);
+        long to = hi == Long.MAX_VALUE ? Long.MAX_VALUE : alignUp(hi);
+        if (from >= to) {
+            return new InputPartition[0];
+        }
         try (MemoryMappedFile m = new MemoryMappedFile(options.path, fileSize, true)) {
-            long[] range = settledRange(m, options, options.path, fileSize);
-            return BusPartition.split(options, options.path, fileSize, 0, Layout.FIRST_RECORD_OFFSET, range[0],
-                    range[1] != 0);
+            long[] range = settledRange(m, options, options.path, fileSize, from, to);
+            return BusPartition.split(options, options.path, fileSize, 0, from, range[0], range[1] != 0);
         } catch (IOException e) {
             throw new UncheckedIOException("mappedbus: cannot plan a read of " + options.path, e);
         }
@@ -82,18 +113,32 @@ final class BusScan implements Scan, Batch {
         }
         RollingSegments bus = new RollingSegments(options);
         List<InputPartition> parts = new ArrayList<>();
+        long ss = options.segmentSize;
         for (long k : bus.list()) {
             String seg = bus.path(k);
+            // The pushed range in this segment's offsets; segments outside it are not opened.
+            long base = k * ss;
+            if (hi != Long.MAX_VALUE && base + Layout.FIRST_RECORD_OFFSET >= hi) {
+                break;
+            }
+            if (lo != Long.MIN_VALUE && lo >= base + bus.segmentEnd()) {
+                continue;
+            }
+            long from = lo <= base ? Layout.FIRST_RECORD_OFFSET : alignUp(lo - base);
+            long to = hi == Long.MAX_VALUE || hi - base >= ss ? Long.MAX_VALUE : alignUp(hi - base);
+            if (from >= to) {
+                continue;
+            }
             long[] range;
             try (MemoryMappedFile m = new MemoryMappedFile(seg, options.segmentSize, true)) {
-                range = settledRange(m, options, seg, options.segmentSize);
+                range = settledRange(m, options, seg, options.segmentSize, from, to);
             } catch (NoSuchFileException e) {
                 continue; // removed by retention since the listing: the read starts at a later segment
             } catch (IOException e) {
                 throw new UncheckedIOException("mappedbus: cannot plan a read of " + seg, e);
             }
             parts.addAll(Arrays.asList(BusPartition.split(options, seg, options.segmentSize,
-                    k * options.segmentSize, Layout.FIRST_RECORD_OFFSET, range[0], range[1] != 0)));
+                    base, Math.min(from, range[0]), range[0], range[1] != 0)));
             if (range[2] != 0) {
                 break;
             }
@@ -103,7 +148,7 @@ final class BusScan implements Scan, Batch {
 
     @Override
     public PartitionReaderFactory createReaderFactory() {
-        return new BusReaderFactory(options, schema);
+        return new BusReaderFactory(options, schema, metas);
     }
 
     /**
@@ -112,10 +157,29 @@ final class BusScan implements Scan, Batch {
      */
     static long[] settledRange(MemoryMappedFile m, BusOptions o, String path, long fileSize)
             throws CorruptBusException {
+        return settledRange(m, o, path, fileSize, Layout.FIRST_RECORD_OFFSET, Long.MAX_VALUE);
+    }
+
+    /** The first record boundary at or after {@code offset} (an offset in one file). */
+    private long alignUp(long offset) {
+        if (offset <= Layout.FIRST_RECORD_OFFSET) {
+            return Layout.FIRST_RECORD_OFFSET;
+        }
+        long slot = Layout.slotSize(options.recordSize);
+        long k = (offset - Layout.FIRST_RECORD_OFFSET + slot - 1) / slot;
+        return Layout.FIRST_RECORD_OFFSET + k * slot;
+    }
+
+    /**
+     * As {@link #settledRange(MemoryMappedFile, BusOptions, String, long)}, for the slots from {@code from}
+     * (a record boundary) to at most {@code to}.
+     */
+    static long[] settledRange(MemoryMappedFile m, BusOptions o, String path, long fileSize, long from, long to)
+            throws CorruptBusException {
         long slot = Layout.slotSize(o.recordSize);
         long usable = Math.min(fileSize, m.size());
         if (usable < Layout.FIRST_RECORD_OFFSET + slot) {
-            return new long[] {Layout.FIRST_RECORD_OFFSET, 0, 0};
+            return new long[] {from, 0, 0};
         }
         long maxEnd = Layout.FIRST_RECORD_OFFSET + (usable - Layout.FIRST_RECORD_OFFSET) / slot * slot;
         long limit = m.getLongAcquire(Layout.LIMIT_OFFSET);
@@ -123,13 +187,13 @@ final class BusScan implements Scan, Batch {
             throw new CorruptBusException("limit " + limit + " in " + path + " is not on a record boundary "
                     + "for recordSize " + o.recordSize + " (wrong recordSize, or a corrupt file)");
         }
-        long end = Math.max(Layout.FIRST_RECORD_OFFSET, Math.min(limit, maxEnd));
+        long end = Math.max(from, Math.min(Math.min(limit, maxEnd), to));
         long skipped = 0;
         // One clock for a run of uncommitted slots (every slot here was allocated when it started): a
         // crashed batch costs one timeout, not one per slot. It stops when a slot waited on commits.
         boolean clock = false;
         long deadline = 0;
-        for (long pos = Layout.FIRST_RECORD_OFFSET; pos < end; pos += slot) {
+        for (long pos = from; pos < end; pos += slot) {
             int status = m.getStatus(pos);
             if (status == Layout.STATUS_NOT_SET) {
                 if (!o.waitUncommitted) {

@@ -61,7 +61,10 @@ abstract class SlotChunks implements AutoCloseable {
             long pos = next + (long) i * slot;
             int status = mem.getStatus(pos);
             if (status == Layout.STATUS_COMMITTED) {
-                rows[n++] = i;
+                if (f.metas == null || java.util.Arrays.binarySearch(f.metas,
+                        mem.getInt(pos + Layout.METADATA_OFFSET)) >= 0) {
+                    rows[n++] = i;
+                }
             } else if (status == Layout.STATUS_NOT_SET && !p.skipUncommitted) {
                 throw new IllegalStateException("mappedbus: record at " + pos + " in " + p.path
                         + " is uncommitted inside a range planned as settled");
