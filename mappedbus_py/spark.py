@@ -18,7 +18,8 @@ import os
 import subprocess
 import sys
 
-__all__ = ("session", "jar_paths")
+__all__ = ("session", "jar_paths", "realtime_sink", "start_realtime", "realtime_passthrough",
+           "realtime_aggregate")
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -54,3 +55,102 @@ def session(app_name="mappedbus", master="local[2]", **conf):
             key = key.replace("_", ".")
         builder = builder.config(key, str(value) if not isinstance(value, bool) else str(value).lower())
     return builder.getOrCreate()
+
+
+# -- Real-time Mode -----------------------------------------------------------------------------------
+
+def _opts(options):
+    """Spark option values as strings (booleans lower-case), without the unset ones."""
+    out = {}
+    for k, v in options.items():
+        if v is None:
+            continue
+        out[k] = str(v).lower() if isinstance(v, bool) else str(v)
+    return out
+
+
+def realtime_sink(df, path, **options):
+    """The JVM ``ForeachWriter`` that writes ``df``'s rows to the bus at ``path``, each as it comes
+    (``io.mappedbuspy.spark.BusRealTimeSink``). ``options`` are the ``mappedbus`` sink's (``fileSize``,
+    ``layout``, ``segmentSize``, ...). Built on the driver: it checks the columns against the layout and
+    creates the bus if it does not exist."""
+    jvm = df.sparkSession._jvm
+    return jvm.io.mappedbuspy.spark.BusRealTimeSink(_opts(dict(options, path=path)), df._jdf.schema())
+
+
+def start_realtime(df, path, *, batch="1 minute", checkpoint=None, output_mode="update", query_name=None,
+                   **options):
+    """Starts a Real-time Mode query writing ``df`` (a streaming DataFrame) to the bus at ``path``;
+    returns its ``StreamingQuery``.
+
+    Records are processed as they arrive inside long-running batches of ``batch`` (Spark's
+    ``trigger(realTime=...)``): each batch end writes a checkpoint and starts the next batch, which
+    holds records back for a moment (about 0.1-0.3 s here), so long batches give the lowest tail
+    latency; a restart re-reads from the last batch end. The sink is the JVM ``ForeachWriter``
+    :func:`realtime_sink` (PySpark's ``foreach`` would call Python for every row).
+    """
+    from pyspark.sql.streaming.query import StreamingQuery
+    jvm = df.sparkSession._jvm
+    w = (df._jdf.writeStream().foreach(realtime_sink(df, path, **options))
+         .trigger(jvm.org.apache.spark.sql.streaming.Trigger.RealTime(batch))
+         .outputMode(output_mode))
+    if checkpoint is not None:
+        w = w.option("checkpointLocation", str(checkpoint))
+    if query_name is not None:
+        w = w.queryName(query_name)
+    return StreamingQuery(w.start())
+
+
+def _read(spark, src, layout, options):
+    r = spark.readStream.format("mappedbus").option("path", str(src))
+    if layout is not None:
+        r = r.option("layout", layout)
+    for k, v in _opts(options).items():
+        r = r.option(k, v)
+    return r.load()
+
+
+def realtime_passthrough(spark, src, dst, layout=None, *, columns=None, batch="1 minute", checkpoint=None,
+                         src_options=None, **dst_options):
+    """Copies every record of bus ``src`` to bus ``dst`` as it commits, in Real-time Mode; returns the
+    ``StreamingQuery``.
+
+    With ``layout`` the records are decoded and re-encoded field by field (``columns`` picks or
+    computes the output columns, SQL expressions, default all the fields); without it the raw
+    ``payload`` and ``meta`` are copied. ``src_options`` go to the source (``startingPosition``,
+    ``timeoutMs``, ``fileSize`` for a bus not created yet...), ``dst_options`` to the sink (``fileSize``
+    to create ``dst``, ``layout`` if it differs). See :func:`start_realtime` for ``batch``.
+    """
+    df = _read(spark, src, layout, src_options or {})
+    if columns is not None:
+        df = df.selectExpr(*columns)
+    elif layout is None:
+        df = df.select("payload", "meta")
+    else:
+        df = df.drop("position", "meta")
+    dst_options.setdefault("layout", layout)
+    return start_realtime(df, dst, batch=batch, checkpoint=checkpoint, **dst_options)
+
+
+def realtime_aggregate(spark, src, dst, group_by, aggs, layout, out_layout, *, batch="1 minute",
+                       checkpoint=None, shuffle_partitions=1, src_options=None, **dst_options):
+    """Keeps a running aggregate of bus ``src`` per group and writes each changed group's new result to
+    bus ``dst`` as soon as an input record changes it (Real-time Mode, update output mode); returns the
+    ``StreamingQuery``.
+
+    ``group_by``: column names; ``aggs``: SQL expressions with aliases naming ``out_layout``'s fields
+    (``["count(*) AS n", "sum(price * quantity) / sum(quantity) AS vwap"]``). Real-time Mode runs every
+    stage of the query at once, so it needs ``1 + shuffle_partitions`` free task slots (``local[2]``:
+    ``shuffle_partitions=1``, the default); a query restarted from its checkpoint keeps the number of
+    partitions it was started with.
+    """
+    from pyspark.sql import functions as F
+    df = _read(spark, src, layout, src_options or {})
+    out = df.groupBy(*group_by).agg(*[F.expr(a) for a in aggs])
+    conf = spark.conf
+    before = conf.get("spark.sql.shuffle.partitions")
+    conf.set("spark.sql.shuffle.partitions", str(shuffle_partitions))
+    try:
+        return start_realtime(out, dst, batch=batch, checkpoint=checkpoint, layout=out_layout, **dst_options)
+    finally:
+        conf.set("spark.sql.shuffle.partitions", before)
