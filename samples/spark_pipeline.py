@@ -81,12 +81,12 @@ def writer(path: str, file_size: int, source: int, n: int, rate: float) -> None:
     with MappedBusWriter(path, file_size, IN_RECORD) as w:
         for i in range(n):
             due = start + i / rate
-            while True:  # paced: sleep while well ahead, spin the last 0.2 ms
+            while True:  # paced: sleep while ahead, spin the last 50 us
                 ahead = due - time.perf_counter()
                 if ahead <= 0:
                     break
-                if ahead > 0.0002:
-                    time.sleep(ahead - 0.0002)
+                if ahead > 0.00005:
+                    time.sleep(ahead - 0.00005)
             msg.price, msg.quantity = price_of(source, i)
             msg.ts = time.monotonic_ns()
             w.write(msg)
