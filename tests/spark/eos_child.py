@@ -21,7 +21,7 @@ def main():
                     **{"spark.driver.memory": "512m"})
     spark.sparkContext.setLogLevel("ERROR")
     df = (spark.readStream.format("mappedbus").option("path", src).option("layout", LAYOUT)
-          .option("maxRecordsPerTrigger", 3000).option("numPartitions", 2).load()
+          .option("maxRecordsPerTrigger", 3000 if mode == "run" else 100_000).option("numPartitions", 2).load()
           .select("id", "value"))
     w = (df.writeStream.format("mappedbus").option("path", dst).option("fileSize", file_size)
          .option("layout", LAYOUT).option("checkpointLocation", ckpt)

@@ -80,7 +80,7 @@ def test_at_least_once_on_request_duplicates_a_replay(spark, tmp_path):
 
 @pytest.mark.slow
 def test_stopped_and_killed_query_restarted_ten_times_writes_each_record_once(tmp_path):
-    n = 60_000
+    n = 300_000
     size = 8 + n * 24 + 4096
     src, dst, ckpt = str(tmp_path / "in"), str(tmp_path / "out"), str(tmp_path / "ckpt")
     write_ids(src, size, range(n))

@@ -55,6 +55,13 @@ public final class BusOptions implements Serializable {
     final long retainAgeMs;
     /** Streaming: fail the query when records it had not read are gone (default, as Kafka's option). */
     final boolean failOnDataLoss;
+    /** The options as given (names lower-cased): what an executor re-parses to plan its own host's bus. */
+    final HashMap<String, String> raw;
+    /**
+     * Batch reads: null (the driver plans on its own bus), or the hosts whose buses are read, each by
+     * tasks on that host ("*": every executor host).
+     */
+    final String[] hosts;
     /** Writes: null (the default: streaming yes, batch no), or the option's value. */
     final Boolean exactlyOnce;
 
@@ -63,6 +70,7 @@ public final class BusOptions implements Serializable {
         for (Map.Entry<String, String> e : raw.entrySet()) {
             o.put(e.getKey().toLowerCase(Locale.ROOT), e.getValue());
         }
+        this.raw = new HashMap<>(o);
         path = o.get("path");
         if (path == null || path.isEmpty()) {
             throw new IllegalArgumentException("mappedbus: option 'path' (the bus file) is required");
@@ -137,6 +145,9 @@ public final class BusOptions implements Serializable {
         }
         waitUncommitted = unc.equals("wait");
         checkHost = boolOpt(o, "checkhost", true);
+        String h = get(o, "hosts");
+        hosts = h == null || h.isEmpty() ? null : java.util.Arrays.stream(h.split(","))
+                .map(String::trim).filter(x -> !x.isEmpty()).distinct().toArray(String[]::new);
         exactlyOnce = o.containsKey("exactlyonce") ? boolOpt(o, "exactlyonce", false) : null;
         if (rolling && Boolean.TRUE.equals(exactlyOnce)) {
             throw new IllegalArgumentException("mappedbus: exactlyOnce writes need a single-file bus; " + path

@@ -32,9 +32,26 @@ final class BusPartition implements InputPartition {
     final String preferredHost;
     /** InetAddress host name of the planning node, checked by the task (null: no check). */
     final String requiredHost;
+    /**
+     * The file planned: its bus id (from its metadata; null for a file without any), inode and device
+     * (-1: not known). A task reads only a file with all three the same, so never another host's bus at
+     * the same path, nor one recreated since planning.
+     */
+    final String busId;
+    final long inode;
+    final long device;
 
     BusPartition(String path, long fileSize, int recordSize, long base, long start, long end,
                  boolean skipUncommitted, String preferredHost, String requiredHost) {
+        this(path, fileSize, recordSize, base, start, end, skipUncommitted, preferredHost, requiredHost,
+                Identity.of(path, base != 0 || isSegment(path)));
+    }
+
+    BusPartition(String path, long fileSize, int recordSize, long base, long start, long end,
+                 boolean skipUncommitted, String preferredHost, String requiredHost, Identity id) {
+        this.busId = id.busId;
+        this.inode = id.inode;
+        this.device = id.device;
         this.path = path;
         this.fileSize = fileSize;
         this.recordSize = recordSize;
@@ -49,6 +66,79 @@ final class BusPartition implements InputPartition {
     @Override
     public String[] preferredLocations() {
         return preferredHost == null ? new String[0] : new String[] {preferredHost};
+    }
+
+    private static boolean isSegment(String path) {
+        return Layout.segmentIndex(java.nio.file.Path.of(path).getFileName().toString()) >= 0;
+    }
+
+    /** What identifies a bus file: its bus's id, its inode and device. */
+    static final class Identity {
+        final String busId;
+        final long inode;
+        final long device;
+
+        Identity(String busId, long inode, long device) {
+            this.busId = busId;
+            this.inode = inode;
+            this.device = device;
+        }
+
+        /**
+         * The identity of a bus file now: a single file's id from {@code PATH.meta} (when it describes this
+         * inode), a rolling bus segment's from its directory's {@code bus.meta}.
+         */
+        static Identity of(String path, boolean segment) {
+            java.nio.file.Path p = java.nio.file.Path.of(path);
+            long ino = -1;
+            long dev = -1;
+            try {
+                ino = ((Number) java.nio.file.Files.getAttribute(p, "unix:ino",
+                        java.nio.file.LinkOption.NOFOLLOW_LINKS)).longValue();
+                dev = ((Number) java.nio.file.Files.getAttribute(p, "unix:dev",
+                        java.nio.file.LinkOption.NOFOLLOW_LINKS)).longValue();
+            } catch (java.io.IOException | RuntimeException e) {
+                return new Identity(null, -1, -1); // gone or unreadable: opening it reports that
+            }
+            String id = null;
+            try {
+                if (segment) {
+                    io.mappedbuspy.BusMeta m = io.mappedbuspy.BusMeta.read(p.resolveSibling(Layout.META_FILE), false);
+                    id = m == null ? null : m.id();
+                } else {
+                    io.mappedbuspy.BusMeta m = io.mappedbuspy.BusMeta.read(io.mappedbuspy.BusMeta.metaPath(path), false);
+                    id = m != null && io.mappedbuspy.BusMeta.SINGLE.equals(m.kind()) && m.inode() == ino ? m.id() : null;
+                }
+            } catch (java.io.IOException | RuntimeException e) {
+                id = null;
+            }
+            return new Identity(id, ino, dev);
+        }
+    }
+
+    /**
+     * Fails unless the file a task opened is the one planned (see {@link #busId}).
+     *
+     * @param opened the mapping the task opened at {@link #path}
+     * @throws java.io.IOException naming the path, the host and what differs
+     */
+    void checkIdentity(io.mappedbuspy.MemoryMappedFile opened) throws java.io.IOException {
+        if (inode < 0) {
+            return;
+        }
+        Identity now = Identity.of(path, base != 0 || isSegment(path));
+        String why = null;
+        if (opened.inode() != inode || opened.device() != device) {
+            why = "inode/device " + opened.inode() + "/" + opened.device() + ", planned " + inode + "/" + device;
+        } else if (busId != null && !busId.equals(now.busId)) {
+            why = "bus id " + now.busId + ", planned " + busId;
+        }
+        if (why != null) {
+            throw new java.io.IOException("mappedbus: " + path + " on host " + localHostName() + " (executor host "
+                    + executorHost() + ") is not the bus "
+                    + "this task was planned on (" + why + "): another host's bus at the same path, or a bus "
+                    + "recreated since planning; nothing was read");
+        }
     }
 
     long records() {
@@ -74,13 +164,24 @@ final class BusPartition implements InputPartition {
      */
     static BusPartition[] split(BusOptions o, String path, long fileSize, long base, long start, long end,
                                 boolean skipUncommitted) {
+        return split(o, path, fileSize, base, start, end, skipUncommitted, false);
+    }
+
+    /**
+     * As {@link #split(BusOptions, String, long, long, long, long, boolean)}; {@code local}: planned by a
+     * task on its own host (per-host reads), as one partition per file, with no host to prefer or check.
+     */
+    static BusPartition[] split(BusOptions o, String path, long fileSize, long base, long start, long end,
+                                boolean skipUncommitted, boolean local) {
         long slot = Layout.slotSize(o.recordSize);
         long n = (end - start) / slot;
         if (n <= 0) {
             return new BusPartition[0];
         }
         long per;
-        if (o.numPartitions > 0) {
+        if (local) {
+            per = n;
+        } else if (o.numPartitions > 0) {
             per = (n + o.numPartitions - 1) / o.numPartitions;
         } else if (o.recordsPerPartition > 0) {
             per = o.recordsPerPartition;
@@ -88,8 +189,8 @@ final class BusPartition implements InputPartition {
             int par = Math.max(1, SparkContext.getOrCreate().defaultParallelism());
             per = Math.max(4096, (n + par - 1) / par);
         }
-        String preferred = executorHost();
-        String required = o.checkHost ? localHostName() : null;
+        String preferred = local ? null : executorHost();
+        String required = o.checkHost && !local ? localHostName() : null;
         List<BusPartition> parts = new ArrayList<>();
         for (long k = 0; k < n; k += per) {
             long s = start + k * slot;

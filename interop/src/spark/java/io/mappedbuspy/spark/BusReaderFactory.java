@@ -35,6 +35,8 @@ final class BusReaderFactory implements PartitionReaderFactory {
     final boolean columnar;
     /** Pushed-down {@code meta = x} / {@code meta IN (...)}: the metadata values kept, sorted; null keeps all. */
     final int[] metas;
+    /** The read's options: per-host reads plan on the executor with them. */
+    final BusOptions options;
 
     BusReaderFactory(BusOptions o, StructType schema) {
         this(o, schema, null);
@@ -42,6 +44,7 @@ final class BusReaderFactory implements PartitionReaderFactory {
 
     BusReaderFactory(BusOptions o, StructType schema, int[] metas) {
         this.metas = metas;
+        this.options = o;
         this.schema = schema;
         StructField[] cols = schema.fields();
         kinds = new int[cols.length];
@@ -71,6 +74,9 @@ final class BusReaderFactory implements PartitionReaderFactory {
 
     @Override
     public PartitionReader<InternalRow> createReader(InputPartition partition) {
+        if (partition instanceof HostPartition) {
+            return new HostPartition.Reader<>(this, (HostPartition) partition, false);
+        }
         try {
             return new BusRowReader(this, (BusPartition) partition);
         } catch (IOException e) {
@@ -80,6 +86,9 @@ final class BusReaderFactory implements PartitionReaderFactory {
 
     @Override
     public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
+        if (partition instanceof HostPartition) {
+            return new HostPartition.Reader<>(this, (HostPartition) partition, true);
+        }
         try {
             return new BusColumnarReader(this, (BusPartition) partition);
         } catch (IOException e) {

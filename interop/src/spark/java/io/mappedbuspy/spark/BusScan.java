@@ -36,6 +36,8 @@ final class BusScan implements Scan, Batch {
     /** Pushed-down metadata values (sorted), or null for any. */
     private final int[] metas;
     private final boolean pushed;
+    /** Planned by a task of a per-host read on its own host (see {@link HostPartition}). */
+    private boolean local;
 
     BusScan(BusOptions options, StructType schema) {
         this(options, schema, Long.MIN_VALUE, Long.MAX_VALUE, null);
@@ -75,6 +77,10 @@ final class BusScan implements Scan, Batch {
             // Spark does not push filters into streaming scans; were it to, they must not be lost.
             throw new IllegalStateException("mappedbus: filters were pushed into a streaming scan of " + options.path);
         }
+        if (options.hosts != null) {
+            throw new IllegalArgumentException("mappedbus: option 'hosts' (per-host reads) is for batch reads; "
+                    + "a stream reads the driver's bus " + options.path);
+        }
         return new BusMicroBatchStream(options, createReaderFactory());
     }
 
@@ -84,6 +90,9 @@ final class BusScan implements Scan, Batch {
             lo = Math.max(lo, options.batchStart());
             hi = Math.min(hi, options.batchEnd());
             bounded = true;
+        }
+        if (options.hosts != null && !local) {
+            return HostPartition.plan(options, lo, hi, metas);
         }
         if (options.rolling) {
             return planRolling();
@@ -96,7 +105,7 @@ final class BusScan implements Scan, Batch {
         }
         try (MemoryMappedFile m = new MemoryMappedFile(options.path, fileSize, true)) {
             long[] range = settledRange(m, options, options.path, fileSize, from, to);
-            return BusPartition.split(options, options.path, fileSize, 0, from, range[0], range[1] != 0);
+            return BusPartition.split(options, options.path, fileSize, 0, from, range[0], range[1] != 0, local);
         } catch (IOException e) {
             throw new UncheckedIOException("mappedbus: cannot plan a read of " + options.path, e);
         }
@@ -138,12 +147,21 @@ final class BusScan implements Scan, Batch {
                 throw new UncheckedIOException("mappedbus: cannot plan a read of " + seg, e);
             }
             parts.addAll(Arrays.asList(BusPartition.split(options, seg, options.segmentSize,
-                    base, Math.min(from, range[0]), range[0], range[1] != 0)));
+                    base, Math.min(from, range[0]), range[0], range[1] != 0, local)));
             if (range[2] != 0) {
                 break;
             }
         }
         return parts.toArray(new InputPartition[0]);
+    }
+
+    /** Plans this host's own bus, in a task of a per-host read: one partition per file, no Spark calls. */
+    static BusPartition[] planLocally(BusOptions o, StructType schema, long lo, long hi, int[] metas) {
+        BusScan s = new BusScan(o, schema, lo, hi, metas);
+        s.local = true;
+        s.bounded = true;
+        InputPartition[] parts = s.planInputPartitions();
+        return Arrays.copyOf(parts, parts.length, BusPartition[].class);
     }
 
     @Override

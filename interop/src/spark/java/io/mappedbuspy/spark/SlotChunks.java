@@ -43,6 +43,12 @@ abstract class SlotChunks implements AutoCloseable {
         this.next = p.start;
         BusPartition.checkHost(p.path, p.requiredHost);
         this.mem = new MemoryMappedFile(p.path, p.fileSize, true);
+        try {
+            p.checkIdentity(mem);
+        } catch (IOException e) {
+            mem.close();
+            throw e;
+        }
         if (mem.size() < p.end) {
             throw new IOException("mappedbus: " + p.path + " is shorter (" + mem.size() + " bytes) than the "
                     + "planned range ending at " + p.end);
