@@ -121,6 +121,7 @@ def reader(path: str, file_size: int, sources: int, n: int, timeout: float, out:
                 seen_seq[msg.source] = seen_seq.get(msg.source, 0) + 1
                 latest[msg.source] = (seen_seq[msg.source], float("nan"))
             else:
+                assert isinstance(msg, PriceStats)
                 latest[msg.source] = (msg.count, msg.vwap)
             if len(latencies) % print_every == 0 or latest[msg.source][0] >= n:
                 print(f"{msg!r}  latency={lat_ms:.1f} ms", flush=True)
