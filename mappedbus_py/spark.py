@@ -10,6 +10,10 @@ A rolling bus is read (and written) the same way with ``option("path", directory
 from its ``bus.meta``; streaming offsets carry the bus id, and ``failOnDataLoss`` says what a query does
 when records it had not read are gone.
 
+Real-time Mode (Spark 4.1+, per-record latency): ``realtime_passthrough`` and ``realtime_aggregate``
+start a query from one bus to another in one call, ``start_realtime`` writes any streaming DataFrame
+to a bus that way (through the JVM ``ForeachWriter`` ``io.mappedbuspy.spark.BusRealTimeSink``).
+
 The data source is Java (``build/jvm/mappedbuspy-spark.jar`` on the core ``mappedbuspy.jar``); its
 options are described in ``interop/src/spark/README.md``. pyspark is imported only when a session is
 built, so importing this module needs neither pyspark nor a JVM.
@@ -154,3 +158,59 @@ def realtime_aggregate(spark, src, dst, group_by, aggs, layout, out_layout, *, b
         return start_realtime(out, dst, batch=batch, checkpoint=checkpoint, layout=out_layout, **dst_options)
     finally:
         conf.set("spark.sql.shuffle.partitions", before)
+
+
+_LAYOUT_TYPES = {"<i1": "int8", "<i2": "int16", "<i4": "int32", "<i8": "int64",
+                 "<f4": "float32", "<f8": "float64"}
+
+
+def layout_of(message_class, timestamps=None):
+    """The data source's ``layout`` string for a ``Message`` class: its fields in offset order,
+    ``PriceUpdate`` -> ``"source:int32,price:int32,quantity:int32"`` (a trailing ``_`` of a field
+    name is dropped, as in ``numpy_dtype``: ``Token.from_`` is column ``from``).
+
+    ``timestamps`` maps int64 field names to ``"ns"`` or ``"us"``: those fields become
+    ``timestamp_ns`` / ``timestamp_us`` (Spark ``TimestampType``). Python writes them as the plain
+    int64 they are declared as (nanoseconds or microseconds since the epoch, UTC); only Spark reads
+    them as timestamps (nanoseconds truncated to Spark's microseconds).
+
+    Refused with ValueError naming the class and field: unsigned fields (the layout has no unsigned
+    types), gaps or overlaps between fields (a layout's fields are consecutive from offset 0), and
+    timestamp names that are not int64 fields."""
+    timestamps = dict(timestamps or {})
+    fields = sorted(message_class.fields, key=lambda f: f.offset)
+    if not fields:
+        raise ValueError(f"{message_class.__name__} has no fields")
+    parts, end = [], 0
+    for f in fields:
+        name = f.name.rstrip("_")
+        if f.offset != end:
+            raise ValueError(f"{message_class.__name__}.{f.name} is at offset {f.offset}, not {end}: "
+                             "a layout's fields are consecutive from offset 0 (no gaps or overlaps)")
+        unit = timestamps.pop(f.name, timestamps.pop(name, None))
+        if unit is not None:
+            if f.code != "<i8" or unit not in ("ns", "us"):
+                raise ValueError(f"{message_class.__name__}.{f.name}: a timestamp needs an int64 field "
+                                 f"and unit 'ns' or 'us', got {f.code!r} and {unit!r}")
+            kind = "timestamp_" + unit
+        elif f.code in _LAYOUT_TYPES:
+            kind = _LAYOUT_TYPES[f.code]
+        elif f.code.startswith("S"):
+            kind = "bytes" + f.code[1:]
+        else:
+            raise ValueError(f"{message_class.__name__}.{f.name} has type {f.code!r}, which a Spark layout "
+                             "cannot hold (no unsigned types: declare it signed)")
+        parts.append(f"{name}:{kind}")
+        end = f.offset + f.size
+    if timestamps:
+        raise ValueError(f"{message_class.__name__} has no int64 field(s) {sorted(timestamps)}")
+    return ",".join(parts)
+
+
+def layout_options(message_class, timestamps=None):
+    """The read/write options for records of a ``Message`` class, in one call:
+    ``spark.read.format("mappedbus").options(path=p, **layout_options(PriceUpdate))``:
+    ``layout`` (``layout_of``), ``typeId`` (the class's type id, the metadata written) and
+    ``recordSize`` (its payload size; give the bus's own if it is larger)."""
+    return {"layout": layout_of(message_class, timestamps), "typeId": str(message_class.type_id),
+            "recordSize": str(message_class.payload_size)}

@@ -188,3 +188,29 @@ def test_sample_real_time_reports_the_latency_of_every_record():
     assert report["mode"] == "real-time" and report["vwap_ok"]
     assert report["results"] == 800
     assert 0 < report["latency_ms"]["p50"] <= report["latency_ms"]["p99.9"] <= report["latency_ms"]["max"]
+
+
+def test_realtime_passthrough_follows_a_rolling_bus_across_segments(spark, out_path, tmp_path):
+    import shutil
+    import uuid
+    from mappedbus_py import RollingBusWriter
+    src = f"/dev/shm/mbtest-rt-rolling-{uuid.uuid4().hex[:8]}"
+    seg = 8 + 10 * SLOT  # ten records a segment: 200 records roll through 20 segments
+    try:
+        with RollingBusWriter(src, seg, RECORD) as w:
+            w.write(struct.pack("<qq", 0, 0))
+        q = realtime_passthrough(spark, src, out_path, LAYOUT, batch="10 minutes",
+                                 checkpoint=tmp_path / "ck", fileSize=FILE_SIZE)
+        try:
+            wait_started(q)
+            with RollingBusWriter(src, seg, RECORD) as w:
+                for s in range(1, 200):
+                    w.write(struct.pack("<qq", s, 0))
+                    time.sleep(0.001)
+            got = read_until(out_path, 200)
+            assert [s for s, _ in got] == list(range(200))
+            assert q.recentProgress == []
+        finally:
+            q.stop()
+    finally:
+        shutil.rmtree(src, ignore_errors=True)
