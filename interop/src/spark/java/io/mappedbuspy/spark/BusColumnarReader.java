@@ -102,6 +102,16 @@ final class BusColumnarReader extends SlotChunks implements PartitionReader<Colu
                     v.putDouble(i, (double) DOUBLE.get(b, r[i] * s + off));
                 }
                 break;
+            case TIMESTAMP_US:
+                for (int i = 0; i < n; i++) {
+                    v.putLong(i, (long) LONG.get(b, r[i] * s + off));
+                }
+                break;
+            case TIMESTAMP_NS:
+                for (int i = 0; i < n; i++) {
+                    v.putLong(i, Math.floorDiv((long) LONG.get(b, r[i] * s + off), 1000L));
+                }
+                break;
             default:
                 for (int i = 0; i < n; i++) {
                     v.putByteArray(i, b, r[i] * s + off, size);

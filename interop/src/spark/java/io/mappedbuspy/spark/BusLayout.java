@@ -27,7 +27,11 @@ public final class BusLayout implements Serializable {
     public enum Kind {
         INT8(1, DataTypes.ByteType), INT16(2, DataTypes.ShortType), INT32(4, DataTypes.IntegerType),
         INT64(8, DataTypes.LongType), FLOAT32(4, DataTypes.FloatType), FLOAT64(8, DataTypes.DoubleType),
-        BYTES(-1, DataTypes.BinaryType);
+        BYTES(-1, DataTypes.BinaryType),
+        /** int64 nanoseconds since the epoch (UTC), as Spark timestamps (microseconds: truncated). */
+        TIMESTAMP_NS(8, DataTypes.TimestampType),
+        /** int64 microseconds since the epoch (UTC), as Spark timestamps. */
+        TIMESTAMP_US(8, DataTypes.TimestampType);
 
         final int size;
         final DataType sparkType;
@@ -146,7 +150,7 @@ public final class BusLayout implements Serializable {
                 }
                 if (kind == null || kind == Kind.BYTES) {
                     throw new IllegalArgumentException("layout field '" + p + "' has unknown type '" + type
-                            + "' (int8, int16, int32, int64, float32, float64, bytes<N>)");
+                            + "' (int8, int16, int32, int64, float32, float64, timestamp_ns, timestamp_us, bytes<N>)");
                 }
                 size = kind.size;
             }

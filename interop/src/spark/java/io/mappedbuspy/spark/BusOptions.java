@@ -24,6 +24,8 @@ public final class BusOptions implements Serializable {
     public static final String POSITION = "position";
     /** Column holding the record's metadata (message type, or byte length). */
     public static final String META = "meta";
+    /** Column holding the path of the record's bus, in a read of several buses. */
+    public static final String BUS = "bus";
     /** Column holding the record's payload bytes (untyped reads and writes). */
     public static final String PAYLOAD = "payload";
 
@@ -62,6 +64,12 @@ public final class BusOptions implements Serializable {
      * tasks on that host ("*": every executor host).
      */
     final String[] hosts;
+    /**
+     * Several buses in one batch read ({@code path} a comma-separated list, or with glob patterns in
+     * its last component): each bus's path, sorted within a pattern; null for one bus. The other
+     * fields then describe the first bus (for the schema); each bus is planned with its own options.
+     */
+    String[] buses;
     /** Writes: null (the default: streaming yes, batch no), or the option's value. */
     final Boolean exactlyOnce;
 
@@ -200,7 +208,86 @@ public final class BusOptions implements Serializable {
      * @throws IllegalArgumentException naming a bad or missing option
      */
     public static BusOptions parse(Map<String, String> options) {
-        return new BusOptions(options);
+        String p = null;
+        for (Map.Entry<String, String> e : options.entrySet()) {
+            if (e.getKey().equalsIgnoreCase("path")) {
+                p = e.getValue();
+            }
+        }
+        String[] many = p == null ? null : expandBuses(p);
+        if (many == null) {
+            return new BusOptions(options);
+        }
+        BusOptions first = new BusOptions(forBus(options, many[0]));
+        first.buses = many;
+        first.raw.put("path", p);
+        return first;
+    }
+
+    /** The options with another {@code path}: one bus of a multi-bus read. */
+    static Map<String, String> forBus(Map<String, String> options, String bus) {
+        Map<String, String> o = new HashMap<>();
+        for (Map.Entry<String, String> e : options.entrySet()) {
+            if (!e.getKey().equalsIgnoreCase("path")) {
+                o.put(e.getKey(), e.getValue());
+            }
+        }
+        o.put("path", bus);
+        return o;
+    }
+
+    /** This bus's own options, in a multi-bus read. */
+    BusOptions forBus(String bus) {
+        return new BusOptions(forBus(raw, bus));
+    }
+
+    /**
+     * The buses a {@code path} names when it names several (a comma-separated list; glob characters
+     * {@code * ? [} in an entry's last component match names in its directory, not metadata or commit
+     * logs), else null.
+     */
+    static String[] expandBuses(String path) {
+        boolean list = path.contains(",");
+        boolean glob = path.contains("*") || path.contains("?") || path.contains("[");
+        if (!list && !glob) {
+            return null;
+        }
+        java.util.LinkedHashSet<String> out = new java.util.LinkedHashSet<>();
+        for (String item : path.split(",")) {
+            String it = item.trim();
+            if (it.isEmpty()) {
+                continue;
+            }
+            java.nio.file.Path ip = java.nio.file.Path.of(it);
+            String name = ip.getFileName() == null ? it : ip.getFileName().toString();
+            if (!(name.contains("*") || name.contains("?") || name.contains("["))) {
+                out.add(it);
+                continue;
+            }
+            java.nio.file.Path dir = ip.getParent() == null ? java.nio.file.Path.of(".") : ip.getParent();
+            java.nio.file.PathMatcher m = dir.getFileSystem().getPathMatcher("glob:" + name);
+            List<String> found = new ArrayList<>();
+            try (java.nio.file.DirectoryStream<java.nio.file.Path> ds = java.nio.file.Files.newDirectoryStream(dir)) {
+                for (java.nio.file.Path c : ds) {
+                    String n = c.getFileName().toString();
+                    if (m.matches(c.getFileName()) && !n.endsWith(Layout.META_SUFFIX) && !n.endsWith(".commits")) {
+                        found.add(c.toString());
+                    }
+                }
+            } catch (java.io.IOException e) {
+                throw new IllegalArgumentException("mappedbus: cannot list " + dir + " for pattern " + it + ": "
+                        + e.getMessage(), e);
+            }
+            if (found.isEmpty()) {
+                throw new IllegalArgumentException("mappedbus: pattern " + it + " matches no bus");
+            }
+            java.util.Collections.sort(found);
+            out.addAll(found);
+        }
+        if (out.isEmpty()) {
+            throw new IllegalArgumentException("mappedbus: option 'path' names no bus: '" + path + "'");
+        }
+        return out.toArray(new String[0]);
     }
 
     /**
@@ -236,6 +323,9 @@ public final class BusOptions implements Serializable {
             cols.add(DataTypes.createStructField(PAYLOAD, DataTypes.BinaryType, false));
         } else {
             cols.addAll(layout.sparkFields());
+        }
+        if (buses != null && buses.length > 1) {
+            cols.add(DataTypes.createStructField(BUS, DataTypes.StringType, false));
         }
         return DataTypes.createStructType(cols);
     }

@@ -24,6 +24,7 @@ final class BusReaderFactory implements PartitionReaderFactory {
     static final int PAYLOAD = 2;
     static final int PAYLOAD_TRIMMED = 3;
     static final int FIELD = 4;
+    static final int BUS = 5;
 
     final StructType schema;
     final int[] kinds;
@@ -57,6 +58,8 @@ final class BusReaderFactory implements PartitionReaderFactory {
                 kinds[i] = POSITION;
             } else if (name.equalsIgnoreCase(BusOptions.META)) {
                 kinds[i] = META;
+            } else if (o.buses != null && name.equalsIgnoreCase(BusOptions.BUS)) {
+                kinds[i] = BUS; // filled by MultiBusPartition.Reader
             } else if (o.layout == null) {
                 kinds[i] = o.trimPayload ? PAYLOAD_TRIMMED : PAYLOAD;
                 sizes[i] = o.recordSize;
@@ -77,6 +80,9 @@ final class BusReaderFactory implements PartitionReaderFactory {
         if (partition instanceof HostPartition) {
             return new HostPartition.Reader<>(this, (HostPartition) partition, false);
         }
+        if (partition instanceof MultiBusPartition) {
+            return new MultiBusPartition.Reader<>(this, (MultiBusPartition) partition, false);
+        }
         try {
             return new BusRowReader(this, (BusPartition) partition);
         } catch (IOException e) {
@@ -88,6 +94,9 @@ final class BusReaderFactory implements PartitionReaderFactory {
     public PartitionReader<ColumnarBatch> createColumnarReader(InputPartition partition) {
         if (partition instanceof HostPartition) {
             return new HostPartition.Reader<>(this, (HostPartition) partition, true);
+        }
+        if (partition instanceof MultiBusPartition) {
+            return new MultiBusPartition.Reader<>(this, (MultiBusPartition) partition, true);
         }
         try {
             return new BusColumnarReader(this, (BusPartition) partition);

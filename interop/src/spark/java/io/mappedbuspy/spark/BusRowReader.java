@@ -67,6 +67,10 @@ final class BusRowReader extends SlotChunks implements PartitionReader<InternalR
                 return (float) FLOAT.get(buf, off);
             case FLOAT64:
                 return (double) DOUBLE.get(buf, off);
+            case TIMESTAMP_US:
+                return (long) LONG.get(buf, off);
+            case TIMESTAMP_NS:
+                return Math.floorDiv((long) LONG.get(buf, off), 1000L);
             default:
                 return Arrays.copyOfRange(buf, off, off + size);
         }

@@ -59,7 +59,7 @@ final class BusScan implements Scan, Batch {
 
     @Override
     public String description() {
-        return "mappedbus " + options.path + " recordSize=" + options.recordSize
+        return "mappedbus " + (options.buses != null ? options.raw.get("path") : options.path) + " recordSize=" + options.recordSize
                 + (options.layout == null ? "" : " layout=" + options.layout.name())
                 + (lo == Long.MIN_VALUE && hi == Long.MAX_VALUE ? "" : " positions=[" + (lo == Long.MIN_VALUE
                 ? "" : lo) + ", " + (hi == Long.MAX_VALUE ? "" : hi) + ")")
@@ -81,6 +81,10 @@ final class BusScan implements Scan, Batch {
             throw new IllegalArgumentException("mappedbus: option 'hosts' (per-host reads) is for batch reads; "
                     + "a stream reads the driver's bus " + options.path);
         }
+        if (options.buses != null) {
+            throw new IllegalArgumentException("mappedbus: a stream reads one bus; path '" + options.raw.get("path")
+                    + "' names " + options.buses.length + " (read several in batch, or start one stream per bus)");
+        }
         return new BusMicroBatchStream(options, createReaderFactory());
     }
 
@@ -93,6 +97,21 @@ final class BusScan implements Scan, Batch {
         }
         if (options.hosts != null && !local) {
             return HostPartition.plan(options, lo, hi, metas);
+        }
+        if (options.buses != null) {
+            // Each bus planned on its own, with its own options: its own partitions.
+            List<InputPartition> parts = new ArrayList<>();
+            StructType inner = MultiBusPartition.withoutBus(schema);
+            for (String bus : options.buses) {
+                BusOptions o = options.forBus(bus);
+                BusScan s = new BusScan(o, inner, lo, hi, metas);
+                s.local = local;
+                s.bounded = true;
+                for (InputPartition p : s.planInputPartitions()) {
+                    parts.add(new MultiBusPartition(p, bus, o));
+                }
+            }
+            return parts.toArray(new InputPartition[0]);
         }
         if (options.rolling) {
             return planRolling();
@@ -156,12 +175,11 @@ final class BusScan implements Scan, Batch {
     }
 
     /** Plans this host's own bus, in a task of a per-host read: one partition per file, no Spark calls. */
-    static BusPartition[] planLocally(BusOptions o, StructType schema, long lo, long hi, int[] metas) {
+    static InputPartition[] planLocally(BusOptions o, StructType schema, long lo, long hi, int[] metas) {
         BusScan s = new BusScan(o, schema, lo, hi, metas);
         s.local = true;
         s.bounded = true;
-        InputPartition[] parts = s.planInputPartitions();
-        return Arrays.copyOf(parts, parts.length, BusPartition[].class);
+        return s.planInputPartitions();
     }
 
     @Override

@@ -109,7 +109,7 @@ final class HostPartition implements InputPartition {
     static final class Reader<T> implements PartitionReader<T> {
         private final BusReaderFactory factory;
         private final BusReaderFactory local;
-        private final BusPartition[] parts;
+        private final InputPartition[] parts;
         private final boolean columnar;
         private int next;
         private PartitionReader<?> current;
@@ -142,7 +142,7 @@ final class HostPartition implements InputPartition {
                 if (next >= parts.length) {
                     return false;
                 }
-                BusPartition bp = parts[next++];
+                InputPartition bp = parts[next++];
                 current = columnar ? local.createColumnarReader(bp) : local.createReader(bp);
             }
         }

@@ -63,7 +63,12 @@ final class MappedBusTable implements SupportsRead, SupportsWrite {
 
     @Override
     public WriteBuilder newWriteBuilder(LogicalWriteInfo info) {
-        return new BusWriteBuilder(BusOptions.parse(info.options()), info.schema(), info.queryId());
+        BusOptions o = BusOptions.parse(info.options());
+        if (o.buses != null) {
+            throw new IllegalArgumentException("mappedbus: a write goes to one bus; path '" + o.raw.get("path")
+                    + "' names " + o.buses.length);
+        }
+        return new BusWriteBuilder(o, info.schema(), info.queryId());
     }
 
     private static boolean sameColumns(StructType a, StructType b) {

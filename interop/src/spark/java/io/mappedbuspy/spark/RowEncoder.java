@@ -106,6 +106,10 @@ final class RowEncoder implements Serializable {
                     case FLOAT64:
                         ok = isIntegral(t) || t.equals(DataTypes.FloatType) || t.equals(DataTypes.DoubleType);
                         break;
+                    case TIMESTAMP_NS:
+                    case TIMESTAMP_US:
+                        ok = t.equals(DataTypes.TimestampType) || t.equals(DataTypes.TimestampNTZType) || isIntegral(t);
+                        break;
                     default:
                         ok = isIntegral(t);
                 }
@@ -230,6 +234,15 @@ final class RowEncoder implements Serializable {
                     break;
                 case FLOAT64:
                     le.putDouble(f.offset, floating(row, c, t));
+                    break;
+                case TIMESTAMP_US:
+                case TIMESTAMP_NS:
+                    // A timestamp column is microseconds; an integer column is already in the field's unit.
+                    long v = isIntegral(t) ? integral(row, c, t) : row.getLong(c);
+                    if (f.kind == BusLayout.Kind.TIMESTAMP_NS && !isIntegral(t)) {
+                        v = Math.multiplyExact(v, 1000L);
+                    }
+                    le.putLong(f.offset, v);
                     break;
                 default:
                     byte[] b = t.equals(DataTypes.StringType) ? row.getUTF8String(c).getBytes() : row.getBinary(c);
