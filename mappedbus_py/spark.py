@@ -146,7 +146,10 @@ def realtime_aggregate(spark, src, dst, group_by, aggs, layout, out_layout, *, b
     (``["count(*) AS n", "sum(price * quantity) / sum(quantity) AS vwap"]``). Real-time Mode runs every
     stage of the query at once, so it needs ``1 + shuffle_partitions`` free task slots (``local[2]``:
     ``shuffle_partitions=1``, the default); a query restarted from its checkpoint keeps the number of
-    partitions it was started with.
+    partitions it was started with. Its shuffle holds a partly filled buffer for up to
+    ``spark.shuffle.streaming.networkBufferMaxWaitTimeMs`` (default 50 ms): build the session with
+    ``session(..., **{"spark.shuffle.streaming.networkBufferMaxWaitTimeMs": 1})`` for millisecond
+    results.
     """
     from pyspark.sql import functions as F
     df = _read(spark, src, layout, src_options or {})
