@@ -49,3 +49,5 @@ cdef class MappedBusReader:
     cdef int32_t _length(self, int64_t rec) except -1
     cdef int64_t _end_boundary(self)
     cdef Record _record(self)
+    cdef MappedFile _open_mapping(self)
+    cdef _place(self, MappedFile f)

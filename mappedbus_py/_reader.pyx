@@ -2,6 +2,7 @@
 """The reader: follows the limit, delivers committed records, rolls back stalled ones."""
 cimport cython
 import errno
+import time
 import warnings
 from operator import index
 
@@ -155,10 +156,26 @@ cdef class MappedBusReader:
         self._cur = -1
         self._wait_pos = -1
 
-    def open(self):
-        """Map the bus file (which must exist) and place the reader."""
+    def open(self, wait=0.0):
+        """Map the bus file and place the reader. A reader never creates a bus: with ``wait``
+        (seconds; None: no limit) it waits that long for a writer to create it, else a missing
+        bus is FileNotFoundError at once."""
         if self._base != NULL:
             return self
+        cdef MappedFile f
+        deadline = None if wait is None else time.monotonic() + wait
+        while True:
+            try:
+                f = self._open_mapping()
+                break
+            except FileNotFoundError:
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.005)
+        self._place(f)
+        return self
+
+    cdef MappedFile _open_mapping(self):
         cdef MappedFile f
         try:
             f = self._map(self.read_only)
@@ -172,6 +189,9 @@ cdef class MappedBusReader:
             warnings.warn(f"{self.path!r} is not writable by this process ({e.strerror}): "
                           f"reading it read-only; a stalled record will be skipped after the "
                           f"timeout, not rolled back", RuntimeWarning, stacklevel=2)
+        return f
+
+    cdef _place(self, MappedFile f):
         cdef int64_t limit = load_acquire_i64(f.base)
         try:
             _check_limit(limit, self._slot, self.record_size, self.path)

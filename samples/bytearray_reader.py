@@ -12,7 +12,6 @@ import contextlib
 import os
 import sys
 import tempfile
-import time
 from typing import List, Optional, Union
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -31,19 +30,6 @@ def describe(data: Union[bytes, bytearray]) -> str:
     return f"{len(data)} bytes: {data.hex()}"
 
 
-def open_when_created(path: str, timeout: float) -> Optional[MappedBusReader]:
-    """The reader, once a writer has created the bus (readers never create one); None if
-    none did within ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            return MappedBusReader(path, FILE_SIZE, RECORD_SIZE).open()
-        except FileNotFoundError:
-            if time.monotonic() >= deadline:
-                return None
-            time.sleep(0.01)
-
-
 def main(argv: Optional[List[str]] = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--count", type=int, default=0,
@@ -55,7 +41,11 @@ def main(argv: Optional[List[str]] = None) -> None:
 
     buf = bytearray(RECORD_SIZE)  # one buffer, reused: read_buffer copies into it
     n = 0
-    reader = open_when_created(a.path, a.timeout)
+    try:
+        # A reader never creates the bus: wait for a writer to, as for a message.
+        reader = MappedBusReader(a.path, FILE_SIZE, RECORD_SIZE).open(wait=a.timeout)
+    except FileNotFoundError:
+        reader = None
     with reader or contextlib.nullcontext():
         while reader is not None and (a.count <= 0 or n < a.count):
             try:

@@ -341,3 +341,23 @@ def test_batch_read_waits_for_the_first_record_then_takes_what_is_ready(bus_path
         n = r.read_batch(out, timeout=5)
         n += r.read_batch(out[n:], timeout=1)
         assert n == 3 and list(out["price"][:3]) == [0, 1, 2]
+
+
+def test_open_with_wait_waits_for_a_writer_to_create_the_bus(bus_path):
+    import threading
+    import time
+    found = {}
+
+    def late_writer():
+        time.sleep(0.3)
+        with MappedBusWriter(bus_path, 100_000, 12) as w:
+            found["id"] = w.bus_id
+    t = threading.Thread(target=late_writer)
+    t.start()
+    t0 = time.monotonic()
+    with MappedBusReader(bus_path, 100_000, 12).open(wait=10) as r:
+        assert time.monotonic() - t0 >= 0.25
+        t.join()
+        assert r.bus_id == found["id"]
+    with pytest.raises(FileNotFoundError):
+        MappedBusReader(bus_path + "-none", 100_000, 12).open(wait=0.1)

@@ -83,19 +83,44 @@ public final class MappedBusReader implements AutoCloseable {
     }
 
     /**
-     * Opens the file as {@code docs/files-and-rolling.md} says (it must exist and be a complete bus: a reader
+     * Waits up to {@code waitMs} for a writer to create the bus, then {@link #open()}s it.
+     *
+     * <p>Opens the file as {@code docs/files-and-rolling.md} says (it must exist and be a complete bus: a reader
      * never creates, grows or writes a file that is not one; never through a link; owner and mode
      * checked), checks the sizes its metadata records, and records the limit seen now (for
      * {@link #hasRecovered()}).
      *
+     * @param waitMs how long to wait for a writer to create the bus, in milliseconds (0: not at all)
      * @return this reader
-     * @throws NoSuchFileException     if there is no such file
+     * @throws NoSuchFileException     if there is no such file (after {@code waitMs})
+     * @throws InterruptedException    if interrupted while waiting
      * @throws IOException             if the file cannot be opened or mapped, or is shorter than the mapping
      * @throws UnsafeBusFileException  if the path is a link, not a regular file, or foreign (see
      *                                 {@link #setAllowForeign})
      * @throws BusMismatchException    if the bus was created with other sizes
      * @throws BusLockTimeoutException if another process holds the open lock longer than the lock timeout
      * @throws CorruptBusException     if the limit is not on a record boundary for this record size
+     */
+    public MappedBusReader open(long waitMs) throws IOException, InterruptedException {
+        long deadline = System.nanoTime() + waitMs * 1_000_000L;
+        for (;;) {
+            try {
+                return open();
+            } catch (NoSuchFileException e) {
+                if (System.nanoTime() - deadline >= 0) {
+                    throw e;
+                }
+                Thread.sleep(5);
+            }
+        }
+    }
+
+    /**
+     * Maps the file (which must exist: a reader never creates a bus; see {@link #open(long)} to wait for a writer
+     * to create it) and places the reader; see the other exceptions of {@link #open(long)}.
+     *
+     * @return this reader
+     * @throws IOException as {@link #open(long)}
      */
     public MappedBusReader open() throws IOException {
         if (closed || mem != null) {

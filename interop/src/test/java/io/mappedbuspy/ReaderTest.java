@@ -355,4 +355,27 @@ public final class ReaderTest {
         }
         assertArrayEquals(before, Buses.bytes(path), "file untouched");
     }
+
+    /** open(waitMs) waits for a writer to create the bus (a reader never creates one); without one, it gives up. */
+    @org.junit.jupiter.api.Test
+    public void openWithWaitWaitsForAWriterToCreateTheBus() throws Exception {
+        String path = tmp.resolve("late.bus").toString();
+        Thread writer = new Thread(() -> {
+            try {
+                Thread.sleep(300);
+                new MappedBusWriter(path, 100_000, 12).open().close();
+            } catch (Exception e) {
+                throw new RuntimeException(e);
+            }
+        });
+        writer.start();
+        long t0 = System.nanoTime();
+        try (MappedBusReader r = new MappedBusReader(path, 100_000, 12).open(10_000)) {
+            org.junit.jupiter.api.Assertions.assertTrue(System.nanoTime() - t0 >= 250_000_000L, "waited");
+            org.junit.jupiter.api.Assertions.assertNotNull(r.busId());
+        }
+        writer.join();
+        org.junit.jupiter.api.Assertions.assertThrows(java.nio.file.NoSuchFileException.class,
+                () -> new MappedBusReader(path + "-none", 100_000, 12).open(100));
+    }
 }

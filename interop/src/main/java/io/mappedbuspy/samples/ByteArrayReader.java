@@ -34,7 +34,7 @@ public final class ByteArrayReader {
             SampleArgs.Backoff backoff = new SampleArgs.Backoff();
             int n = 0;
             try (MappedBusReader reader = new MappedBusReader(a.stringOption("--path", ByteArrayWriter.DEFAULT_PATH),
-                    ByteArrayWriter.FILE_SIZE, ByteArrayWriter.RECORD_SIZE).open()) {
+                    ByteArrayWriter.FILE_SIZE, ByteArrayWriter.RECORD_SIZE).open(idleNanos / 1_000_000)) {
                 long lastSeen = System.nanoTime();
                 while (count <= 0 || n < count) {
                     try {

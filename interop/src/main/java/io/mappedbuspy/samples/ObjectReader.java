@@ -35,7 +35,7 @@ public final class ObjectReader {
             SampleArgs.Backoff backoff = new SampleArgs.Backoff();
             int n = 0;
             try (MappedBusReader reader = new MappedBusReader(a.stringOption("--path", ObjectWriter.DEFAULT_PATH),
-                    ObjectWriter.FILE_SIZE, ObjectWriter.RECORD_SIZE).open()) {
+                    ObjectWriter.FILE_SIZE, ObjectWriter.RECORD_SIZE).open(idleNanos / 1_000_000)) {
                 long lastSeen = System.nanoTime();
                 while (count <= 0 || n < count) {
                     try {
