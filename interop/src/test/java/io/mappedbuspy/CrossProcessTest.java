@@ -31,7 +31,8 @@ public final class CrossProcessTest {
         cmd.add(System.getProperty("java.class.path"));
         cmd.add("io.mappedbuspy.tools.BusTool");
         cmd.addAll(List.of(args));
-        return new ProcessBuilder(cmd).redirectErrorStream(true).start();
+        // stderr apart: a JVM may warn there (JDK 24+ on sun.misc.Unsafe), and the tests read stdout by line.
+        return new ProcessBuilder(cmd).redirectError(ProcessBuilder.Redirect.INHERIT).start();
     }
 
     private static BufferedReader lines(Process p) {
@@ -100,7 +101,8 @@ public final class CrossProcessTest {
     @Timeout(60)
     public void slowWriterProcessGetsFalse() throws Exception {
         String path = tmp.resolve("slowxp.bus").toString();
-        Process p = busTool("slow-write", path, "4096", "12", "1000");
+        // The writer sleeps 4 s: long enough for this reader to open and time out on a loaded machine.
+        Process p = busTool("slow-write", path, "4096", "12", "4000");
         BufferedReader out = lines(p);
         assertEquals("allocated 8", out.readLine(), "first line");
         try (MappedBusReader r = new MappedBusReader(path, 4096, 12).open()) {
