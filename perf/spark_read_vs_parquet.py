@@ -1,14 +1,18 @@
 """Batch-read throughput of the mappedbus Spark source beside Parquet, same records, same run.
 
-    python perf/spark_read_vs_parquet.py --records 5000000
+    python perf/spark_read_vs_parquet.py            # 2 M records
+    python perf/spark_read_vs_parquet.py --full     # 20 M records (the issue's target size)
 
 Writes N PriceUpdate records to a bus in /dev/shm (Python ``write_batch``), copies them to Parquet
 (also in /dev/shm, so both are read from RAM), then times with the same SparkSession:
 ``count()`` and ``agg(sum(price), sum(quantity), max(source))`` on the bus (decoded with
 ``layout=PriceUpdate``; columnar batches, and row by row for comparison) and on the Parquet copy.
-Best of ``--repeat`` runs after one warm-up. Prints one JSON object (rows/s).
-Parquet answers ``count()`` from its footers without reading data, so the aggregate is the fair
-comparison.
+Also ``groupBy(source)``, a filter on a field (``source = 3``, evaluated by Spark on both), and a
+position range (10 % of the records in the middle: pushed down to the bus source, which plans only
+those slots; Parquet skips row groups by their statistics). The Parquet copy holds ``position`` and
+``meta`` too, so both sides answer the same queries. Best of ``--repeat`` runs after one warm-up.
+Prints one JSON object (rows/s, and ``ratios``: bus time / Parquet time per query, target <= 1.0).
+Parquet answers ``count()`` from its footers without reading data.
 """
 import argparse
 import json
@@ -40,13 +44,14 @@ def best(fn, repeat):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--records", type=int, default=5_000_000)
+    ap.add_argument("--records", type=int, default=2_000_000)
+    ap.add_argument("--full", action="store_true", help="20 M records")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--dir", default="/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir())
     args = ap.parse_args(argv)
 
-    n = args.records
+    n = 20_000_000 if args.full else args.records
     tag = f"spark-perf-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     bus = os.path.join(args.dir, tag + ".bus")
     parquet = os.path.join(args.dir, tag + ".parquet")
@@ -71,7 +76,7 @@ def main(argv=None):
             return (spark.read.format("mappedbus").option("path", bus).option("layout", "PriceUpdate")
                     .option("columnar", str(columnar).lower()).load())
 
-        bus_df().select("source", "price", "quantity").write.parquet(parquet)
+        bus_df().write.parquet(parquet)
         pq_df = lambda: spark.read.parquet(parquet)  # noqa: E731
 
         aggs = [F.sum("price").alias("p"), F.sum("quantity").alias("q"), F.max("source").alias("s")]
@@ -80,6 +85,19 @@ def main(argv=None):
             got = tuple(make().agg(*aggs).first())
             assert got == want, (make.__name__, got, want)
             assert make().count() == n
+
+        lo, hi = 8 + (n * 45 // 100) * 20, 8 + (n * 55 // 100) * 20
+        queries = {
+            "count": lambda df: df.count(),
+            "sum": lambda df: df.agg(*aggs).collect(),
+            "groupBy": lambda df: df.groupBy("source").agg(F.sum("price")).collect(),
+            "filter": lambda df: df.where(F.col("source") == 3).agg(F.sum("price")).collect(),
+            "position_range": lambda df: df.where((F.col("position") >= lo) & (F.col("position") < hi))
+                                           .agg(F.sum("price")).collect(),
+        }
+        for make in (bus_df, pq_df):  # the same answers on both sides
+            assert make().where((F.col("position") >= lo) & (F.col("position") < hi)).count() == n // 10
+            assert make().where(F.col("source") == 3).count() == (n + 12) // 16
 
         cases = {
             "bus_columnar": bus_df,
@@ -90,12 +108,13 @@ def main(argv=None):
                   "parquet_bytes": sum(os.path.getsize(os.path.join(parquet, f))
                                        for f in os.listdir(parquet))}
         for name, make in cases.items():
-            t_count = best(lambda: make().count(), args.repeat)
-            t_agg = best(lambda: make().agg(*aggs).collect(), args.repeat)
-            result[name] = {"count_rows_per_s": round(n / t_count), "sum_rows_per_s": round(n / t_agg),
-                            "count_s": round(t_count, 4), "sum_s": round(t_agg, 4)}
-        result["sum_bus_columnar_vs_parquet"] = round(
-            result["bus_columnar"]["sum_rows_per_s"] / result["parquet"]["sum_rows_per_s"], 2)
+            result[name] = {}
+            for q, run in queries.items():
+                t = best(lambda: run(make()), args.repeat)
+                result[name][q + "_s"] = round(t, 4)
+                result[name][q + "_rows_per_s"] = round(n / t)
+        result["ratios"] = {q: round(result["bus_columnar"][q + "_s"] / result["parquet"][q + "_s"], 2)
+                            for q in queries}
         print(json.dumps(result, indent=1))
     finally:
         if spark is not None:
