@@ -43,7 +43,7 @@ def _iox2_service(name):
     return iox2, node, svc, PriceUpdateC
 
 
-def _reader(kind, chan, n, warmup, ready, result):
+def _reader(kind, chan, n, warmup, ready, result, done):
     if kind == "iox2":
         iox2, node, svc, _ = _iox2_service(chan)
         sub = svc.subscriber_builder().buffer_size(4096).create()
@@ -70,17 +70,23 @@ def _reader(kind, chan, n, warmup, ready, result):
         recv = chan.get
     ready.set()
     dt = _timed_receive(recv, n, warmup)
+    done.set()
     result.put(dt)
     if kind == "zmq":
         sock.close(linger=0)
         ctx.term()
 
 
-def _writer(kind, chan, n, msg):
+def _writer(kind, chan, n, msg, done):
     if kind == "iox2":
         iox2, node, svc, PriceUpdateC = _iox2_service(chan)
         pub = (svc.publisher_builder()
                .backpressure_strategy(iox2.BackpressureStrategy.RetryUntilDelivered).create())
+        # A sample sent before the publisher has connected to the subscriber is lost: wait for it.
+        deadline = time.monotonic() + 60
+        while svc.dynamic_config.number_of_subscribers < 1 and time.monotonic() < deadline:
+            time.sleep(0.001)
+        pub.update_connections()
         send = pub.send_copy
         msg = PriceUpdateC.from_buffer_copy(msg)
     elif kind == "zmq":
@@ -98,6 +104,9 @@ def _writer(kind, chan, n, msg):
         send = chan.put
     for _ in range(n):
         send(msg)
+    if kind == "iox2":
+        # The samples live in the publisher's memory: it stays until the reader has them all.
+        done.wait(600)
     if kind == "zmq":
         sock.close(linger=-1)     # lingers until every message is handed over
         ctx.term()
@@ -120,13 +129,19 @@ def run_python_peer(kind, n, warmup):
         chan = f"mbperf/{os.getpid()}/{time.monotonic_ns()}"    # the service name
     else:
         raise SystemExit(f"unknown peer {kind}")
-    ready, result = ctx.Event(), ctx.SimpleQueue()
-    r = ctx.Process(target=_reader, args=(kind, chan, n, warmup, ready, result))
+    ready, result, done = ctx.Event(), ctx.SimpleQueue(), ctx.Event()
+    r = ctx.Process(target=_reader, args=(kind, chan, n, warmup, ready, result, done))
     r.start()
     if not ready.wait(60):
         raise RuntimeError(f"{kind} reader never started")
-    w = ctx.Process(target=_writer, args=(kind, chan, n, MESSAGE))
+    w = ctx.Process(target=_writer, args=(kind, chan, n, MESSAGE, done))
     w.start()
+    # A reader that never gets every message (a lost one) would wait forever: bounded here.
+    r.join(600)
+    if r.is_alive():
+        r.kill()
+        w.kill()
+        raise RuntimeError(f"{kind}: the reader did not receive {n} messages within 600 s")
     dt = result.get()
     w.join(60)
     r.join(60)

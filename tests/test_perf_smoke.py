@@ -2,6 +2,7 @@
 
 No assertion on speed: this machine is shared and the counts are tiny. perf/run.py --quick or
 --full gives the figures."""
+import importlib.util
 import json
 import math
 import os
@@ -23,8 +24,22 @@ NAMED = [
     "faster_fifo_msgs_per_s", "py4j_msgs_per_s",
     "mem_writer_peak_rss_kb_small", "mem_reader_peak_rss_kb_large",
     "mem_writer_private_growth_kb", "mem_reader_private_growth_kb",
-    "ratio_py_py_vs_java_original", "ratio_java_py_vs_java_java", "ratio_py_java_vs_py4j",
+    "ratio_java_py_vs_java_java", "ratio_py_java_vs_py4j",
+    # the Python per-message forms and their floor (bus calls replaced by a C no-op)
+    "py_py_fields_msgs_per_s", "py_floor_ns_per_msg", "py_fields_floor_ns_per_msg",
+    "py_bus_overhead_ns_per_msg",
+    # default (fresh file, page faults timed) and prefaulted pairs
+    "java_java_default_msgs_per_s", "java_java_prefault_msgs_per_s",
+    "py_py_default_msgs_per_s", "py_py_prefault_msgs_per_s",
 ]
+# Measured in the same run only when the Java original is beside the checkout.
+ORIGINAL = [
+    "java_original_msgs_per_s", "java_original_default_msgs_per_s",
+    "java_original_prefault_msgs_per_s", "ratio_py_py_vs_java_original",
+    "ratio_java_java_default_vs_java_original_default",
+    "ratio_java_java_prefault_vs_java_original_prefault", "ratio_py_batch_vs_java_original",
+]
+ORIGINAL_JAR = os.path.join(os.path.dirname(ROOT), "shared", "original", "mappedbus-0.5.1-jdk17.jar")
 MACHINE = ["machine_cpu", "machine_cores", "machine_ram_gb", "machine_kernel", "machine_python",
            "machine_java"]
 
@@ -34,19 +49,29 @@ MACHINE = ["machine_cpu", "machine_cores", "machine_ram_gb", "machine_kernel", "
 def test_smoke_run_writes_every_named_figure(tmp_path):
     before = {n for n in os.listdir("/dev/shm") if n.startswith("mbperf-")}
     proc = subprocess.run([sys.executable, os.path.join(ROOT, "perf", "run.py"), "--smoke",
-                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=170)
+                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=400)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "[1/" in proc.stderr          # progress is shown
     figures = json.loads((tmp_path / "latest.json").read_text())
-    missing = [k for k in NAMED + MACHINE if k not in figures]
+    named = NAMED + (ORIGINAL if os.path.exists(ORIGINAL_JAR) else [])
+    if importlib.util.find_spec("iceoryx2"):
+        named.append("iox2_msgs_per_s")
+    missing = [k for k in named + MACHINE if k not in figures]
     assert not missing, missing
-    for k in NAMED:
+    # The original is measured, never a constant: its ratio is the two figures of this run.
+    if os.path.exists(ORIGINAL_JAR):
+        assert figures["ratio_py_py_vs_java_original"] == pytest.approx(
+            figures["py_py_msgs_per_s"] / figures["java_original_msgs_per_s"])
+    else:
+        assert "java_original_msgs_per_s" not in figures
+    for k in named:
         assert isinstance(figures[k], (int, float)) and math.isfinite(figures[k]), (k, figures[k])
         if k.endswith(("msgs_per_s", "_ns", "mb_per_s")):
             assert figures[k] > 0, (k, figures[k])
     assert figures["mode"] == "smoke"
     table = (tmp_path / "latest.md").read_text()
     assert "| mappedbus_py Python -> Python, per message |" in table
+    assert "Side by side in this run" in table and "| mappedbus_py Java port |" in table
     for png in ("throughput.png", "payload.png", "latency.png"):
         assert (tmp_path / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # Every bus file the suite made is gone.
