@@ -28,6 +28,22 @@ def write_ids(path, file_size, ids):
             assert w.write(struct.pack("<qi", i, i % 97))
 
 
+def limit_of(path):
+    try:
+        with open(path, "rb") as f:
+            return int.from_bytes(f.read(8), "little")
+    except FileNotFoundError:
+        return 0
+
+
+def wait_for_growth(path, timeout):
+    start = limit_of(path)
+    deadline = time.time() + timeout
+    while limit_of(path) == start:
+        assert time.time() < deadline, f"{path} did not grow in {timeout} s"
+        time.sleep(0.002)
+
+
 def output_ids(path, file_size):
     return [struct.unpack_from("<q", payload)[0] for _, _, payload in read_all(path, file_size, RECORD)]
 
@@ -92,7 +108,10 @@ def test_stopped_and_killed_query_restarted_ten_times_writes_each_record_once(tm
                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
         try:
             assert p.stdout.readline().strip() == "started", f"round {round_}: the child did not start"
-            time.sleep(rng.uniform(0.2, 2.5))
+            # Strike while batches are being written: just after the output grows (records on the bus,
+            # the batch not yet committed in the checkpoint), or a little later.
+            wait_for_growth(dst, 120)
+            time.sleep(rng.choice([rng.uniform(0, 0.05), rng.uniform(0, 1.5)]))
             kind = rng.choice(["stop", "kill"])
             kinds.append(kind)
             p.send_signal(signal.SIGTERM if kind == "stop" else signal.SIGKILL)

@@ -219,6 +219,10 @@ public final class BusOptions implements Serializable {
             return new BusOptions(options);
         }
         BusOptions first = new BusOptions(forBus(options, many[0]));
+        if (first.layout != null && first.layout.fields().stream().anyMatch(f -> f.name().equalsIgnoreCase(BUS))) {
+            throw new IllegalArgumentException("mappedbus: layout field 'bus' clashes with the column naming each "
+                    + "record's bus in a read of several buses (" + p + ")");
+        }
         first.buses = many;
         first.raw.put("path", p);
         return first;
