@@ -285,13 +285,14 @@ cdef class MappedBusWriter:
         return self._commit(rec)
 
     def fields_writer(self, message_class):
-        """A function ``write(*values)`` that writes one ``message_class`` record from its
-        field values, in declaration order, with no message object: the fastest per-message
-        form from Python (``write = w.fields_writer(PriceUpdate); write(1, price, 7)``). It
-        checks values as setting the fields would, before allocating the record, and returns
-        what ``write()`` returns. Use ``write(message)`` when the message object exists anyway
-        (it was read, or is passed around); use this in a loop that builds each record from
-        values."""
+        """A callable ``write(*values)`` that writes one ``message_class`` record from its
+        field values, in declaration order, with no message object
+        (``write = w.fields_writer(PriceUpdate); write(1, price, 7)``). It checks values as
+        setting the fields would, before allocating the record, and returns what ``write()``
+        returns. It costs about what setting one field and ``write(message)`` cost (measured,
+        PriceUpdate: 1081 against 993 instructions per record), so it pays only when most
+        fields change from record to record; otherwise keep one message object, set the
+        fields that change and ``write(message)`` it."""
         return _FieldsWriter(self, message_class)
 
     def write_batch(self, rows, meta=0):

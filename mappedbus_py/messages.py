@@ -59,8 +59,10 @@ class Message(MessageBase):
     ``size`` or ``type``: it then hides the Java-style ``size()`` / ``type()`` methods on that
     class, whose values stay available as ``payload_size`` and ``type_id``.
 
-    For the fastest per-message writes, ``MappedBusWriter.fields_writer(cls)`` returns a
-    function taking the field values in order and writing one record, with no message object.
+    ``MappedBusWriter.fields_writer(cls)`` returns a function taking the field values in
+    order and writing one record with no message object; it pays when most fields change
+    from record to record (see its docstring), else set the changing fields and
+    ``write(message)``.
     """
 
     type_id = 0
