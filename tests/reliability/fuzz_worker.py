@@ -126,8 +126,10 @@ def drive(path, c, outcomes):
     """Open the reader and run the ops; record how the case ended."""
     rsize = c["record_size"]
     try:
+        # A short lock timeout: an empty file is "a bus being created" to a reader, which
+        # waits that long for it.
         r = MappedBusReader(path, c["file_size"], rsize, timeout=0, start=c["start"],
-                            read_only=c["read_only"])
+                            read_only=c["read_only"], lock_timeout=0.02)
         with r:
             buf = bytearray(rsize)
             batch = np.zeros((8, rsize), np.uint8)

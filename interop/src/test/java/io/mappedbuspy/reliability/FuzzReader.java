@@ -91,7 +91,8 @@ public final class FuzzReader {
         boolean readOnly = a[3].equals("1");
         long seed = Long.parseLong(a[4]);
         java.util.Random rnd = new java.util.Random(seed);
-        try (MappedBusReader r = new MappedBusReader(path, fileSize, recordSize, readOnly).open()) {
+        // A short lock timeout: an empty case is "a bus being created" to a reader, which waits that long for it.
+        try (MappedBusReader r = new MappedBusReader(path, fileSize, recordSize, readOnly).setLockTimeout(20).open()) {
             r.setTimeout(0);
             byte[] buf = new byte[recordSize];
             RawPayload raw = new RawPayload(recordSize);
