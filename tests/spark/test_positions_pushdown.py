@@ -132,3 +132,28 @@ def test_rolling_bus_position_range_opens_only_its_segments(spark, bus_dir):
     assert prices(bus_reader(spark, bus_dir, layout="PriceUpdate", startingPosition=gpos(20))) == list(range(20, 50))
     with pytest.raises(Exception, match="invalid status"):
         bus_reader(spark, bus_dir, layout="PriceUpdate").count()
+
+
+def test_count_is_answered_from_the_statuses_per_partition(spark, bus_path, tmp_path):
+    write_prices(bus_path, 1000)
+    with MappedBusWriter(bus_path, FILE_SIZE, 12) as w:
+        for _ in range(7):
+            assert w.write(b"ab")                 # meta 2
+    df = bus_reader(spark, bus_path, layout="PriceUpdate", recordsPerPartition=300)
+    plan = df.groupBy().count()._jdf.queryExecution().executedPlan().toString()
+    assert "count(*) pushed" in plan
+    assert df.count() == 1007
+    assert df.where("meta = 2").count() == 7
+    assert df.where(f"position >= {pos(990)}").count() == 17
+    assert df.where("price > 989").count() == 10 + 0   # not pushed (a field): Spark counts rows
+    assert "count(*) pushed" not in df.where("price > 989").groupBy().count()._jdf.queryExecution() \
+        .executedPlan().toString()
+    assert bus_reader(spark, bus_path, layout="PriceUpdate", columnar="false").count() == 1007
+    # A rolled-back slot is not counted.
+    hung = 8 + 1007 * SLOT
+    with open(bus_path, "r+b") as f:
+        f.seek(0)
+        f.write((hung + SLOT).to_bytes(8, "little"))   # one more slot allocated ...
+        f.seek(hung)
+        f.write((2).to_bytes(4, "little"))             # ... and rolled back
+    assert bus_reader(spark, bus_path, layout="PriceUpdate").count() == 1007

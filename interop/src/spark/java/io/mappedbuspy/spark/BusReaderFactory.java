@@ -25,6 +25,23 @@ final class BusReaderFactory implements PartitionReaderFactory {
     static final int PAYLOAD_TRIMMED = 3;
     static final int FIELD = 4;
     static final int BUS = 5;
+    static final int COUNT = 6;
+
+    private static boolean hasField(BusLayout layout, String name) {
+        for (BusLayout.Field f : layout.fields()) {
+            if (f.name().equalsIgnoreCase(name)) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /** A factory for another bus (or this host's) with this one's columns, filters and pushed count. */
+    BusReaderFactory with(BusOptions o, StructType s) {
+        BusReaderFactory f = new BusReaderFactory(o, s, metas);
+        f.counts = counts;
+        return f;
+    }
 
     final StructType schema;
     final int[] kinds;
@@ -36,6 +53,8 @@ final class BusReaderFactory implements PartitionReaderFactory {
     final boolean columnar;
     /** Pushed-down {@code meta = x} / {@code meta IN (...)}: the metadata values kept, sorted; null keeps all. */
     final int[] metas;
+    /** {@code count(*)} pushed down: each partition gives one row of this many copies of its count; 0: off. */
+    int counts;
     /** The read's options: per-host reads plan on the executor with them. */
     final BusOptions options;
 
@@ -63,6 +82,8 @@ final class BusReaderFactory implements PartitionReaderFactory {
             } else if (o.layout == null) {
                 kinds[i] = o.trimPayload ? PAYLOAD_TRIMMED : PAYLOAD;
                 sizes[i] = o.recordSize;
+            } else if (!hasField(o.layout, name)) {
+                kinds[i] = COUNT; // a pushed-down count(*) column (read by CountReader)
             } else {
                 BusLayout.Field f = o.layout.field(name);
                 kinds[i] = FIELD;
@@ -83,6 +104,9 @@ final class BusReaderFactory implements PartitionReaderFactory {
         if (partition instanceof MultiBusPartition) {
             return new MultiBusPartition.Reader<>(this, (MultiBusPartition) partition, false);
         }
+        if (counts > 0) {
+            return new CountReader<>(this, (BusPartition) partition, false);
+        }
         try {
             return new BusRowReader(this, (BusPartition) partition);
         } catch (IOException e) {
@@ -97,6 +121,9 @@ final class BusReaderFactory implements PartitionReaderFactory {
         }
         if (partition instanceof MultiBusPartition) {
             return new MultiBusPartition.Reader<>(this, (MultiBusPartition) partition, true);
+        }
+        if (counts > 0) {
+            return new CountReader<>(this, (BusPartition) partition, true);
         }
         try {
             return new BusColumnarReader(this, (BusPartition) partition);

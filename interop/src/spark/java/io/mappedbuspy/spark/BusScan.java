@@ -36,6 +36,8 @@ final class BusScan implements Scan, Batch {
     /** Pushed-down metadata values (sorted), or null for any. */
     private final int[] metas;
     private final boolean pushed;
+    /** {@code count(*)} aggregates pushed down (the schema is then one long column per aggregate), or 0. */
+    int counts;
     /** Planned by a task of a per-host read on its own host (see {@link HostPartition}). */
     private boolean local;
 
@@ -63,7 +65,8 @@ final class BusScan implements Scan, Batch {
                 + (options.layout == null ? "" : " layout=" + options.layout.name())
                 + (lo == Long.MIN_VALUE && hi == Long.MAX_VALUE ? "" : " positions=[" + (lo == Long.MIN_VALUE
                 ? "" : lo) + ", " + (hi == Long.MAX_VALUE ? "" : hi) + ")")
-                + (metas == null ? "" : " meta in " + Arrays.toString(metas));
+                + (metas == null ? "" : " meta in " + Arrays.toString(metas))
+                + (counts == 0 ? "" : " count(*) pushed");
     }
 
     @Override
@@ -73,7 +76,7 @@ final class BusScan implements Scan, Batch {
 
     @Override
     public MicroBatchStream toMicroBatchStream(String checkpointLocation) {
-        if (pushed) {
+        if (pushed || counts != 0) {
             // Spark does not push filters into streaming scans; were it to, they must not be lost.
             throw new IllegalStateException("mappedbus: filters were pushed into a streaming scan of " + options.path);
         }
@@ -184,7 +187,9 @@ final class BusScan implements Scan, Batch {
 
     @Override
     public PartitionReaderFactory createReaderFactory() {
-        return new BusReaderFactory(options, schema, metas);
+        BusReaderFactory f = new BusReaderFactory(options, schema, metas);
+        f.counts = counts;
+        return f;
     }
 
     /**

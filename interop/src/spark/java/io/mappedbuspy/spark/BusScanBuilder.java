@@ -1,6 +1,10 @@
 package io.mappedbuspy.spark;
 
+import org.apache.spark.sql.connector.expressions.aggregate.AggregateFunc;
+import org.apache.spark.sql.connector.expressions.aggregate.Aggregation;
+import org.apache.spark.sql.connector.expressions.aggregate.CountStar;
 import org.apache.spark.sql.connector.read.Scan;
+import org.apache.spark.sql.connector.read.SupportsPushDownAggregates;
 import org.apache.spark.sql.connector.read.SupportsPushDownFilters;
 import org.apache.spark.sql.connector.read.SupportsPushDownRequiredColumns;
 import org.apache.spark.sql.sources.EqualTo;
@@ -27,7 +31,8 @@ import java.util.TreeSet;
  * {@code IN}) narrows the slots planned; {@code meta = x} and {@code meta IN (...)} are applied by the
  * readers before anything is decoded.
  */
-final class BusScanBuilder implements SupportsPushDownRequiredColumns, SupportsPushDownFilters {
+final class BusScanBuilder implements SupportsPushDownRequiredColumns, SupportsPushDownFilters,
+        SupportsPushDownAggregates {
     private final BusOptions options;
     private StructType schema;
     /** Pushed position range {@code [lo, hi)}. */
@@ -36,6 +41,8 @@ final class BusScanBuilder implements SupportsPushDownRequiredColumns, SupportsP
     /** Pushed metadata values (null: any). */
     private Set<Integer> metas;
     private Filter[] pushed = new Filter[0];
+    /** {@code count(*)} pushed down (Spark sums the partitions' counts): how many such aggregates, or 0. */
+    private int counts;
 
     BusScanBuilder(BusOptions options, StructType schema) {
         this.options = options;
@@ -178,13 +185,45 @@ final class BusScanBuilder implements SupportsPushDownRequiredColumns, SupportsP
         return l == null || l != l.intValue() ? null : l.intValue();
     }
 
+    /**
+     * Takes {@code count(*)} without grouping (Spark pushes it only when every filter was pushed): each
+     * partition returns its number of committed (and meta-matching) records, from the statuses alone,
+     * instead of one empty row per record.
+     */
+    @Override
+    public boolean pushAggregation(Aggregation aggregation) {
+        if (aggregation.groupByExpressions().length != 0 || aggregation.aggregateExpressions().length == 0) {
+            return false;
+        }
+        for (AggregateFunc f : aggregation.aggregateExpressions()) {
+            if (!(f instanceof CountStar)) {
+                return false;
+            }
+        }
+        counts = aggregation.aggregateExpressions().length;
+        List<StructField> cols = new ArrayList<>();
+        for (int i = 0; i < counts; i++) {
+            cols.add(new StructField("count" + i, org.apache.spark.sql.types.DataTypes.LongType, false,
+                    org.apache.spark.sql.types.Metadata.empty()));
+        }
+        schema = new StructType(cols.toArray(new StructField[0]));
+        return true;
+    }
+
+    @Override
+    public boolean supportCompletePushDown(Aggregation aggregation) {
+        return false;
+    }
+
     @Override
     public Scan build() {
         int[] m = null;
         if (metas != null) {
             m = new TreeSet<>(metas).stream().mapToInt(Integer::intValue).toArray();
         }
-        return new BusScan(options, schema, lo, hi, m);
+        BusScan scan = new BusScan(options, schema, lo, hi, m);
+        scan.counts = counts;
+        return scan;
     }
 
     @Override

@@ -126,7 +126,7 @@ final class HostPartition implements InputPartition {
             }
             BusOptions o = BusOptions.parse(p.rawOptions);
             this.parts = BusScan.planLocally(o, factory.schema, p.lo, p.hi, p.metas);
-            this.local = new BusReaderFactory(o, factory.schema, p.metas);
+            this.local = factory.with(o, factory.schema);
         }
 
         @Override

@@ -76,7 +76,7 @@ final class MultiBusPartition implements InputPartition {
 
         Reader(BusReaderFactory outer, MultiBusPartition p, boolean columnar) {
             StructType innerSchema = withoutBus(outer.schema);
-            BusReaderFactory f = new BusReaderFactory(p.options, innerSchema, outer.metas);
+            BusReaderFactory f = outer.with(p.options, innerSchema);
             this.inner = columnar ? f.createColumnarReader(p.inner) : f.createReader(p.inner);
             this.busCol = busColumn(outer.schema);
             this.width = outer.schema.fields().length;
