@@ -21,6 +21,17 @@ def epochs_done(path):
     return [int(m) for m in re.findall(r"^epoch (\d+)$", path.read_text(), re.M)]
 
 
+def remove_finished_epochs(shm_dir, outs, deleted):
+    """Remove the epochs every process is done with, as a rotating bus would; returns how
+    many are removed now in all."""
+    done = min(max(epochs_done(o), default=-1) for o in outs)
+    while deleted < done:
+        os.unlink(shm_dir / f"epoch-{deleted}")
+        os.unlink(shm_dir / f"epoch-{deleted}.meta")
+        deleted += 1
+    return deleted
+
+
 def anon_rss(p):
     m = p.memory_info()
     return m.rss - m.shared
@@ -45,19 +56,19 @@ def test_four_writers_two_readers_keep_memory_and_descriptors_flat(shm_dir):
             for p, h in zip(procs, handles):
                 assert p.poll() is None, f"{h.pid} exited early: {p.returncode}"
                 samples[p.pid].append((anon_rss(h), h.num_fds()))
-            # Epochs every process is done with are removed, as a rotating bus would be.
-            done = min(max(epochs_done(o), default=-1) for o in outs)
-            while deleted < done:
-                os.unlink(shm_dir / f"epoch-{deleted}")
-                os.unlink(shm_dir / f"epoch-{deleted}.meta")
-                deleted += 1
+            deleted = remove_finished_epochs(shm_dir, outs, deleted)
         last = max(int(f.split("-")[1]) for f in os.listdir(shm_dir)
                    if f.startswith("epoch-") and f[6:].isdigit())   # not the .meta files
         stop = shm_dir / "stop.tmp"
         stop.write_text(str(last + 1))
         os.rename(stop, shm_dir / "stop")       # atomic: every process sees the same last epoch
-        for p in procs:
-            p.wait(timeout=120)
+        # Keep removing finished epochs: a writer's back-pressure waits for them to go before
+        # it can reach the last epoch.
+        finish_by = time.monotonic() + 120
+        while any(p.poll() is None for p in procs):
+            assert time.monotonic() < finish_by, "processes did not reach the last epoch"
+            deleted = remove_finished_epochs(shm_dir, outs, deleted)
+            time.sleep(0.05)
     finally:
         for p in procs:
             if p.poll() is None:
