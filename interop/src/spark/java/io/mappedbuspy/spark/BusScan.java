@@ -201,6 +201,35 @@ final class BusScan implements Scan, Batch {
         return settledRange(m, o, path, fileSize, Layout.FIRST_RECORD_OFFSET, Long.MAX_VALUE);
     }
 
+    /**
+     * The end of the run of settled slots (committed or rolled back) from {@code from}, found with bulk
+     * copies and plain reads: a settled status never changes, so a plain read that sees one is right;
+     * anything else (uncommitted, or invalid) is left to the caller's acquire loads from there.
+     */
+    static long settledPrefix(MemoryMappedFile m, long from, long end, long slot) {
+        int per = (int) Math.max(1, Math.min(65536, (1 << 22) / slot));
+        byte[] buf = null;
+        long pos = from;
+        while (pos < end) {
+            int k = (int) Math.min(per, (end - pos) / slot);
+            if (k <= 0) {
+                break;
+            }
+            if (buf == null) {
+                buf = new byte[(int) (Math.min(per, (end - from) / slot) * slot)];
+            }
+            m.getBytes(pos, buf, 0, (int) (k * slot));
+            for (int i = 0; i < k; i++) {
+                int st = (int) SlotChunks.INT.get(buf, (int) (i * slot));
+                if (st != Layout.STATUS_COMMITTED && st != Layout.STATUS_ROLLED_BACK) {
+                    return pos + i * slot;
+                }
+            }
+            pos += k * slot;
+        }
+        return pos;
+    }
+
     /** The first record boundary at or after {@code offset} (an offset in one file). */
     private long alignUp(long offset) {
         if (offset <= Layout.FIRST_RECORD_OFFSET) {
@@ -234,7 +263,7 @@ final class BusScan implements Scan, Batch {
         // crashed batch costs one timeout, not one per slot. It stops when a slot waited on commits.
         boolean clock = false;
         long deadline = 0;
-        for (long pos = from; pos < end; pos += slot) {
+        for (long pos = settledPrefix(m, from, end, slot); pos < end; pos += slot) {
             int status = m.getStatus(pos);
             if (status == Layout.STATUS_NOT_SET) {
                 if (!o.waitUncommitted) {
