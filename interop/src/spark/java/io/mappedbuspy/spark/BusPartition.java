@@ -230,8 +230,8 @@ final class BusPartition implements InputPartition {
         String here = localHostName();
         if (!here.equals(requiredHost)) {
             throw new java.io.IOException("mappedbus: bus " + path + " is node-local to " + requiredHost
-                    + " but this task runs on " + here + " (run executors on the bus node, raise "
-                    + "spark.locality.wait, or set option checkHost=false if every node has its own bus)");
+                    + " but this task runs on " + here + " (run executors on the bus node and raise spark.locality.wait; "
+                    + "to read every host's own bus, use option hosts: a per-host read)");
         }
     }
 }
