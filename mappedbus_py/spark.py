@@ -22,8 +22,8 @@ import os
 import subprocess
 import sys
 
-__all__ = ("session", "jar_paths", "realtime_sink", "start_realtime", "realtime_passthrough",
-           "realtime_aggregate")
+__all__ = ("session", "jar_paths", "layout_of", "layout_options", "realtime_sink", "start_realtime",
+           "realtime_passthrough", "realtime_aggregate")
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -16,7 +16,8 @@ def test_import_is_lazy_and_api_small():
             "print(sorted(s.__all__))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env=dict(os.environ, PYTHONPATH=str(ROOT))).stdout
-    assert out.strip() == "['jar_paths', 'session']"
+    assert out.strip() == ("['jar_paths', 'layout_of', 'layout_options', 'realtime_aggregate', "
+                           "'realtime_passthrough', 'realtime_sink', 'session', 'start_realtime']")
 
 
 def test_session_has_the_jars(spark):

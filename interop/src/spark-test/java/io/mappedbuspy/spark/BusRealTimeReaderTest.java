@@ -32,10 +32,14 @@ public final class BusRealTimeReaderTest {
     Path dir;
 
     private BusOptions options(String path) {
+        return options(path, "seq:int64,ts:int64");
+    }
+
+    private BusOptions options(String path, String layout) {
         Map<String, String> m = new HashMap<>();
         m.put("path", path);
         m.put("fileSize", Long.toString(FILE_SIZE));
-        m.put("layout", "seq:int64,ts:int64");
+        m.put("layout", layout);
         m.put("timeoutMs", "300");
         m.put("checkHost", "false");
         return BusOptions.parse(new org.apache.spark.sql.util.CaseInsensitiveStringMap(m));
@@ -167,6 +171,25 @@ public final class BusRealTimeReaderTest {
                     e.getMessage());
         } finally {
             s.stop();
+        }
+    }
+
+    /** Timestamp fields decode as in batch and micro-batch reads: Spark's microseconds, from ns or us. */
+    @Test
+    public void timestampFieldsAreSparkTimestamps() throws Exception {
+        String path = dir.resolve("ts").toString();
+        BusOptions o = options(path, "at:timestamp_ns,us:timestamp_us");
+        try (MappedBusWriter w = new MappedBusWriter(path, FILE_SIZE, RECORD).open()) {
+            byte[] b = ByteBuffer.allocate(RECORD).order(ByteOrder.LITTLE_ENDIAN)
+                    .putLong(1_700_000_000_123_456_789L).putLong(1_700_000_000_123_456L).array();
+            w.write(b, 0, RECORD);
+            BusRealTimeReader r = reader(o, Layout.FIRST_RECORD_OFFSET, null);
+            assertTrue(r.nextWithTimeout(System.currentTimeMillis(), 10_000L).hasRecord());
+            assertEquals(1_700_000_000_123_456L, r.get().getLong(0));
+            assertEquals(1_700_000_000_123_456L, r.get().getLong(1));
+            r.close();
+        } finally {
+            BusRealTimeReader.closeParked(path);
         }
     }
 }

@@ -314,29 +314,10 @@ final class BusRealTimeReader implements SupportsRealTimeRead<InternalRow> {
                     values[c] = Arrays.copyOf(b, meta);
                     break;
                 default:
-                    values[c] = field(f.fieldKinds[c], b, off, f.sizes[c]);
+                    values[c] = BusRowReader.decode(f.fieldKinds[c], b, off, f.sizes[c]);
             }
         }
         row = new GenericInternalRow(values);
-    }
-
-    private static Object field(BusLayout.Kind kind, byte[] b, int off, int size) {
-        switch (kind) {
-            case INT8:
-                return b[off];
-            case INT16:
-                return (short) SlotChunks.SHORT.get(b, off);
-            case INT32:
-                return (int) SlotChunks.INT.get(b, off);
-            case INT64:
-                return (long) SlotChunks.LONG.get(b, off);
-            case FLOAT32:
-                return (float) SlotChunks.FLOAT.get(b, off);
-            case FLOAT64:
-                return (double) SlotChunks.DOUBLE.get(b, off);
-            default:
-                return Arrays.copyOfRange(b, off, off + size);
-        }
     }
 
     @Override

@@ -46,14 +46,15 @@ final class BusRowReader extends SlotChunks implements PartitionReader<InternalR
                             base + Layout.PAYLOAD_OFFSET + trimmedLength(base));
                     break;
                 default:
-                    values[c] = decode(f.fieldKinds[c], off, f.sizes[c]);
+                    values[c] = decode(f.fieldKinds[c], buf, off, f.sizes[c]);
             }
         }
         row = new GenericInternalRow(values);
         return true;
     }
 
-    private Object decode(BusLayout.Kind kind, int off, int size) {
+    /** One field's Spark value from the payload bytes (also used by the Real-time Mode reader). */
+    static Object decode(BusLayout.Kind kind, byte[] buf, int off, int size) {
         switch (kind) {
             case INT8:
                 return buf[off];
