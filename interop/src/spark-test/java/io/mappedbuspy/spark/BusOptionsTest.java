@@ -113,6 +113,30 @@ public final class BusOptionsTest {
                 "startingPosition=4120")).startingPosition), "a position in segment 1");
     }
 
+    /**
+     * The rolling-bus options: segmentSize makes a directory without bus.meta a rolling bus to create and must match
+     * an existing one's; retainSegments/retainBytes/retainAgeMs are read (0: no limit); failOnDataLoss defaults to
+     * true, as Kafka's.
+     */
+    @Test
+    public void rollingBusAndDataLossOptionsAreRead() throws Exception {
+        BusOptions fresh = BusOptions.parse(opts("path=$dir/new-rolling", "recordSize=8", "segmentSize=65536",
+                "retainSegments=3", "retainBytes=1048576", "retainAgeMs=60000", "failOnDataLoss=false"));
+        assertTrue(fresh.rolling, "segmentSize makes a rolling bus");
+        assertEquals(65536, fresh.segmentSize, "segmentSize");
+        assertEquals(3, fresh.retainSegments, "retainSegments");
+        assertEquals(1048576, fresh.retainBytes, "retainBytes");
+        assertEquals(60000, fresh.retainAgeMs, "retainAgeMs");
+        assertFalse(fresh.failOnDataLoss, "failOnDataLoss");
+        BusOptions dflt = BusOptions.parse(opts("path=$rolling"));
+        assertTrue(dflt.failOnDataLoss, "failOnDataLoss defaults to true");
+        assertEquals(0, dflt.retainSegments + dflt.retainBytes + dflt.retainAgeMs, "no retention by default");
+        assertEquals(4096, BusOptions.parse(opts("path=$rolling", "segmentSize=4096")).segmentSize, "a matching size");
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                () -> BusOptions.parse(opts("path=$rolling", "segmentSize=8192")));
+        assertTrue(e.getMessage().contains("segmentSize 8192 differs from segmentSize 4096"), e.getMessage());
+    }
+
     /** The read schema: position, meta, then payload or the layout's columns. */
     @Test
     public void readSchemaIsPositionMetaThenPayloadOrFields() throws Exception {
