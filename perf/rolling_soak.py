@@ -155,7 +155,7 @@ def _analyse(out, n):
 def _java(*args):
     from mappedbus_py import jvm
     return jvm.java_command("io.mappedbuspy.perf.RollingSoak", *args,
-                            jvm_args=("-Xmx256m", "-XX:+UseSerialGC"))
+                            jvm_args=("-Xmx1g", "-XX:+UseSerialGC"))
 
 
 def run_one(lang, segments, segment_size, retain, workdir):

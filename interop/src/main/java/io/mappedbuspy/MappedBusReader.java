@@ -518,7 +518,11 @@ public final class MappedBusReader implements AutoCloseable {
         closed = true;
         current = NO_RECORD;
         if (mem != null) {
-            mem.close();
+            if (segment) {
+                mem.closeAndUnmap(); // a rolling bus's segment: the next one follows, so free this one now
+            } else {
+                mem.close();
+            }
             mem = null;
         }
     }

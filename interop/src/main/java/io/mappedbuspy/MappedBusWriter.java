@@ -260,7 +260,11 @@ public final class MappedBusWriter implements AutoCloseable {
     public void close() {
         closed = true;
         if (mem != null) {
-            mem.close();
+            if (segment) {
+                mem.closeAndUnmap(); // a rolling bus's segment: the next one follows, so free this one now
+            } else {
+                mem.close();
+            }
             mem = null;
         }
     }

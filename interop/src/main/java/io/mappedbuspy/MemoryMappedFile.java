@@ -80,6 +80,7 @@ public final class MemoryMappedFile implements AutoCloseable {
     private static final MethodHandle CAS_INT;
     private static final MethodHandle CAS_LONG;
     private static final MethodHandle GET_LONG_FIELD;
+    private static final MethodHandle INVOKE_CLEANER;
     private static final long BUFFER_ADDRESS;
     // The format is little-endian: on a big-endian host the plain accessors swap bytes.
     private static final boolean SWAP = ByteOrder.nativeOrder() != ByteOrder.LITTLE_ENDIAN;
@@ -110,6 +111,8 @@ public final class MemoryMappedFile implements AutoCloseable {
             CAS_LONG = l.findVirtual(k, "compareAndSwapLong", MethodType.methodType(boolean.class, o, j, j, j))
                     .bindTo(u);
             GET_LONG_FIELD = l.findVirtual(k, "getLong", MethodType.methodType(j, o, j)).bindTo(u);
+            INVOKE_CLEANER = l.findVirtual(k, "invokeCleaner", MethodType.methodType(void.class, ByteBuffer.class))
+                    .bindTo(u);
             BUFFER_ADDRESS = (long) l.findVirtual(k, "objectFieldOffset", MethodType.methodType(j, Field.class))
                     .bindTo(u).invokeExact(java.nio.Buffer.class.getDeclaredField("address"));
         } catch (Throwable e) {
@@ -694,6 +697,27 @@ public final class MemoryMappedFile implements AutoCloseable {
         size = 0;
         first = null;
         segments = null;
+    }
+
+    /**
+     * {@link #close()}, then unmaps at once instead of when the garbage collector gets to the buffers. A rolling
+     * bus's reader and writer close one segment after another: left to the collector, every segment they passed
+     * (and, for segments retention removed, its tmpfs pages) would stay mapped until a collection happens, which a
+     * process that allocates little may never do. Only for instances no other thread uses: an access racing the
+     * unmap would touch unmapped memory.
+     */
+    void closeAndUnmap() {
+        ByteBuffer[] segs = segments;
+        close();
+        if (segs != null) {
+            for (ByteBuffer b : segs) {
+                try {
+                    INVOKE_CLEANER.invokeExact(b);
+                } catch (Throwable t) {
+                    throw unexpected(t);
+                }
+            }
+        }
     }
 
     // ---- bounds and segment lookup ----

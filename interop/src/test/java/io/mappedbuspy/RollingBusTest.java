@@ -108,6 +108,32 @@ public final class RollingBusTest {
         }
     }
 
+    /**
+     * A reader and a writer that pass through many segments keep only a few mapped: each segment left behind is
+     * unmapped at once, not when a garbage collection happens (which a process allocating little may never see),
+     * so their memory and the tmpfs pages of segments retention removed stay bounded.
+     */
+    @Test
+    public void segmentsLeftBehindAreUnmappedAtOnce() throws Exception {
+        String dir = tmp.resolve("unmap").toString();
+        try (RollingBusWriter w = new RollingBusWriter(dir, SEG, REC).setRetention(2, 0, 0).open();
+             RollingBusReader r = new RollingBusReader(dir, SEG, REC).open()) {
+            int n = (int) (20 * PER_SEG);
+            for (int i = 0; i < n; i++) {
+                assertTrue(w.write(rec(1, i), 0, 8), "committed");
+                assertTrue(await(r, 5000), "record " + i);
+            }
+            assertTrue(w.segment() >= 19, "the writer went through 20 segments");
+            long mapped;
+            try (var lines = Files.lines(Path.of("/proc/self/maps"))) {
+                // The path column, with " (deleted)" for segments retention removed.
+                mapped = lines.filter(l -> l.contains(dir)).map(l -> l.split("\\s+", 6)[5]).distinct().count();
+            }
+            // The writer's current and spare segments, the reader's current one.
+            assertTrue(mapped <= 4, mapped + " segment files of " + dir + " still mapped");
+        }
+    }
+
     /** The directory is 0700, bus.meta describes the bus, segments are complete 0600 files, no temporaries left. */
     @Test
     public void busLayoutOnDiskFollowsTheContract() throws Exception {
