@@ -24,8 +24,10 @@ def bus_path(request):
     base = SHM if SHM.is_dir() else pathlib.Path("/tmp")
     path = base / f"mbtest-{os.getpid()}-{uuid.uuid4().hex[:12]}"
     yield str(path)
-    for p in (path, path.with_name(path.name + ".meta")):   # the bus and its metadata
-        if p.exists():
+    # The bus, its metadata, and whatever a test made beside it from the same name
+    # (PATH-src, PATH.commits, PATH.<pid>.tmp.meta, ...).
+    for p in base.glob(path.name + "*"):
+        if p.is_file() or p.is_symlink():
             p.unlink()
 
 

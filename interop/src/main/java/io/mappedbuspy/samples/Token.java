@@ -1,5 +1,6 @@
 package io.mappedbuspy.samples;
 
+import io.mappedbuspy.Layout;
 import io.mappedbuspy.MappedBusReader;
 import io.mappedbuspy.MappedBusWriter;
 
@@ -68,6 +69,7 @@ public final class Token {
                 Runtime.getRuntime().addShutdownHook(new Thread(() -> {
                     try {
                         Files.deleteIfExists(Paths.get(path));
+                        Files.deleteIfExists(Paths.get(path + Layout.META_SUFFIX));
                     } catch (IOException e) {
                         // Nothing to do while exiting.
                     }
@@ -84,6 +86,9 @@ public final class Token {
     private static void createBus(String path) throws IOException {
         Path tmp = Paths.get(path + "." + ProcessHandle.current().pid() + ".tmp");
         new MappedBusWriter(tmp.toString(), FILE_SIZE, RECORD_SIZE).open().close();
+        // Its metadata (sizes, id) goes along, as in samples/token_ring.py.
+        Files.move(Paths.get(tmp + Layout.META_SUFFIX), Paths.get(path + Layout.META_SUFFIX),
+                StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
         Files.move(tmp, Paths.get(path), StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
     }
 
