@@ -19,13 +19,10 @@ options are described in ``interop/src/spark/README.md``. pyspark is imported on
 built, so importing this module needs neither pyspark nor a JVM.
 """
 import os
-import subprocess
 import sys
 
 __all__ = ("session", "jar_paths", "layout_of", "layout_options", "realtime_sink", "start_realtime",
            "realtime_passthrough", "realtime_aggregate")
-
-_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def jar_paths(build=True):
