@@ -377,7 +377,7 @@ def test_write_batch_reports_rows_a_reader_rolled_back(bus_path):
 def test_a_slow_healthy_batch_loses_nothing(bus_path):
     # The writer is stopped and continued over and over while it writes one batch, so
     # the batch lasts many reader timeouts while each row takes far less than one.
-    rows, rsize, timeout_ms = 50_000, 4096, 100
+    rows, rsize, timeout_ms = 20_000, 4096, 100
     fsize = 8 + rows * (8 + rsize) + 4096
     with MappedBusWriter(bus_path, fsize, rsize):
         pass
@@ -412,11 +412,13 @@ def test_a_slow_healthy_batch_loses_nothing(bus_path):
         print("seconds", time.monotonic() - t)
         """, bus_path, fsize, rsize, rows)
     assert writer.stdout.readline().strip() == "go"
-    while writer.poll() is None:       # 10 ms stopped, 2 ms running
+    # 50 ms stopped (half a timeout), 1 ms running: the batch is slowed about fifty-fold,
+    # so it outlasts several timeouts even on a machine that writes it in 10 ms.
+    while writer.poll() is None:
         os.kill(writer.pid, signal.SIGSTOP)
-        time.sleep(0.01)
+        time.sleep(0.05)
         os.kill(writer.pid, signal.SIGCONT)
-        time.sleep(0.002)
+        time.sleep(0.001)
     wout, werr = writer.communicate(timeout=120)
     rout, rerr = reader.communicate(timeout=120)
     lines = wout.splitlines()
