@@ -272,6 +272,18 @@ final class BusMicroBatchStream implements MicroBatchStream, SupportsTriggerAvai
         return earliest();
     }
 
+    /** The offset of this bus's oldest record now: where a bus that joins a multi-bus stream starts. */
+    BusOffset earliestOffset() {
+        refreshReader();
+        return new BusOffset(earliest(), readerId);
+    }
+
+    /** Record slots of this bus in {@code [from, to)} (rolled-back and lost ones included). */
+    long slots(long from, long to) {
+        return options.rolling ? segments.slots(from, to)
+                : Math.max(0, (to - from) / Layout.slotSize(options.recordSize));
+    }
+
     // -- MicroBatchStream ----------------------------------------------------------------------------
 
     @Override

@@ -157,10 +157,6 @@ public final class BusOptions implements Serializable {
         hosts = h == null || h.isEmpty() ? null : java.util.Arrays.stream(h.split(","))
                 .map(String::trim).filter(x -> !x.isEmpty()).distinct().toArray(String[]::new);
         exactlyOnce = o.containsKey("exactlyonce") ? boolOpt(o, "exactlyonce", false) : null;
-        if (rolling && Boolean.TRUE.equals(exactlyOnce)) {
-            throw new IllegalArgumentException("mappedbus: exactlyOnce writes need a single-file bus; " + path
-                    + " is a rolling bus (its writes are at-least-once)");
-        }
     }
 
     private void checkPosition(String name, String v, String word1, String word2, String raw) {
@@ -251,6 +247,14 @@ public final class BusOptions implements Serializable {
      * logs), else null.
      */
     static String[] expandBuses(String path) {
+        return expandBuses(path, false);
+    }
+
+    /**
+     * As {@link #expandBuses(String)}; with {@code allowEmpty} (a stream looking for buses again), a
+     * pattern that matches nothing now adds nothing instead of failing, and the result may be empty.
+     */
+    static String[] expandBuses(String path, boolean allowEmpty) {
         boolean list = path.contains(",");
         boolean glob = path.contains("*") || path.contains("?") || path.contains("[");
         if (!list && !glob) {
@@ -282,13 +286,13 @@ public final class BusOptions implements Serializable {
                 throw new IllegalArgumentException("mappedbus: cannot list " + dir + " for pattern " + it + ": "
                         + e.getMessage(), e);
             }
-            if (found.isEmpty()) {
+            if (found.isEmpty() && !allowEmpty) {
                 throw new IllegalArgumentException("mappedbus: pattern " + it + " matches no bus");
             }
             java.util.Collections.sort(found);
             out.addAll(found);
         }
-        if (out.isEmpty()) {
+        if (out.isEmpty() && !allowEmpty) {
             throw new IllegalArgumentException("mappedbus: option 'path' names no bus: '" + path + "'");
         }
         return out.toArray(new String[0]);
@@ -328,7 +332,9 @@ public final class BusOptions implements Serializable {
         } else {
             cols.addAll(layout.sparkFields());
         }
-        if (buses != null && buses.length > 1) {
+        // Whenever the path is a list or a pattern, even one matching one bus: a stream's pattern may
+        // match more later, and its schema cannot change.
+        if (buses != null) {
             cols.add(DataTypes.createStructField(BUS, DataTypes.StringType, false));
         }
         return DataTypes.createStructType(cols);

@@ -85,8 +85,7 @@ final class BusScan implements Scan, Batch {
                     + "a stream reads the driver's bus " + options.path);
         }
         if (options.buses != null) {
-            throw new IllegalArgumentException("mappedbus: a stream reads one bus; path '" + options.raw.get("path")
-                    + "' names " + options.buses.length + " (read several in batch, or start one stream per bus)");
+            return new MultiBusMicroBatchStream(options, createReaderFactory());
         }
         return new BusMicroBatchStream(options, createReaderFactory());
     }
