@@ -44,6 +44,9 @@ public final class RollingBusWriter implements AutoCloseable {
     private long limitChannelIndex = -1;
     private final ByteBuffer limitBuf = ByteBuffer.allocateDirect(8).order(ByteOrder.LITTLE_ENDIAN);
     private boolean closed;
+    // The current segment mapped for reserve(), opened on its first use.
+    private MemoryMappedFile reserving;
+    private long reservingIndex = -1;
     private long rolls;
     private long rollNanos;
     private long maxRollNanos;
@@ -181,6 +184,66 @@ public final class RollingBusWriter implements AutoCloseable {
                 roll();
             }
         }
+    }
+
+    /**
+     * Reserves up to {@code n} contiguous record slots in one segment for a caller that fills and commits
+     * them itself (the Spark connector's exactly-once writes): all {@code n} if they fit in the current
+     * segment, else the slots left in it, moving to the next segment first when none is left. The slots
+     * are the caller's alone and stay uncommitted until it commits (or rolls back) each of them, through
+     * {@link #mapSegment}; readers wait on them up to their timeout.
+     *
+     * @param n slots wanted, at least 1
+     * @return {global position of the first slot, number of slots reserved (1..n)}
+     * @throws IOException if the next segment cannot be created or opened
+     */
+    public long[] reserve(long n) throws IOException {
+        long slot = Layout.slotSize(recordSize);
+        if (n < 1 || n > Long.MAX_VALUE / slot) {
+            throw new IllegalArgumentException("cannot reserve " + n + " slots in " + dir);
+        }
+        if (--countdown <= 0) {
+            lookAhead();
+        }
+        for (;;) {
+            writer();
+            if (reservingIndex != segment) {
+                if (reserving != null) {
+                    reserving.closeAndUnmap();
+                    reserving = null;
+                }
+                reserving = mapSegment(segment);
+                reservingIndex = segment;
+            }
+            long first = reserving.getAndAddLong(Layout.LIMIT_OFFSET, n * slot);
+            if (first < Layout.FIRST_RECORD_OFFSET) {
+                throw new CorruptBusException("limit " + first + " of segment " + bus.segmentPath(segment)
+                        + " is before the first record (a corrupt segment)");
+            }
+            long fit = first >= segmentSize ? 0 : Math.min(n, (segmentSize - first) / slot);
+            if (fit > 0) {
+                return new long[] {segment * segmentSize + first, fit};
+            }
+            roll();
+        }
+    }
+
+    /**
+     * Maps segment {@code index} of this bus for reading and writing, never creating it.
+     *
+     * @param index the segment
+     * @return its mapping, of {@link #segmentSize()} bytes; the caller closes it
+     * @throws java.nio.file.NoSuchFileException if the segment does not exist (never made, or removed by retention)
+     * @throws IOException                       if it cannot be opened or is not to be trusted
+     */
+    public MemoryMappedFile mapSegment(long index) throws IOException {
+        if (bus == null) {
+            throw new IllegalStateException("rolling writer for " + dir + " is not open");
+        }
+        MemoryMappedFile.OpenOptions o = new MemoryMappedFile.OpenOptions();
+        o.exclusive = true;
+        o.allowForeign = allowForeign;
+        return MemoryMappedFile.open(bus.segmentPath(index).toString(), segmentSize, o);
     }
 
     // Once every `every` writes: deferred work, then, past the middle of the segment, the spare.
@@ -351,6 +414,10 @@ public final class RollingBusWriter implements AutoCloseable {
             if (x != null) {
                 x.close();
             }
+        }
+        if (reserving != null) {
+            reserving.closeAndUnmap();
+            reserving = null;
         }
         w = null;
         spare = null;

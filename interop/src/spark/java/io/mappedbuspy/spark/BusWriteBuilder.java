@@ -19,9 +19,9 @@ import java.io.UncheckedIOException;
  * Appends rows to a bus, in batch ({@code mode("append")}) or streaming. Each task opens its own
  * {@code MappedBusWriter}; records from different tasks interleave in the bus in allocation order.
  *
- * <p>Single-file buses: streaming writes (and batch writes with {@code exactlyOnce=true}) go through the
- * bus's {@link CommitLog}, so a replayed micro-batch or a retried task never writes a record twice. Rolling
- * buses and other batch writes are at-least-once: a retried task writes its rows again. Streaming {@code update} mode appends the changed
+ * <p>Streaming writes (and batch writes with {@code exactlyOnce=true}), to a single file or a rolling bus,
+ * go through the bus's {@link CommitLog}, so a replayed micro-batch or a retried task never writes a record
+ * twice. Other batch writes are at-least-once: a retried task writes its rows again. Streaming {@code update} mode appends the changed
  * rows; {@code complete} mode appends the whole result table every trigger (a bus cannot be truncated).
  */
 final class BusWriteBuilder implements SupportsTruncate, SupportsStreamingUpdateAsAppend {
@@ -45,6 +45,7 @@ final class BusWriteBuilder implements SupportsTruncate, SupportsStreamingUpdate
     public Write build() {
         RowEncoder encoder = new RowEncoder(options, schema);
         String host = options.checkHost ? BusPartition.localHostName() : null;
+        long fileSize = -1;
         if (options.rolling) {
             // Create the rolling bus (directory, bus.meta with the retention, segment 0) once, on the driver.
             try {
@@ -53,15 +54,14 @@ final class BusWriteBuilder implements SupportsTruncate, SupportsStreamingUpdate
                 throw new UncheckedIOException("mappedbus: cannot open rolling bus " + options.path
                         + " for writing: " + e.getMessage(), e);
             }
-            BusWriterFactory f = new BusWriterFactory(options, -1, encoder, host, null);
-            return new BusWrite(f, f);
-        }
-        long fileSize = options.writeFileSize();
-        // Create and size the file once, on the driver, before any task opens it.
-        try {
-            BusWriterFactory.open(options.path, fileSize, options.recordSize).close();
-        } catch (IOException e) {
-            throw new UncheckedIOException("mappedbus: cannot open " + options.path + " for writing", e);
+        } else {
+            fileSize = options.writeFileSize();
+            // Create and size the file once, on the driver, before any task opens it.
+            try {
+                BusWriterFactory.open(options.path, fileSize, options.recordSize).close();
+            } catch (IOException e) {
+                throw new UncheckedIOException("mappedbus: cannot open " + options.path + " for writing", e);
+            }
         }
         // Exactly-once (the commit log) by default for streaming, on request for batch writes.
         boolean streamingOnce = options.exactlyOnce == null || options.exactlyOnce;

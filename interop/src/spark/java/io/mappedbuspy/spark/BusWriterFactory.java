@@ -124,8 +124,9 @@ final class BusWriterFactory implements DataWriterFactory, StreamingDataWriterFa
         @Override
         public WriterCommitMessage commit() throws IOException {
             BusPartition.checkHost(path, requiredHost);
-            CommitLog.Outcome o = new CommitLog(path, fileSize, recordSize)
-                    .write(new CommitLog.Key(queryId, epochId, partitionId), buf, rows, null);
+            CommitLog log = options.rolling ? CommitLog.rolling(path, options.segmentSize, recordSize)
+                    : new CommitLog(path, fileSize, recordSize);
+            CommitLog.Outcome o = log.write(new CommitLog.Key(queryId, epochId, partitionId), buf, rows, null);
             return new Written(o.committed);
         }
 

@@ -2,6 +2,7 @@ package io.mappedbuspy.spark;
 
 import io.mappedbuspy.Layout;
 import io.mappedbuspy.MemoryMappedFile;
+import io.mappedbuspy.RollingBusWriter;
 
 import java.io.EOFException;
 import java.io.IOException;
@@ -23,33 +24,42 @@ import java.util.concurrent.locks.ReentrantLock;
 import java.util.zip.CRC32;
 
 /**
- * The exactly-once sink's commit log, {@code PATH.commits} beside a single-file bus: an append-only file
- * of fixed-size entries, written under an exclusive lock (a file lock between processes, a JVM lock
- * between the tasks of one executor), so every writer of the bus sees the same history.
+ * The exactly-once sink's commit log, {@code PATH.commits} beside a single-file bus or {@code DIR/bus.commits}
+ * in a rolling bus's directory: an append-only file of fixed-size entries, written under an exclusive lock
+ * (a file lock between processes, a JVM lock between the tasks of one executor), so every writer of the
+ * bus sees the same history. Positions are file offsets, or a rolling bus's global positions.
  *
  * <p>A task of a write is a key (query id, epoch or -1 for a batch write, partition id). It holds its rows
  * until Spark commits it, then, under the lock:
  * <ol>
  * <li>if the log has {@code DONE} for the key, it writes nothing (a replayed or retried task);</li>
- * <li>if it has a range of an earlier attempt that crashed, it finishes that attempt instead of writing
+ * <li>if it has a group of an earlier attempt that crashed, it finishes that attempt instead of writing
  *     its own rows (below);</li>
- * <li>otherwise it allocates one contiguous range of slots (one atomic add to the limit), logs
- *     {@code INTENT(first, count)}, writes every record's metadata and payload without committing, logs
- *     {@code SEALED}, commits the slots from last to first (a reader that stops at the first slot sees
- *     the whole range appear at once), and logs {@code DONE}.</li>
+ * <li>otherwise it reserves its rows' slots as a group of contiguous ranges (one range on a single file;
+ *     on a rolling bus one per segment the rows take, a range never spanning two), logging
+ *     {@code INTENT(first, count)} for each range and writing its records' metadata and payload without
+ *     committing, then logs one {@code SEALED(first of the group, records)}, commits the slots from last
+ *     to first (a reader that stops at the first slot sees the whole group appear at once), and logs
+ *     {@code DONE}.</li>
  * </ol>
- * A reader may roll back a slot of the range before it is committed (a writer slower than its
- * timeout): the record's bytes are still in the slot, so they are copied to a new range, a "repair" of
- * the first one ({@code INTENT} with its source), until every record is committed once.
+ * A group's INTENTs are consecutive entries (the lock is held throughout), so SEALED names them by the
+ * first one's position and the records they hold. A reader may roll back a slot of the group before it is
+ * committed (a writer slower than its timeout): the record's bytes are still in the slot, so they are
+ * copied to a new group, a "repair" of the first one ({@code INTENT}s and {@code SEALED} with its source),
+ * until every record is committed once.
  *
  * <p>Recovery of a crashed attempt: a range never sealed has no committed slot (commits come after
  * {@code SEALED}): its uncommitted slots are rolled back ({@code VOID}) and the new attempt writes its
- * own rows. A sealed range holds all its records' bytes: its uncommitted slots are committed, its
+ * own rows. A sealed group holds all its records' bytes: its uncommitted slots are committed, its
  * rolled-back ones repaired. So each record of a key is committed exactly once, whichever attempt wrote
- * it, and a replay never adds records to a key that has any.
+ * it, and a replay never adds records to a key that has any. A sealed group with a range in a segment
+ * that retention removed cannot be finished (some of its records may have been committed and read, the
+ * rest are gone): the write fails, naming the task, the range and the bus.
  */
 final class CommitLog {
     static final String SUFFIX = ".commits";
+    /** A rolling bus's log, in its directory beside {@code bus.meta}. */
+    static final String ROLLING_FILE = "bus.commits";
     static final int ENTRY = 72;
     private static final int MAGIC = 0x4C43424D; // "MBCL"
     static final int INTENT = 1;
@@ -132,6 +142,21 @@ final class CommitLog {
         }
     }
 
+    /**
+     * The ranges one SEALED entry seals: one attempt's (or one repair's) records, in order. Its id is its
+     * first range's position; a repair's source is the id of the group it repairs.
+     */
+    static final class Group {
+        final long first;
+        final long source;
+        final List<Range> parts = new ArrayList<>();
+
+        Group(long first, long source) {
+            this.first = first;
+            this.source = source;
+        }
+    }
+
     /** What a task did: records it committed, and whether it found its key already done. */
     static final class Outcome {
         final long committed;
@@ -149,16 +174,28 @@ final class CommitLog {
 
     private final String busPath;
     private final Path logPath;
+    /** Single file: its size; rolling bus: the segment size. */
     private final long fileSize;
     private final int recordSize;
     private final long slot;
+    private final boolean rolling;
 
     CommitLog(String busPath, long fileSize, int recordSize) {
+        this(busPath, fileSize, recordSize, false);
+    }
+
+    private CommitLog(String busPath, long fileSize, int recordSize, boolean rolling) {
         this.busPath = busPath;
-        this.logPath = Path.of(busPath + SUFFIX);
+        this.logPath = rolling ? Path.of(busPath, ROLLING_FILE) : Path.of(busPath + SUFFIX);
         this.fileSize = fileSize;
         this.recordSize = recordSize;
         this.slot = Layout.slotSize(recordSize);
+        this.rolling = rolling;
+    }
+
+    /** The log of the rolling bus in directory {@code dir}, {@code dir/bus.commits}; positions are global. */
+    static CommitLog rolling(String dir, long segmentSize, int recordSize) {
+        return new CommitLog(dir, segmentSize, recordSize, true);
     }
 
     Path path() {
@@ -177,10 +214,10 @@ final class CommitLog {
     Outcome write(Key key, byte[] records, int n, java.util.function.IntConsumer onEntry) throws IOException {
         ReentrantLock jvm = JVM_LOCKS.computeIfAbsent(logPath.toAbsolutePath().toString(), p -> new ReentrantLock());
         jvm.lock();
-        try (FileChannel ch = openLog(); FileLock held = ch.lock();
-             MemoryMappedFile m = openBus()) {
+        try (Slots slots = rolling ? new SegmentSlots() : new FileSlots();
+             FileChannel ch = openLog(); FileLock held = ch.lock()) {
             assert held.isValid();
-            Session s = new Session(ch, m, key, onEntry);
+            Session s = new Session(ch, slots, key, onEntry);
             return s.run(records, n);
         } finally {
             jvm.unlock();
@@ -202,9 +239,100 @@ final class CommitLog {
         return FileChannel.open(logPath, StandardOpenOption.READ, StandardOpenOption.WRITE, LinkOption.NOFOLLOW_LINKS);
     }
 
-    private MemoryMappedFile openBus() throws IOException {
-        synchronized (BusWriterFactory.class) { // opens are serialised per JVM, as the writers' are
-            return new MemoryMappedFile(busPath, fileSize);
+    /** Where the log's positions are: the bus file, or the segments of a rolling bus. */
+    private interface Slots extends AutoCloseable {
+        /** Reserves up to {@code n} contiguous slots in one file: {first position, count}. */
+        long[] reserve(long n, Key key) throws IOException;
+
+        /** The mapping holding position {@code pos}; NoSuchFileException if retention removed its segment. */
+        MemoryMappedFile map(long pos) throws IOException;
+
+        /** The offset of {@code pos} in its mapping. */
+        long offset(long pos);
+
+        @Override
+        void close();
+    }
+
+    /** A single-file bus: positions are offsets in the file; a task's rows go to one range. */
+    private final class FileSlots implements Slots {
+        private final MemoryMappedFile m;
+
+        FileSlots() throws IOException {
+            synchronized (BusWriterFactory.class) { // opens are serialised per JVM, as the writers' are
+                m = new MemoryMappedFile(busPath, fileSize);
+            }
+        }
+
+        /** All {@code n} slots; on a full bus rolls back those that fit and fails. */
+        @Override
+        public long[] reserve(long n, Key key) throws IOException {
+            long first = m.getAndAddLong(Layout.LIMIT_OFFSET, n * slot);
+            if (first < Layout.FIRST_RECORD_OFFSET || first + n * slot > fileSize) {
+                for (long pos = first; pos >= Layout.FIRST_RECORD_OFFSET && pos + slot <= fileSize; pos += slot) {
+                    m.casStatus(pos, Layout.STATUS_NOT_SET, Layout.STATUS_ROLLED_BACK);
+                }
+                throw new EOFException("mappedbus: bus " + busPath + " is full: " + n + " records of task " + key
+                        + " do not fit at offset " + first + " in fileSize " + fileSize);
+            }
+            return new long[] {first, n};
+        }
+
+        @Override
+        public MemoryMappedFile map(long pos) {
+            return m;
+        }
+
+        @Override
+        public long offset(long pos) {
+            return pos;
+        }
+
+        @Override
+        public void close() {
+            m.close();
+        }
+    }
+
+    /**
+     * A rolling bus: positions are global ({@code segment * segmentSize + offset}); a range never spans
+     * segments, so a task's rows may take several ranges.
+     */
+    private final class SegmentSlots implements Slots {
+        private final RollingBusWriter w;
+        private final Map<Long, MemoryMappedFile> maps = new java.util.HashMap<>();
+
+        SegmentSlots() throws IOException {
+            w = new RollingBusWriter(busPath, fileSize, recordSize).open(); // retention: the bus's own
+        }
+
+        @Override
+        public long[] reserve(long n, Key key) throws IOException {
+            return w.reserve(n);
+        }
+
+        @Override
+        public MemoryMappedFile map(long pos) throws IOException {
+            long index = pos / fileSize;
+            MemoryMappedFile m = maps.get(index);
+            if (m == null) {
+                m = w.mapSegment(index);
+                maps.put(index, m);
+            }
+            return m;
+        }
+
+        @Override
+        public long offset(long pos) {
+            return pos % fileSize;
+        }
+
+        @Override
+        public void close() {
+            for (MemoryMappedFile m : maps.values()) {
+                m.close();
+            }
+            w.close();
         }
     }
 
@@ -251,21 +379,22 @@ final class CommitLog {
     /** One task's work under the lock. */
     private final class Session {
         private final FileChannel ch;
-        private final MemoryMappedFile m;
+        private final Slots slots;
         private final Key key;
         private final java.util.function.IntConsumer onEntry;
         private long committed;
         private long repaired;
 
-        Session(FileChannel ch, MemoryMappedFile m, Key key, java.util.function.IntConsumer onEntry) {
+        Session(FileChannel ch, Slots slots, Key key, java.util.function.IntConsumer onEntry) {
             this.ch = ch;
-            this.m = m;
+            this.slots = slots;
             this.key = key;
             this.onEntry = onEntry;
         }
 
         Outcome run(byte[] records, int n) throws IOException {
             List<Range> ranges = new ArrayList<>();
+            List<Group> groups = new ArrayList<>();
             boolean done = false;
             for (Entry e : readAll(ch)) {
                 if (!e.sameKey(key)) {
@@ -275,14 +404,12 @@ final class CommitLog {
                     done = true;
                 } else if (e.kind == INTENT) {
                     ranges.add(new Range(e.first, e.count, e.source));
-                } else {
+                } else if (e.kind == SEALED) {
+                    groups.add(seal(ranges, e));
+                } else if (e.kind == VOID) {
                     for (Range r : ranges) {
                         if (r.first == e.first) {
-                            if (e.kind == SEALED) {
-                                r.sealed = true;
-                            } else if (e.kind == VOID) {
-                                r.voided = true;
-                            }
+                            r.voided = true;
                         }
                     }
                 }
@@ -290,13 +417,16 @@ final class CommitLog {
             if (done) {
                 return new Outcome(0, 0, true, false);
             }
-            // The original range of the latest attempt that sealed one, if any.
-            Range original = null;
             for (Range r : ranges) {
-                if (!r.voided && !r.sealed && r.source < 0) {
+                if (!r.voided && !r.sealed) {
                     voidRange(r); // crashed while writing its bytes: none of it was committed
-                } else if (!r.voided && r.sealed && r.source < 0) {
-                    original = r;
+                }
+            }
+            // The original group of the attempt that sealed one, if any (later attempts only recover it).
+            Group original = null;
+            for (Group g : groups) {
+                if (g.source < 0) {
+                    original = g;
                 }
             }
             boolean recovered = original != null;
@@ -305,98 +435,163 @@ final class CommitLog {
                     append(DONE, 0, 0, -1);
                     return new Outcome(0, 0, false, false);
                 }
-                long first = allocate(n);
-                Range r = new Range(first, n, -1);
-                append(INTENT, first, n, -1);
-                for (int i = 0; i < n; i++) {
-                    long pos = first + i * slot;
-                    m.putBytes(pos + Layout.METADATA_OFFSET, records, (int) (i * slot) + Layout.METADATA_OFFSET,
-                            (int) slot - Layout.METADATA_OFFSET);
-                }
-                append(SEALED, first, n, -1);
-                r.sealed = true;
-                original = r;
+                original = writeGroup(records, n, -1);
             }
-            // Settle the chain: each range is committed, then its rolled-back slots repaired, and so on.
-            Range current = original;
+            // Settle the chain: each group is committed, then its rolled-back slots repaired, and so on.
+            Group current = original;
             while (true) {
-                Range repair = null;
-                for (Range r : ranges) {
-                    if (r.source == current.first && !r.voided) {
-                        if (r.sealed) {
-                            repair = r;
-                        } else {
-                            voidRange(r);
-                        }
+                Group repair = null;
+                for (Group g : groups) {
+                    if (g.source == current.first) {
+                        repair = g;
                     }
                 }
                 if (repair != null) {
                     current = repair; // current was settled before its repair was started
                     continue;
                 }
-                List<Long> lost = commitRange(current);
+                List<Long> lost = commitGroup(current);
                 if (lost.isEmpty()) {
                     break;
                 }
-                long first = allocate(lost.size());
-                Range r = new Range(first, lost.size(), current.first);
-                append(INTENT, first, lost.size(), current.first);
-                byte[] one = new byte[(int) slot - Layout.METADATA_OFFSET];
+                byte[] copy = new byte[(int) (lost.size() * slot)];
                 for (int i = 0; i < lost.size(); i++) {
-                    m.getBytes(lost.get(i) + Layout.METADATA_OFFSET, one, 0, one.length);
-                    m.putBytes(first + i * slot + Layout.METADATA_OFFSET, one, 0, one.length);
+                    long pos = lost.get(i);
+                    slots.map(pos).getBytes(slots.offset(pos) + Layout.METADATA_OFFSET, copy,
+                            (int) (i * slot) + Layout.METADATA_OFFSET, (int) slot - Layout.METADATA_OFFSET);
                 }
-                append(SEALED, first, lost.size(), current.first);
-                r.sealed = true;
+                current = writeGroup(copy, lost.size(), current.first);
                 repaired += lost.size();
-                current = r;
             }
             append(DONE, 0, 0, -1);
             return new Outcome(committed, repaired, false, recovered);
         }
 
-        /** Commits a sealed range's uncommitted slots, last first; returns the rolled-back ones, in order. */
-        private List<Long> commitRange(Range r) throws IOException {
-            List<Long> lost = new ArrayList<>();
-            for (long i = r.count - 1; i >= 0; i--) {
-                long pos = r.first + i * slot;
-                if (m.casStatus(pos, Layout.STATUS_NOT_SET, Layout.STATUS_COMMITTED)) {
-                    committed++;
+        /** The group a SEALED entry seals: the key's consecutive INTENTs from its first, {@code count} records in all. */
+        private Group seal(List<Range> ranges, Entry e) throws IOException {
+            int at = ranges.size() - 1;
+            while (at >= 0 && ranges.get(at).first != e.first) {
+                at--;
+            }
+            if (at < 0) {
+                throw corrupt(e);
+            }
+            Group g = new Group(e.first, e.source);
+            long left = e.count;
+            for (int i = at; i < ranges.size() && left > 0 && ranges.get(i).source == e.source; i++) {
+                Range r = ranges.get(i);
+                r.sealed = true;
+                g.parts.add(r);
+                left -= r.count;
+            }
+            if (left != 0) {
+                throw corrupt(e);
+            }
+            return g;
+        }
+
+        private IOException corrupt(Entry e) {
+            return new IOException("mappedbus: commit log " + logPath + " seals " + e.count + " records of task "
+                    + key + " from position " + e.first + " that its INTENT entries do not hold (a corrupt log)");
+        }
+
+        /**
+         * Reserves slots for {@code n} records (as many ranges as segments they take), logging an INTENT
+         * for each, writes the records' bytes without committing them, then logs one SEALED for them all.
+         */
+        private Group writeGroup(byte[] src, int n, long source) throws IOException {
+            List<Range> parts = new ArrayList<>();
+            int written = 0;
+            try {
+                while (written < n) {
+                    long[] got = slots.reserve(n - written, key);
+                    Range r = new Range(got[0], got[1], source);
+                    append(INTENT, r.first, r.count, source);
+                    parts.add(r);
+                    MemoryMappedFile m = slots.map(r.first);
+                    long base = slots.offset(r.first);
+                    for (int i = 0; i < r.count; i++) {
+                        m.putBytes(base + i * slot + Layout.METADATA_OFFSET, src,
+                                (int) ((written + i) * slot) + Layout.METADATA_OFFSET, (int) slot - Layout.METADATA_OFFSET);
+                    }
+                    written += (int) r.count;
+                }
+            } catch (IOException e) {
+                // This attempt cannot seal them: readers get its slots rolled back now, not after their timeout.
+                for (Range r : parts) {
+                    try {
+                        voidRange(r);
+                    } catch (IOException | RuntimeException x) {
+                        e.addSuppressed(x);
+                    }
+                }
+                throw e;
+            }
+            Group g = new Group(parts.get(0).first, source);
+            append(SEALED, g.first, n, source);
+            for (Range r : parts) {
+                r.sealed = true;
+                g.parts.add(r);
+            }
+            return g;
+        }
+
+        /** Commits a sealed group's uncommitted slots, last first; returns the rolled-back ones, in order. */
+        private List<Long> commitGroup(Group g) throws IOException {
+            MemoryMappedFile[] maps = new MemoryMappedFile[g.parts.size()];
+            for (int p = 0; p < maps.length; p++) {
+                Range r = g.parts.get(p);
+                try {
+                    maps[p] = slots.map(r.first);
+                } catch (java.nio.file.NoSuchFileException e) {
+                    throw new IOException("mappedbus: task " + key + " sealed records at positions [" + r.first + ", "
+                            + (r.first + r.count * slot) + ") of rolling bus " + busPath + " but retention removed "
+                            + "their segment before they were all committed: some may have been read, the others are "
+                            + "lost, so neither writing nor dropping them again is exactly-once; the write stops "
+                            + "(rewind the query or use exactlyOnce=false; see \"Exactly-once writes\")", e);
                 }
             }
-            for (long i = 0; i < r.count; i++) {
-                long pos = r.first + i * slot;
-                int st = m.getStatus(pos);
-                if (st == Layout.STATUS_ROLLED_BACK) {
-                    lost.add(pos);
-                } else if (st != Layout.STATUS_COMMITTED) {
-                    throw new IOException("mappedbus: slot " + pos + " of " + busPath + " has status " + st
-                            + " after its commit (a corrupt bus?)");
+            for (int p = maps.length - 1; p >= 0; p--) {
+                Range r = g.parts.get(p);
+                long base = slots.offset(r.first);
+                for (long i = r.count - 1; i >= 0; i--) {
+                    if (maps[p].casStatus(base + i * slot, Layout.STATUS_NOT_SET, Layout.STATUS_COMMITTED)) {
+                        committed++;
+                    }
+                }
+            }
+            List<Long> lost = new ArrayList<>();
+            for (int p = 0; p < maps.length; p++) {
+                Range r = g.parts.get(p);
+                long base = slots.offset(r.first);
+                for (long i = 0; i < r.count; i++) {
+                    int st = maps[p].getStatus(base + i * slot);
+                    if (st == Layout.STATUS_ROLLED_BACK) {
+                        lost.add(r.first + i * slot);
+                    } else if (st != Layout.STATUS_COMMITTED) {
+                        throw new IOException("mappedbus: slot " + (r.first + i * slot) + " of " + busPath
+                                + " has status " + st + " after its commit (a corrupt bus?)");
+                    }
                 }
             }
             return lost;
         }
 
         private void voidRange(Range r) throws IOException {
-            for (long i = 0; i < r.count; i++) {
-                long pos = r.first + i * slot;
-                m.casStatus(pos, Layout.STATUS_NOT_SET, Layout.STATUS_ROLLED_BACK);
+            MemoryMappedFile m = null;
+            try {
+                m = slots.map(r.first);
+            } catch (java.nio.file.NoSuchFileException e) {
+                // retention removed the segment: no reader can wait on these slots any more
+            }
+            if (m != null) {
+                long base = slots.offset(r.first);
+                for (long i = 0; i < r.count; i++) {
+                    m.casStatus(base + i * slot, Layout.STATUS_NOT_SET, Layout.STATUS_ROLLED_BACK);
+                }
             }
             append(VOID, r.first, r.count, r.source);
             r.voided = true;
-        }
-
-        /** Allocates {@code n} contiguous slots; on a full bus rolls back those that fit and fails. */
-        private long allocate(long n) throws IOException {
-            long first = m.getAndAddLong(Layout.LIMIT_OFFSET, n * slot);
-            if (first < Layout.FIRST_RECORD_OFFSET || first + n * slot > fileSize) {
-                for (long pos = first; pos >= Layout.FIRST_RECORD_OFFSET && pos + slot <= fileSize; pos += slot) {
-                    m.casStatus(pos, Layout.STATUS_NOT_SET, Layout.STATUS_ROLLED_BACK);
-                }
-                throw new EOFException("mappedbus: bus " + busPath + " is full: " + n + " records of task " + key
-                        + " do not fit at offset " + first + " in fileSize " + fileSize);
-            }
-            return first;
         }
 
         private void append(int kind, long first, long count, long source) throws IOException {
