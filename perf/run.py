@@ -33,8 +33,8 @@ MODES = {
     "full": dict(k=5, bus_n=20_000_000, default_n=80_000_000, payload_bytes=2 << 30, peer_n=500_000, py4j_n=50_000,
                  rtt_n=1_000_000, rtt_warmup=100_000, mem_n=(1_000_000, 10_000_000)),
 }
-# Latency first: right after the throughput runs free gigabytes of /dev/shm pages, the kernel's
-# clean-up work competes with a ping-pong that needs both cores (p50 0.25 -> 0.85 us seen).
+# Latency first (its pairs interleaved, see bench_latency): right after the throughput runs free
+# gigabytes of /dev/shm pages, the kernel's clean-up work competes with a ping-pong that needs both cores (p50 0.25 -> 0.85 us seen).
 GROUPS = {"latency": bench_latency, "bus": bench_bus, "peers": bench_peers, "memory": bench_memory}
 
 PEER_NAMES = ("mp_queue", "mp_pipe", "zmq_ipc", "faster_fifo", "iox2")
@@ -114,12 +114,17 @@ def targets(f):
     return rows
 
 
-def select(only, cfg):
+def select(only, cfg, listing=False):
     chosen = []
     for gname, mod in GROUPS.items():
-        for name, fn in mod.benchmarks(cfg):
-            if not only or name in only or gname in only:
-                chosen.append((name, fn))
+        picked = [(name, fn) for name, fn in mod.benchmarks(cfg)
+                  if not only or name in only or gname in only]
+        if picked and hasattr(mod, "interleaved") and not listing:
+            # Run together, round by round, so they are measured in the same minutes.
+            names = [name for name, _ in picked]
+            chosen.append(("+".join(names), mod.interleaved(cfg, names)))
+        else:
+            chosen.extend(picked)
     return chosen
 
 
@@ -140,7 +145,7 @@ def main(argv=None):
     mode = a.mode or "quick"
     cfg = MODES[mode]
     only = set(a.only.split(",")) if a.only else None
-    chosen = select(only, cfg)
+    chosen = select(only, cfg, listing=a.list)
     if a.list:
         print("\n".join(n for n, _ in chosen))
         return 0
