@@ -3,6 +3,7 @@ import json
 import os
 import platform
 import re
+import resource
 import statistics
 import subprocess
 import sys
@@ -130,10 +131,17 @@ def wait_ready(proc, timeout=60):
     raise RuntimeError(f"{proc.args[:4]} never became ready: {''.join(lines)[-2000:]}")
 
 
-def finish(procs, timeout=900):
-    """Wait for every process; the last JSON line each printed on stdout (or None)."""
+def _children_minflt():
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt
+
+
+def finish(procs, timeout=900, minflt=None):
+    """Wait for every process; the last JSON line each printed on stdout (or None). With a list
+    ``minflt``, each process's minor page faults are appended to it, in order (the growth of
+    RUSAGE_CHILDREN as each is reaped: this driver waits for its children one at a time)."""
     results = []
     for p in procs:
+        before = _children_minflt()
         try:
             out, err = p.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -145,6 +153,8 @@ def finish(procs, timeout=900):
                 if q.poll() is None:
                     q.kill()
             raise RuntimeError(f"{p.args[:6]} failed ({p.returncode}): {err[-3000:]}")
+        if minflt is not None:
+            minflt.append(_children_minflt() - before)
         res = None
         for line in (out or "").splitlines():
             if line.startswith("{"):
@@ -153,15 +163,21 @@ def finish(procs, timeout=900):
     return results
 
 
-def reader_then_writers(reader_cmd, writer_cmds, timeout=900):
-    """Start the reader, wait until it polls, start the writers; the reader's JSON."""
+def reader_then_writers(reader_cmd, writer_cmds, timeout=900, faults=False):
+    """Start the reader, wait until it polls, start the writers; the reader's JSON. With
+    ``faults``, it also holds each process's minor page faults: reader_minflt, writer_minflt
+    (the first writer's), start-up included."""
     reader = start(reader_cmd)
     writers = []
+    wf, rf = [], []
     try:
         wait_ready(reader)
         writers = [start(c) for c in writer_cmds]
-        finish(writers, timeout)
-        return finish([reader], timeout)[0]
+        finish(writers, timeout, wf)
+        res = finish([reader], timeout, rf)[0]
+        if faults and res is not None:
+            res.update(reader_minflt=rf[0], writer_minflt=wf[0])
+        return res
     finally:
         for p in [reader, *writers]:
             if p.poll() is None:
