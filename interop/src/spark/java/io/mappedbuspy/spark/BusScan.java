@@ -3,7 +3,10 @@ package io.mappedbuspy.spark;
 import io.mappedbuspy.CorruptBusException;
 import io.mappedbuspy.Layout;
 import io.mappedbuspy.MemoryMappedFile;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.connector.read.Batch;
+import org.apache.spark.sql.connector.read.LocalScan;
 import org.apache.spark.sql.connector.read.InputPartition;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
 import org.apache.spark.sql.connector.read.Scan;
@@ -40,6 +43,8 @@ final class BusScan implements Scan, Batch {
     int counts;
     /** Planned by a task of a per-host read on its own host (see {@link HostPartition}). */
     private boolean local;
+    /** While {@link #count()} plans: the committed (meta-matching) records of the planned ranges so far. */
+    private long[] counted;
 
     BusScan(BusOptions options, StructType schema) {
         this(options, schema, Long.MIN_VALUE, Long.MAX_VALUE, null);
@@ -108,6 +113,7 @@ final class BusScan implements Scan, Batch {
                 BusOptions o = options.forBus(bus);
                 BusScan s = new BusScan(o, inner, lo, hi, metas);
                 s.local = local;
+                s.counted = counted;
                 s.bounded = true;
                 for (InputPartition p : s.planInputPartitions()) {
                     parts.add(new MultiBusPartition(p, bus, o));
@@ -125,7 +131,7 @@ final class BusScan implements Scan, Batch {
             return new InputPartition[0];
         }
         try (MemoryMappedFile m = new MemoryMappedFile(options.path, fileSize, true)) {
-            long[] range = settledRange(m, options, options.path, fileSize, from, to);
+            long[] range = settledRange(m, options, options.path, fileSize, from, to, counted, metas);
             return BusPartition.split(options, options.path, fileSize, 0, from, range[0], range[1] != 0, local);
         } catch (IOException e) {
             throw new UncheckedIOException("mappedbus: cannot plan a read of " + options.path, e);
@@ -161,7 +167,7 @@ final class BusScan implements Scan, Batch {
             }
             long[] range;
             try (MemoryMappedFile m = new MemoryMappedFile(seg, options.segmentSize, true)) {
-                range = settledRange(m, options, seg, options.segmentSize, from, to);
+                range = settledRange(m, options, seg, options.segmentSize, from, to, counted, metas);
             } catch (NoSuchFileException e) {
                 continue; // removed by retention since the listing: the read starts at a later segment
             } catch (IOException e) {
@@ -174,6 +180,51 @@ final class BusScan implements Scan, Batch {
             }
         }
         return parts.toArray(new InputPartition[0]);
+    }
+
+    /**
+     * A pushed-down {@code count(*)} answered on the driver: the planning walk over the statuses (the one
+     * every read does) counts the committed, meta-matching records of exactly the ranges it plans, so no
+     * task walks them again.
+     */
+    long count() {
+        counted = new long[1];
+        try {
+            planInputPartitions();
+            return counted[0];
+        } finally {
+            counted = null;
+        }
+    }
+
+    /** A {@code count(*)} scan answered at planning: one row of the count, which Spark sums as ever. */
+    static final class Count implements LocalScan {
+        private final BusScan scan;
+        private InternalRow[] rows;
+
+        Count(BusScan scan) {
+            this.scan = scan;
+        }
+
+        @Override
+        public InternalRow[] rows() {
+            if (rows == null) {
+                Object[] v = new Object[scan.counts];
+                Arrays.fill(v, scan.count());
+                rows = new InternalRow[] {new GenericInternalRow(v)};
+            }
+            return rows;
+        }
+
+        @Override
+        public StructType readSchema() {
+            return scan.readSchema();
+        }
+
+        @Override
+        public String description() {
+            return scan.description() + " (answered at planning)";
+        }
     }
 
     /** Plans this host's own bus, in a task of a per-host read: one partition per file, no Spark calls. */
@@ -206,6 +257,14 @@ final class BusScan implements Scan, Batch {
      * anything else (uncommitted, or invalid) is left to the caller's acquire loads from there.
      */
     static long settledPrefix(MemoryMappedFile m, long from, long end, long slot) {
+        return settledPrefix(m, from, end, slot, null, null);
+    }
+
+    /**
+     * As {@link #settledPrefix(MemoryMappedFile, long, long, long)}, adding to {@code count[0]} (if given)
+     * the committed slots of the run whose metadata is in {@code metas} (sorted; null: any).
+     */
+    static long settledPrefix(MemoryMappedFile m, long from, long end, long slot, long[] count, int[] metas) {
         int per = (int) Math.max(1, Math.min(65536, (1 << 22) / slot));
         byte[] buf = null;
         long pos = from;
@@ -220,8 +279,13 @@ final class BusScan implements Scan, Batch {
             m.getBytes(pos, buf, 0, (int) (k * slot));
             for (int i = 0; i < k; i++) {
                 int st = (int) SlotChunks.INT.get(buf, (int) (i * slot));
-                if (st != Layout.STATUS_COMMITTED && st != Layout.STATUS_ROLLED_BACK) {
-                    return pos + i * slot;
+                if (st == Layout.STATUS_COMMITTED) {
+                    if (count != null && (metas == null || Arrays.binarySearch(metas,
+                            (int) SlotChunks.INT.get(buf, (int) (i * slot) + Layout.METADATA_OFFSET)) >= 0)) {
+                        count[0]++;
+                    }
+                } else if (st != Layout.STATUS_ROLLED_BACK) {
+                    return pos + i * slot; // the caller's acquire loads take over (and count) from here
                 }
             }
             pos += k * slot;
@@ -245,6 +309,15 @@ final class BusScan implements Scan, Batch {
      */
     static long[] settledRange(MemoryMappedFile m, BusOptions o, String path, long fileSize, long from, long to)
             throws CorruptBusException {
+        return settledRange(m, o, path, fileSize, from, to, null, null);
+    }
+
+    /**
+     * As above, adding to {@code count[0]} (if given) the committed slots of the range it returns whose
+     * metadata is in {@code metas} (sorted; null: any): what the partitions of that range would count.
+     */
+    static long[] settledRange(MemoryMappedFile m, BusOptions o, String path, long fileSize, long from, long to,
+            long[] count, int[] metas) throws CorruptBusException {
         long slot = Layout.slotSize(o.recordSize);
         long usable = Math.min(fileSize, m.size());
         if (usable < Layout.FIRST_RECORD_OFFSET + slot) {
@@ -262,7 +335,7 @@ final class BusScan implements Scan, Batch {
         // crashed batch costs one timeout, not one per slot. It stops when a slot waited on commits.
         boolean clock = false;
         long deadline = 0;
-        for (long pos = settledPrefix(m, from, end, slot); pos < end; pos += slot) {
+        for (long pos = settledPrefix(m, from, end, slot, count, metas); pos < end; pos += slot) {
             int status = m.getStatus(pos);
             if (status == Layout.STATUS_NOT_SET) {
                 if (!o.waitUncommitted) {
@@ -290,6 +363,10 @@ final class BusScan implements Scan, Batch {
             if (status != Layout.STATUS_COMMITTED && status != Layout.STATUS_ROLLED_BACK) {
                 throw new CorruptBusException("record at position " + pos + " in " + path
                         + " has invalid status " + status + " (wrong recordSize, or a corrupt file)");
+            }
+            if (count != null && status == Layout.STATUS_COMMITTED
+                    && (metas == null || Arrays.binarySearch(metas, m.getInt(pos + Layout.METADATA_OFFSET)) >= 0)) {
+                count[0]++;
             }
         }
         return new long[] {end, skipped, 0};

@@ -223,7 +223,8 @@ final class BusScanBuilder implements SupportsPushDownRequiredColumns, SupportsP
         }
         BusScan scan = new BusScan(options, schema, lo, hi, m);
         scan.counts = counts;
-        return scan;
+        // Per-host reads plan on the executors; every other count is answered by the driver's planning walk.
+        return counts > 0 && options.hosts == null ? new BusScan.Count(scan) : scan;
     }
 
     @Override
