@@ -20,7 +20,9 @@ import java.util.Locale;
  * PriceUpdate on ping, busy-spins until its echo arrives on pong, and times the round trip with
  * {@link System#nanoTime()}; after {@code warmup} untimed round trips it times {@code count} more, writes
  * them as little-endian int64 nanoseconds to {@code rttFile} and prints a JSON summary. Either side may be
- * a Python process doing the same.
+ * a Python process doing the same. Both sides map every page of both buses before the first round trip, as
+ * the Python sides do (prefault=True): a page fault every 204 round trips would otherwise land in the timing
+ * on the Java side only.
  */
 public final class PingPong {
     private PingPong() {
@@ -46,10 +48,13 @@ public final class PingPong {
         }
     }
 
-    private static void echo(String ping, String pong, long fileSize, long total) throws IOException {
+    private static void echo(String ping, String pong, long fileSize, long total)
+            throws IOException, ReflectiveOperationException {
         PriceUpdate m = new PriceUpdate();
         try (MappedBusReader r = new MappedBusReader(ping, fileSize, PriceUpdate.SIZE).open();
              MappedBusWriter w = new MappedBusWriter(pong, fileSize, PriceUpdate.SIZE).open()) {
+            Prefault.touch(r, fileSize);
+            Prefault.touch(w, fileSize);
             System.err.println("ready");
             System.err.flush();
             for (long i = 0; i < total; i++) {
@@ -63,12 +68,14 @@ public final class PingPong {
     }
 
     private static void initiate(String ping, String pong, long fileSize, int count, int warmup,
-                                 String rttFile) throws IOException {
+                                 String rttFile) throws IOException, ReflectiveOperationException {
         PriceUpdate out = new PriceUpdate(1, 0, 0);
         PriceUpdate back = new PriceUpdate();
         long[] rtt = new long[count];
         try (MappedBusWriter w = new MappedBusWriter(ping, fileSize, PriceUpdate.SIZE).open();
              MappedBusReader r = new MappedBusReader(pong, fileSize, PriceUpdate.SIZE).open()) {
+            Prefault.touch(w, fileSize);
+            Prefault.touch(r, fileSize);
             for (int i = 0; i < warmup + count; i++) {
                 out.setPrice(i);
                 long t0 = System.nanoTime();
