@@ -65,9 +65,10 @@ public final class BusOptions implements Serializable {
      */
     final String[] hosts;
     /**
-     * Several buses in one batch read ({@code path} a comma-separated list, or with glob patterns in
-     * its last component): each bus's path, sorted within a pattern; null for one bus. The other
-     * fields then describe the first bus (for the schema); each bus is planned with its own options.
+     * Several buses in one read, batch or stream ({@code path} a comma-separated list, or with glob
+     * patterns in its last component): each bus's path, sorted within a pattern; null for one bus. The
+     * other fields then describe the first bus (for the schema); each bus is planned with its own
+     * options. A stream matches the patterns again at every trigger ({@link MultiBusMicroBatchStream}).
      */
     String[] buses;
     /** Writes: null (the default: streaming yes, batch no), or the option's value. */

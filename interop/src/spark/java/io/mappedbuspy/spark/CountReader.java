@@ -15,7 +15,9 @@ import java.util.Arrays;
 /**
  * A partition's answer to a pushed-down {@code count(*)}: one row holding the number of committed (and,
  * with a pushed meta filter, matching) records of its range, counted from the statuses, so Spark does
- * not iterate one empty row per record. Spark sums the partitions' rows.
+ * not iterate one empty row per record. Spark sums the partitions' rows. Only per-host reads count in
+ * tasks (each host's bus is planned there); every other {@code count(*)} is answered on the driver by the
+ * planning walk ({@link BusScan.Count}).
  */
 final class CountReader<T> implements PartitionReader<T> {
     private final BusReaderFactory f;
