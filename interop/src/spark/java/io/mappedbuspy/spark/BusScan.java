@@ -252,8 +252,8 @@ final class BusScan implements Scan, Batch {
     }
 
     /**
-     * The end of the run of settled slots (committed or rolled back) from {@code from}, found with bulk
-     * copies and plain reads: a settled status never changes, so a plain read that sees one is right;
+     * The end of the run of settled slots (committed or rolled back) from {@code from}, found with
+     * plain reads: a settled status never changes, so a plain read that sees one is right;
      * anything else (uncommitted, or invalid) is left to the caller's acquire loads from there.
      */
     static long settledPrefix(MemoryMappedFile m, long from, long end, long slot) {
@@ -265,30 +265,20 @@ final class BusScan implements Scan, Batch {
      * the committed slots of the run whose metadata is in {@code metas} (sorted; null: any).
      */
     static long settledPrefix(MemoryMappedFile m, long from, long end, long slot, long[] count, int[] metas) {
-        int per = (int) Math.max(1, Math.min(65536, (1 << 22) / slot));
-        byte[] buf = null;
+        // Plain reads of each status straight from the mapping: a slot is shorter than a cache line, so
+        // every line is read anyway, and a bulk copy only adds a second pass (measured 23-40 ms against
+        // 48-95 ms for 20 M slots).
         long pos = from;
-        while (pos < end) {
-            int k = (int) Math.min(per, (end - pos) / slot);
-            if (k <= 0) {
-                break;
-            }
-            if (buf == null) {
-                buf = new byte[(int) (Math.min(per, (end - from) / slot) * slot)];
-            }
-            m.getBytes(pos, buf, 0, (int) (k * slot));
-            for (int i = 0; i < k; i++) {
-                int st = (int) SlotChunks.INT.get(buf, (int) (i * slot));
-                if (st == Layout.STATUS_COMMITTED) {
-                    if (count != null && (metas == null || Arrays.binarySearch(metas,
-                            (int) SlotChunks.INT.get(buf, (int) (i * slot) + Layout.METADATA_OFFSET)) >= 0)) {
-                        count[0]++;
-                    }
-                } else if (st != Layout.STATUS_ROLLED_BACK) {
-                    return pos + i * slot; // the caller's acquire loads take over (and count) from here
+        for (; pos + slot <= end; pos += slot) {
+            int st = m.getInt(pos);
+            if (st == Layout.STATUS_COMMITTED) {
+                if (count != null && (metas == null
+                        || Arrays.binarySearch(metas, m.getInt(pos + Layout.METADATA_OFFSET)) >= 0)) {
+                    count[0]++;
                 }
+            } else if (st != Layout.STATUS_ROLLED_BACK) {
+                return pos; // the caller's acquire loads take over (and count) from here
             }
-            pos += k * slot;
         }
         return pos;
     }
