@@ -1,4 +1,5 @@
 # cython: language_level=3
+cimport cython
 from libc.stdint cimport int32_t, int64_t
 
 from ._mapping cimport MappedFile
@@ -39,7 +40,10 @@ cdef class MappedBusReader:
 
     cdef int _truncated(self) except -1
     cdef int _check_limit_now(self, int64_t limit) except -1
+    # final: called directly (inlinable), not through the vtable, on every read
+    @cython.final
     cdef int _next(self) except -1
+    @cython.final
     cdef int _poll(self) except -1
     cdef int _check_replaced(self) except -1
     cdef bint _timed_out(self, int64_t pos) except -1

@@ -15,7 +15,7 @@ from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC, nanosleep
 
 from ._atomic cimport load_acquire_i64, status_load_acquire, status_cas, cpu_relax
 from ._guard cimport guard_is_dead
-from ._mapping cimport MappedFile
+from ._mapping cimport MappedFile, copy_payload
 from ._message cimport MessageBase
 from ._record cimport Record
 
@@ -339,6 +339,7 @@ cdef class MappedBusReader:
 
     # -- the protocol -------------------------------------------------------------
 
+    @cython.final
     cdef int _next(self) except -1:
         # The dead mark is checked after the poll too: a poll that touched a page past the
         # file's new end read the guard's zeros, which must not pass for "nothing new".
@@ -366,6 +367,7 @@ cdef class MappedBusReader:
             raise
         return 0
 
+    @cython.final
     cdef int _poll(self) except -1:
         cdef char *base = self._base
         cdef int64_t pos = self._pos
@@ -537,7 +539,7 @@ cdef class MappedBusReader:
         if m._size > self.record_size:
             raise ValueError(f"{type(message).__name__} takes {m._size} bytes, more than "
                              f"record_size {self.record_size}")
-        memcpy(m._buf, self._base + rec + 8, m._size)
+        copy_payload(m._buf, self._base + rec + 8, m._size)
         if guard_is_dead(self._dead):
             self._truncated()
         return message
@@ -552,7 +554,7 @@ cdef class MappedBusReader:
                              f"record_size {self.record_size}")
         if not self._next():
             return False
-        memcpy(m._buf, self._base + self._cur + 8, m._size)
+        copy_payload(m._buf, self._base + self._cur + 8, m._size)
         if guard_is_dead(self._dead):
             self._truncated()
         return True
@@ -578,7 +580,7 @@ cdef class MappedBusReader:
             if offset < 0 or offset > size or n > size - offset:
                 raise ValueError(f"a {n}-byte record does not fit at offset {offset} of a "
                                  f"{size}-byte buffer")
-            memcpy(dst + offset, self._base + rec + 8, n)
+            copy_payload(dst + offset, self._base + rec + 8, n)
             if guard_is_dead(self._dead):
                 self._truncated()
             return n

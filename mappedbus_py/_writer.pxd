@@ -1,4 +1,5 @@
 # cython: language_level=3
+cimport cython
 from libc.stdint cimport int32_t, int64_t
 
 from ._mapping cimport MappedFile
@@ -23,7 +24,10 @@ cdef class MappedBusWriter:
                                # metadata, may be unlinked by retention while mapped
 
     cdef int _truncated(self) except -1
+    # final: called directly (inlinable), not through the vtable, on every write
+    @cython.final
     cdef char *_alloc(self, int64_t count) except NULL
+    @cython.final
     cdef bint _commit(self, char *rec) except -1
     cdef bint _write_bytes(self, const char *src, Py_ssize_t n, Py_ssize_t offset,
                            Py_ssize_t length) except -1

@@ -10,7 +10,7 @@ from operator import index
 
 from ._atomic cimport load_acquire_i64, fetch_add_i64, status_cas
 from ._guard cimport guard_is_dead
-from ._mapping cimport MappedFile
+from ._mapping cimport MappedFile, copy_payload
 from ._message cimport MessageBase, Field
 from cpython.mem cimport PyMem_Calloc, PyMem_Free
 from cpython.tuple cimport PyTuple_GET_SIZE, PyTuple_GET_ITEM
@@ -199,6 +199,7 @@ cdef class MappedBusWriter:
     cdef int _truncated(self) except -1:
         return self._file.raise_dead()
 
+    @cython.final
     cdef char *_alloc(self, int64_t count) except NULL:
         # A full bus is refused before the add, so the limit does not keep climbing past
         # the end; the add itself is what orders this writer among the others.
@@ -225,6 +226,7 @@ cdef class MappedBusWriter:
                                f"file_size {self.file_size}")
         return self._base + pos
 
+    @cython.final
     cdef bint _commit(self, char *rec) except -1:
         cdef int32_t old = status_cas(rec, self._aligned, 0, 1)
         if guard_is_dead(self._dead):
@@ -253,7 +255,7 @@ cdef class MappedBusWriter:
                                  f"record_size {self.record_size}")
             rec = self._alloc(1)
             memcpy(rec + 4, &msg._type, 4)
-            memcpy(rec + 8, msg._buf, msg._size)
+            copy_payload(rec + 8, msg._buf, msg._size)
             return self._commit(rec)
         if PyBytes_CheckExact(data):
             return self._write_bytes(PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), offset, length)
@@ -281,7 +283,7 @@ cdef class MappedBusWriter:
         cdef char *rec = self._alloc(1)
         cdef int32_t meta = <int32_t>length
         memcpy(rec + 4, &meta, 4)
-        memcpy(rec + 8, src + offset, length)
+        copy_payload(rec + 8, src + offset, length)
         return self._commit(rec)
 
     def fields_writer(self, message_class):
@@ -436,5 +438,5 @@ cdef class _FieldsWriter:
         cdef MappedBusWriter w = self._w
         cdef char *rec = w._alloc(1)
         memcpy(rec + 4, &self._type, 4)
-        memcpy(rec + 8, self._scratch, self._size)
+        copy_payload(rec + 8, self._scratch, self._size)
         return w._commit(rec)
