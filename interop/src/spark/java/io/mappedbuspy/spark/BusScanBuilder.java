@@ -210,9 +210,22 @@ final class BusScanBuilder implements SupportsPushDownRequiredColumns, SupportsP
         return true;
     }
 
+    /**
+     * Complete for a driver-planned read: its count is one row holding the total (no partial counts for
+     * Spark to sum, so no job runs). Per-host reads count in a task per host, which Spark sums.
+     */
     @Override
     public boolean supportCompletePushDown(Aggregation aggregation) {
-        return false;
+        if (options.hosts != null || aggregation.groupByExpressions().length != 0
+                || aggregation.aggregateExpressions().length == 0) {
+            return false;
+        }
+        for (AggregateFunc f : aggregation.aggregateExpressions()) {
+            if (!(f instanceof CountStar)) {
+                return false;
+            }
+        }
+        return true;
     }
 
     @Override
