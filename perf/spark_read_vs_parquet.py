@@ -42,12 +42,27 @@ def best(fn, repeat):
     return min(times)
 
 
+def write_out(path, result):
+    """Appends this run to the file's ``runs`` (shared machines: keep every run, say which is which)."""
+    runs = []
+    if os.path.exists(path):
+        with open(path) as f:
+            runs = json.load(f).get("runs", [])
+    runs.append(result)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump({"runs": runs}, f, indent=1)
+        f.write("\n")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=2_000_000)
     ap.add_argument("--full", action="store_true", help="20 M records")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--out", help="also write the JSON to this file (with the load average and date); "
+                    "an existing file gets this run appended to its 'runs' list")
     ap.add_argument("--dir", default="/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir())
     args = ap.parse_args(argv)
 
@@ -115,7 +130,12 @@ def main(argv=None):
                 result[name][q + "_rows_per_s"] = round(n / t)
         result["ratios"] = {q: round(result["bus_columnar"][q + "_s"] / result["parquet"][q + "_s"], 2)
                             for q in queries}
+        result["loadavg_1_5_15"] = [round(x, 2) for x in os.getloadavg()]
+        result["date"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        result["cpus"] = os.cpu_count()
         print(json.dumps(result, indent=1))
+        if args.out:
+            write_out(args.out, result)
     finally:
         if spark is not None:
             spark.stop()
