@@ -22,6 +22,9 @@ cdef class MappedBusWriter:
     cdef double _lock_timeout  # seconds to wait for the open lock
     cdef bint _segment         # a rolling bus's segment: exists already, no sidecar
                                # metadata, may be unlinked by retention while mapped
+    cdef int64_t _populated    # without prefault: pages below this offset are mapped by
+                               # MADV_POPULATE_WRITE, one chunk ahead of the records; -1: off
+    cdef int64_t _mapped       # bytes mapped (file_size rounded up to a page)
 
     cdef int _truncated(self) except -1
     # final: called directly (inlinable), not through the vtable, on every write
@@ -29,5 +32,7 @@ cdef class MappedBusWriter:
     cdef char *_alloc(self, int64_t count) except NULL
     @cython.final
     cdef bint _commit(self, char *rec) except -1
+    @cython.final
+    cdef void _populate(self, int64_t pos, int64_t end) noexcept
     cdef bint _write_bytes(self, const char *src, Py_ssize_t n, Py_ssize_t offset,
                            Py_ssize_t length) except -1

@@ -5,6 +5,7 @@ from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, 
 from cpython.bytearray cimport PyByteArray_CheckExact, PyByteArray_AS_STRING, PyByteArray_GET_SIZE
 from cpython.bytes cimport PyBytes_CheckExact, PyBytes_AS_STRING, PyBytes_GET_SIZE
 from libc.stdint cimport int32_t, int64_t
+from libc.errno cimport errno, EINTR, EAGAIN
 from libc.string cimport memcpy
 from operator import index
 
@@ -19,8 +20,22 @@ from ._mapping import DEFAULT_LOCK_TIMEOUT, check_lock_timeout, check_mode
 from .errors import BusClosedError, BusFullError, CorruptBusError, RecordsRolledBackError
 from .layout import FIRST_RECORD_OFFSET, HEADER_SIZE, MAX_RECORD_SIZE
 
+cdef extern from *:
+    """
+    #include <sys/mman.h>
+    #ifndef MADV_POPULATE_WRITE
+    #define MADV_POPULATE_WRITE 23   /* Linux 5.14; older kernels refuse it with EINVAL */
+    #endif
+    """
+    int MADV_POPULATE_WRITE
+    int madvise(void *addr, size_t length, int advice) nogil
+
 cdef int64_t FIRST = FIRST_RECORD_OFFSET
 cdef int NEVER_DEAD = 0      # what _dead points to while no mapping is open
+# Without prefault, the writer maps the pages ahead of its records this many bytes at a time
+# with one madvise(MADV_POPULATE_WRITE) instead of one page fault per 4 KiB page (see
+# _populate); 64 KiB keeps the one write that pays for it to ~15 us.
+cdef int64_t POPULATE_CHUNK = 64 * 1024
 
 
 def _as_size(value, name):
@@ -140,6 +155,7 @@ cdef class MappedBusWriter:
         self._file = None
         self._base = NULL
         self._dead = &NEVER_DEAD
+        self._populated = -1
 
     def open(self):
         """Map the file (created, zero-filled, if absent) and initialise its limit."""
@@ -157,6 +173,8 @@ cdef class MappedBusWriter:
         self._file = f
         self._base = f.base
         self._dead = &f.dead
+        self._mapped = f.mapped_size
+        self._populated = -1 if self._prefault else 0
         return self
 
     def close(self):
@@ -224,7 +242,31 @@ cdef class MappedBusWriter:
             self._file.check_intact()
             raise BusFullError(f"bus is full: the record at offset {pos} would end past "
                                f"file_size {self.file_size}")
+        if pos + self._slot * count > self._populated >= 0:
+            self._populate(pos, pos + self._slot * count)
         return self._base + pos
+
+    @cython.final
+    cdef void _populate(self, int64_t pos, int64_t end) noexcept:
+        # Map [the page of `pos` or the first one not yet mapped, one chunk past `end`) in one
+        # call: measured on a fresh preallocated tmpfs file, 0.9-1.0 against 1.3 us a page, and
+        # for 10 M records 49,000 page faults fewer (sys time 140 -> 121 ms). The price: one
+        # write in 3,300 (20-byte records) takes the chunk's ~15 us at once. It changes no
+        # byte (it faults pages in, as the stores would); whatever it cannot do (a kernel
+        # before 5.14: EINVAL; a truncated file: EFAULT, never SIGBUS) turns it off and leaves
+        # the stores to fault as before.
+        # A batch's later rows are left to write_batch's loop: its first commit must not wait
+        # for pages far ahead (a reader times the whole batch from its allocation).
+        end = min(end, pos + POPULATE_CHUNK)
+        cdef int64_t start = max(self._populated, pos & ~(<int64_t>4095))
+        cdef int64_t stop = min(((end + POPULATE_CHUNK - 1) // POPULATE_CHUNK + 1) * POPULATE_CHUNK,
+                                self._mapped)
+        if stop <= start:
+            self._populated = -1
+        elif madvise(self._base + start, <size_t>(stop - start), MADV_POPULATE_WRITE) == 0:
+            self._populated = stop
+        elif errno != EINTR and errno != EAGAIN:    # those two: try again on the next write
+            self._populated = -1
 
     @cython.final
     cdef bint _commit(self, char *rec) except -1:
@@ -340,6 +382,8 @@ cdef class MappedBusWriter:
             pos = rec - self._base
             fit = min(nrows, (self._last - pos) // self._slot + 1)
             for i in range(fit):
+                if rec - self._base + self._slot > self._populated >= 0:
+                    self._populate(rec - self._base, rec - self._base + self._slot)
                 if metas != NULL:
                     m = metas[i]
                 memcpy(rec + 4, &m, 4)
