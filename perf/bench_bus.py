@@ -10,7 +10,12 @@ Two ways to map the bus:
   default   what a user gets without options: a fresh file (the Python writer preallocates it
             with posix_fallocate at open, outside the timing; the Java port and the original grow
             it sparse), no prefault, so page faults (and for sparse files page allocation) fall
-            inside the timing: the *_default_msgs_per_s figures.
+            inside the timing: the *_default_msgs_per_s figures. The Python writer maps the
+            pages just ahead of its records 64 KiB at a time (MADV_POPULATE_WRITE) instead of
+            one fault per page; readers take read faults, which map up to 16 pages already
+            written (fault-around), unless they are at the writer's front of a sparse file.
+            Each process's page faults per 1000 messages are reported beside the rates
+            (STEM_MODE_writer_faults_per_kmsg, ..._reader_...).
 The pairs (STEM_prefault_msgs_per_s, STEM_default_msgs_per_s for the original, the Java port and
 Python per message) all send default_n messages; the plain names send bus_n, prefaulted.
 """
@@ -124,9 +129,10 @@ def benchmarks(cfg):
         name = f"{stem}_msgs_per_s" if mode == "plain" else f"{stem}_{mode}_msgs_per_s"
         figs = {name: float(s["median"]),
                 name.replace("msgs_per_s", "ns_per_msg"): 1e9 / s["median"]}
-        # Page faults per 1000 messages and process, start-up included: a count the machine's
-        # load does not change, unlike the rates (one fault per 4 KiB page is 4.9 per 1000
-        # 20-byte records; fault-around maps up to 16 pages a fault, 0.3 per 1000).
+        # Page faults per 1000 messages and process (ru_minflt), start-up included: a count
+        # the machine's load does not change, unlike the rates (one fault per 4 KiB page is
+        # 4.9 per 1000 20-byte records; fault-around maps up to 16 pages a fault, 0.3 per
+        # 1000; pages populated by madvise count as faults too).
         for role in ("writer", "reader"):
             got = [x[f"{role}_minflt"] for x in runs if f"{role}_minflt" in x]
             if got:
