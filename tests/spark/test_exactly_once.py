@@ -3,17 +3,14 @@ its checkpoint leaves every input record on the output bus once."""
 import collections
 import os
 import random
-import signal
 import struct
-import subprocess
-import sys
 import time
 
 import pytest
 
 from mappedbus_py import MappedBusWriter
 
-from .helpers import bus_reader, read_all
+from .helpers import read_all, strike_and_drain
 
 pytestmark = pytest.mark.spark
 
@@ -34,14 +31,6 @@ def limit_of(path):
             return int.from_bytes(f.read(8), "little")
     except FileNotFoundError:
         return 0
-
-
-def wait_for_growth(path, timeout):
-    start = limit_of(path)
-    deadline = time.time() + timeout
-    while limit_of(path) == start:
-        assert time.time() < deadline, f"{path} did not grow in {timeout} s"
-        time.sleep(0.002)
 
 
 def output_ids(path, file_size):
@@ -101,27 +90,7 @@ def test_stopped_and_killed_query_restarted_ten_times_writes_each_record_once(tm
     src, dst, ckpt = str(tmp_path / "in"), str(tmp_path / "out"), str(tmp_path / "ckpt")
     write_ids(src, size, range(n))
     rng = random.Random(int(os.environ.get("EOS_SEED", time.time())))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")]))
-    kinds = []
-    for round_ in range(10):
-        p = subprocess.Popen([sys.executable, CHILD, src, dst, str(size), ckpt, "run"],
-                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
-        try:
-            assert p.stdout.readline().strip() == "started", f"round {round_}: the child did not start"
-            # Strike while batches are being written: just after the output grows (records on the bus,
-            # the batch not yet committed in the checkpoint), or a little later.
-            wait_for_growth(dst, 120)
-            time.sleep(rng.choice([rng.uniform(0, 0.05), rng.uniform(0, 1.5)]))
-            kind = rng.choice(["stop", "kill"])
-            kinds.append(kind)
-            p.send_signal(signal.SIGTERM if kind == "stop" else signal.SIGKILL)
-            p.wait(60)
-        finally:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    subprocess.run([sys.executable, CHILD, src, dst, str(size), ckpt, "drain"], check=True, timeout=300,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    kinds = strike_and_drain([CHILD, src, dst, str(size), ckpt, "run"], lambda: limit_of(dst), rng)
     ids = output_ids(dst, size)
     dup = [i for i, c in collections.Counter(ids).items() if c > 1]
     assert not dup, f"{len(dup)} ids written twice after {kinds}: {dup[:10]}"

@@ -4,15 +4,13 @@ segments a task's rows were spread over."""
 import collections
 import os
 import random
-import signal
-import subprocess
-import sys
 import time
 
 import pytest
 
 from mappedbus_py import RollingBusReader
 
+from .helpers import strike_and_drain
 from .test_exactly_once import CHILD, LAYOUT, write_ids
 
 pytestmark = pytest.mark.spark
@@ -119,30 +117,7 @@ def test_stopped_and_killed_query_into_a_rolling_bus_restarted_ten_times_writes_
     write_ids(src, size, range(n))
     seed = int(os.environ.get("EOS_SEED", time.time()))
     rng = random.Random(seed)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")]))
-    kinds = []
-    for round_ in range(10):
-        p = subprocess.Popen([sys.executable, CHILD, src, dst, str(size), ckpt, "run", str(seg)],
-                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
-        try:
-            assert p.stdout.readline().strip() == "started", f"round {round_}: the child did not start"
-            # Strike while batches are being written: just after the output grows, or a little later.
-            start = extent(dst)
-            deadline = time.time() + 120
-            while extent(dst) == start:
-                assert time.time() < deadline, f"round {round_}: {dst} did not grow in 120 s"
-                time.sleep(0.002)
-            time.sleep(rng.choice([rng.uniform(0, 0.05), rng.uniform(0, 1.5)]))
-            kind = rng.choice(["stop", "kill"])
-            kinds.append(kind)
-            p.send_signal(signal.SIGTERM if kind == "stop" else signal.SIGKILL)
-            p.wait(60)
-        finally:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    subprocess.run([sys.executable, CHILD, src, dst, str(size), ckpt, "drain", str(seg)], check=True,
-                   timeout=300, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    kinds = strike_and_drain([CHILD, src, dst, str(size), ckpt, "run", str(seg)], lambda: extent(dst), rng)
     ids = rolling_ids(dst)
     dup = [i for i, c in collections.Counter(ids).items() if c > 1]
     assert not dup, f"{len(dup)} ids written twice after {kinds} (EOS_SEED={seed}): {dup[:10]}"

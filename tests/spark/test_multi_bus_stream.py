@@ -1,7 +1,7 @@
 """Several buses in one stream (a list, or a pattern matched again at every trigger), as Kafka's
 subscribe/subscribePattern: each bus's offset by path in the checkpoint, the ``bus`` column,
 buses that appear later, a bus recreated among several, maxRecordsPerTrigger shared out."""
-import json
+import functools
 import os
 import pathlib
 import shutil
@@ -12,6 +12,9 @@ import uuid
 import pytest
 
 from mappedbus_py import MappedBusReader, MappedBusWriter, RollingBusWriter
+
+from . import helpers
+from .helpers import last_offset, source_metrics
 
 pytestmark = pytest.mark.spark
 
@@ -52,28 +55,9 @@ def recreate(path, ids):
     return write_ids(path, ids)
 
 
-def stream(spark, path, **options):
-    r = spark.readStream.format("mappedbus").option("path", path).option("layout", LAYOUT)
-    for k, v in options.items():
-        r = r.option(k, v)
-    return r.load()
-
-
-def run_available_now(spark, path, out, ckpt, **options):
-    q = (stream(spark, path, **options).writeStream.format("parquet").option("path", out)
-         .option("checkpointLocation", ckpt).trigger(availableNow=True).start())
-    assert q.awaitTermination(180)
-    return q
-
-
-def last_offset(ckpt):
-    d = os.path.join(ckpt, "offsets")
-    n = max(int(f) for f in os.listdir(d) if f.isdigit())
-    return json.loads(open(os.path.join(d, str(n))).read().splitlines()[-1])
-
-
-def metrics(q):
-    return [{k: int(v) for k, v in p["sources"][0].get("metrics", {}).items()} for p in q.recentProgress]
+stream = functools.partial(helpers.stream, layout=LAYOUT)
+run_available_now = functools.partial(helpers.run_available_now, layout=LAYOUT)
+metrics = source_metrics
 
 
 def wait_rows(spark, table, n, q, timeout=90):

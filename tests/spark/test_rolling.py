@@ -1,6 +1,7 @@
 """The Spark source and sink on rolling buses (docs/files-and-rolling.md, "Rolling bus"), and data
 loss under a checkpoint: a retention gap, a bus deleted and recreated, failOnDataLoss and the
 lostSlots metric; writes without a known file size refused."""
+import functools
 import json
 import mmap
 import os
@@ -12,10 +13,11 @@ import uuid
 
 import pytest
 
-from mappedbus_py import (BusGapError, MappedBusReader, MappedBusWriter, PriceUpdate,
+from mappedbus_py import (BusGapError, MappedBusWriter, PriceUpdate,
                           RollingBusReader, RollingBusWriter)
 
-from .helpers import read_all
+from . import helpers
+from .helpers import last_offset, read_all, source_metrics
 
 pytestmark = pytest.mark.spark
 
@@ -55,29 +57,8 @@ def python_view(path):
     return out
 
 
-def stream(spark, path, **options):
-    r = spark.readStream.format("mappedbus").option("path", path).option("layout", "PriceUpdate")
-    for k, v in options.items():
-        r = r.option(k, v)
-    return r.load()
-
-
-def run_available_now(spark, path, out, ckpt, **options):
-    q = (stream(spark, path, **options).writeStream.format("parquet").option("path", out)
-         .option("checkpointLocation", ckpt).trigger(availableNow=True).start())
-    assert q.awaitTermination(120)
-    return q
-
-
-def source_metrics(q):
-    """Each progress report's source metrics (numbers), oldest first."""
-    return [{k: int(v) for k, v in p["sources"][0].get("metrics", {}).items()} for p in q.recentProgress]
-
-
-def last_offset(ckpt):
-    d = os.path.join(ckpt, "offsets")
-    n = max(int(f) for f in os.listdir(d) if f.isdigit())
-    return json.loads(open(os.path.join(d, str(n))).read().splitlines()[-1])
+stream = functools.partial(helpers.stream, layout="PriceUpdate")
+run_available_now = functools.partial(helpers.run_available_now, layout="PriceUpdate")
 
 
 def test_batch_read_spans_segments_with_global_positions_one_segment_per_partition(spark, bus_dir):
