@@ -87,3 +87,31 @@ def test_count_of_a_rolling_bus_and_of_several_buses(spark, bus_root):
     assert "LocalTableScan" in plan(both)
     assert both.count() == 62
     assert both.where(f"position < {pos(5)}").count() == 5 + 5
+
+
+def test_a_recount_resumes_the_last_walk_and_stays_exact_as_the_bus_grows_or_is_recreated(spark, bus_path):
+    # The driver remembers how far its last walk of a file got (statuses there are final); each
+    # count below must still be the exact one, whatever was remembered from the counts before it.
+    write(bus_path, range(50))
+    df = lambda: bus_reader(spark, bus_path, layout="PriceUpdate")  # noqa: E731
+    assert df().count() == 50
+    assert df().where("meta = 3").count() == 0
+    hung = hung_slot(bus_path, FILE_SIZE, RS)          # the walk stops here: slot 50
+    write(bus_path, range(50, 60))
+    assert df().count() == 50
+    assert len(read_all(bus_path, FILE_SIZE, RS, timeout_ms=50, wait=0.5)) == 60   # rolls slot 50 back
+    assert status_at(bus_path, hung) == 2
+    with MappedBusWriter(bus_path, FILE_SIZE, RS) as w:
+        assert w.write(b"xyz")                          # meta 3
+    assert df().count() == 61
+    assert df().where("meta = 3").count() == 1
+    assert df().where(f"position >= {pos(55)}").count() == 7    # slots 55-61
+    # A new bus at the same path: shorter than what the last walk covered, then longer (its slot 61
+    # is settled too, so only the file's identity tells the old walk does not apply).
+    for f in (bus_path, bus_path + ".meta"):
+        os.unlink(f)
+    write(bus_path, range(5))
+    assert df().count() == 5
+    write(bus_path, range(5, 70))
+    assert df().count() == 70
+    assert df().where("meta = 3").count() == 0
