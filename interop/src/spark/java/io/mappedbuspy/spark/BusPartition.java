@@ -68,7 +68,7 @@ final class BusPartition implements InputPartition {
         return preferredHost == null ? new String[0] : new String[] {preferredHost};
     }
 
-    private static boolean isSegment(String path) {
+    static boolean isSegment(String path) {
         return Layout.segmentIndex(java.nio.file.Path.of(path).getFileName().toString()) >= 0;
     }
 

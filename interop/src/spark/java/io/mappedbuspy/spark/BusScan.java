@@ -266,12 +266,14 @@ final class BusScan implements Scan, Batch {
      * the committed slots of the run whose metadata is in {@code metas} (sorted; null: any).
      */
     static long settledPrefix(MemoryMappedFile m, long from, long end, long slot, long[] count, int[] metas) {
-        // A settled status never changes, so a walk resumes where the last walk of the same file (device,
-        // inode), start and metadata filter in this JVM stopped: re-planning a growing bus costs its new
-        // slots only. The entry is used only if the slot before its end is still settled (a file
-        // recreated under a reused inode starts with unset statuses) and the walk goes at least as far.
-        String key = m.device() + ":" + m.inode() + ":" + slot + ":" + from + ":" + Arrays.toString(metas);
-        long[] walked = WALKED.get(key);
+        // A settled status never changes, so a walk resumes where the last walk of the same file, start
+        // and metadata filter in this JVM stopped: re-planning a growing bus costs its new slots only.
+        // Only files whose metadata names their bus are remembered (a new bus gets a new random id; a
+        // file without metadata could be another one under a reused inode), by id, device and inode.
+        BusPartition.Identity id = BusPartition.Identity.of(m.path(), BusPartition.isSegment(m.path()));
+        String key = id.busId == null || id.inode != m.inode() || id.device != m.device() ? null
+                : id.busId + ":" + m.device() + ":" + m.inode() + ":" + slot + ":" + from + ":" + Arrays.toString(metas);
+        long[] walked = key == null ? null : WALKED.get(key);
         long pos = from;
         long n = 0;
         if (walked != null && walked[0] > from && walked[0] <= end) {
@@ -294,7 +296,7 @@ final class BusScan implements Scan, Batch {
                 break; // the caller's acquire loads take over (and count) from here
             }
         }
-        if (pos > from && (walked == null || pos > walked[0])) {
+        if (key != null && pos > from && (walked == null || pos > walked[0])) {
             if (WALKED.size() >= WALKED_MAX) {
                 WALKED.clear(); // files come and go (segments, recreated buses): keep the map small
             }
