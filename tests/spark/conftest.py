@@ -2,7 +2,10 @@
 
 This directory is a package (``__init__.py``) so that this conftest does not take the module name
 ``conftest`` from the top-level tests' one."""
+import os
+import pathlib
 import shutil
+import uuid
 
 import pytest
 
@@ -21,3 +24,13 @@ def spark():
     s.sparkContext.setLogLevel("ERROR")
     yield s
     s.stop()
+
+
+@pytest.fixture
+def bus_root():
+    """A fresh directory in /dev/shm (or /tmp) for the buses of one test, removed after it."""
+    base = pathlib.Path("/dev/shm") if os.path.isdir("/dev/shm") else pathlib.Path("/tmp")
+    root = base / f"mbspark-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+    root.mkdir()
+    yield str(root)
+    shutil.rmtree(root, ignore_errors=True)

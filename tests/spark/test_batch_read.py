@@ -5,7 +5,7 @@ import struct
 
 import pytest
 
-from mappedbus_py import MappedBusReader, MappedBusWriter, PriceUpdate, Trade
+from mappedbus_py import MappedBusReader, MappedBusWriter, PriceUpdate
 
 from .helpers import bus_reader, bus_tool, hung_slot, read_all, status_at
 

@@ -2,9 +2,6 @@
 planned ranges hold, rolled-back and uncommitted slots excluded, pushed-down ranges and meta filters
 applied, single files, rolling buses and several buses alike."""
 import os
-import pathlib
-import shutil
-import uuid
 
 import pytest
 
@@ -62,14 +59,6 @@ def test_count_stops_at_an_uncommitted_slot_or_skips_it_with_uncommitted_wait(sp
     assert bus_reader(spark, bus_path, layout="PriceUpdate").count() == 30
     assert bus_reader(spark, bus_path, layout="PriceUpdate", uncommitted="wait", timeoutMs=100).count() == 40
 
-
-@pytest.fixture
-def bus_root():
-    base = pathlib.Path("/dev/shm") if os.path.isdir("/dev/shm") else pathlib.Path("/tmp")
-    root = base / f"mbsparkcount-{os.getpid()}-{uuid.uuid4().hex[:12]}"
-    root.mkdir()
-    yield str(root)
-    shutil.rmtree(root, ignore_errors=True)
 
 
 def test_count_of_a_rolling_bus_and_of_several_buses(spark, bus_root):

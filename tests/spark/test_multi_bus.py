@@ -1,10 +1,7 @@
 """Several buses in one batch read: a comma-separated list or a pattern, each bus planned with its
 own options as its own partitions, with a ``bus`` column naming the record's bus."""
 import os
-import pathlib
-import shutil
 import struct
-import uuid
 
 import pytest
 
@@ -15,14 +12,6 @@ pytestmark = pytest.mark.spark
 LAYOUT = "id:int64,value:int32"
 SIZE = 100_000
 
-
-@pytest.fixture
-def bus_root():
-    base = pathlib.Path("/dev/shm") if os.path.isdir("/dev/shm") else pathlib.Path("/tmp")
-    root = base / f"mbsparkmulti-{os.getpid()}-{uuid.uuid4().hex[:12]}"
-    root.mkdir()
-    yield str(root)
-    shutil.rmtree(root, ignore_errors=True)
 
 
 def write_ids(path, ids):

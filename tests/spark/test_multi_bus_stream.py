@@ -3,11 +3,9 @@ subscribe/subscribePattern: each bus's offset by path in the checkpoint, the ``b
 buses that appear later, a bus recreated among several, maxRecordsPerTrigger shared out."""
 import functools
 import os
-import pathlib
 import shutil
 import struct
 import time
-import uuid
 
 import pytest
 
@@ -24,14 +22,6 @@ SLOT = 8 + RS
 SIZE = 100_000
 SEG = 8 + 10 * SLOT            # ten records a segment: a few records roll
 
-
-@pytest.fixture
-def bus_root():
-    base = pathlib.Path("/dev/shm") if os.path.isdir("/dev/shm") else pathlib.Path("/tmp")
-    root = base / f"mbsparkmultistream-{os.getpid()}-{uuid.uuid4().hex[:12]}"
-    root.mkdir()
-    yield str(root)
-    shutil.rmtree(root, ignore_errors=True)
 
 
 def write_ids(path, ids):
