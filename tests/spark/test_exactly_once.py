@@ -34,7 +34,11 @@ def limit_of(path):
 
 
 def output_ids(path, file_size):
-    return [struct.unpack_from("<q", payload)[0] for _, _, payload in read_all(path, file_size, RECORD)]
+    """The ids on the output bus in bus order. A range allocated by a task stopped or killed before it
+    logged the allocation is never committed (a crashed writer's slots): the reader rolls it back
+    after its timeout, so the read waits a little longer than that before deciding the bus has ended."""
+    return [struct.unpack_from("<q", payload)[0]
+            for _, _, payload in read_all(path, file_size, RECORD, timeout_ms=500, wait=1.5)]
 
 
 def test_replayed_micro_batch_writes_nothing_twice(spark, tmp_path):
