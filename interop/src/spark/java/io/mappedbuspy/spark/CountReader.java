@@ -1,6 +1,5 @@
 package io.mappedbuspy.spark;
 
-import io.mappedbuspy.CorruptBusException;
 import io.mappedbuspy.Layout;
 import io.mappedbuspy.MemoryMappedFile;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
@@ -87,18 +86,8 @@ final class CountReader<T> implements PartitionReader<T> {
                 }
             }
             for (; pos < p.end; pos += slot) {
-                int status = mem.getStatus(pos);
-                if (status == Layout.STATUS_COMMITTED) {
-                    if (f.metas == null
-                            || Arrays.binarySearch(f.metas, mem.getInt(pos + Layout.METADATA_OFFSET)) >= 0) {
-                        n++;
-                    }
-                } else if (status == Layout.STATUS_NOT_SET && !p.skipUncommitted) {
-                    throw new IllegalStateException("mappedbus: record at " + pos + " in " + p.path
-                            + " is uncommitted inside a range planned as settled");
-                } else if (status != Layout.STATUS_ROLLED_BACK && status != Layout.STATUS_NOT_SET) {
-                    throw new CorruptBusException("record at position " + pos + " in " + p.path
-                            + " has invalid status " + status);
+                if (SlotChunks.isRow(mem, p, f.metas, pos)) {
+                    n++;
                 }
             }
         }

@@ -65,18 +65,8 @@ abstract class SlotChunks implements AutoCloseable {
         int n = 0;
         for (int i = 0; i < k; i++) {
             long pos = next + (long) i * slot;
-            int status = mem.getStatus(pos);
-            if (status == Layout.STATUS_COMMITTED) {
-                if (f.metas == null || java.util.Arrays.binarySearch(f.metas,
-                        mem.getInt(pos + Layout.METADATA_OFFSET)) >= 0) {
-                    rows[n++] = i;
-                }
-            } else if (status == Layout.STATUS_NOT_SET && !p.skipUncommitted) {
-                throw new IllegalStateException("mappedbus: record at " + pos + " in " + p.path
-                        + " is uncommitted inside a range planned as settled");
-            } else if (status != Layout.STATUS_ROLLED_BACK && status != Layout.STATUS_NOT_SET) {
-                throw new CorruptBusException("record at position " + pos + " in " + p.path
-                        + " has invalid status " + status);
+            if (isRow(mem, p, f.metas, pos)) {
+                rows[n++] = i;
             }
         }
         nRows = n;
@@ -85,6 +75,27 @@ abstract class SlotChunks implements AutoCloseable {
         }
         next += (long) k * slot;
         return true;
+    }
+
+    /**
+     * Whether the slot at {@code pos} of a planned partition is one of its rows: committed (acquire load) and
+     * its metadata in {@code metas} (sorted; null: any). An uncommitted slot in a range planned as settled,
+     * or an invalid status, is an error.
+     */
+    static boolean isRow(MemoryMappedFile mem, BusPartition p, int[] metas, long pos) throws CorruptBusException {
+        int status = mem.getStatus(pos);
+        if (status == Layout.STATUS_COMMITTED) {
+            return metas == null || java.util.Arrays.binarySearch(metas, mem.getInt(pos + Layout.METADATA_OFFSET)) >= 0;
+        }
+        if (status == Layout.STATUS_NOT_SET && !p.skipUncommitted) {
+            throw new IllegalStateException("mappedbus: record at " + pos + " in " + p.path
+                    + " is uncommitted inside a range planned as settled");
+        }
+        if (status != Layout.STATUS_ROLLED_BACK && status != Layout.STATUS_NOT_SET) {
+            throw new CorruptBusException("record at position " + pos + " in " + p.path
+                    + " has invalid status " + status);
+        }
+        return false;
     }
 
     /** Payload length of a trimmed payload column: the metadata, checked against the record size. */
