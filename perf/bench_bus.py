@@ -16,6 +16,8 @@ Two ways to map the bus:
             written (fault-around), unless they are at the writer's front of a sparse file.
             Each process's page faults per 1000 messages are reported beside the rates
             (STEM_MODE_writer_faults_per_kmsg, ..._reader_...).
+All of them run in k interleaved rounds (``interleaved``): the machine's speed drifts by up to
+2 x from minute to minute, so benchmarks run one after the other would compare minutes.
 The pairs (STEM_prefault_msgs_per_s, STEM_default_msgs_per_s for the original, the Java port and
 Python per message) all send default_n messages; the plain names send bus_n, prefaulted.
 """
@@ -113,20 +115,28 @@ PAIRED = {
 }
 
 
-def benchmarks(cfg):
-    """(name, function returning (figures, raw)) for run.py."""
-    out = []
-    missing = original_missing()
+class Bench:
+    """One benchmark: ``one()`` is a single run (fresh processes and files), ``combine(runs)``
+    turns its k runs into (figures, raw)."""
 
-    def paired(stem, w, r, api, mode, n):
-        if "orig" in (w, r) and missing:
-            print(f" skipped: {missing}", end="", file=sys.stderr)
-            return {}, {f"{stem}_{mode}_msgs_per_s": {"skipped": missing}}
-        runs = [one_to_one(w, r, n, n // 10, api, "prefault" if mode == "plain" else mode,
-                           faults=True)
-                for _ in range(cfg["k"])]
+    def __init__(self, name, one, combine):
+        self.name, self.one, self.combine = name, one, combine
+
+
+def _rate(name, n):
+    def combine(runs):
         s = summarize(runs)
-        name = f"{stem}_msgs_per_s" if mode == "plain" else f"{stem}_{mode}_msgs_per_s"
+        figs = {name: s["median"], name.replace("msgs_per_s", "ns_per_msg"): 1e9 / s["median"],
+                name.replace("msgs_per_s", "best_msgs_per_s"): s["best"]}
+        return figs, {name: {**s, "messages": n}}
+    return combine
+
+
+def _paired(stem, mode, n):
+    name = f"{stem}_msgs_per_s" if mode == "plain" else f"{stem}_{mode}_msgs_per_s"
+
+    def combine(runs):
+        s = summarize(runs)
         figs = {name: float(s["median"]),
                 name.replace("msgs_per_s", "ns_per_msg"): 1e9 / s["median"]}
         # Page faults per 1000 messages and process (ru_minflt), start-up included: a count
@@ -139,62 +149,125 @@ def benchmarks(cfg):
                 figs[name.replace("msgs_per_s", f"{role}_faults_per_kmsg")] = \
                     statistics.median(got) * 1000 / n
         return figs, {name: {**s, "messages": n}}
+    return combine
+
+
+def _skipped(name, why):
+    def combine(runs):
+        print(f" {name} skipped: {why}", end="", file=sys.stderr)
+        return {}, {f"{name}_msgs_per_s": {"skipped": why}}
+    return combine
+
+
+def _benches(cfg):
+    out = []
+    missing = original_missing()
     # The original first and the Python side last within each mode, prefault runs before the
     # default ones; the prefault Python and Java port figures come from ONE_TO_ONE below.
     # The pairs all send default_n messages (80 M in --full, as the original's own perf test);
     # the plain java_original_msgs_per_s is a prefault run with bus_n, like py_py_msgs_per_s.
-    out.append(("java_original", lambda: paired("java_original", "orig", "orig", "message",
-                                                "plain", cfg["bus_n"])))
-    for mode, n in (("prefault", cfg["default_n"]), ("default", cfg["default_n"])):
+    out.append(Bench("java_original",
+                     lambda: one_to_one("orig", "orig", cfg["bus_n"], cfg["bus_n"] // 10,
+                                        faults=True),
+                     _paired("java_original", "plain", cfg["bus_n"])))
+    for mode in ("prefault", "default"):
+        n = cfg["default_n"]
         for stem, (w, r, api) in PAIRED.items():
-            out.append((f"{stem}_{mode}",
-                        lambda stem=stem, w=w, r=r, api=api, mode=mode, n=n:
-                        paired(stem, w, r, api, mode, n)))
+            out.append(Bench(f"{stem}_{mode}",
+                             lambda w=w, r=r, api=api, mode=mode, n=n:
+                             one_to_one(w, r, n, n // 10, api, mode, faults=True),
+                             _paired(stem, mode, n)))
+    if missing:
+        for b in out:
+            b.one, b.combine = (lambda: None), _skipped(b.name, missing)
 
-    def floors():
+    def floor_combine(runs):
         figs, raw = {}, {}
         for api, stem in (("message", "py_floor"), ("fields", "py_fields_floor")):
-            runs = [floor(api, cfg["bus_n"]) for _ in range(cfg["k"])]
-            w = summarize(runs, "writer_ns_per_msg")
-            r = summarize(runs, "reader_ns_per_msg")
+            w = summarize([x[api] for x in runs], "writer_ns_per_msg")
+            r = summarize([x[api] for x in runs], "reader_ns_per_msg")
             ns = max(w["median"], r["median"])   # the slower loop sets the pace
             figs.update({f"{stem}_writer_ns_per_msg": w["median"],
                          f"{stem}_reader_ns_per_msg": r["median"],
                          f"{stem}_ns_per_msg": ns, f"{stem}_msgs_per_s": 1e9 / ns})
             raw[stem] = {"writer": w, "reader": r, "messages": cfg["bus_n"]}
         return figs, raw
-    out.append(("py_floor", floors))
+    out.append(Bench("py_floor", lambda: {api: floor(api, cfg["bus_n"]) for api in ("message", "fields")},
+                     floor_combine))
     for name, (w, r, api) in ONE_TO_ONE.items():
         n = cfg["bus_n"] * (4 if api == "batch" else 1)   # batch runs are short: more messages
+        out.append(Bench(name, lambda w=w, r=r, api=api, n=n: one_to_one(w, r, n, n // 10, api),
+                         _rate(name, n)))
 
-        def f(name=name, w=w, r=r, api=api, n=n):
-            runs = [one_to_one(w, r, n, n // 10, api) for _ in range(cfg["k"])]
-            s = summarize(runs)
-            figs = {name: s["median"], name.replace("msgs_per_s", "ns_per_msg"): 1e9 / s["median"],
-                    name.replace("msgs_per_s", "best_msgs_per_s"): s["best"]}
-            return figs, {name: {**s, "messages": n}}
-        out.append((name, f))
-
-    def writers():
+    def writers_combine(runs):
         figs, raw = {}, {}
         for k in WRITERS:
-            n = cfg["bus_n"]
-            runs = [many_to_one(k, n, n // 10) for _ in range(cfg["k"])]
-            s = summarize(runs)
+            s = summarize([x[k] for x in runs])
             figs[f"py_{k}w_1r_msgs_per_s"] = s["median"]
-            raw[f"py_{k}w_1r_msgs_per_s"] = {**s, "messages": n}
+            raw[f"py_{k}w_1r_msgs_per_s"] = {**s, "messages": cfg["bus_n"]}
         return figs, raw
-    out.append(("n_writers", writers))
+    out.append(Bench("n_writers",
+                     lambda: {k: many_to_one(k, cfg["bus_n"], cfg["bus_n"] // 10) for k in WRITERS},
+                     writers_combine))
 
-    def payloads():
+    def payload_n(size):
+        return max(1000, min(cfg["bus_n"], cfg["payload_bytes"] // size))
+
+    def payloads_combine(runs):
         figs, raw = {}, {}
         for size in PAYLOADS:
-            n = max(1000, min(cfg["bus_n"], cfg["payload_bytes"] // size))
-            runs = [payload(size, n, n // 10) for _ in range(cfg["k"])]
-            s = summarize(runs)
+            s = summarize([x[size] for x in runs])
             figs[f"payload_{size}_msgs_per_s"] = s["median"]
             figs[f"payload_{size}_mb_per_s"] = s["median"] * size / 1e6
-            raw[f"payload_{size}"] = {**s, "messages": n, "payload_bytes": size}
+            raw[f"payload_{size}"] = {**s, "messages": payload_n(size), "payload_bytes": size}
         return figs, raw
-    out.append(("payload_sizes", payloads))
+    out.append(Bench("payload_sizes",
+                     lambda: {size: payload(size, payload_n(size), payload_n(size) // 10)
+                              for size in PAYLOADS},
+                     payloads_combine))
+    return out
+
+
+def benchmarks(cfg):
+    """(name, function returning (figures, raw)) for each benchmark run alone; run.py runs the
+    selected ones through ``interleaved``."""
+    return [(b.name, lambda b=b: interleaved(cfg, [b.name])()) for b in _benches(cfg)]
+
+
+def interleaved(cfg, names):
+    """One function running the named benchmarks in k rounds, each round running every one of
+    them once, so that figures compared with each other (the original, the Java port and Python,
+    a loop and its floor) are measured in the same minutes: this shared VM's speed changes
+    from minute to minute by up to 2 x, for every program alike. Each pair's per-round
+    ratios go to the raw file (round_ratios)."""
+    chosen = [b for b in _benches(cfg) if b.name in names]
+
+    def run():
+        k = max(1, cfg["k"])
+        runs = {b.name: [] for b in chosen}
+        for i in range(k):
+            if k > 1 and len(chosen) > 1:
+                print(f" round {i + 1}/{k}", end="", file=sys.stderr, flush=True)
+            for b in chosen:
+                runs[b.name].append(b.one())
+        figs, raw = {}, {}
+        for b in chosen:
+            f, r = b.combine(runs[b.name])
+            figs.update(f)
+            raw.update(r)
+        raw["round_ratios"] = _round_ratios(runs)
+        return figs, raw
+    return run
+
+
+def _round_ratios(runs):
+    """Port / original and Python / original within each round, for the paired modes run."""
+    out = {}
+    for mode in ("prefault", "default"):
+        base = runs.get(f"java_original_{mode}")
+        for stem in ("java_java", "py_py"):
+            other = runs.get(f"{stem}_{mode}")
+            if base and other and all(base) and all(other):
+                out[f"{stem}_{mode}_vs_java_original_{mode}"] = [
+                    o["msgs_per_s"] / b["msgs_per_s"] for o, b in zip(other, base)]
     return out

@@ -7,7 +7,8 @@
 
 Every measurement starts fresh processes on fresh /dev/shm files (removed afterwards). Each
 figure is the MEDIAN of k runs (k = 3 quick, 5 full, 1 smoke); best and all samples go to
-latest_raw.json. Rates are timed in the receiving process from message WARMUP (10% of the
+latest_raw.json. The bus and latency groups run in k ROUNDS, each round running every selected
+benchmark of the group once, so the figures a ratio compares come from the same minutes. Rates are timed in the receiving process from message WARMUP (10% of the
 count) to the last. Peers get fewer messages than the bus when they are slow (the count is in
 the raw file); every rate is per message, so the figures compare directly.
 """
@@ -122,7 +123,8 @@ def select(only, cfg, listing=False):
         if picked and hasattr(mod, "interleaved") and not listing:
             # Run together, round by round, so they are measured in the same minutes.
             names = [name for name, _ in picked]
-            chosen.append(("+".join(names), mod.interleaved(cfg, names)))
+            label = "+".join(names) if len(names) <= 3 else f"{gname} ({len(names)} benchmarks)"
+            chosen.append((label, mod.interleaved(cfg, names)))
         else:
             chosen.extend(picked)
     return chosen
