@@ -22,6 +22,7 @@ cdef class MappedBusReader:
     cdef int64_t _limit_seen   # the last limit loaded: slots below it are allocated, so the
                                # shared limit line is only re-read once the reader catches up
     cdef int64_t _initial_limit  # the limit at open(), for has_recovered()
+    cdef bint _delivered       # a record since the last empty poll: the next one pauses first
     cdef unsigned int _idle    # empty polls: the limit is read on one in 16 of them
     cdef bint _path_check_due  # an empty poll asks for the path check (once per 2^16)
     cdef int64_t _timeout_ns   # how long a slot may stay uncommitted before rollback
