@@ -165,6 +165,28 @@ def test_fields_named_size_and_type_are_fields_and_the_sizes_stay_reachable():
     assert PriceUpdate.payload_size == PriceUpdate(1, 2, 3).size() == 12
 
 
+@pytest.mark.parametrize("count", [1, 2, 3, 4, 5, 7])
+def test_fields_writer_of_any_field_count_writes_what_the_message_would(tmp_path, count):
+    # One to four fields take the argument-array path, more the tuple one: same bytes, same errors.
+    from mappedbus_py import MappedBusReader, MappedBusWriter
+    kinds = [int32, float64, int8, int64, float32, int32, int64]
+    cls = type(f"M{count}", (Message,), {f"f{i}": kinds[i]() for i in range(count)})
+    values = [(i + 1) * 3 for i in range(count)]
+    path = str(tmp_path / "bus")
+    with MappedBusWriter(path, 10_000, 40) as w, MappedBusReader(path, 10_000, 40) as r:
+        write = w.fields_writer(cls)
+        assert write(*values) is True
+        with pytest.raises(TypeError, match=f"takes {count} field values, got {count - 1}"):
+            write(*values[:-1])
+        with pytest.raises(TypeError, match=f"takes (at most )?{count}"):
+            write(*values, 1)
+        with pytest.raises(TypeError, match="never truncated|not a float|holds"):
+            write(*values[:-1], "x")
+        got = cls()
+        assert r.read_into(got) and got == cls(*values)
+        assert not r.read_into(got)      # the refused calls allocated nothing
+
+
 def test_fields_writer_writes_a_record_from_values_and_checks_them_first(tmp_path):
     from mappedbus_py import MappedBusReader, MappedBusWriter
     path = str(tmp_path / "bus")
