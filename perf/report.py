@@ -93,8 +93,9 @@ def markdown(f, target_rows, raw):
                    "writer's mapped pages takes about 0.3 per 1000.\n")
     if "py_floor_ns_per_msg" in f:
         out.append("Python floor: the same Python loops with each bus call replaced by a no-op "
-                   "call into a C function (`operator.truth`); the bus's own cost is the "
-                   "difference.\n")
+                   "call into a C function taking the same arguments (`operator.truth` for one, "
+                   "`perf/noop.pyx` `noop3` for `write_fields`' three); the bus's own cost is "
+                   "the difference.\n")
         out.append("| Python per-message form | floor ns/msg (writer / reader loop) | bus ns/msg | "
                    "bus adds ns/msg |")
         out.append("| --- | ---: | ---: | ---: |")
