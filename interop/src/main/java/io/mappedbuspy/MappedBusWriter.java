@@ -168,9 +168,11 @@ public final class MappedBusWriter implements AutoCloseable {
         MemoryMappedFile m = mem();
         try {
             long offset = allocate(m);
-            m.putInt(offset + Layout.METADATA_OFFSET, message.type());
+            // allocate() checked the record's bounds: the header and the status need no check of their
+            // own (MemoryMappedFile.putIntInRecord); the message's stores, its code, are checked.
+            m.putIntInRecord(offset + Layout.METADATA_OFFSET, message.type());
             message.write(m, offset + Layout.PAYLOAD_OFFSET);
-            return m.casStatus(offset, Layout.STATUS_NOT_SET, Layout.STATUS_COMMITTED);
+            return m.commitInRecord(offset);
         } catch (InternalError e) {
             throw fault(m, e);
         } catch (BusTruncatedException e) {
@@ -200,9 +202,9 @@ public final class MappedBusWriter implements AutoCloseable {
         MemoryMappedFile m = mem();
         try {
             long pos = allocate(m);
-            m.putInt(pos + Layout.METADATA_OFFSET, length);
+            m.putIntInRecord(pos + Layout.METADATA_OFFSET, length);
             m.putBytes(pos + Layout.PAYLOAD_OFFSET, src, offset, length);
-            return m.casStatus(pos, Layout.STATUS_NOT_SET, Layout.STATUS_COMMITTED);
+            return m.commitInRecord(pos);
         } catch (InternalError e) {
             throw fault(m, e);
         } catch (BusTruncatedException e) {

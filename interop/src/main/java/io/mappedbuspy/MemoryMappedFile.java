@@ -766,6 +766,42 @@ public final class MemoryMappedFile implements AutoCloseable {
         return single ? firstAddress + pos : addresses[(int) (pos >>> SEGMENT_SHIFT)] + (pos & SEGMENT_MASK);
     }
 
+    // A writer's own stores into a record it allocated, whose bounds it checked once (offset + slot <=
+    // fileSize <= size): no check per access, so that MappedBusWriter.write stays small enough for the
+    // JIT to inline it into the caller's loop. Still only through a live mapping.
+    void putIntInRecord(long pos, int value) {
+        ByteBuffer[] keep = segments;
+        if (keep == null | SWAP) {
+            putInt(pos, value);
+            return;
+        }
+        try {
+            PUT_INT.invokeExact(single ? firstAddress + pos : addresses[(int) (pos >>> SEGMENT_SHIFT)]
+                    + (pos & SEGMENT_MASK), value);
+        } catch (Throwable t) {
+            throw unexpected(t);
+        }
+        Reference.reachabilityFence(keep);
+    }
+
+    // casStatus(recordPos, 0, 1) for the record a writer allocated (see putIntInRecord).
+    boolean commitInRecord(long recordPos) {
+        ByteBuffer[] keep = segments;
+        if (keep == null | SWAP | (recordPos & 3) != 0) {
+            return casStatus(recordPos, Layout.STATUS_NOT_SET, Layout.STATUS_COMMITTED);
+        }
+        boolean v;
+        try {
+            v = (boolean) CAS_INT.invokeExact((Object) null, single ? firstAddress + recordPos
+                    : addresses[(int) (recordPos >>> SEGMENT_SHIFT)] + (recordPos & SEGMENT_MASK),
+                    Layout.STATUS_NOT_SET, Layout.STATUS_COMMITTED);
+        } catch (Throwable t) {
+            throw unexpected(t);
+        }
+        Reference.reachabilityFence(keep);
+        return v;
+    }
+
     private static int idx(long pos) {
         return (int) (pos & SEGMENT_MASK);
     }
