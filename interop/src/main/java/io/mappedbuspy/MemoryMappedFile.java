@@ -763,6 +763,11 @@ public final class MemoryMappedFile implements AutoCloseable {
         if (pos < 0 || pos > size - width) {
             throw outOfBounds(pos, width);
         }
+        return address(pos);
+    }
+
+    // The address of pos in its segment (unchecked).
+    private long address(long pos) {
         return single ? firstAddress + pos : addresses[(int) (pos >>> SEGMENT_SHIFT)] + (pos & SEGMENT_MASK);
     }
 
@@ -776,8 +781,7 @@ public final class MemoryMappedFile implements AutoCloseable {
             return;
         }
         try {
-            PUT_INT.invokeExact(single ? firstAddress + pos : addresses[(int) (pos >>> SEGMENT_SHIFT)]
-                    + (pos & SEGMENT_MASK), value);
+            PUT_INT.invokeExact(address(pos), value);
         } catch (Throwable t) {
             throw unexpected(t);
         }
@@ -792,9 +796,8 @@ public final class MemoryMappedFile implements AutoCloseable {
         }
         boolean v;
         try {
-            v = (boolean) CAS_INT.invokeExact((Object) null, single ? firstAddress + recordPos
-                    : addresses[(int) (recordPos >>> SEGMENT_SHIFT)] + (recordPos & SEGMENT_MASK),
-                    Layout.STATUS_NOT_SET, Layout.STATUS_COMMITTED);
+            v = (boolean) CAS_INT.invokeExact((Object) null, address(recordPos), Layout.STATUS_NOT_SET,
+                    Layout.STATUS_COMMITTED);
         } catch (Throwable t) {
             throw unexpected(t);
         }
