@@ -7,7 +7,12 @@ trips, and each pair's figures come from all its rounds together. On this shared
 cost of moving a cache line between the two cores changes from minute to minute (every pair,
 Java - Java too, was measured about 3 x slower in the same minutes: p50 850-900 ns against
 230-310 ns a minute later), so pairs run one after the other would compare minutes, not
-languages. Each round's p50 is kept in the raw file (PREFIX round_p50_ns) to show that spread."""
+languages. Each round's p50 is kept in the raw file (PREFIX round_p50_ns) to show that spread.
+
+The floor pair (latency_floor, floor_rtt_*) is the machine's own round trip in the same rounds:
+two cache lines bounced between two processes in C (perf/pingpong.pyx), nothing of the bus. A
+bus round trip moves at least those two lines, so no bus pair can beat it; what a pair adds to
+it is the bus's cost, the part that does not move with the minute."""
 import os
 import tempfile
 
@@ -20,8 +25,11 @@ PERCENTILES = (50, 90, 99, 99.9)
 
 
 def ping_pong(initiator, echo, n, warmup):
-    """initiator/echo are 'py' or 'java'; returns the n round-trip times in ns."""
+    """initiator/echo are 'py' or 'java', or both 'c' (the floor); returns the n round-trip
+    times in ns."""
     total = n + warmup
+    if initiator == "c":
+        return floor_ping_pong(n, warmup)
     with ShmFiles(f"rtt-{initiator}-{echo}") as shm, tempfile.TemporaryDirectory() as tmp:
         ping, pong = shm("ping"), shm("pong")
         size = bus_file_size(total, slack=16)
@@ -44,6 +52,25 @@ def ping_pong(initiator, echo, n, warmup):
         return np.fromfile(rtt_file, dtype="<i8")
 
 
+def floor_ping_pong(n, warmup):
+    """The machine's floor in the same round: perf/pingpong.pyx bounces two cache lines of one
+    /dev/shm file between two processes, in C."""
+    with ShmFiles("rtt-floor") as shm, tempfile.TemporaryDirectory() as tmp:
+        path = shm("lines")
+        with open(path, "wb") as f:
+            f.truncate(4096)
+        rtt_file = os.path.join(tmp, "rtt.bin")
+        e = start(py_worker("floor-echo", path, n + warmup))
+        try:
+            wait_ready(e)
+            finish([start(py_worker("floor-init", path, n, warmup, rtt_file)), e])
+        finally:
+            if e.poll() is None:
+                e.kill()
+                e.wait()
+        return np.fromfile(rtt_file, dtype="<i8")
+
+
 def stats(rtt, prefix):
     s = np.sort(rtt)
     figs = {f"{prefix}p{str(p).replace('.', '_')}_ns": float(s[min(len(s) - 1, int(len(s) * p / 100))])
@@ -58,6 +85,7 @@ def stats(rtt, prefix):
 
 PAIRS = {
     # prefix: (initiator, echo); Python-Python gets the plain rtt_* names
+    "floor_rtt_": ("c", "c"),
     "rtt_": ("py", "py"),
     "py_java_rtt_": ("py", "java"),
     "java_py_rtt_": ("java", "py"),
@@ -66,7 +94,7 @@ PAIRS = {
 
 
 def name(a, b):
-    return f"latency_{a}_{b}"
+    return "latency_floor" if a == "c" else f"latency_{a}_{b}"
 
 
 def benchmarks(cfg):

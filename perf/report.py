@@ -24,7 +24,7 @@ SIDE_BY_SIDE = [("Java original 0.5.1", "java_original"), ("mappedbus_py Java po
                 ("mappedbus_py Python, per message", "py_py")]
 WRITERS = (1, 2, 4, 8)
 PAYLOADS = (8, 64, 512, 4096, 32768)
-RTT_PAIRS = [("Python - Python", "rtt_"), ("Python - Java", "py_java_rtt_"),
+RTT_PAIRS = [("machine floor (C, two cache lines, no bus)", "floor_rtt_"), ("Python - Python", "rtt_"), ("Python - Java", "py_java_rtt_"),
              ("Java - Python", "java_py_rtt_"), ("Java - Java", "java_java_rtt_")]
 PCTS = [("p50", "p50"), ("p90", "p90"), ("p99", "p99"), ("p99.9", "p99_9"), ("max", "max")]
 
@@ -124,13 +124,24 @@ def markdown(f, target_rows, raw):
                            f"{f[f'payload_{s}_mb_per_s']:,.0f} |")
         out.append("")
     if any(f"{p}p50_ns" in f for _, p in RTT_PAIRS):
-        out.append("| round trip (ns) | " + " | ".join(l for l, _ in PCTS) + " | round trips |")
-        out.append("| --- |" + " ---: |" * (len(PCTS) + 1))
+        out.append("| round trip (ns) | " + " | ".join(l for l, _ in PCTS)
+                   + " | round trips | p50 of each round |")
+        out.append("| --- |" + " ---: |" * (len(PCTS) + 2))
         for lab, p in RTT_PAIRS:
             if f"{p}p50_ns" in f:
+                rounds = raw.get(p + "hist", {}).get("round_p50_ns", [])
                 out.append(f"| {lab} | " + " | ".join(_ns(f[f"{p}{k}_ns"]) for _, k in PCTS)
-                           + f" | {f[f'{p}round_trips']:,} |")
+                           + f" | {f[f'{p}round_trips']:,} | "
+                           + " / ".join(_ns(v) for v in rounds) + " |")
         out.append("")
+        if "floor_rtt_p50_ns" in f:
+            out.append("The floor is the machine's own round trip in the same rounds: two "
+                       "processes bounce two cache lines of a /dev/shm file in C with the bus's "
+                       "acquire loads and release stores (perf/pingpong.pyx). Every bus round "
+                       "trip moves at least those lines, so the floor bounds every pair from "
+                       "below, and what a pair adds to it is the bus's own cost. The Python "
+                       "initiator times with `time.perf_counter_ns` (a Python call inside the "
+                       "timing), the floor and Java with the same clock read from C.\n")
     if "mem_writer_peak_rss_kb_small" in f:
         s, l = f["mem_small_messages"], f["mem_large_messages"]
         out.append(f"| memory (kB) | writer, {s:,} msgs | writer, {l:,} | reader, {s:,} | reader, {l:,} |")

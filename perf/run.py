@@ -73,6 +73,12 @@ def derived(f):
     for p in PEER_NAMES:
         ratio(f"ratio_py_py_vs_{p}", "py_py_msgs_per_s", f"{p}_msgs_per_s")
     ratio("ratio_py_java_vs_py4j", "py_java_msgs_per_s", "py4j_msgs_per_s")
+    for stem in ("", "py_java_", "java_py_", "java_java_"):
+        # What each pair adds to the machine's round trip measured in the same rounds.
+        for pct in ("p50", "p99"):
+            if f"{stem}rtt_{pct}_ns" in f and f"floor_rtt_{pct}_ns" in f:
+                d[f"{stem}rtt_over_floor_{pct}_ns"] = \
+                    f[f"{stem}rtt_{pct}_ns"] - f[f"floor_rtt_{pct}_ns"]
     return d
 
 

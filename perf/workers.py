@@ -5,6 +5,8 @@
     workers.py floor       API N
     workers.py ping-echo   PING PONG FILE_SIZE TOTAL
     workers.py ping-init   PING PONG FILE_SIZE N WARMUP RTT_FILE
+    workers.py floor-echo  PATH TOTAL
+    workers.py floor-init  PATH N WARMUP RTT_FILE
 
 API is message (PriceUpdate objects, read_into), fields (write_fields / read_into), bytes
 (write(bytes), next()+read_buffer) or batch (numpy rows, write_batch/read_batch). noprefault
@@ -13,7 +15,8 @@ is mapped at open (prefault=True). floor runs the message loops of both roles in
 with each bus call replaced by a no-op call into a C extension taking the same arguments
 (operator.truth for one, perf/noop.pyx's noop3 for write_fields' three) and prints their ns per
 message: what the Python loop itself costs. Readers print 'ready' on stderr once open, then
-one JSON line on stdout timed from message WARMUP to the last.
+one JSON line on stdout timed from message WARMUP to the last. floor-echo/floor-init are the
+round trip's floor: perf/pingpong.pyx, two cache lines bounced in C.
 """
 import json
 import os
@@ -191,13 +194,31 @@ def floor(api, n):
 
 def _noop3():
     # A C function taking three arguments as write_fields does (passing them is the loop's
-    # cost, not the bus's): perf/noop.pyx, compiled once with the package's Cython.
+    # cost, not the bus's).
+    return _perf_pyx("noop").noop3
+
+
+def _perf_pyx(name):
+    """perf/NAME.pyx, compiled once (build/perf-pyx) with the package's Cython and its
+    _atomic.h on the include path."""
+    import importlib
     import pyximport
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    pyximport.install(build_dir=os.path.join(root, "build", "perf-pyx"), language_level=3)
+    pyximport.install(build_dir=os.path.join(root, "build", "perf-pyx"), language_level=3,
+                      setup_args={"include_dirs": [os.path.join(root, "mappedbus_py"),
+                                                   np.get_include()]})
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from noop import noop3
-    return noop3
+    return importlib.import_module(name)
+
+
+def floor_echo(path, total):
+    _perf_pyx("pingpong").echo(path, total, ready)
+
+
+def floor_init(path, n, warmup, rtt_file):
+    rtt = _perf_pyx("pingpong").initiate(path, n, warmup)
+    rtt.tofile(rtt_file)
+    print(json.dumps({"round_trips": n, "p50_ns": int(np.median(rtt)), "max_ns": int(rtt.max())}))
 
 
 def main(argv):
@@ -216,6 +237,10 @@ def main(argv):
         ping_echo(a[0], a[1], int(a[2]), int(a[3]))
     elif role == "ping-init":
         ping_init(a[0], a[1], int(a[2]), int(a[3]), int(a[4]), a[5])
+    elif role == "floor-echo":
+        floor_echo(a[0], int(a[1]))
+    elif role == "floor-init":
+        floor_init(a[0], int(a[1]), int(a[2]), a[3])
     else:
         raise SystemExit(__doc__)
 

@@ -20,6 +20,8 @@ NAMED = [
     "payload_8_msgs_per_s", "payload_32768_mb_per_s",
     "rtt_p50_ns", "rtt_p90_ns", "rtt_p99_ns", "rtt_p99_9_ns", "rtt_max_ns",
     "py_java_rtt_p50_ns", "java_py_rtt_p99_ns", "java_java_rtt_p50_ns",
+    # the machine's own round trip (two cache lines bounced in C) and what the bus adds to it
+    "floor_rtt_p50_ns", "floor_rtt_p99_ns", "rtt_over_floor_p50_ns", "java_java_rtt_over_floor_p99_ns",
     "zmq_ipc_msgs_per_s", "mp_queue_msgs_per_s", "mp_pipe_msgs_per_s",
     "faster_fifo_msgs_per_s", "py4j_msgs_per_s",
     "mem_writer_peak_rss_kb_small", "mem_reader_peak_rss_kb_large",
@@ -72,6 +74,7 @@ def test_smoke_run_writes_every_named_figure(tmp_path):
     table = (tmp_path / "latest.md").read_text()
     assert "| mappedbus_py Python -> Python, per message |" in table
     assert "Side by side in this run" in table and "| mappedbus_py Java port |" in table
+    assert "| machine floor (C, two cache lines, no bus) |" in table
     for png in ("throughput.png", "payload.png", "latency.png"):
         assert (tmp_path / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # Every bus file the suite made is gone.
