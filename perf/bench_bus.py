@@ -24,6 +24,10 @@ Python per message) all send default_n messages; the plain names send bus_n, pre
 import statistics
 import sys
 
+import numpy as np
+
+from bench_latency import floor_ping_pong
+
 from common import (PRICE_UPDATE_SIZE, ShmFiles, bus_file_size, create_bus, java, java_original,
                     original_missing, py_worker, reader_then_writers, start, finish, summarize)
 
@@ -61,8 +65,13 @@ def one_to_one(writer, reader, n, warmup, api="message", mode="prefault", faults
 
 
 def floor(api, n):
-    """The Python loops alone (bus calls replaced by a C no-op), ns per message."""
-    return finish([start(py_worker("floor", api, n))])[0]
+    """The Python loops alone (bus calls replaced by a C no-op), ns per message, and the
+    writer's loop on a bus nobody reads."""
+    with ShmFiles(f"floor-{api}") as shm:
+        path = shm("bus")
+        size = bus_file_size(n)
+        create_bus(path, size, PRICE_UPDATE_SIZE)
+        return finish([start(py_worker("floor", api, n, path, size))])[0]
 
 
 def many_to_one(writers, n, warmup):
@@ -187,10 +196,13 @@ def _benches(cfg):
             w = summarize([x[api] for x in runs], "writer_ns_per_msg")
             r = summarize([x[api] for x in runs], "reader_ns_per_msg")
             ns = max(w["median"], r["median"])   # the slower loop sets the pace
+            alone = summarize([x[api] for x in runs], "writer_alone_ns_per_msg")
             figs.update({f"{stem}_writer_ns_per_msg": w["median"],
                          f"{stem}_reader_ns_per_msg": r["median"],
-                         f"{stem}_ns_per_msg": ns, f"{stem}_msgs_per_s": 1e9 / ns})
-            raw[stem] = {"writer": w, "reader": r, "messages": cfg["bus_n"]}
+                         f"{stem}_ns_per_msg": ns, f"{stem}_msgs_per_s": 1e9 / ns,
+                         f"{stem.replace('floor', 'writer_alone')}_ns_per_msg": alone["median"]})
+            raw[stem] = {"writer": w, "reader": r, "writer_alone": alone,
+                         "messages": cfg["bus_n"]}
         return figs, raw
     out.append(Bench("py_floor", lambda: {api: floor(api, cfg["bus_n"]) for api in ("message", "fields")},
                      floor_combine))
@@ -245,10 +257,12 @@ def interleaved(cfg, names):
     def run():
         k = max(1, cfg["k"])
         runs = {b.name: [] for b in chosen}
+        lines = {b.name: [] for b in chosen}
         for i in range(k):
             if k > 1 and len(chosen) > 1:
                 print(f" round {i + 1}/{k}", end="", file=sys.stderr, flush=True)
             for b in chosen:
+                lines[b.name].append(line_rtt(cfg))
                 runs[b.name].append(b.one())
         figs, raw = {}, {}
         for b in chosen:
@@ -256,12 +270,25 @@ def interleaved(cfg, names):
             figs.update(f)
             raw.update(r)
         raw["round_ratios"] = _round_ratios(runs)
+        raw["line_rtt_p50_ns"] = lines
+        figs["bus_line_rtt_p50_ns"] = statistics.median(x for v in lines.values() for x in v)
         return figs, raw
     return run
 
 
+def line_rtt(cfg):
+    """The machine's cache-line round trip (p50 ns, the latency group's C floor) just before a
+    run: a pair's rate follows it (one 4 KiB page of 20-byte records moves 64 lines from the
+    writer's core to the reader's), and on this VM it moves between about 130 and 490 ns from
+    one minute to the next."""
+    n = max(1000, cfg["rtt_n"] // 10)
+    return float(np.median(floor_ping_pong(n, 1000)))
+    return run
+
+
 def _round_ratios(runs):
-    """Port / original and Python / original within each round, for the paired modes run."""
+    """Port / original and Python / original within each round, for the paired modes run, and
+    the Python bus's ns over its floor."""
     out = {}
     for mode in ("prefault", "default"):
         base = runs.get(f"java_original_{mode}")
@@ -270,4 +297,13 @@ def _round_ratios(runs):
             if base and other and all(base) and all(other):
                 out[f"{stem}_{mode}_vs_java_original_{mode}"] = [
                     o["msgs_per_s"] / b["msgs_per_s"] for o, b in zip(other, base)]
+    # What the bus adds over its loop's floor, round by round (the floor's pace is its slower
+    # loop): the CPU's speed moves both alike within a round.
+    floors = runs.get("py_floor")
+    for name, api, key in (("py_py_msgs_per_s", "message", "py_bus_overhead_ns_per_msg"),
+                           ("py_py_fields_msgs_per_s", "fields", "py_fields_bus_overhead_ns_per_msg")):
+        if floors and runs.get(name):
+            out[key] = [1e9 / x["msgs_per_s"] - max(f[api]["writer_ns_per_msg"],
+                                                     f[api]["reader_ns_per_msg"])
+                        for x, f in zip(runs[name], floors)]
     return out

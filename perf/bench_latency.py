@@ -53,22 +53,16 @@ def ping_pong(initiator, echo, n, warmup):
 
 
 def floor_ping_pong(n, warmup):
-    """The machine's floor in the same round: perf/pingpong.pyx bounces two cache lines of one
-    /dev/shm file between two processes, in C."""
-    with ShmFiles("rtt-floor") as shm, tempfile.TemporaryDirectory() as tmp:
-        path = shm("lines")
-        with open(path, "wb") as f:
-            f.truncate(4096)
-        rtt_file = os.path.join(tmp, "rtt.bin")
-        e = start(py_worker("floor-echo", path, n + warmup))
-        try:
-            wait_ready(e)
-            finish([start(py_worker("floor-init", path, n, warmup, rtt_file)), e])
-        finally:
-            if e.poll() is None:
-                e.kill()
-                e.wait()
-        return np.fromfile(rtt_file, dtype="<i8")
+    """The machine's floor: perf/pingpong.pyx bounces two cache lines of shared memory between
+    this process and a forked one, in C."""
+    global _pingpong
+    if _pingpong is None:
+        from workers import _perf_pyx
+        _pingpong = _perf_pyx("pingpong")
+    return _pingpong.round_trips(n, warmup)
+
+
+_pingpong = None
 
 
 def stats(rtt, prefix):

@@ -95,17 +95,34 @@ def markdown(f, target_rows, raw):
         out.append("Python floor: the same Python loops with each bus call replaced by a no-op "
                    "call into a C function taking the same arguments (`operator.truth` for one, "
                    "`perf/noop.pyx` `noop3` for `write_fields`' three); the bus's own cost is "
-                   "the difference.\n")
+                   "the difference. The writer alone runs the same writer loop on a bus nobody "
+                   "reads: what the bus's calls cost without a reader taking the writer's cache "
+                   "lines. Before every run the suite measures the machine's cache-line round "
+                   "trip (the latency floor below, in C): the share a reader costs follows it.\n")
         out.append("| Python per-message form | floor ns/msg (writer / reader loop) | bus ns/msg | "
-                   "bus adds ns/msg |")
-        out.append("| --- | ---: | ---: | ---: |")
+                   "bus adds ns/msg | bus adds, each round (cache-line round trip just before, "
+                   "ns) | writer alone, no reader: ns/msg "
+                   "(adds to its loop) |")
+        out.append("| --- | ---: | ---: | ---: | ---: | ---: |")
         for lab, stem, key in (("message objects (`m.price = i; write(m)`)", "py_floor", "py_py"),
                                ("`write_fields(source, i, 7)`", "py_fields_floor", "py_py_fields")):
             if f"{stem}_ns_per_msg" in f and f"{key}_ns_per_msg" in f:
+                alone = stem.replace("floor", "writer_alone") + "_ns_per_msg"
+                rounds = raw.get("round_ratios", {}).get(stem.replace("floor", "bus_overhead")
+                                                         + "_ns_per_msg", [])
+                line = raw.get("line_rtt_p50_ns", {}).get(
+                    "py_py_msgs_per_s" if key == "py_py" else f"{key}_msgs_per_s", [])
+                if len(line) == len(rounds):
+                    rounds = [f"{v:.0f} ({l:.0f})" for v, l in zip(rounds, line)]
+                else:
+                    rounds = [f"{v:.0f}" for v in rounds]
                 out.append(f"| {lab} | {f[stem + '_ns_per_msg']:.1f} "
                            f"({f[stem + '_writer_ns_per_msg']:.1f} / "
                            f"{f[stem + '_reader_ns_per_msg']:.1f}) | {f[key + '_ns_per_msg']:.1f} | "
-                           f"{f[key + '_ns_per_msg'] - f[stem + '_ns_per_msg']:.1f} |")
+                           f"{f[key + '_ns_per_msg'] - f[stem + '_ns_per_msg']:.1f} | "
+                           + " / ".join(rounds) + " | "
+                           + (f"{f[alone]:.1f} ({f[alone] - f[stem + '_writer_ns_per_msg']:.1f})"
+                              if alone in f else "") + " |")
         out.append("")
     if any(f"py_{k}w_1r_msgs_per_s" in f for k in WRITERS[1:]):
         out.append("| N Python writers -> 1 Python reader | messages/s |")
@@ -136,7 +153,7 @@ def markdown(f, target_rows, raw):
         out.append("")
         if "floor_rtt_p50_ns" in f:
             out.append("The floor is the machine's own round trip in the same rounds: two "
-                       "processes bounce two cache lines of a /dev/shm file in C with the bus's "
+                       "processes bounce two cache lines of shared memory in C with the bus's "
                        "acquire loads and release stores (perf/pingpong.pyx). Every bus round "
                        "trip moves at least those lines, so the floor bounds every pair from "
                        "below, and what a pair adds to it is the bus's own cost. The Python "

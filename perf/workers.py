@@ -2,11 +2,9 @@
 
     workers.py bus-writer  PATH FILE_SIZE RECORD_SIZE API N [SOURCE] [mem] [noprefault]
     workers.py bus-reader  PATH FILE_SIZE RECORD_SIZE API N WARMUP [mem] [noprefault]
-    workers.py floor       API N
+    workers.py floor       API N [PATH FILE_SIZE]
     workers.py ping-echo   PING PONG FILE_SIZE TOTAL
     workers.py ping-init   PING PONG FILE_SIZE N WARMUP RTT_FILE
-    workers.py floor-echo  PATH TOTAL
-    workers.py floor-init  PATH N WARMUP RTT_FILE
 
 API is message (PriceUpdate objects, read_into), fields (write_fields / read_into), bytes
 (write(bytes), next()+read_buffer) or batch (numpy rows, write_batch/read_batch). noprefault
@@ -14,9 +12,9 @@ maps the bus as a user gets it by default (page faults inside the timing); other
 is mapped at open (prefault=True). floor runs the message loops of both roles in one process
 with each bus call replaced by a no-op call into a C extension taking the same arguments
 (operator.truth for one, perf/noop.pyx's noop3 for write_fields' three) and prints their ns per
-message: what the Python loop itself costs. Readers print 'ready' on stderr once open, then
-one JSON line on stdout timed from message WARMUP to the last. floor-echo/floor-init are the
-round trip's floor: perf/pingpong.pyx, two cache lines bounced in C.
+message: what the Python loop itself costs; given a bus, also the bus writer's loop with no
+reader (the bus's own cost, no cache line shared). Readers print 'ready' on stderr once open, then
+one JSON line on stdout timed from message WARMUP to the last.
 """
 import json
 import os
@@ -168,8 +166,10 @@ def ping_init(ping, pong, file_size, n, warmup, rtt_file):
     print(json.dumps({"round_trips": n, "p50_ns": int(s[n // 2]), "max_ns": int(s[-1])}))
 
 
-def floor(api, n):
-    """The writer's and the reader's message loops with the bus calls replaced by a C no-op."""
+def floor(api, n, path=None, file_size=None):
+    """The writer's and the reader's message loops with the bus calls replaced by a C no-op;
+    with ``path``, also the writer's loop writing to that bus with no reader: the bus's own
+    cost without a reader sharing its cache lines."""
     from operator import truth as noop      # a C function taking one object, returning True
     msg = PriceUpdate(1, 0, 7)
     if api == "fields":
@@ -188,8 +188,20 @@ def floor(api, n):
         if noop(msg):
             got += 1
     t2 = time.perf_counter()
-    print(json.dumps({"writer_ns_per_msg": (t1 - t0) / n * 1e9,
-                      "reader_ns_per_msg": (t2 - t1) / n * 1e9}), flush=True)
+    res = {"writer_ns_per_msg": (t1 - t0) / n * 1e9, "reader_ns_per_msg": (t2 - t1) / n * 1e9}
+    if path:
+        with MappedBusWriter(path, file_size, 12, prefault=True) as w:
+            write, write_fields = w.write, w.fields_writer(PriceUpdate)
+            t0 = time.perf_counter()
+            if api == "fields":
+                for i in range(n):
+                    write_fields(1, i, 7)
+            else:
+                for i in range(n):
+                    msg.price = i
+                    write(msg)
+            res["writer_alone_ns_per_msg"] = (time.perf_counter() - t0) / n * 1e9
+    print(json.dumps(res), flush=True)
 
 
 def _noop3():
@@ -211,16 +223,6 @@ def _perf_pyx(name):
     return importlib.import_module(name)
 
 
-def floor_echo(path, total):
-    _perf_pyx("pingpong").echo(path, total, ready)
-
-
-def floor_init(path, n, warmup, rtt_file):
-    rtt = _perf_pyx("pingpong").initiate(path, n, warmup)
-    rtt.tofile(rtt_file)
-    print(json.dumps({"round_trips": n, "p50_ns": int(np.median(rtt)), "max_ns": int(rtt.max())}))
-
-
 def main(argv):
     role, a = argv[0], argv[1:]
     flags = {x for x in a if x in ("mem", "noprefault")}
@@ -232,15 +234,11 @@ def main(argv):
     elif role == "bus-reader":
         bus_reader(a[0], int(a[1]), int(a[2]), a[3], int(a[4]), int(a[5]), **opts)
     elif role == "floor":
-        floor(a[0], int(a[1]))
+        floor(a[0], int(a[1]), *(a[2:3] + [int(x) for x in a[3:4]]))
     elif role == "ping-echo":
         ping_echo(a[0], a[1], int(a[2]), int(a[3]))
     elif role == "ping-init":
         ping_init(a[0], a[1], int(a[2]), int(a[3]), int(a[4]), a[5])
-    elif role == "floor-echo":
-        floor_echo(a[0], int(a[1]))
-    elif role == "floor-init":
-        floor_init(a[0], int(a[1]), int(a[2]), a[3])
     else:
         raise SystemExit(__doc__)
 

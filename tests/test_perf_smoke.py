@@ -29,7 +29,7 @@ NAMED = [
     "ratio_java_py_vs_java_java", "ratio_py_java_vs_py4j",
     # the Python per-message forms and their floor (bus calls replaced by a C no-op)
     "py_py_fields_msgs_per_s", "py_floor_ns_per_msg", "py_fields_floor_ns_per_msg",
-    "py_bus_overhead_ns_per_msg",
+    "py_bus_overhead_ns_per_msg", "py_writer_alone_ns_per_msg", "py_fields_writer_alone_ns_per_msg",
     # default (fresh file, page faults timed) and prefaulted pairs
     "java_java_default_msgs_per_s", "java_java_prefault_msgs_per_s",
     "py_py_default_msgs_per_s", "py_py_prefault_msgs_per_s",
