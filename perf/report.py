@@ -84,6 +84,17 @@ def markdown(f, target_rows, raw):
             cells.append(f"{wf:.2f} / {rf:.2f}" if wf is not None and rf is not None else "")
             out.append(f"| {lab} | " + " | ".join(cells) + " |")
         out.append("")
+        rr, lines = raw.get("round_ratios", {}), raw.get("line_rtt_p50_ns", {})
+        for mode in ("prefault", "default"):
+            for lab, stem in side[1:]:
+                vals = rr.get(f"{stem}_{mode}_vs_java_original_{mode}")
+                line = lines.get(f"java_original_{mode}", [])
+                if vals:
+                    cells = [f"{v:.2f} x" + (f" ({l:.0f})" if len(line) == len(vals) else "")
+                             for v, l in zip(vals, line or [0] * len(vals))]
+                    out.append(f"- {lab} / original, {mode}, each round (the cache-line round trip "
+                               f"before the original's run, ns): " + " / ".join(cells))
+        out.append("")
         out.append("Page faults are the kernel's minor-fault count of each process, start-up "
                    "included (a JVM takes about 5,000-7,000, Python about 5,700): a count the "
                    "machine's load does not change. A write fault maps one 4 KiB page (4.9 per "
