@@ -71,8 +71,8 @@ def markdown(f, target_rows, raw):
                    "mapped as each library does by default, page faults inside the timing "
                    f"({cfg.get('default_n', 0):,} messages).\n")
         out.append("| system | prefault msgs/s | vs original | default msgs/s | vs original "
-                   "| default faults / 1000 msgs (writer / reader) |")
-        out.append("| --- | ---: | ---: | ---: | ---: | ---: |")
+                   "| default faults / 1000 msgs (writer / reader) | default: making the file, ms |")
+        out.append("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
         for lab, stem in side:
             cells = []
             for mode in ("prefault", "default"):
@@ -82,6 +82,8 @@ def markdown(f, target_rows, raw):
             wf = f.get(f"{stem}_default_writer_faults_per_kmsg")
             rf = f.get(f"{stem}_default_reader_faults_per_kmsg")
             cells.append(f"{wf:.2f} / {rf:.2f}" if wf is not None and rf is not None else "")
+            made = f.get(f"{stem}_default_create_ms")
+            cells.append(f"{made:,.0f}" if made is not None else "")
             out.append(f"| {lab} | " + " | ".join(cells) + " |")
         out.append("")
         rr, lines = raw.get("round_ratios", {}), raw.get("line_rtt_p50_ns", {})
@@ -97,11 +99,14 @@ def markdown(f, target_rows, raw):
         out.append("")
         out.append("Page faults are the kernel's minor-fault count of each process, start-up "
                    "included (a JVM takes about 5,000-7,000, Python about 5,700): a count the "
-                   "machine's load does not change. A write fault maps one 4 KiB page (4.9 per "
-                   "1000 20-byte records; a page the Python writer maps ahead with "
-                   "MADV_POPULATE_WRITE counts too, but costs no trap); a read fault maps up to "
-                   "16 pages already in the page cache (fault-around), so a reader behind the "
-                   "writer's mapped pages takes about 0.3 per 1000.\n")
+                   "machine's load does not change. A store to an unmapped page faults for that "
+                   "page alone (4.9 faults per 1000 20-byte records); a load maps up to 16 pages "
+                   "the file already has (fault-around: 0.3 per 1000). The Python writer maps its "
+                   "pages ahead with MADV_POPULATE_WRITE (counted as faults, without a trap each); "
+                   "the Java port's writer loads a byte of each page ahead of its records. Both "
+                   "reserve a fresh tmpfs file's pages when they make it (Python posix_fallocate, "
+                   "Java writing zeros: Java has no fallocate); the original leaves it sparse, so "
+                   "its writer allocates every page inside a write.\n")
     if "py_floor_ns_per_msg" in f:
         out.append("Python floor: the same Python loops with each bus call replaced by a no-op "
                    "call into a C function taking the same arguments (`operator.truth` for one, "

@@ -88,6 +88,81 @@ def test_bus_larger_than_a_full_tmpfs_fails_at_open_with_enospc_in_python_and_ja
         assert p.returncode == 0 and p.stdout.strip() == "wrote 10 committed 10", p.stderr
 
 
+def java_write_bytes(path, file_size, count, writer_id=1):
+    return subprocess.run(java("io.mappedbuspy.tools.BusTool", "write-bytes", path, file_size, RECORD,
+                               count, writer_id), capture_output=True, text=True, timeout=120)
+
+
+def fill(directory):
+    """Fill the file system of ``directory`` to the last byte; the filler's path."""
+    filler = os.path.join(directory, "filler")
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        while True:
+            os.write(fd, b"x" * 4096)
+    except OSError as e:
+        assert e.errno == errno.ENOSPC
+    finally:
+        os.close(fd)
+    return filler
+
+
+@pytest.mark.slow
+@pytest.mark.java
+def test_java_reserves_a_tmpfs_bus_so_a_tmpfs_filled_later_cannot_fault_its_writes(tmp_path, jars):
+    # Java has no posix_fallocate: it writes a new tmpfs bus full of zeros (as the Python side
+    # reserves it), so every page the bus will need is the file's before anyone fills the device.
+    size = 256 << 10
+    slots = (size - 8) // (RECORD + 8)
+    with small_tmpfs(tmp_path, "1m") as d:
+        path = str(d / "java.bus")
+        p = java_write_bytes(path, size, 1)
+        assert p.returncode == 0 and p.stdout.strip() == "wrote 1 committed 1", p.stdout + p.stderr
+        assert os.stat(path).st_blocks * 512 >= size                  # reserved, not sparse
+        fill(d)
+        # Before: the sparse file's later pages needed the device, the store to the first of
+        # them raised SIGBUS and the JVM died of an InternalError. Now every record fits.
+        p = java_write_bytes(path, size, slots - 1, 2)
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert p.stdout.strip() == f"wrote {slots - 1} committed {slots - 1}"
+        assert "InternalError" not in p.stderr
+        got = 0
+        with MappedBusReader(path, size, RECORD) as r, pytest.raises(EOFError):
+            while r.next():
+                got += 1
+        assert got == slots
+
+
+@pytest.mark.java
+def test_java_leaves_a_bus_on_a_disk_sparse_writing_no_zeros_to_the_device(tmp_path, jars):
+    if subprocess.run(["stat", "-f", "-c", "%T", str(tmp_path)], capture_output=True,
+                      text=True).stdout.strip() == "tmpfs":
+        pytest.skip("the temporary directory is a tmpfs here")
+    path = str(tmp_path / "disk.bus")
+    p = java_write_bytes(path, 8 << 20, 10)
+    assert p.returncode == 0, p.stderr
+    assert os.path.getsize(path) == 8 << 20
+    assert os.stat(path).st_blocks * 512 < 1 << 20                 # holes: only what was written
+
+
+@pytest.mark.java
+def test_java_writer_maps_tmpfs_pages_ahead_sixteen_to_a_fault(shm_dir, jars):
+    # A store faults for one page, a load maps the 16 around it the file has (fault-around): the
+    # writer loads a byte of each page ahead of its records. Counted, not timed: the minor
+    # faults of a writer filling 64 MiB, less those of one writing a single record.
+    def faults(name, size, count):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt
+        p = java_write_bytes(str(shm_dir / name), size, count)
+        assert p.returncode == 0, p.stderr
+        return resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt - before
+    size = 64 << 20
+    pages = size // 4096
+    base = faults("one.bus", size, 1)
+    full = faults("full.bus", size, (size - 8) // (RECORD + 8))
+    # One fault a page would be 16,384 more; 16 pages a fault, about 1,024.
+    assert full - base < pages // 4, (full, base)
+
+
 @pytest.mark.slow
 @pytest.mark.java
 def test_file_that_cannot_grow_fails_at_open_with_a_clear_error(shm_dir, jars):

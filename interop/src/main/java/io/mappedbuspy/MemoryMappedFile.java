@@ -384,7 +384,7 @@ public final class MemoryMappedFile implements AutoCloseable {
             if (o.grow) {
                 checkSpace(path, want - have);
                 try {
-                    ch.write(ByteBuffer.allocate(1), want - 1); // extend sparsely to exactly want bytes
+                    reserve(ch, path, have, want);
                 } catch (IOException e) {
                     throw new IOException("cannot grow " + path + " to " + want + " bytes: " + e.getMessage(), e);
                 }
@@ -557,9 +557,41 @@ public final class MemoryMappedFile implements AutoCloseable {
         }
     }
 
-    // The file grows sparse (Java has no posix_fallocate): a store to a page the device has no room for
-    // would fault (SIGBUS, an InternalError in the JVM) long after open. Refusing to grow past the free
-    // space turns the common case, a full tmpfs or disk, into an IOException here.
+    // Grows the file from `from` to exactly `to` bytes (`from` is its length: nothing there is in use).
+    // Java has no posix_fallocate, which the Python side reserves a bus with. On tmpfs, where buses
+    // live, writing zeros reserves the pages the same way: a device filled later cannot make a store to
+    // the mapping fault (SIGBUS, an InternalError in the JVM), and a writer's first store to a page maps
+    // a page instead of allocating and zeroing one inside a write (measured side by side, 80 M records,
+    // Java 1 -> 1 on a fresh file, five interleaved rounds: 34.1 -> 53.4 M msgs/s, the writer's system
+    // time 1.3-2.1 -> 0.6-0.8 s). Elsewhere (a disk) the zeros would go to the device: it grows sparse.
+    static void reserve(FileChannel ch, String path, long from, long to) throws IOException {
+        if (to <= from) {
+            return;
+        }
+        if (!onTmpfs(path)) {
+            ch.write(ByteBuffer.allocate(1), to - 1);
+            return;
+        }
+        ByteBuffer zeros = ByteBuffer.allocateDirect((int) Math.min(RESERVE_CHUNK, to - from));
+        for (long pos = from; pos < to;) {
+            zeros.clear().limit((int) Math.min(zeros.capacity(), to - pos));
+            pos += ch.write(zeros, pos);
+        }
+    }
+
+    private static final int RESERVE_CHUNK = 1 << 20;
+
+    static boolean onTmpfs(String path) {
+        try {
+            return "tmpfs".equals(Files.getFileStore(Paths.get(path)).type());
+        } catch (IOException e) {
+            return false;
+        }
+    }
+
+    // Where the file grows sparse (not tmpfs) a store to a page the device has no room for would fault
+    // (SIGBUS, an InternalError in the JVM) long after open. Refusing to grow past the free space turns
+    // the common case, a full disk, into an IOException here.
     private static void checkSpace(String path, long grow) throws IOException {
         long free;
         try {

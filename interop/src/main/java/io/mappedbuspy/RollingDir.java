@@ -194,17 +194,18 @@ final class RollingDir {
             try (FileChannel ch = FileChannel.open(tmp, Set.of(StandardOpenOption.CREATE_NEW,
                     StandardOpenOption.WRITE, LinkOption.NOFOLLOW_LINKS), PosixFilePermissions.asFileAttribute(perms))) {
                 Files.setPosixFilePermissions(tmp, perms); // exactly the bus mode, whatever the umask
-                // Java cannot fallocate: check the space first so a full file system fails here, not
-                // with SIGBUS on a later write through the mapping.
+                // Check the space first so a full file system fails here, not with SIGBUS on a later
+                // write through the mapping; on tmpfs the segment's pages are then reserved, as the
+                // Python side's posix_fallocate does (MemoryMappedFile.reserve).
                 long free = new File(dir.toString()).getUsableSpace();
                 if (free < mapped) {
                     throw new IOException("no space for segment " + target + ": " + mapped + " bytes needed, "
                             + free + " free");
                 }
+                MemoryMappedFile.reserve(ch, tmp.toString(), 0, mapped); // the file's full length
                 ByteBuffer limit = ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN);
                 limit.putLong(0, Layout.FIRST_RECORD_OFFSET);
                 ch.write(limit, Layout.LIMIT_OFFSET);
-                ch.write(ByteBuffer.allocate(1), mapped - 1); // the file's full length
             }
             stall("before-link");
             try {

@@ -20,7 +20,8 @@ public final class PerfReader {
      *
      * @param args {@code <path> <fileSize> <count> [warmup] [prefault] [create]}: {@code prefault} touches
      *             every page of the mapping before the timing; {@code create} makes the bus file first
-     *             (as a MappedBusWriter does), for a reader started on a fresh path
+     *             (as a MappedBusWriter does), for a reader started on a fresh path, and reports how
+     *             long that took (create_ms; -1 without it)
      * @throws Exception on any I/O error
      */
     public static void main(String[] args) throws Exception {
@@ -38,8 +39,11 @@ public final class PerfReader {
         long checksum = 0;
         long first = 0;
         long last = 0;
+        double createMs = -1;
         if (opts.contains("create")) {
+            long t0 = System.nanoTime();
             new io.mappedbuspy.MappedBusWriter(path, fileSize, PriceUpdate.SIZE).open().close();
+            createMs = (System.nanoTime() - t0) / 1e6;
         }
         try (MappedBusReader r = new MappedBusReader(path, fileSize, PriceUpdate.SIZE).open()) {
             if (opts.contains("prefault")) {
@@ -63,8 +67,9 @@ public final class PerfReader {
         long timed = Math.max(1, received - warmup - 1);
         double seconds = (last - first) / 1e9;
         System.out.println(String.format(Locale.ROOT,
-                "{\"messages\": %d, \"seconds\": %.6f, \"msgs_per_s\": %.0f, \"ns_per_msg\": %.2f}",
-                received, seconds, timed / seconds, (last - first) / (double) timed));
+                "{\"messages\": %d, \"seconds\": %.6f, \"msgs_per_s\": %.0f, \"ns_per_msg\": %.2f, "
+                + "\"create_ms\": %.1f}",
+                received, seconds, timed / seconds, (last - first) / (double) timed, createMs));
         if (checksum == Long.MIN_VALUE) {
             System.err.println(checksum); // keeps the reads alive
         }
