@@ -581,13 +581,28 @@ public final class MemoryMappedFile implements AutoCloseable {
 
     private static final int RESERVE_CHUNK = 1 << 20;
 
+    // Whether path's directory is on tmpfs. Asked at every open (a rolling writer opens a segment at every
+    // roll), and the JDK reads the mount table for it (100-200 us): kept per directory.
     static boolean onTmpfs(String path) {
+        Path dir = Paths.get(path).toAbsolutePath().getParent();
+        Boolean known = dir == null ? null : TMPFS_DIRS.get(dir.toString());
+        if (known != null) {
+            return known;
+        }
+        boolean tmpfs;
         try {
-            return "tmpfs".equals(Files.getFileStore(Paths.get(path)).type());
+            tmpfs = "tmpfs".equals(Files.getFileStore(dir == null ? Paths.get(path) : dir).type());
         } catch (IOException e) {
             return false;
         }
+        if (dir != null && TMPFS_DIRS.size() < 1024) {
+            TMPFS_DIRS.put(dir.toString(), tmpfs);
+        }
+        return tmpfs;
     }
+
+    private static final java.util.concurrent.ConcurrentHashMap<String, Boolean> TMPFS_DIRS =
+            new java.util.concurrent.ConcurrentHashMap<>();
 
     // Where the file grows sparse (not tmpfs) a store to a page the device has no room for would fault
     // (SIGBUS, an InternalError in the JVM) long after open. Refusing to grow past the free space turns
