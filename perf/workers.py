@@ -172,36 +172,33 @@ def floor(api, n, path=None, file_size=None):
     cost without a reader sharing its cache lines."""
     from operator import truth as noop      # a C function taking one object, returning True
     msg = PriceUpdate(1, 0, 7)
-    if api == "fields":
-        noop3 = _noop3()
-    t0 = time.perf_counter()
-    if api == "fields":
-        for i in range(n):
-            noop3(1, i, 7)
-    else:
-        for i in range(n):
-            msg.price = i
-            noop(msg)
+    writer_s = _writer_loop(api, n, msg, noop, _noop3() if api == "fields" else None)
     t1 = time.perf_counter()
     got = 0
     while got < n:
         if noop(msg):
             got += 1
-    t2 = time.perf_counter()
-    res = {"writer_ns_per_msg": (t1 - t0) / n * 1e9, "reader_ns_per_msg": (t2 - t1) / n * 1e9}
+    res = {"writer_ns_per_msg": writer_s / n * 1e9,
+           "reader_ns_per_msg": (time.perf_counter() - t1) / n * 1e9}
     if path:
         with MappedBusWriter(path, file_size, 12, prefault=True) as w:
-            write, write_fields = w.write, w.fields_writer(PriceUpdate)
-            t0 = time.perf_counter()
-            if api == "fields":
-                for i in range(n):
-                    write_fields(1, i, 7)
-            else:
-                for i in range(n):
-                    msg.price = i
-                    write(msg)
-            res["writer_alone_ns_per_msg"] = (time.perf_counter() - t0) / n * 1e9
+            alone_s = _writer_loop(api, n, msg, w.write, w.fields_writer(PriceUpdate))
+        res["writer_alone_ns_per_msg"] = alone_s / n * 1e9
     print(json.dumps(res), flush=True)
+
+
+def _writer_loop(api, n, msg, one, three):
+    """The writer's message loop, its bus call ``one(msg)`` (message objects) or ``three(1, i,
+    7)`` (write_fields); the seconds it took. The floor and the writer alone run this same loop."""
+    t0 = time.perf_counter()
+    if api == "fields":
+        for i in range(n):
+            three(1, i, 7)
+    else:
+        for i in range(n):
+            msg.price = i
+            one(msg)
+    return time.perf_counter() - t0
 
 
 def _noop3():
