@@ -296,7 +296,6 @@ def line_rtt(cfg):
     one minute to the next."""
     n = max(1000, cfg["rtt_n"] // 10)
     return float(np.median(floor_ping_pong(n, 1000)))
-    return run
 
 
 def _round_ratios(runs):

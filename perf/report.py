@@ -24,7 +24,8 @@ SIDE_BY_SIDE = [("Java original 0.5.1", "java_original"), ("mappedbus_py Java po
                 ("mappedbus_py Python, per message", "py_py")]
 WRITERS = (1, 2, 4, 8)
 PAYLOADS = (8, 64, 512, 4096, 32768)
-RTT_PAIRS = [("machine floor (C, two cache lines, no bus)", "floor_rtt_"), ("Python - Python", "rtt_"), ("Python - Java", "py_java_rtt_"),
+RTT_PAIRS = [("machine floor (C, two cache lines, no bus)", "floor_rtt_"),
+             ("Python - Python", "rtt_"), ("Python - Java", "py_java_rtt_"),
              ("Java - Python", "java_py_rtt_"), ("Java - Java", "java_java_rtt_")]
 PCTS = [("p50", "p50"), ("p90", "p90"), ("p99", "p99"), ("p99.9", "p99_9"), ("max", "max")]
 

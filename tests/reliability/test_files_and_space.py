@@ -94,7 +94,7 @@ def java_write_bytes(path, file_size, count, writer_id=1):
 
 
 def fill(directory):
-    """Fill the file system of ``directory`` to the last byte; the filler's path."""
+    """Fill the file system of ``directory`` to the last byte."""
     filler = os.path.join(directory, "filler")
     fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
     try:
@@ -104,7 +104,6 @@ def fill(directory):
         assert e.errno == errno.ENOSPC
     finally:
         os.close(fd)
-    return filler
 
 
 @pytest.mark.slow
