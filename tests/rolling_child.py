@@ -13,7 +13,7 @@
         record> <cpu seconds>" and the
         summary line, the same as the Java RollingVerify prints (see Verifier); read_batch
         takes up to --batch records a call (default 65536)
-    read <dir> <count> [--idle-exit ms] [--on-gap raise|skip] [--go FILE]
+    read <dir> <count> [--idle-exit ms] [--on-gap raise|skip] [--go FILE] [--timeout ms]
         one line per record "<position> <meta> <payload hex>", then
         "END <n> lost=<n> skipped=<n>" (or "GAP <lost_from> <lost_to> <lost>")
     bench-write <dir> <segment_size|0 for a single file> <count>    PriceUpdates, as fast as possible
@@ -135,7 +135,7 @@ def main(argv):
     elif a.cmd == "read":
         (count,) = a.rest
         lines, n = [], 0
-        with RollingBusReader(a.path, on_gap=a.on_gap) as r:
+        with RollingBusReader(a.path, on_gap=a.on_gap, timeout=a.timeout / 1000) as r:
             _gate(a.go)
             try:
                 while n < count:

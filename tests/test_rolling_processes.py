@@ -128,7 +128,9 @@ def test_writers_sigkilled_at_random_points_leave_a_bus_others_continue(bus_dir)
             w.wait()
     w = start("write", bus_dir, SEG, RS, 1000, 1)
     assert w.communicate(timeout=120)[0].strip() == "wrote 1000 committed 1000"
-    r = start("read", bus_dir, 10**7, "--idle-exit", 1000)
+    # A writer killed between its fetch-and-add and its commit leaves a slot the reader rolls back
+    # after its timeout: shorter than the idle time after which the reader gives up.
+    r = start("read", bus_dir, 10**7, "--idle-exit", 1000, "--timeout", 300)
     recs, end = parse(r.communicate(timeout=600)[0])
     seen = defaultdict(list)
     for _, payload in recs:
