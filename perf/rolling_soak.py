@@ -76,7 +76,7 @@ def _reader_py(path, n):
         spare = int64()
 
     msg = Tick()
-    expected = first = None
+    expected = first = start = None
     out_of_order = 0
     read = 0
     with RollingBusReader(path, on_gap="skip") as r:
@@ -89,6 +89,8 @@ def _reader_py(path, n):
                 # start=None is the oldest retained record: a fast writer may have rolled
                 # (and retention removed) segments before this process started
                 first = expected = msg.seq
+                # where it started: the slots skipped before the first record were lost already
+                start = first - r.lost
             if msg.seq != expected:
                 if msg.seq < expected:
                     out_of_order += 1
@@ -98,7 +100,7 @@ def _reader_py(path, n):
         elapsed = time.perf_counter() - t0
         lost = r.lost
     print(json.dumps({"read": read, "lost_slots": lost, "out_of_order": out_of_order,
-                      "first_seq": first,
+                      "first_seq": first, "start_seq": start,
                       "last_seq": expected - 1, "seconds": elapsed,
                       "maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}), flush=True)
 
@@ -209,7 +211,7 @@ def render(results, machine):
         lines += [f"## {'Python' if lang == 'py' else 'Java'}", "",
                   f"{res['records']:,} records of {RECORD_SIZE} bytes through {res['segments']} segments of "
                   f"{res['segment_size'] / 2**20:g} MiB, retention {res['retain_segments']} segments. "
-                  f"Reader (from record {r['first_seq']:,}, the oldest retained when it started): "
+                  f"Reader (from record {r['start_seq']:,}, the oldest retained when it started): "
                   f"{r['read']:,} read in order ({r['out_of_order']} out of order), "
                   f"{r['lost_slots']:,} slots lost to retention, {r['read'] / r['seconds'] / 1e6:.1f} M msgs/s. "
                   f"Largest /dev/shm use of the bus {res['max_dir_bytes'] / 2**20:.1f} MiB "

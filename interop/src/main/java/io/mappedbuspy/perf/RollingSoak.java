@@ -107,6 +107,7 @@ public final class RollingSoak {
         Tick t = new Tick();
         long expected = 0;
         long first = -1;
+        long start = -1;
         long outOfOrder = 0;
         long read = 0;
         long lost;
@@ -130,6 +131,8 @@ public final class RollingSoak {
                 if (first < 0) {
                     // the oldest retained record: the writer may have rolled before this JVM started
                     first = expected = t.seq;
+                    // where it started: the slots skipped before the first record were lost already
+                    start = first - r.lost();
                 }
                 if (t.seq != expected) {
                     if (t.seq < expected) {
@@ -149,7 +152,7 @@ public final class RollingSoak {
                 rss = Long.parseLong(line.replaceAll("[^0-9]", ""));
             }
         }
-        System.out.println("{\"read\": " + read + ", \"lost_slots\": " + lost + ", \"out_of_order\": " + outOfOrder + ", \"first_seq\": " + first
+        System.out.println("{\"read\": " + read + ", \"lost_slots\": " + lost + ", \"out_of_order\": " + outOfOrder + ", \"first_seq\": " + first + ", \"start_seq\": " + start
                 + ", \"last_seq\": " + (expected - 1) + ", \"seconds\": " + elapsed / 1e9 + ", \"maxrss_kb\": " + rss + "}");
     }
 }
