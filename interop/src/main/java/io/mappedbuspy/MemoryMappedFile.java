@@ -583,18 +583,18 @@ public final class MemoryMappedFile implements AutoCloseable {
     // Whether path's directory is on tmpfs. Asked at every open (a rolling writer opens a segment at every
     // roll), and the JDK reads the mount table for it (100-200 us): kept per directory.
     static boolean onTmpfs(String path) {
-        Path dir = Paths.get(path).toAbsolutePath().getParent();
-        Boolean known = dir == null ? null : TMPFS_DIRS.get(dir.toString());
+        Path dir = Paths.get(path).toAbsolutePath().getParent(); // a file's: never null
+        Boolean known = TMPFS_DIRS.get(dir.toString());
         if (known != null) {
             return known;
         }
         boolean tmpfs;
         try {
-            tmpfs = "tmpfs".equals(Files.getFileStore(dir == null ? Paths.get(path) : dir).type());
+            tmpfs = "tmpfs".equals(Files.getFileStore(dir).type());
         } catch (IOException e) {
             return false;
         }
-        if (dir != null && TMPFS_DIRS.size() < 1024) {
+        if (TMPFS_DIRS.size() < 1024) {
             TMPFS_DIRS.put(dir.toString(), tmpfs);
         }
         return tmpfs;
@@ -605,8 +605,8 @@ public final class MemoryMappedFile implements AutoCloseable {
 
     // Where the file grows sparse (not tmpfs) a store to a page the device has no room for would fault
     // (SIGBUS, an InternalError in the JVM) long after open. Refusing to grow past the free space turns
-    // the common case, a full disk, into an IOException here.
-    private static void checkSpace(String path, long grow) throws IOException {
+    // the common case, a full disk, into an IOException here (also before a rolling segment is made).
+    static void checkSpace(String path, long grow) throws IOException {
         long free;
         try {
             free = Files.getFileStore(Paths.get(path)).getUsableSpace();

@@ -1,6 +1,5 @@
 package io.mappedbuspy;
 
-import java.io.File;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
@@ -197,11 +196,7 @@ final class RollingDir {
                 // Check the space first so a full file system fails here, not with SIGBUS on a later
                 // write through the mapping; on tmpfs the segment's pages are then reserved, as the
                 // Python side's posix_fallocate does (MemoryMappedFile.reserve).
-                long free = new File(dir.toString()).getUsableSpace();
-                if (free < mapped) {
-                    throw new IOException("no space for segment " + target + ": " + mapped + " bytes needed, "
-                            + free + " free");
-                }
+                MemoryMappedFile.checkSpace(target.toString(), mapped);
                 MemoryMappedFile.reserve(ch, tmp.toString(), 0, mapped); // the file's full length
                 ByteBuffer limit = ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN);
                 limit.putLong(0, Layout.FIRST_RECORD_OFFSET);
