@@ -22,7 +22,7 @@ from ._record cimport Record
 from ._mapping import DEFAULT_LOCK_TIMEOUT, check_lock_timeout
 from ._writer import _check_sizes, _check_limit, _reopen
 from .errors import BusClosedError, BusFullError, BusReplacedError, CorruptBusError
-from .layout import FIRST_RECORD_OFFSET, HEADER_SIZE, DEFAULT_TIMEOUT_MS
+from .layout import FIRST_RECORD_OFFSET, HEADER_SIZE, DEFAULT_TIMEOUT_MS, MIN_ROLLBACK_TIMEOUT_MS
 
 cdef extern from "sched.h" nogil:
     int sched_yield()
@@ -52,6 +52,21 @@ def _check_timeout(value, what="timeout"):
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
         raise ValueError(f"{what} must be a non-negative number of seconds, got {value!r}")
     return value
+
+
+def _check_rollback_timeout(seconds, what="timeout", given=None):
+    """The constructor's ``timeout`` (and ``reader.timeout``): how long a slot may stay
+    allocated but uncommitted before readers roll it back. At least MIN_ROLLBACK_TIMEOUT_MS;
+    ``math.inf`` never rolls back. Returns nanoseconds (clamped to what an int64 holds)."""
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds != seconds \
+            or seconds < MIN_ROLLBACK_TIMEOUT_MS / 1000:
+        raise ValueError(
+            f"{what} is the rollback timeout: how long a slot may stay allocated but "
+            f"uncommitted before readers roll it back; it must be at least "
+            f"{MIN_ROLLBACK_TIMEOUT_MS / 1000:g} s ({MIN_ROLLBACK_TIMEOUT_MS} ms), got "
+            f"{given or f'{seconds!r} seconds'} "
+            f"(a read call's timeout=0, 'do not wait', is an argument of read/wait/records)")
+    return int(min(seconds * 1e9, 2.0**62))
 
 
 def _check_start(start):
@@ -326,18 +341,21 @@ cdef class MappedBusReader:
 
     @timeout.setter
     def timeout(self, seconds):
-        self._timeout_ns = <int64_t>(_check_timeout(seconds) * 1e9)
+        self._timeout_ns = _check_rollback_timeout(seconds)
 
     def set_timeout(self, milliseconds):
         """Java's ``setTimeout(int)``: the rollback timeout in **milliseconds**
         (``reader.timeout = seconds`` is the Python form)."""
-        if isinstance(milliseconds, bool) or not isinstance(milliseconds, (int, float)) \
-                or not milliseconds >= 0:
-            raise ValueError(f"set_timeout() takes a non-negative number of milliseconds, "
-                             f"got {milliseconds!r}")
-        self._timeout_ns = <int64_t>(milliseconds * 1000000)
+        if isinstance(milliseconds, bool) or not isinstance(milliseconds, (int, float)):
+            raise ValueError(f"set_timeout() takes a number of milliseconds, got {milliseconds!r}")
+        self._timeout_ns = _check_rollback_timeout(milliseconds / 1000, "set_timeout(ms)",
+                                                   f"{milliseconds!r} milliseconds")
 
     set_timeout_ms = set_timeout
+
+    def _set_timeout_ns(self, int64_t ns):
+        # Tests only: a rollback timeout below the floor (0: roll back at first sight).
+        self._timeout_ns = ns
 
     # -- the protocol -------------------------------------------------------------
 

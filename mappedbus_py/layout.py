@@ -81,7 +81,8 @@ The Java side mirrors these names in ``interop/.../Layout.java``; a test checks 
 __all__ = (
     "LIMIT_OFFSET", "FIRST_RECORD_OFFSET", "STATUS_OFFSET", "METADATA_OFFSET",
     "PAYLOAD_OFFSET", "HEADER_SIZE", "STATUS_NOT_SET", "STATUS_COMMITTED",
-    "STATUS_ROLLED_BACK", "PAGE_SIZE", "DEFAULT_TIMEOUT_MS", "MAX_RECORD_SIZE",
+    "STATUS_ROLLED_BACK", "PAGE_SIZE", "DEFAULT_TIMEOUT_MS", "MIN_ROLLBACK_TIMEOUT_MS",
+    "MAX_RECORD_SIZE",
     "META_SUFFIX", "META_FILE", "META_MAGIC", "META_FORMAT", "META_MAX_BYTES",
     "SEGMENT_SUFFIX", "SEGMENT_DIGITS", "TMP_PREFIX",
     "slot_size", "record_offset", "mapped_size", "record_index", "is_record_boundary",
@@ -106,6 +107,9 @@ STATUS_ROLLED_BACK = 2
 
 PAGE_SIZE = 4096
 DEFAULT_TIMEOUT_MS = 2000
+#: The shortest rollback timeout a reader takes: below it, healthy writers that are merely
+#: descheduled between their fetch-and-add and their commit would be rolled back.
+MIN_ROLLBACK_TIMEOUT_MS = 10
 
 #: The metadata int32 holds a byte-array length, so a payload cannot be longer.
 MAX_RECORD_SIZE = 2**31 - 1 - HEADER_SIZE
@@ -125,7 +129,7 @@ CONSTANTS = {
     for name in (
         "LIMIT_OFFSET", "FIRST_RECORD_OFFSET", "STATUS_OFFSET", "METADATA_OFFSET",
         "PAYLOAD_OFFSET", "HEADER_SIZE", "STATUS_NOT_SET", "STATUS_COMMITTED",
-        "STATUS_ROLLED_BACK", "PAGE_SIZE", "DEFAULT_TIMEOUT_MS",
+        "STATUS_ROLLED_BACK", "PAGE_SIZE", "DEFAULT_TIMEOUT_MS", "MIN_ROLLBACK_TIMEOUT_MS",
         "META_SUFFIX", "META_FILE", "META_MAGIC", "META_FORMAT", "META_MAX_BYTES",
         "SEGMENT_SUFFIX", "SEGMENT_DIGITS", "TMP_PREFIX",
     )

@@ -41,7 +41,7 @@ import struct
 import time
 
 from ._reader import (DEFAULT_TIMEOUT, MappedBusReader, _check_position, _check_start,
-                      _check_timeout)
+                      _check_timeout, _check_rollback_timeout)
 from ._record import Record
 from ._writer import MappedBusWriter, _check_sizes
 from . import aio as _aio
@@ -227,14 +227,16 @@ def remove_stale_tmp(path, max_age_s=TMP_MAX_AGE_S):
 
 
 def apply_retention(path, meta, newest, keep_from, now_ns=None):
-    """Remove the oldest segments beyond ``meta``'s retention, counting up to ``newest``;
-    segments at or above ``keep_from`` are never removed. Returns the removed indices."""
+    """Remove the oldest segments of history beyond ``meta``'s retention. History is the
+    segments below ``keep_from`` (the one being written): those at or above it (the current
+    and the spare, up to ``newest``) are neither counted nor removed. Returns the removed
+    indices."""
     if not (meta.retain_segments or meta.retain_bytes or meta.retain_age_ms):
         return []
     now_ns = time.time_ns() if now_ns is None else now_ns
-    segs = [i for i in list_segments(path) if i <= newest]
+    segs = [i for i in list_segments(path) if i < min(keep_from, newest + 1)]
     removed = []
-    while segs and segs[0] < keep_from:
+    while segs:
         oldest, count = segs[0], len(segs)
         drop = bool(meta.retain_segments and count > meta.retain_segments)
         drop |= bool(meta.retain_bytes and count * meta.segment_size > meta.retain_bytes)
@@ -565,7 +567,7 @@ class RollingBusReader:
             segment_size = None if segment_size is None else s
             record_size = None if record_size is None else r
             MappedBusReader(os.fspath(path), s, r)
-        _check_timeout(timeout)
+        _check_rollback_timeout(timeout)
         start = _check_start(start)
         self.path = os.fspath(path)
         self.segment_size = segment_size
@@ -770,16 +772,17 @@ class RollingBusReader:
 
     @timeout.setter
     def timeout(self, seconds):
-        self._timeout = _check_timeout(seconds)
+        _check_rollback_timeout(seconds)
+        self._timeout = seconds
         if self._r is not None:
             self._r.timeout = seconds
 
     def set_timeout(self, milliseconds):
         """Java's ``setTimeout(int)``: the rollback timeout in **milliseconds**."""
-        if isinstance(milliseconds, bool) or not isinstance(milliseconds, (int, float)) \
-                or not milliseconds >= 0:
-            raise ValueError(f"set_timeout() takes a non-negative number of milliseconds, "
-                             f"got {milliseconds!r}")
+        if isinstance(milliseconds, bool) or not isinstance(milliseconds, (int, float)):
+            raise ValueError(f"set_timeout() takes a number of milliseconds, got {milliseconds!r}")
+        _check_rollback_timeout(milliseconds / 1000, "set_timeout(ms)",
+                                f"{milliseconds!r} milliseconds")
         self.timeout = milliseconds / 1000
 
     set_timeout_ms = set_timeout

@@ -13,7 +13,8 @@ SIZE = 100_000
 
 
 def committed(path, fsize, rsize):
-    with MappedBusReader(path, fsize, rsize, read_only=True, timeout=0) as r:
+    with MappedBusReader(path, fsize, rsize, read_only=True) as r:
+        r._set_timeout_ns(0)        # skip a stalled slot at first sight
         return [(x.position, x.meta, x.payload) for x in r.records(timeout=0)]
 
 
@@ -123,7 +124,8 @@ def test_limit_past_the_end_means_a_full_bus_not_a_crash(bus_with_records):
     with MappedBusWriter(bus_with_records, SIZE, 8) as w:
         with pytest.raises(BusFullError):
             w.write(b"x")
-    with MappedBusReader(bus_with_records, SIZE, 8, timeout=0) as r:
+    with MappedBusReader(bus_with_records, SIZE, 8) as r:
+        r._set_timeout_ns(0)
         got = [x.data for x in r.records(timeout=0)][:3]
     assert got == [b"rec0", b"rec1", b"rec2"]
     assert committed(bus_with_records, SIZE, 8)[:3] == before

@@ -1,4 +1,5 @@
 """Writer and reader behaviour in one process: every API call, positions, timeouts."""
+import math
 import os
 import time
 
@@ -6,7 +7,7 @@ import numpy as np
 import pytest
 
 from mappedbus_py import (BusClosedError, BusFullError, MappedBusReader, MappedBusWriter,
-                          PriceUpdate, Record, Token, Trade)
+                          PriceUpdate, Record, RollingBusReader, Token, Trade)
 from mappedbus_py.errors import BusMismatchError
 from mappedbus_py.layout import FIRST_RECORD_OFFSET, PAGE_SIZE, record_offset, slot_size
 
@@ -159,6 +160,30 @@ def test_timeout_reads_in_seconds_and_set_timeout_takes_milliseconds(bus_path):
         r.timeout = -1
 
 
+@pytest.mark.parametrize("timeout", [0, 0.0, 0.009, -1, float("nan")])
+def test_a_rollback_timeout_below_the_floor_is_refused_naming_what_it_means(bus_path, timeout):
+    # On read calls timeout=0 means "don't wait"; on the constructor it is the rollback
+    # deadline, and 0 would roll back healthy writers descheduled mid-record.
+    with pytest.raises(ValueError, match="rollback timeout.*at least 0.01 s"):
+        MappedBusReader(bus_path, SIZE, 8, timeout=timeout)
+    with pytest.raises(ValueError, match="rollback timeout"):
+        RollingBusReader(bus_path + ".d", timeout=timeout)
+    r = MappedBusReader(bus_path, SIZE, 8)
+    with pytest.raises(ValueError, match="rollback timeout"):
+        r.timeout = timeout
+    with pytest.raises(ValueError, match="rollback timeout"):
+        r.set_timeout(timeout * 1000)
+    assert r.timeout == 2.0
+
+
+def test_an_infinite_rollback_timeout_never_rolls_back(bus_path):
+    with MappedBusWriter(bus_path, SIZE, 8) as w, \
+            MappedBusReader(bus_path, SIZE, 8, timeout=math.inf) as r:
+        w._allocate_only(b"slow")
+        assert r.read(timeout=0.05) is None and r.rollbacks == 0
+        assert r.timeout > 1e9
+
+
 def test_batches_round_trip_through_numpy_structured_arrays(bus_path):
     dt = PriceUpdate.numpy_dtype()
     rows = np.zeros(1000, dt)
@@ -228,7 +253,7 @@ def test_uncommitted_record_costs_one_timeout_and_later_records_still_arrive(bus
 
 
 def test_slow_writer_whose_record_was_rolled_back_gets_false(bus_path):
-    with MappedBusWriter(bus_path, SIZE, 8) as w, MappedBusReader(bus_path, SIZE, 8, timeout=0) as r:
+    with MappedBusWriter(bus_path, SIZE, 8) as w, MappedBusReader(bus_path, SIZE, 8, timeout=0.01) as r:
         pos = w._allocate_only(b"slow")
         assert r.read(timeout=0.05) is None      # polls until the stall is seen and rolled back
         assert r.skipped == 1 and r.rollbacks == 1

@@ -37,7 +37,7 @@ def test_a_reader_with_another_record_size_cannot_roll_back_a_committed_record(b
         w._allocate_only(b"\0" * 12)        # a slot that a wrong-grid reader would time out
     before = open(bus_path, "rb").read()
     with pytest.raises(BusMismatchError, match="record_size 12, not 8"):
-        MappedBusReader(bus_path, SIZE, 8, timeout=0).open()
+        MappedBusReader(bus_path, SIZE, 8, timeout=0.01).open()
     assert open(bus_path, "rb").read() == before
     with MappedBusReader(bus_path, SIZE, 12, timeout=10.0) as r:
         rec = r.read(0)
@@ -89,7 +89,7 @@ def test_legacy_reader_checks_every_limit_it_loads_on_its_grid(tmp_path):
     with MappedBusWriter(path, SIZE, 8) as w:
         w.write(b"a")
     os.unlink(meta_path(path))
-    with MappedBusReader(path, SIZE, 8, timeout=0) as r:
+    with MappedBusReader(path, SIZE, 8, timeout=0.01) as r:
         assert r.read(0).data == b"a"
         with open(path, "r+b") as f:            # a writer with record_size 12 allocated one
             f.write(struct.pack("<q", 24 + 20))

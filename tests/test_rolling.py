@@ -19,11 +19,12 @@ from mappedbus_py import cli, rolling
 from mappedbus_py.busmeta import BusMeta, write_meta
 from mappedbus_py.layout import META_FILE, segment_name
 
+from java_original import ORIGINAL_JAR
+
 SEG = 4096
 RS = 12
 PER = (SEG - 8) // (8 + RS)          # 204 PriceUpdates per segment
-ORIGINAL = pathlib.Path(__file__).resolve().parents[2] / "shared" / "original" / \
-    "mappedbus-0.5.1-jdk17.jar"
+ORIGINAL = pathlib.Path(ORIGINAL_JAR)
 
 
 @pytest.fixture
@@ -141,10 +142,11 @@ def test_reader_never_creates_a_bus(bus_dir):
     assert not os.path.exists(bus_dir)
 
 
-def test_retention_by_count_keeps_at_most_n_segments(bus_dir):
+def test_retention_by_count_keeps_n_complete_segments_besides_the_current_and_the_spare(bus_dir):
     write_n(bus_dir, 10 * PER, retain_segments=3)
     segs = rolling.list_segments(bus_dir)
-    assert len(segs) <= 3 and segs[-1] >= 9, segs
+    # The writer filled 9 (the current), 10 is its spare: 6, 7 and 8 are the history kept.
+    assert segs == [6, 7, 8, 9, 10], segs
     with RollingBusReader(bus_dir, on_gap="skip", start=8) as r:
         got = read_all(r)
     assert got[0] == segs[0] * PER and got[-1] == 10 * PER - 1
@@ -154,7 +156,7 @@ def test_retention_by_count_keeps_at_most_n_segments(bus_dir):
 def test_retention_by_bytes(bus_dir):
     write_n(bus_dir, 10 * PER, retain_bytes=4 * SEG)
     segs = rolling.list_segments(bus_dir)
-    assert len(segs) * SEG <= 4 * SEG and segs[-1] >= 9, segs
+    assert segs == [5, 6, 7, 8, 9, 10], segs     # 4 * SEG of history, the current, the spare
 
 
 def test_retention_by_age_removes_segments_full_for_longer_than_the_age(bus_dir):
@@ -302,7 +304,7 @@ public class SegWriter {
 @pytest.fixture(scope="module")
 def original(tmp_path_factory):
     if not ORIGINAL.exists() or not shutil.which("javac"):
-        pytest.skip("the Java original (../shared/original) or a JDK is absent")
+        pytest.skip(f"the Java original ({ORIGINAL}) or a JDK is absent")
     d = tmp_path_factory.mktemp("orig")
     for name, src in (("SegReader", JAVA_READER), ("SegWriter", JAVA_WRITER)):
         (d / f"{name}.java").write_text(src)
@@ -315,6 +317,7 @@ def original(tmp_path_factory):
         timeout=120).stdout
 
 
+@pytest.mark.original
 def test_the_java_original_reads_a_segment_written_by_the_project(bus_dir, original):
     rows = numpy.zeros(PER + 3, dtype="<i4")
     rows[:] = numpy.arange(len(rows))
@@ -327,6 +330,7 @@ def test_the_java_original_reads_a_segment_written_by_the_project(bus_dir, origi
     assert out[:PER] == [str(i) for i in range(PER)] and out[PER:] == ["N", str(PER)]
 
 
+@pytest.mark.original
 def test_a_segment_written_by_the_java_original_is_read_by_the_rolling_reader(bus_dir, original):
     os.mkdir(bus_dir, 0o700)
     seg = os.path.join(bus_dir, segment_name(0))

@@ -128,8 +128,9 @@ def drive(path, c, outcomes):
     try:
         # A short lock timeout: an empty file is "a bus being created" to a reader, which
         # waits that long for it.
-        r = MappedBusReader(path, c["file_size"], rsize, timeout=0, start=c["start"],
+        r = MappedBusReader(path, c["file_size"], rsize, start=c["start"],
                             read_only=c["read_only"], lock_timeout=0.02)
+        r._set_timeout_ns(0)     # stalled slots rolled back at first sight
         with r:
             buf = bytearray(rsize)
             batch = np.zeros((8, rsize), np.uint8)

@@ -220,9 +220,10 @@ final class RollingDir {
     }
 
     /**
-     * Removes the oldest segments beyond the bus's retention, counting those up to {@code newest}; never one
-     * at or above {@code keepFrom} (the segment being written). Age: segment k's modification time is set
-     * when a writer rolls out of it (it is full), so k goes once that is older than the age.
+     * Removes the oldest segments of history beyond the bus's retention. History is the segments below
+     * {@code keepFrom} (the segment being written): those at or above it (the current and the spare, up to
+     * {@code newest}) are neither counted nor removed. Age: segment k's modification time is set when a
+     * writer rolls out of it (it is full), so k goes once that is older than the age.
      */
     void applyRetention(long newest, long keepFrom) throws IOException {
         long rs = meta.retainSegments();
@@ -233,11 +234,12 @@ final class RollingDir {
         }
         long[] all = list();
         int n = 0;
-        while (n < all.length && all[n] <= newest) {
+        long history = Math.min(keepFrom, newest + 1);
+        while (n < all.length && all[n] < history) {
             n++;
         }
         long now = System.currentTimeMillis();
-        for (int first = 0; first < n && all[first] < keepFrom; first++) {
+        for (int first = 0; first < n; first++) {
             long count = n - first;
             boolean remove = (rs > 0 && count > rs) || (rb > 0 && count * segmentSize > rb);
             if (!remove && age > 0) {

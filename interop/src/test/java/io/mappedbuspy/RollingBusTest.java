@@ -239,7 +239,8 @@ public final class RollingBusTest {
         }
     }
 
-    /** Retention by count keeps the newest N segments; the creator of a segment applies it. */
+    /** Retention by count keeps N complete segments of history besides the current one; the creator of a
+     * segment applies it. */
     @Test
     public void retentionBySegmentCountKeepsTheNewest() throws Exception {
         String dir = tmp.resolve("keep3").toString();
@@ -247,17 +248,17 @@ public final class RollingBusTest {
             writeN(w, 1, 0, (int) (2 * PER_SEG + 1));
             assertEquals("[0, 1, 2]", Arrays.toString(segments(dir)), "up to 3 kept");
             writeN(w, 1, 0, (int) (4 * PER_SEG));
-            assertEquals("[4, 5, 6]", Arrays.toString(segments(dir)), "the newest 3");
+            assertEquals("[3, 4, 5, 6]", Arrays.toString(segments(dir)), "3 of history and the current");
         }
     }
 
-    /** Retention by bytes counts every segment as segmentSize bytes. */
+    /** Retention by bytes counts every segment of history as segmentSize bytes. */
     @Test
     public void retentionByBytesCountsSegmentSizes() throws Exception {
         String dir = tmp.resolve("bytes").toString();
         try (RollingBusWriter w = new RollingBusWriter(dir, SEG, REC).setRetention(0, 2 * SEG + 1, 0).open()) {
             writeN(w, 1, 0, (int) (5 * PER_SEG + 1));
-            assertEquals("[4, 5]", Arrays.toString(segments(dir)), "two segments fit in 2*SEG+1 bytes");
+            assertEquals("[3, 4, 5]", Arrays.toString(segments(dir)), "two segments of history fit in 2*SEG+1 bytes");
         }
         String small = tmp.resolve("bytes-small").toString();
         try (RollingBusWriter w = new RollingBusWriter(small, SEG, REC).setRetention(0, 100, 0).open()) {
