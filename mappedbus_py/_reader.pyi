@@ -7,7 +7,7 @@ from typing_extensions import Buffer, Self
 from ._message import MessageBase
 from ._record import Record
 
-_Path = Union[str, "os.PathLike[str]"]
+_Path = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 _Msg = TypeVar("_Msg", bound=MessageBase)
 
 DEFAULT_TIMEOUT: float
@@ -22,7 +22,7 @@ class MappedBusReader:
     rollbacks: int
     skipped: int
     timeout: float
-    def __init__(self, path: _Path, file_size: int, record_size: int, *,
+    def __init__(self, path: _Path, file_size: Optional[int] = ..., record_size: Optional[int] = ..., *,
                  timeout: float = ..., start: Union[None, Literal["end"], int] = ...,
                  read_only: bool = ..., prefault: bool = ..., allow_foreign: bool = ...,
                  lock_timeout: float = ..., _segment: bool = ...) -> None: ...

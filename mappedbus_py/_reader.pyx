@@ -20,7 +20,7 @@ from ._message cimport MessageBase
 from ._record cimport Record
 
 from ._mapping import DEFAULT_LOCK_TIMEOUT, check_lock_timeout
-from ._writer import _check_sizes, _check_limit, _reopen
+from ._writer import _check_sizes, _check_limit, _check_path, _reopen, _resolve_sizes
 from .errors import BusClosedError, BusFullError, BusReplacedError, CorruptBusError
 from .layout import FIRST_RECORD_OFFSET, HEADER_SIZE, DEFAULT_TIMEOUT_MS, MIN_ROLLBACK_TIMEOUT_MS
 
@@ -97,7 +97,7 @@ cdef inline int64_t monotonic_ns() noexcept nogil:
 cdef class MappedBusReader:
     # The first lines are the signature that inspect.signature() reads (a static type's
     # __init__ has none it can see).
-    """MappedBusReader(path, file_size, record_size, *, timeout=2.0, start=None, read_only=False, prefault=False, allow_foreign=False, lock_timeout=10.0, _segment=False)
+    """MappedBusReader(path, file_size=None, record_size=None, *, timeout=2.0, start=None, read_only=False, prefault=False, allow_foreign=False, lock_timeout=10.0, _segment=False)
 --
 
     Reads every record of a bus file, in the one order all readers share.
@@ -138,6 +138,10 @@ cdef class MappedBusReader:
     reopens the bus by path with the same sizes and options, at this reader's position,
     open if this one was open.
 
+    **Sizes.** Left out (None), they come from the bus's metadata file ``PATH.meta``; a
+    size given that disagrees with it raises BusMismatchError naming both. A file without
+    metadata (the Java original's), or a bus not made yet (``open(wait=...)``), needs both.
+
     A reader never creates, grows or writes a file that is not a bus: a missing file is
     FileNotFoundError, a short one is refused. Opening is checked as for the writer
     (links, file type, owner and mode unless ``allow_foreign``, the open lock within
@@ -146,11 +150,13 @@ cdef class MappedBusReader:
     replaced) raises BusReplacedError once the reader is caught up.
     """
 
-    def __init__(self, path, file_size, record_size, *, timeout=DEFAULT_TIMEOUT,
+    def __init__(self, path, file_size=None, record_size=None, *, timeout=DEFAULT_TIMEOUT,
                  start=None, bint read_only=False, bint prefault=False,
                  bint allow_foreign=False, lock_timeout=DEFAULT_LOCK_TIMEOUT,
                  bint _segment=False):
-        file_size, record_size = _check_sizes(file_size, record_size)
+        path = _check_path(path)
+        file_size, record_size = _check_sizes(
+            *_resolve_sizes(path, file_size, record_size, allow_foreign))
         check_lock_timeout(lock_timeout)
         start = _check_start(start)
         self.path = path

@@ -6,14 +6,14 @@ from typing_extensions import Buffer, Self
 
 from ._message import MessageBase
 
-_Path = Union[str, "os.PathLike[str]"]
+_Path = Union[str, bytes, "os.PathLike[str]", "os.PathLike[bytes]"]
 
 class MappedBusWriter:
     """Writes records onto a bus file; many writers may share one file."""
     path: _Path
     file_size: int
     record_size: int
-    def __init__(self, path: _Path, file_size: int, record_size: int, *, mode: int = ...,
+    def __init__(self, path: _Path, file_size: Optional[int] = ..., record_size: Optional[int] = ..., *, mode: int = ...,
                  preallocate: bool = ..., prefault: bool = ..., allow_foreign: bool = ...,
                  lock_timeout: float = ..., _segment: bool = ...) -> None: ...
     def open(self) -> Self: ...

@@ -7,6 +7,7 @@ from cpython.bytes cimport PyBytes_CheckExact, PyBytes_AS_STRING, PyBytes_GET_SI
 from libc.stdint cimport int32_t, int64_t
 from libc.errno cimport errno, EINTR, EAGAIN
 from libc.string cimport memcpy
+import os
 from operator import index
 
 from ._atomic cimport load_acquire_i64, fetch_add_i64, status_cas
@@ -17,6 +18,7 @@ from cpython.mem cimport PyMem_Calloc, PyMem_Free
 from cpython.tuple cimport PyTuple_GET_SIZE, PyTuple_GET_ITEM
 
 from ._mapping import DEFAULT_LOCK_TIMEOUT, check_lock_timeout, check_mode
+from .busmeta import meta_path, read_meta
 from .errors import BusClosedError, BusFullError, CorruptBusError, RecordsRolledBackError
 from .layout import FIRST_RECORD_OFFSET, HEADER_SIZE, MAX_RECORD_SIZE
 
@@ -68,6 +70,34 @@ def _check_sizes(file_size, record_size):
     return file_size, record_size
 
 
+def _check_path(path):
+    """A bus path as str: str, bytes and os.PathLike are taken (bytes decoded as the file
+    system does)."""
+    try:
+        return os.fsdecode(os.fspath(path))
+    except TypeError:
+        raise TypeError(f"a bus path must be str, bytes or os.PathLike, got "
+                        f"{type(path).__name__} {path!r}") from None
+
+
+def _resolve_sizes(path, file_size, record_size, allow_foreign):
+    """The sizes to open ``path`` with: those given, the missing ones (None) from the bus's
+    metadata file. A given size that disagrees with the metadata fails later, at open, with
+    BusMismatchError naming both."""
+    if file_size is not None and record_size is not None:
+        return file_size, record_size
+    meta = read_meta(meta_path(path), allow_foreign=allow_foreign)
+    if meta is None or meta.kind != "single":
+        missing = " and ".join(n for n, v in (("file_size", file_size), ("record_size", record_size))
+                               if v is None)
+        why = ("it has no metadata file (" + meta_path(path) + ")" if meta is None else
+               f"{meta_path(path)} describes a {meta.kind} bus")
+        raise ValueError(f"{path!r}: {missing} not given and {why}: a bus made by the Java "
+                         f"original, or not made yet, needs both sizes")
+    return (meta.file_size if file_size is None else file_size,
+            meta.record_size if record_size is None else record_size)
+
+
 def _reopen(cls, path, file_size, record_size, kwargs, opened):
     """Unpickling a writer or reader: a new one on the same path, opened if it was."""
     obj = cls(path, file_size, record_size, **kwargs)
@@ -112,13 +142,14 @@ def _check_limit(int64_t limit, int64_t slot, int32_t record_size, path):
 cdef class MappedBusWriter:
     # The first lines are the signature that inspect.signature() reads (a static type's
     # __init__ has none it can see).
-    """MappedBusWriter(path, file_size, record_size, *, mode=0o600, preallocate=True, prefault=False, allow_foreign=False, lock_timeout=10.0, _segment=False)
+    """MappedBusWriter(path, file_size=None, record_size=None, *, mode=0o600, preallocate=True, prefault=False, allow_foreign=False, lock_timeout=10.0, _segment=False)
 --
 
     Writes records onto a bus file; many writers may share one file.
 
     ``MappedBusWriter(path, file_size, record_size)`` then ``open()``, as in Java, or use it
-    as a context manager. ``write(message)`` writes an object message, ``write(data)``
+    as a context manager. For a bus that exists, sizes left out (None) come from its
+    metadata file ``PATH.meta``; a file without one (the Java original's) needs both. ``write(message)`` writes an object message, ``write(data)``
     any bytes-like payload (bytes, bytearray, memoryview, numpy). Both return True when
     the record is committed, False when a reader rolled it back first because this writer
     took longer than the readers' timeout between allocating and committing.
@@ -134,10 +165,12 @@ cdef class MappedBusWriter:
     the same sizes and options, open if this one was open.
     """
 
-    def __init__(self, path, file_size, record_size, *, mode=0o600, bint preallocate=True,
-                 bint prefault=False, bint allow_foreign=False,
+    def __init__(self, path, file_size=None, record_size=None, *, mode=0o600,
+                 bint preallocate=True, bint prefault=False, bint allow_foreign=False,
                  lock_timeout=DEFAULT_LOCK_TIMEOUT, bint _segment=False):
-        file_size, record_size = _check_sizes(file_size, record_size)
+        path = _check_path(path)
+        file_size, record_size = _check_sizes(
+            *_resolve_sizes(path, file_size, record_size, allow_foreign))
         check_mode(mode)
         check_lock_timeout(lock_timeout)
         self.path = path
