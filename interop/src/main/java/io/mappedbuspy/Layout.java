@@ -53,6 +53,12 @@ public final class Layout {
     public static final int PAGE_SIZE = 4096;
     /** Default reader timeout before an uncommitted record is rolled back, in milliseconds. */
     public static final int DEFAULT_TIMEOUT_MS = 2000;
+    /**
+     * Smallest rollback timeout a reader accepts, in milliseconds: a slot is rolled back only after it has
+     * stayed allocated but uncommitted this long, so a live writer between its fetch-and-add and its commit
+     * (a descheduled thread, a page fault) is never taken for a crashed one.
+     */
+    public static final int MIN_ROLLBACK_TIMEOUT_MS = 10;
 
     // ---- files around the wire format (layout.py's docstring has the diagram and the keys) ----
 
@@ -180,6 +186,7 @@ public final class Layout {
                 + "STATUS_ROLLED_BACK=" + STATUS_ROLLED_BACK + "\n"
                 + "PAGE_SIZE=" + PAGE_SIZE + "\n"
                 + "DEFAULT_TIMEOUT_MS=" + DEFAULT_TIMEOUT_MS + "\n"
+                + "MIN_ROLLBACK_TIMEOUT_MS=" + MIN_ROLLBACK_TIMEOUT_MS + "\n"
                 + "META_SUFFIX=" + META_SUFFIX + "\n"
                 + "META_FILE=" + META_FILE + "\n"
                 + "META_MAGIC=" + META_MAGIC + "\n"

@@ -179,16 +179,27 @@ public final class MappedBusReader implements AutoCloseable {
     }
 
     /**
-     * Sets how long a record may stay uncommitted before this reader rolls it back (or, read-only, skips
-     * it). Measured on the monotonic clock from when this reader first saw the record uncommitted.
+     * Sets the rollback timeout: how long a record may stay uncommitted before this reader rolls it back
+     * (or, read-only, skips it). Measured on the monotonic clock from when this reader first saw the record
+     * uncommitted. It is not a bound on {@link #next()}, which never blocks.
      *
-     * @param timeoutMs timeout in milliseconds, at least 0 (default {@link Layout#DEFAULT_TIMEOUT_MS})
+     * @param timeoutMs timeout in milliseconds, at least {@link Layout#MIN_ROLLBACK_TIMEOUT_MS} (default
+     *                  {@link Layout#DEFAULT_TIMEOUT_MS})
+     * @throws IllegalArgumentException if below {@link Layout#MIN_ROLLBACK_TIMEOUT_MS}
      */
     public void setTimeout(int timeoutMs) {
-        if (timeoutMs < 0) {
-            throw new IllegalArgumentException("timeout must be >= 0 ms, got " + timeoutMs);
-        }
+        checkRollbackTimeout(timeoutMs);
         timeoutNanos = timeoutMs * 1_000_000L;
+    }
+
+    // Refuses a rollback timeout so short that a live writer between its fetch-and-add and its commit would
+    // be rolled back (0 would roll back every slot the reader meets uncommitted).
+    static void checkRollbackTimeout(long timeoutMs) {
+        if (timeoutMs < Layout.MIN_ROLLBACK_TIMEOUT_MS) {
+            throw new IllegalArgumentException("the rollback timeout: how long a slot may stay uncommitted before "
+                    + "readers roll it back; must be at least " + Layout.MIN_ROLLBACK_TIMEOUT_MS + " ms, got "
+                    + timeoutMs);
+        }
     }
 
     /**
@@ -274,7 +285,8 @@ public final class MappedBusReader implements AutoCloseable {
             if (status != Layout.STATUS_NOT_SET) {
                 position = pos;
                 throw new CorruptBusException("record at position " + pos + " in " + path
-                        + " has invalid status " + status);
+                        + " has invalid status " + status + " (wrong recordSize " + recordSize
+                        + ", or a corrupt file)");
             }
             if (!timedOut(pos)) {
                 position = pos;
@@ -407,7 +419,7 @@ public final class MappedBusReader implements AutoCloseable {
             int length = m.getInt(pos + Layout.METADATA_OFFSET);
             if (length < 0 || length > recordSize) {
                 throw new CorruptBusException("record at position " + pos + " in " + path + " has length " + length
-                        + " outside 0.." + recordSize);
+                        + " outside 0.." + recordSize + " (not a byte-array record, wrong recordSize, or a corrupt file)");
             }
             if (offset < 0 || offset > dst.length - length) {
                 throw new IllegalArgumentException("no room for " + length + " bytes at offset " + offset

@@ -91,15 +91,16 @@ public final class RollingBusReader implements AutoCloseable {
     }
 
     /**
-     * Sets how long a record may stay uncommitted before it is rolled back (or, read-only, skipped).
+     * Sets the rollback timeout: how long a record may stay uncommitted before it is rolled back (or,
+     * read-only, skipped). It is not a bound on {@link #next()}, which never blocks.
      *
-     * @param ms milliseconds, at least 0 (default {@link Layout#DEFAULT_TIMEOUT_MS})
+     * @param ms milliseconds, at least {@link Layout#MIN_ROLLBACK_TIMEOUT_MS} (default
+     *           {@link Layout#DEFAULT_TIMEOUT_MS})
      * @return this
+     * @throws IllegalArgumentException if below {@link Layout#MIN_ROLLBACK_TIMEOUT_MS}
      */
     public RollingBusReader setTimeout(int ms) {
-        if (ms < 0) {
-            throw new IllegalArgumentException("timeout must be >= 0 ms, got " + ms);
-        }
+        MappedBusReader.checkRollbackTimeout(ms);
         timeoutMs = ms;
         if (r != null) {
             r.setTimeout(ms);

@@ -48,11 +48,15 @@ public final class StatusPropertiesTest {
         return s.toString();
     }
 
-    /** Polls until caught up with the limit (or the end of the file), collecting what it delivers. */
+    /**
+     * Polls until caught up with the limit (or the end of the file), collecting what it delivers; slots left
+     * uncommitted are rolled back (or skipped) after the readers' timeout, the shortest allowed.
+     */
     private static boolean drain(MappedBusReader r, MemoryMappedFile mem, int recordSize, List<String> out)
             throws Exception {
         byte[] buf = new byte[recordSize];
-        for (int polls = 0; polls < 100_000; polls++) {
+        long deadline = System.nanoTime() + 10_000_000_000L;
+        while (System.nanoTime() - deadline < 0) {
             boolean got;
             try {
                 got = r.next();
@@ -94,8 +98,8 @@ public final class StatusPropertiesTest {
              MemoryMappedFile mem = new MemoryMappedFile(path, fileSize);
              MappedBusReader reader = new MappedBusReader(path, fileSize, rs).open();
              MappedBusReader otherReader = new MappedBusReader(path, fileSize, rs).open()) {
-            reader.setTimeout(0);
-            otherReader.setTimeout(0);
+            reader.setTimeout(Layout.MIN_ROLLBACK_TIMEOUT_MS);
+            otherReader.setTimeout(Layout.MIN_ROLLBACK_TIMEOUT_MS);
             for (int i = 0; i < nOps; i++) {
                 Op op = ops[r.nextInt(ops.length)];
                 byte[] payload = new byte[r.nextInt(0, rs + 1)];
@@ -165,7 +169,7 @@ public final class StatusPropertiesTest {
             byte[] before = Buses.bytes(path);
             List<String> readOnly = new ArrayList<>();
             try (MappedBusReader ro = new MappedBusReader(path, fileSize, rs, true).open()) {
-                ro.setTimeout(0);
+                ro.setTimeout(Layout.MIN_ROLLBACK_TIMEOUT_MS);
                 drain(ro, mem, rs, readOnly);
             }
             assertEquals(expected, readOnly, "a read-only reader's records");

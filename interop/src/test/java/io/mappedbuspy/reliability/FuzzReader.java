@@ -1,6 +1,7 @@
 package io.mappedbuspy.reliability;
 
 import io.mappedbuspy.CorruptBusException;
+import io.mappedbuspy.Layout;
 import io.mappedbuspy.MappedBusReader;
 import io.mappedbuspy.messages.RawPayload;
 
@@ -93,7 +94,7 @@ public final class FuzzReader {
         java.util.Random rnd = new java.util.Random(seed);
         // A short lock timeout: an empty case is "a bus being created" to a reader, which waits that long for it.
         try (MappedBusReader r = new MappedBusReader(path, fileSize, recordSize, readOnly).setLockTimeout(20).open()) {
-            r.setTimeout(0);
+            r.setTimeout(Layout.MIN_ROLLBACK_TIMEOUT_MS);
             byte[] buf = new byte[recordSize];
             RawPayload raw = new RawPayload(recordSize);
             // Bounded: a file holds at most fileSize / (8 + recordSize) slots.
