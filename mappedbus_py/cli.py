@@ -1,20 +1,26 @@
-"""``mappedbus`` (or ``python -m mappedbus_py``): look inside a bus file.
+"""``mappedbus`` (or ``python -m mappedbus_py``): look inside a bus.
 
-    mappedbus stat /dev/shm/prices --record-size 12
-    mappedbus dump /dev/shm/prices --record-size 12 --layout PriceUpdate
-    mappedbus dump bus.dat --record-size 16 --layout "id:int64,price:float64" --status 0,2
+    mappedbus stat /dev/shm/prices                  # sizes from /dev/shm/prices.meta
+    mappedbus stat /dev/shm/prices.d --json         # a rolling bus: its directory
+    mappedbus dump /dev/shm/prices --layout PriceUpdate --status 0,2
+    mappedbus dump java.bus -r 16 -f 4096 --layout "id:int64,price:float64"
 
-Nothing is written to the file: it is safe on a live bus. File names and payload bytes are
-printed escaped (no raw control characters reach the terminal).
+Nothing is written: it is safe on a live bus. File names and payload bytes are printed
+escaped (no raw control characters reach the terminal). Errors (no such file, not a bus,
+sizes that disagree with the metadata, ...) are one line on stderr and exit status 2. The
+JSON of ``--json`` is described in ``docs/cli.md``.
 """
 import argparse
 import json
 import os
+import stat as _stat
 import sys
+import time
 
-from . import messages
-from .inspect import STATUS_NAMES, scan, summarize
-from .layout import FIRST_RECORD_OFFSET, STATUS_ROLLED_BACK, slot_size
+from . import inspect, inspect_rolling, messages
+from .errors import MappedBusError
+from .inspect import STATUS_NAMES, InspectError, escape
+from .layout import FIRST_RECORD_OFFSET, META_FILE
 
 __all__ = ("main", "parse_layout")
 
@@ -22,14 +28,14 @@ _TYPES = {"int8": messages.int8, "int16": messages.int16, "int32": messages.int3
           "int64": messages.int64, "uint8": messages.uint8, "uint16": messages.uint16,
           "uint32": messages.uint32, "uint64": messages.uint64, "float32": messages.float32,
           "float64": messages.float64}
+_SHIPPED = {c.__name__.lower(): c for c in (messages.PriceUpdate, messages.Token, messages.Trade)}
 
 
 def parse_layout(spec):
     """A Message class from a shipped name (``PriceUpdate``) or a field list
     (``"source:int32,price:int32,tag:bytes8"``)."""
-    shipped = {c.__name__.lower(): c for c in (messages.PriceUpdate, messages.Token, messages.Trade)}
-    if spec.lower() in shipped:
-        return shipped[spec.lower()]
+    if spec.lower() in _SHIPPED:
+        return _SHIPPED[spec.lower()]
     fields = {}
     for part in spec.split(","):
         name, _, typ = part.strip().partition(":")
@@ -50,10 +56,13 @@ def parse_layout(spec):
     return type("Layout", (messages.Message,), fields)
 
 
-def escape(text):
-    """``text`` with every non-printable character (control characters, escape
-    sequences, undecodable bytes of a file name) written as a Python escape."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+# -- arguments ------------------------------------------------------------------------------
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line on stderr, exit status 2, like every other error."""
+
+    def error(self, message):
+        self.exit(2, f"mappedbus: {escape(message)} (see {self.prog} -h)\n")
 
 
 def _integer(text):
@@ -77,128 +86,225 @@ def _non_negative(text):
     return value
 
 
+def _int32(text):
+    value = _integer(text)
+    if not -2**31 <= value < 2**31:
+        raise argparse.ArgumentTypeError(f"{value} is not an int32")
+    return value
+
+
 def _statuses(text):
-    """Checked here, kept as text (the rolling-bus inspector parses it too)."""
+    legend = "0 not set, 1 committed, 2 rolled back"
     try:
-        {int(s) for s in text.split(",")}
+        wanted = frozenset(int(s) for s in text.split(","))
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"{escape(text)!r} is not a comma-separated list of statuses (0 not set, "
-            f"1 committed, 2 rolled back), e.g. 0,2") from None
-    return text
+            f"{escape(text)!r} is not a comma-separated list of statuses ({legend}), "
+            f"e.g. 0,2") from None
+    bad = sorted(wanted - STATUS_NAMES.keys())
+    if bad:
+        raise argparse.ArgumentTypeError(f"{', '.join(map(str, bad))}: not a status ({legend})")
+    return wanted
 
 
 def _args(argv):
-    p = argparse.ArgumentParser(prog="mappedbus", description=__doc__.split("\n")[0])
+    p = _Parser(prog="mappedbus", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
-    for name, text in (("stat", "limit, capacity and record counts by status"),
+    for name, text in (("stat", "sizes, limit, capacity and record counts"),
                        ("dump", "the figures of stat, then every allocated slot")):
-        s = sub.add_parser(name, help=text)
-        s.add_argument("path")
+        s = sub.add_parser(name, help=text, description=text)
+        s.add_argument("path", help="a bus file, or a rolling bus's directory")
         s.add_argument("--record-size", "-r", type=_positive,
-                       help="payload bytes per record (not stored in the file; optional for "
-                            "a rolling-bus directory, whose bus.meta has it)")
+                       help="payload bytes per record: read from the bus's metadata (PATH.meta, "
+                            "DIR/bus.meta); needed for a file without one (the Java original's)")
         s.add_argument("--file-size", "-f", type=_positive,
-                       help="the logical file size the bus was opened with (default: the file length)")
-        s.add_argument("--json", action="store_true", help="machine-readable output")
+                       help="the file size the bus was made with: read from PATH.meta; for a "
+                            "file without metadata the default is its length. Not for a "
+                            "rolling bus")
+        s.add_argument("--json", action="store_true",
+                       help="machine-readable output (docs/cli.md)")
         if name == "dump":
-            s.add_argument("--layout", "-l", help="decode payloads: PriceUpdate, Token, Trade or name:type,...")
-            s.add_argument("--bytes", action="store_true",
-                           help="byte-array records: show the first <meta> payload bytes")
-            s.add_argument("--status", type=_statuses, help="only these statuses, e.g. 0,2")
+            how = s.add_mutually_exclusive_group()
+            how.add_argument("--layout", "-l",
+                             help="decode payloads: PriceUpdate, Token, Trade or name:type,...; "
+                                  "a shipped layout decodes only records of its type id")
+            how.add_argument("--bytes", action="store_true",
+                             help="byte-array records: show the first <meta> payload bytes")
+            s.add_argument("--type-id", type=_int32,
+                           help="decode with --layout only records of this type id (default: "
+                                "the shipped layout's; a field list decodes every record)")
+            s.add_argument("--status", type=_statuses,
+                           help="only these statuses (0 not set, 1 committed, 2 rolled back), "
+                                "e.g. 0,2")
             s.add_argument("--max", type=_non_negative, default=None,
                            help="at most this many slots")
-            s.add_argument("--start", type=_integer, default=FIRST_RECORD_OFFSET,
-                           help="first slot offset (a record boundary)")
+            s.add_argument("--start", type=_integer, default=None,
+                           help="the position of the first slot (a record boundary; on a "
+                                "rolling bus a position across segments, as "
+                                "RollingBusReader.seek takes it)")
     a = p.parse_args(argv)
     if a.command == "dump":
-        if a.start < FIRST_RECORD_OFFSET:
-            p.error(f"argument --start: {a.start} is before the first record "
-                    f"({FIRST_RECORD_OFFSET})")
-        if a.record_size is not None and not os.path.isdir(a.path):
-            step = slot_size(a.record_size)
-            if (a.start - FIRST_RECORD_OFFSET) % step:
-                p.error(f"argument --start: {a.start} is not a record boundary for "
-                        f"record_size {a.record_size} (8, {8 + step}, {8 + 2 * step}, ...)")
+        dump = sub.choices["dump"]
+        if a.start is not None and a.start < FIRST_RECORD_OFFSET:
+            dump.error(f"argument --start: {a.start} is before the first record "
+                       f"({FIRST_RECORD_OFFSET})")
+        if a.type_id is not None and not a.layout:
+            dump.error("argument --type-id: only with --layout")
         if a.layout:
             try:
                 parse_layout(a.layout)
             except ValueError as e:
-                p.error(f"argument --layout/-l: {escape(e)}")
+                dump.error(f"argument --layout/-l: {e}")
     return a
+
+
+# -- output ---------------------------------------------------------------------------------
+
+def _records_line(r):
+    text = (f"committed {r['committed']}, rolled back {r['rolled_back']}, "
+            f"pending {r['pending']}")
+    return text + (f", corrupt {r['corrupt']}" if r["corrupt"] else "")
+
+
+def _print_stat(d, out):
+    def line(label, text):
+        print(f"{label:<12}{text}", file=out)
+    rolling = d["kind"] == "rolling"
+    if rolling:
+        line("rolling bus", f"{escape(d['path'])} ({len(d['segments'])} segments, "
+                            f"{d['file_bytes']} bytes)")
+    else:
+        line("bus", f"{escape(d['path'])} (single file, {d['file_bytes']} bytes)")
+    if d["metadata"] is None:
+        line("metadata", "none (a file of the Java original): sizes as given")
+    else:
+        created = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(d["created_ns"] / 1e9))
+        line("metadata", f"{escape(d['metadata'])}   bus id {d['bus_id']}   created {created}")
+    if rolling:
+        line("sizes", f"segment_size {d['segment_size']}   record_size {d['record_size']}   "
+                      f"capacity {d['capacity']} records per segment")
+        ret = d["retention"]
+        line("retention", f"segments {ret['segments'] or 'no limit'}   bytes "
+                          f"{ret['bytes'] or 'no limit'}   age_ms {ret['age_ms'] or 'no limit'}")
+        line("positions", f"first {d['positions']['first']}   limit {d['positions']['limit']}")
+    else:
+        line("sizes", f"file_size {d['file_size']}   record_size {d['record_size']}   "
+                      f"capacity {d['capacity']} records")
+        line("limit", f"{d['positions']['limit']}   allocated {d['records']['allocated']} "
+                      f"slots   end {d['positions']['end']}" + ("   (full)" if d["full"] else ""))
+    line("records", _records_line(d["records"]))
+    if rolling:
+        lost = d["lost_to_retention"]
+        line("lost", f"positions {lost['from']} to {lost['to']} ({lost['slots']} record "
+                     f"slots) removed by retention" if lost else "nothing removed by retention")
+    for problem in d["problems"]:
+        line("note", escape(problem))
+    if rolling:
+        print(f"{'segment':>8}  {'first position':>16}  {'limit':>10}  records", file=out)
+        for s in d["segments"]:
+            print(f"{s['index']:>8}  {s['first_position']:>16}  {s['limit']:>10}  "
+                  f"{_records_line(s['records'])}", file=out)
+
+
+def _payload(slot, layout, type_id, as_bytes):
+    """(text, JSON value) of a slot's payload: decoded by ``layout`` when its type id
+    matches (or ``type_id`` is None), the used bytes of a byte array, else raw hex."""
+    if layout is not None and (type_id is None or slot.meta == type_id):
+        body = layout.from_bytes(slot.payload)
+        value = {k: (v.hex() if isinstance(v, bytes) else v) for k, v in body.as_dict().items()}
+        return repr(body).split(" ", 1)[1], value
+    if as_bytes and 0 <= slot.meta <= len(slot.payload):
+        text = slot.payload[:slot.meta].hex()
+    else:
+        text = slot.payload.hex()
+    return text, text
+
+
+def _dump(rows, a, layout, type_id, out):
+    """Print the slots ``rows`` yields (position, segment or None, Slot): both kinds of bus."""
+    if not a.json:
+        print(f"{'position':>16}  {'status':<11}  {'meta':>11}  payload", file=out)
+    if a.max == 0:
+        return
+    shown = 0
+    for position, segment, slot in rows:
+        if a.status is not None and slot.status not in a.status:
+            continue
+        text, value = _payload(slot, layout, type_id, a.bytes)
+        if a.json:
+            json.dump({"position": position, "segment": segment, "status": slot.status,
+                       "meta": slot.meta, "payload": value}, out)
+            out.write("\n")
+        else:
+            st = STATUS_NAMES.get(slot.status, f"BAD {slot.status}")
+            print(f"{position:>16}  {st:<11}  {slot.meta:>11}  {escape(text)}", file=out)
+        shown += 1
+        if shown == a.max:
+            return
+
+
+# -- the command ----------------------------------------------------------------------------
+
+def _run(a, out):
+    try:
+        st = os.lstat(a.path)
+    except FileNotFoundError:
+        raise InspectError(f"{escape(a.path)}: no such file or directory") from None
+    if _stat.S_ISDIR(st.st_mode):
+        if a.file_size is not None:
+            raise InspectError(f"{escape(a.path)}: --file-size does not apply to a rolling bus "
+                               f"(each segment's size is segment_size in its {META_FILE})")
+        face = inspect_rolling
+        d = inspect_rolling.describe(a.path, a.record_size)
+    else:
+        face = inspect
+        d = inspect.describe(a.path, a.record_size, a.file_size,
+                             lengths=a.command == "dump" and a.bytes)
+    if a.command == "stat":
+        if a.json:
+            json.dump(d, out)
+            out.write("\n")
+        else:
+            _print_stat(d, out)
+        return 0
+    layout = type_id = None
+    if a.layout:
+        layout = parse_layout(a.layout)
+        if layout._payload_size_ > d["record_size"]:
+            raise InspectError(f"--layout {escape(a.layout)} is {layout._payload_size_} bytes "
+                               f"wide, wider than the records of {escape(a.path)} "
+                               f"(record_size {d['record_size']})")
+        type_id = a.type_id if a.type_id is not None else \
+            getattr(_SHIPPED.get(a.layout.lower()), "type_id", None)
+    start = face.check_start(d, a.start)
+    if not a.json:
+        _print_stat(d, out)
+    _dump(face.slots(d, start), a, layout, type_id, out)
+    return 0
+
+
+def _message(e):
+    """One line for an error: ``path: what`` for a system error, else its text."""
+    if isinstance(e, OSError) and e.filename is not None and e.strerror:
+        return escape(f"{e.filename}: {e.strerror[:1].lower()}{e.strerror[1:]}")
+    return escape(e)
 
 
 def main(argv=None):
     a = _args(argv)
-    if os.path.isdir(a.path):
-        from . import inspect_rolling   # a rolling bus: its directory
+    try:
+        return _run(a, sys.stdout)
+    except BrokenPipeError:
+        # The reader of the output went away (``| head``): stop quietly, and keep Python
+        # from failing again when it flushes stdout at exit.
         try:
-            return inspect_rolling.main(a, sys.stdout)
-        except (OSError, ValueError) as e:
-            print(f"mappedbus: {escape(e)}", file=sys.stderr)
-            return 2
-    if a.record_size is None:
-        print("mappedbus: --record-size is required for a bus file", file=sys.stderr)
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError, AttributeError):
+            pass
+        return 1
+    except (MappedBusError, OSError, ValueError) as e:
+        print(f"mappedbus: {_message(e)}", file=sys.stderr)
         return 2
-    try:
-        summary = summarize(a.path, a.record_size, a.file_size)
-    except (OSError, ValueError) as e:
-        print(f"mappedbus: {escape(e)}", file=sys.stderr)
-        return 2
-    out = sys.stdout
-    # Lost records: slots rolled back because their writer crashed or stalled past the
-    # readers' timeout. Readers count the ones they skip (reader.skipped); this is the file's view.
-    lost = summary.by_status.get(STATUS_ROLLED_BACK, 0)
-    if a.json and a.command == "stat":
-        json.dump({**summary._asdict(), "lost": lost}, out)
-        out.write("\n")
-        return 0
-    if not a.json:
-        print(f"file        {escape(repr(summary.path))} ({summary.file_length} bytes)", file=out)
-        print(f"file_size   {summary.file_size}   record_size {summary.record_size}   "
-              f"capacity {summary.capacity} records", file=out)
-        print(f"limit       {summary.limit}   allocated {summary.allocated} slots", file=out)
-        counts = ", ".join(f"{STATUS_NAMES.get(st, f'status {st}')}: {n}"
-                           for st, n in sorted(summary.by_status.items()))
-        print(f"records     {counts or 'none'}", file=out)
-        print(f"lost        {lost} (rolled back: a writer crashed or stalled past the readers' "
-              f"timeout)", file=out)
-        for problem in summary.problems:
-            print(f"note        {escape(problem)}", file=out)
-    if a.command == "stat":
-        return 0
-    try:
-        layout = parse_layout(a.layout) if a.layout else None
-    except ValueError as e:
-        print(f"mappedbus: {escape(e)}", file=sys.stderr)
-        return 2
-    wanted = {int(s) for s in a.status.split(",")} if a.status else None
-    shown = 0
-    if not a.json:
-        print(f"{'offset':>12}  {'status':<11}  {'meta':>11}  payload", file=out)
-    for slot in scan(a.path, a.record_size, a.file_size, start=a.start):
-        if wanted is not None and slot.status not in wanted:
-            continue
-        if a.max is not None and shown >= a.max:
-            break
-        shown += 1
-        if layout is not None and len(slot.payload) >= layout._payload_size_:
-            body = layout.from_bytes(slot.payload)
-            text = repr(body).split(" ", 1)[1]
-            value = body.as_dict()
-        elif a.bytes and 0 <= slot.meta <= len(slot.payload):
-            text = value = slot.payload[:slot.meta].hex()
-        else:
-            text = value = slot.payload.hex()
-        if a.json:
-            json.dump({"offset": slot.offset, "status": slot.status, "meta": slot.meta,
-                       "payload": value if not isinstance(value, dict) else
-                       {k: (v.hex() if isinstance(v, bytes) else v) for k, v in value.items()}}, out)
-            out.write("\n")
-        else:
-            st = STATUS_NAMES.get(slot.status, f"BAD {slot.status}")
-            print(f"{slot.offset:>12}  {st:<11}  {slot.meta:>11}  {escape(text)}", file=out)
-    return 0
 
 
 if __name__ == "__main__":

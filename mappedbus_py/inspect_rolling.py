@@ -1,113 +1,126 @@
 """``mappedbus stat|dump DIR`` for a rolling bus: bus.meta, every segment, the lost range.
 
-Read-only, like the single-file inspector: segments are read through ``inspect.scan``.
+Read-only, like the single-file inspector (``inspect``), whose dict schema ``describe``
+shares (``docs/cli.md``); segments are read through ``inspect.survey`` and ``inspect.scan``.
 """
-import json
 import os
-import time
 
-from .inspect import STATUS_NAMES, scan, summarize
-from .layout import FIRST_RECORD_OFFSET
-from .rolling import gap_range, list_segments, read_bus_meta, segment_path
+from .files import open_file
+from .inspect import (InspectError, _content_notes, _off_grid, escape, record_counts, scan,
+                      survey)
+from .layout import FIRST_RECORD_OFFSET, META_FILE, mapped_size, slot_size
+from .rolling import (end_boundary, gap_range, list_segments, open_dir, read_bus_meta,
+                      segment_path, slots_per_segment)
 
-__all__ = ("describe", "main")
+__all__ = ("describe", "check_start", "slots")
+
+
+def _segment(path, index, meta):
+    """The figures of segment ``index``, or None if retention removed it meanwhile."""
+    try:
+        fd, _ = open_file(segment_path(path, index), os.O_RDONLY, allow_foreign=True)
+    except FileNotFoundError:
+        return None
+    try:
+        sv = survey(fd, meta.record_size, meta.segment_size)
+    finally:
+        os.close(fd)
+    base = index * meta.segment_size
+    problems = []
+    if sv.length < mapped_size(meta.segment_size):
+        problems.append(f"{sv.length} bytes, shorter than the {mapped_size(meta.segment_size)} "
+                        f"a segment of segment_size {meta.segment_size} has: truncated")
+    if _off_grid(sv.limit, meta.record_size):
+        problems.append(f"limit {sv.limit} is not a record boundary for record_size "
+                        f"{meta.record_size}: a corrupt segment")
+    problems += _content_notes(sv.counts)
+    return {"index": index, "first_position": base + FIRST_RECORD_OFFSET, "limit": sv.limit,
+            "limit_position": base + sv.limit, "file_bytes": sv.length,
+            "records": record_counts(sv.counts), "problems": problems}
 
 
 def describe(path, record_size=None):
-    """A dict with the bus's metadata, its segments and the range lost to retention."""
+    """The stat figures of the rolling bus in directory ``path`` as a dict, in the schema
+    of ``inspect.describe`` (``docs/cli.md``). Sizes come from its bus.meta; a
+    ``record_size`` that differs is InspectError."""
+    path = os.fspath(path)
+    open_dir(path, create=False, allow_foreign=True)
     meta = read_bus_meta(path, allow_foreign=True)
+    mpath = os.path.join(path, META_FILE)
     if meta is None:
-        raise FileNotFoundError(f"{path!r} holds no bus.meta: not a rolling bus")
+        raise InspectError(f"{escape(path)} is a directory without {META_FILE}: not a rolling "
+                           f"bus")
     if record_size is not None and record_size != meta.record_size:
-        raise ValueError(f"{path!r} has record_size {meta.record_size} in its bus.meta, "
-                         f"not {record_size}")
-    segs = []
-    for i in list_segments(path):
-        try:
-            s = summarize(segment_path(path, i), meta.record_size, meta.segment_size)
-        except FileNotFoundError:
-            continue                # removed by retention meanwhile
-        segs.append({"index": i, "first_position": i * meta.segment_size + FIRST_RECORD_OFFSET,
-                     "limit": s.limit, "limit_position": i * meta.segment_size + s.limit,
-                     "capacity": s.capacity, "allocated": s.allocated,
-                     "by_status": {STATUS_NAMES.get(k, f"status {k}"): n
-                                   for k, n in sorted(s.by_status.items())},
-                     "problems": s.problems})
+        raise InspectError(f"{escape(path)}: --record-size {record_size} given, but its "
+                           f"metadata ({escape(mpath)}) says record_size {meta.record_size}")
+    segs = [s for s in (_segment(path, i, meta) for i in list_segments(path)) if s is not None]
+    # Where writers are: the newest segment with records (a spare ahead of it has none).
+    current = next((s for s in reversed(segs) if s["limit"] > FIRST_RECORD_OFFSET),
+                   segs[0] if segs else None)
     lost = None
     if segs and segs[0]["index"] > 0:
         lf, lt, n = gap_range(0, FIRST_RECORD_OFFSET, segs[0]["index"], meta.segment_size,
                               meta.record_size)
         lost = {"from": lf, "to": lt, "slots": n}
-    return {"path": os.fspath(path), "bus_id": meta.id, "created_ns": meta.created_ns,
-            "record_size": meta.record_size, "segment_size": meta.segment_size,
-            "retain_segments": meta.retain_segments, "retain_bytes": meta.retain_bytes,
-            "retain_age_ms": meta.retain_age_ms, "segments": segs, "lost_to_retention": lost,
-            "rolled_back": sum(s["by_status"].get("rolled back", 0) for s in segs)}
+    totals = {}
+    for s in segs:
+        for k, n in s["records"].items():
+            totals[k] = totals.get(k, 0) + n
+    return {
+        "kind": "rolling", "path": path, "metadata": mpath, "bus_id": meta.id,
+        "created_ns": meta.created_ns, "record_size": meta.record_size,
+        "slot_size": slot_size(meta.record_size), "file_size": None,
+        "segment_size": meta.segment_size,
+        "retention": {"segments": meta.retain_segments, "bytes": meta.retain_bytes,
+                      "age_ms": meta.retain_age_ms},
+        "file_bytes": sum(s["file_bytes"] for s in segs),
+        "capacity": slots_per_segment(meta.segment_size, meta.record_size),
+        "positions": {"first": segs[0]["first_position"] if segs else FIRST_RECORD_OFFSET,
+                      "limit": current["limit_position"] if current else FIRST_RECORD_OFFSET,
+                      "end": None},
+        "records": totals or record_counts({}), "full": False,
+        "lost_to_retention": lost, "segments": segs,
+        "problems": [f"segment {s['index']}: {p}" for s in segs for p in s["problems"]],
+    }
 
 
-def main(a, out):
-    """The rolling-bus part of ``mappedbus stat|dump`` (``a``: cli's parsed arguments)."""
-    d = describe(a.path, a.record_size)
-    if a.json and a.command == "stat":
-        json.dump(d, out)
-        out.write("\n")
-        return 0
-    if not a.json:
-        created = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(d["created_ns"] / 1e9))
-        print(f"rolling bus {d['path']}", file=out)
-        print(f"bus id      {d['bus_id']}   created {created}", file=out)
-        print(f"sizes       segment_size {d['segment_size']}   record_size {d['record_size']}",
-              file=out)
-        print(f"retention   segments {d['retain_segments'] or 'no limit'}   bytes "
-              f"{d['retain_bytes'] or 'no limit'}   age_ms {d['retain_age_ms'] or 'no limit'}",
-              file=out)
-        lost = d["lost_to_retention"]
-        print("lost        " + (f"positions {lost['from']} to {lost['to']} ({lost['slots']} "
-                                 f"record slots) removed by retention" if lost else "nothing "
-                                 "removed by retention"), file=out)
-        print(f"{'segment':>8}  {'first position':>16}  {'limit':>10}  records", file=out)
-        for s in d["segments"]:
-            counts = ", ".join(f"{k}: {n}" for k, n in s["by_status"].items()) or "none"
-            print(f"{s['index']:>8}  {s['first_position']:>16}  {s['limit']:>10}  {counts}",
-                  file=out)
-            for problem in s["problems"]:
-                print(f"{'':>8}  note: {problem}", file=out)
-    if a.command == "stat":
-        return 0
-    from .cli import parse_layout
-    layout = parse_layout(a.layout) if a.layout else None
-    wanted = {int(s) for s in a.status.split(",")} if a.status else None
-    shown = 0
-    if not a.json:
-        print(f"{'position':>16}  {'status':<11}  {'meta':>11}  payload", file=out)
+def check_start(d, start):
+    """The first position to dump on the rolling bus ``d`` (describe's dict): ``start``
+    checked as ``RollingBusReader.seek`` checks a position (None: the oldest record)."""
+    indices = [s["index"] for s in d["segments"]]
+    if start is None:
+        return d["positions"]["first"]
+    where = f"{escape(d['path'])}: --start {start}"
+    size = d["segment_size"]
+    k, off = divmod(start, size)
+    end = end_boundary(size, d["record_size"])
+    if off < FIRST_RECORD_OFFSET or (off - FIRST_RECORD_OFFSET) % d["slot_size"] or off > end:
+        raise InspectError(
+            f"{where} is not a record boundary (offset {off} in segment {k}; records start at "
+            f"{FIRST_RECORD_OFFSET} and take {d['slot_size']} bytes, the last ends at {end})")
+    if not indices:
+        raise InspectError(f"{escape(d['path'])} has no segment")
+    if k < indices[0]:
+        raise InspectError(f"{where} is in segment {k}, removed by retention: the oldest "
+                           f"retained record is at position {d['positions']['first']}")
+    if k > indices[-1]:
+        raise InspectError(f"{where} is in segment {k}, past the newest segment {indices[-1]}")
+    return start
+
+
+def slots(d, start):
+    """``(position, segment, Slot)`` for every allocated slot of the rolling bus ``d``
+    from position ``start`` (from check_start), across its segments."""
+    size = d["segment_size"]
+    k, off = divmod(start, size)
     for s in d["segments"]:
-        base = s["index"] * d["segment_size"]
-        try:
-            slots = list(scan(segment_path(a.path, s["index"]), d["record_size"],
-                              d["segment_size"]))
-        except FileNotFoundError:
+        i = s["index"]
+        if i < k:
             continue
-        for slot in slots:
-            if wanted is not None and slot.status not in wanted:
-                continue
-            if a.max is not None and shown >= a.max:
-                return 0
-            shown += 1
-            if layout is not None and len(slot.payload) >= layout._payload_size_:
-                body = layout.from_bytes(slot.payload)
-                text, value = repr(body).split(" ", 1)[1], body.as_dict()
-                value = {k: (v.hex() if isinstance(v, bytes) else v) for k, v in value.items()}
-            elif a.bytes and 0 <= slot.meta <= len(slot.payload):
-                text = value = slot.payload[:slot.meta].hex()
-            else:
-                text = value = slot.payload.hex()
-            if a.json:
-                json.dump({"position": base + slot.offset, "segment": s["index"],
-                           "status": slot.status, "meta": slot.meta, "payload": value}, out)
-                out.write("\n")
-            else:
-                st = STATUS_NAMES.get(slot.status, f"BAD {slot.status}")
-                print(f"{base + slot.offset:>16}  {st:<11}  {slot.meta:>11}  {text}", file=out)
-    return 0
-
-
+        base = i * size
+        try:
+            for slot in scan(segment_path(d["path"], i), d["record_size"], size,
+                             start=off if i == k else FIRST_RECORD_OFFSET):
+                yield base + slot.offset, i, slot
+        except FileNotFoundError:
+            continue            # removed by retention meanwhile
