@@ -20,7 +20,8 @@ from typing import NamedTuple, Optional
 from .busmeta import meta_path, read_meta
 from .files import open_file
 from .layout import (FIRST_RECORD_OFFSET, LIMIT_OFFSET, META_MAGIC, PAYLOAD_OFFSET,
-                     STATUS_COMMITTED, STATUS_NOT_SET, STATUS_ROLLED_BACK, slot_size)
+                     STATUS_COMMITTED, STATUS_NOT_SET, STATUS_ROLLED_BACK, is_record_boundary,
+                     slot_size)
 
 __all__ = ("Slot", "Summary", "Survey", "InspectError", "scan", "survey", "summarize",
            "describe", "check_start", "slots", "record_counts", "escape", "STATUS_NAMES")
@@ -132,8 +133,8 @@ def survey(fd, record_size, file_size=None, *, lengths=False):
 
 
 def _off_grid(limit, record_size):
-    return limit != 0 and (limit < FIRST_RECORD_OFFSET or
-                           (limit - FIRST_RECORD_OFFSET) % slot_size(record_size))
+    """A limit no writer leaves: neither 0 (a new file) nor a record boundary."""
+    return limit != 0 and not is_record_boundary(limit, record_size)
 
 
 def summarize(path, record_size, file_size=None) -> Summary:
@@ -270,7 +271,7 @@ def describe(path, record_size=None, file_size=None, *, lengths=False):
 def _check_grid(path, record_size, sv, lengths):
     """InspectError unless a file without metadata looks like a bus of ``record_size``."""
     why = f"not a bus, or not one of record_size {record_size}"
-    if sv.limit < 0 or _off_grid(sv.limit, record_size):
+    if _off_grid(sv.limit, record_size):
         raise InspectError(f"{escape(path)}: limit {sv.limit} is not a record boundary for "
                            f"record_size {record_size} ({FIRST_RECORD_OFFSET}, "
                            f"{FIRST_RECORD_OFFSET + slot_size(record_size)}, ...): {why}")
@@ -289,7 +290,7 @@ def check_start(d, start):
     if start is None:
         return FIRST_RECORD_OFFSET
     step = d["slot_size"]
-    if start < FIRST_RECORD_OFFSET or (start - FIRST_RECORD_OFFSET) % step:
+    if not is_record_boundary(start, d["record_size"]):
         raise InspectError(
             f"{escape(d['path'])}: --start {start} is not a record boundary for record_size "
             f"{d['record_size']} ({FIRST_RECORD_OFFSET}, {FIRST_RECORD_OFFSET + step}, "

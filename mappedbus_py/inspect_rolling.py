@@ -8,7 +8,8 @@ import os
 from .files import open_file
 from .inspect import (InspectError, _content_notes, _off_grid, escape, record_counts, scan,
                       survey)
-from .layout import FIRST_RECORD_OFFSET, META_FILE, mapped_size, slot_size
+from .layout import (FIRST_RECORD_OFFSET, META_FILE, is_record_boundary, join_position,
+                     mapped_size, slot_size, split_position)
 from .rolling import (end_boundary, gap_range, list_segments, open_dir, read_bus_meta,
                       segment_path, slots_per_segment)
 
@@ -25,7 +26,6 @@ def _segment(path, index, meta):
         sv = survey(fd, meta.record_size, meta.segment_size)
     finally:
         os.close(fd)
-    base = index * meta.segment_size
     problems = []
     if sv.length < mapped_size(meta.segment_size):
         problems.append(f"{sv.length} bytes, shorter than the {mapped_size(meta.segment_size)} "
@@ -34,8 +34,10 @@ def _segment(path, index, meta):
         problems.append(f"limit {sv.limit} is not a record boundary for record_size "
                         f"{meta.record_size}: a corrupt segment")
     problems += _content_notes(sv.counts)
-    return {"index": index, "first_position": base + FIRST_RECORD_OFFSET, "limit": sv.limit,
-            "limit_position": base + sv.limit, "file_bytes": sv.length,
+    return {"index": index,
+            "first_position": join_position(index, FIRST_RECORD_OFFSET, meta.segment_size),
+            "limit": sv.limit, "limit_position": join_position(index, sv.limit, meta.segment_size),
+            "file_bytes": sv.length,
             "records": record_counts(sv.counts), "problems": problems}
 
 
@@ -92,9 +94,9 @@ def check_start(d, start):
         return d["positions"]["first"]
     where = f"{escape(d['path'])}: --start {start}"
     size = d["segment_size"]
-    k, off = divmod(start, size)
+    k, off = split_position(start, size)
     end = end_boundary(size, d["record_size"])
-    if off < FIRST_RECORD_OFFSET or (off - FIRST_RECORD_OFFSET) % d["slot_size"] or off > end:
+    if not is_record_boundary(off, d["record_size"]) or off > end:
         raise InspectError(
             f"{where} is not a record boundary (offset {off} in segment {k}; records start at "
             f"{FIRST_RECORD_OFFSET} and take {d['slot_size']} bytes, the last ends at {end})")
@@ -112,15 +114,14 @@ def slots(d, start):
     """``(position, segment, Slot)`` for every allocated slot of the rolling bus ``d``
     from position ``start`` (from check_start), across its segments."""
     size = d["segment_size"]
-    k, off = divmod(start, size)
+    k, off = split_position(start, size)
     for s in d["segments"]:
         i = s["index"]
         if i < k:
             continue
-        base = i * size
         try:
             for slot in scan(segment_path(d["path"], i), d["record_size"], size,
                              start=off if i == k else FIRST_RECORD_OFFSET):
-                yield base + slot.offset, i, slot
+                yield join_position(i, slot.offset, size), i, slot
         except FileNotFoundError:
             continue            # removed by retention meanwhile
