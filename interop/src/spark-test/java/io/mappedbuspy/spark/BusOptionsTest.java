@@ -30,26 +30,34 @@ public final class BusOptionsTest {
     @TempDir
     static Path shared;
 
-    /** A single-file bus (recordSize 12, fileSize 4096) and a rolling bus (recordSize 8, segmentSize 4096). */
+    /**
+     * A single-file bus (recordSize 12, fileSize 4096, sizes in its metadata), a file without metadata (as the
+     * Java original makes: every size comes from the options) and a rolling bus (recordSize 8, segmentSize 4096).
+     */
     private static String single;
+    private static String legacy;
     private static String rolling;
 
     private static synchronized void makeBuses() throws IOException {
         if (single == null) {
             single = shared.resolve("single.bus").toString();
             new MappedBusWriter(single, 4096, 12).open().close();
+            legacy = shared.resolve("legacy-single.bus").toString();
+            new MappedBusWriter(legacy, 4096, 12).open().close();
+            Files.delete(io.mappedbuspy.BusMeta.metaPath(legacy));
             rolling = shared.resolve("rolling").toString();
             new RollingBusWriter(rolling, 4096, 8).open().close();
         }
     }
 
-    /** Options from "key=value" pairs; "$single", "$rolling", "$dir" and "$missing" stand for paths. */
+    /** Options from "key=value" pairs; "$single", "$legacy", "$rolling", "$dir" and "$missing" stand for paths. */
     private static Map<String, String> opts(String... kv) throws IOException {
         makeBuses();
         Map<String, String> m = new HashMap<>();
         for (String p : kv) {
             int eq = p.indexOf('=');
-            m.put(p.substring(0, eq), p.substring(eq + 1).replace("$single", single).replace("$rolling", rolling)
+            m.put(p.substring(0, eq), p.substring(eq + 1).replace("$single", single).replace("$legacy", legacy)
+                    .replace("$rolling", rolling)
                     .replace("$dir", shared.toString()).replace("$missing", shared.resolve("missing.bus").toString()));
         }
         return m;
@@ -79,9 +87,9 @@ public final class BusOptionsTest {
     /** Every option is read, with names in any case. */
     @Test
     public void everyOptionIsReadCaseInsensitively() throws Exception {
-        BusOptions o = BusOptions.parse(opts("PATH=$single", "recordsize=24", "FileSize=8192", "layout=Trade",
+        BusOptions o = BusOptions.parse(opts("PATH=$legacy", "recordsize=24", "FileSize=8192", "layout=Trade",
                 "typeId=5", "trimPayload=TRUE", "numPartitions=3", "recordsPerPartition=100", "columnar=false",
-                "batchSize=10", "uncommitted=Wait", "timeoutMs=0", "startingPosition=40",
+                "batchSize=10", "uncommitted=Wait", "timeoutMs=10", "startingPosition=40",
                 "maxRecordsPerTrigger=7", "checkHost=false"));
         assertEquals(24, o.recordSize, "recordSize");
         assertEquals(8192, o.fileSize, "fileSize");
@@ -93,7 +101,7 @@ public final class BusOptionsTest {
         assertFalse(o.columnar, "columnar");
         assertEquals(10, o.batchSize, "batchSize");
         assertTrue(o.waitUncommitted, "uncommitted");
-        assertEquals(0, o.timeoutMs, "timeoutMs");
+        assertEquals(10, o.timeoutMs, "timeoutMs: the shortest rollback timeout");
         assertEquals("40", o.startingPosition, "startingPosition 8 + 1 * 32");
         assertEquals(7, o.maxRecordsPerTrigger, "maxRecordsPerTrigger");
         assertFalse(o.checkHost, "checkHost");
@@ -101,10 +109,16 @@ public final class BusOptionsTest {
                 "typeId of a field list");
     }
 
-    /** recordSize defaults to the layout's size; a rolling bus's sizes come from its bus.meta. */
+    /**
+     * A bus's sizes come from its metadata (PATH.meta, or a rolling bus's bus.meta); for a file without any,
+     * recordSize defaults to the layout's size.
+     */
     @Test
-    public void sizesComeFromTheLayoutOrTheRollingBus() throws Exception {
-        assertEquals(20, BusOptions.parse(opts("path=$single", "layout=Trade")).recordSize, "Trade's size");
+    public void sizesComeFromTheMetadataOrTheLayout() throws Exception {
+        assertEquals(20, BusOptions.parse(opts("path=$legacy", "layout=Trade")).recordSize, "Trade's size");
+        assertEquals(12, BusOptions.parse(opts("path=$single")).recordSize, "recordSize from PATH.meta");
+        assertEquals(12, BusOptions.parse(opts("path=$single", "layout=a:int32")).recordSize,
+                "recordSize from PATH.meta, not the narrower layout's");
         BusOptions r = BusOptions.parse(opts("path=$rolling"));
         assertTrue(r.rolling, "rolling");
         assertEquals(8, r.recordSize, "recordSize from bus.meta");
@@ -151,12 +165,16 @@ public final class BusOptionsTest {
         return Stream.of(
             Arguments.of(List.of("recordSize=12"), "option 'path' (the bus file) is required"),
             Arguments.of(List.of("path=", "recordSize=12"), "option 'path' (the bus file) is required"),
-            Arguments.of(List.of("path=$single"), "option 'recordSize' is required"),
+            Arguments.of(List.of("path=$legacy"), "option 'recordSize' is required"),
+            Arguments.of(List.of("path=$missing"), "option 'recordSize' is required"),
+            Arguments.of(List.of("path=$single", "recordSize=24"), "option recordSize 24 differs from record_size 12 in "),
+            Arguments.of(List.of("path=$single", "fileSize=8192"), "option fileSize 8192 differs from file_size 4096 in "),
+            Arguments.of(List.of("path=$single", "layout=Trade"), "needs 20 payload bytes but recordSize is 12"),
             Arguments.of(List.of("path=$single", "recordSize=0"), "option 'recordsize' must be >= 1, got 0"),
             Arguments.of(List.of("path=$single", "recordSize=twelve"), "option 'recordsize' must be an integer, got 'twelve'"),
             Arguments.of(List.of("path=$single", "recordSize=4294967296"), "option 'recordsize' is too large"),
             Arguments.of(List.of("path=$single", "recordSize=12", "fileSize=27"), "option 'filesize' must be >= 28"),
-            Arguments.of(List.of("path=$single", "recordSize=8", "layout=Trade"), "needs 20 payload bytes but recordSize is 8"),
+            Arguments.of(List.of("path=$legacy", "recordSize=8", "layout=Trade"), "needs 20 payload bytes but recordSize is 8"),
             Arguments.of(List.of("path=$single", "layout=Quote"), "neither a known message"),
             Arguments.of(List.of("path=$single", "layout=a:int32", "typeId=x"), "option 'typeid' must be an integer"),
             Arguments.of(List.of("path=$single", "recordSize=12", "trimPayload=yes"), "option 'trimpayload' must be true or false, got 'yes'"),
@@ -165,7 +183,10 @@ public final class BusOptionsTest {
             Arguments.of(List.of("path=$single", "recordSize=12", "numPartitions=0"), "option 'numpartitions' must be >= 1"),
             Arguments.of(List.of("path=$single", "recordSize=12", "recordsPerPartition=0"), "option 'recordsperpartition' must be >= 1"),
             Arguments.of(List.of("path=$single", "recordSize=12", "batchSize=0"), "option 'batchsize' must be >= 1"),
-            Arguments.of(List.of("path=$single", "recordSize=12", "timeoutMs=-1"), "option 'timeoutms' must be >= 0"),
+            Arguments.of(List.of("path=$single", "recordSize=12", "timeoutMs=-1"), "option 'timeoutMs' is the rollback "
+                    + "timeout: how long a slot may stay uncommitted before readers roll it back"),
+            Arguments.of(List.of("path=$single", "timeoutMs=0"), "must be at least 10 ms, got 0"),
+            Arguments.of(List.of("path=$single", "timeoutMs=9"), "must be at least 10 ms, got 9"),
             Arguments.of(List.of("path=$single", "recordSize=12", "maxRecordsPerTrigger=0"), "option 'maxrecordspertrigger' must be >= 1"),
             Arguments.of(List.of("path=$single", "recordSize=12", "uncommitted=skip"), "option 'uncommitted' must be stop or wait, got 'skip'"),
             Arguments.of(List.of("path=$single", "recordSize=12", "startingPosition=first"), "startingPosition must be earliest, latest or a record offset (8 + k * 20)"),

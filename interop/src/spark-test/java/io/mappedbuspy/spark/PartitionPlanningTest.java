@@ -183,9 +183,9 @@ public final class PartitionPlanningTest {
         String batch = Integer.toString(r.nextInt(1, 9));
         BusOptions o = byCount
                 ? options(path, "recordSize", "" + rs, "fileSize", "" + fileSize, "numPartitions", "" + per,
-                        "uncommitted", wait ? "wait" : "stop", "timeoutMs", "0", "batchSize", batch)
+                        "uncommitted", wait ? "wait" : "stop", "timeoutMs", "10", "batchSize", batch)
                 : options(path, "recordSize", "" + rs, "fileSize", "" + fileSize, "recordsPerPartition", "" + per,
-                        "uncommitted", wait ? "wait" : "stop", "timeoutMs", "0", "batchSize", batch);
+                        "uncommitted", wait ? "wait" : "stop", "timeoutMs", "10", "batchSize", batch);
         BusPartition[] parts = partitions(plan(o));
         long at = 8;
         for (BusPartition p : parts) {
@@ -267,7 +267,7 @@ public final class PartitionPlanningTest {
         assertEquals(bus.path(1), parts[1].path);
         assertEquals(hung, parts[1].end, "segment 1 up to the uncommitted slot; segment 2 not read");
         BusOptions wait = options(dir, "recordSize", "12", "recordsPerPartition", "1000", "uncommitted", "wait",
-                "timeoutMs", "0");
+                "timeoutMs", "10");
         BusPartition[] all = partitions(plan(wait));
         assertEquals(3, all.length, Arrays.toString(all));
         BusReaderFactory f = new BusReaderFactory(wait, wait.readSchema());

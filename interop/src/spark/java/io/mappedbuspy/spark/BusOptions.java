@@ -89,6 +89,7 @@ public final class BusOptions implements Serializable {
         layout = spec == null || spec.trim().isEmpty() || spec.trim().equalsIgnoreCase("raw")
                 ? null : BusLayout.parse(spec, typeId);
         io.mappedbuspy.BusMeta rollingMeta = rollingMeta(path);
+        io.mappedbuspy.BusMeta fileMeta = null;
         long segOpt = longOpt(o, "segmentsize", -1, Layout.FIRST_RECORD_OFFSET + 1);
         rolling = rollingMeta != null || segOpt > 0;
         if (rollingMeta != null) {
@@ -106,6 +107,17 @@ public final class BusOptions implements Serializable {
             }
             recordSize = rollingMeta.recordSize();
             segmentSize = rollingMeta.segmentSize();
+        } else if (!rolling && (fileMeta = singleMeta(path)) != null) {
+            // A bus this project created records its sizes in PATH.meta: they win, and an option that says
+            // otherwise is a mistake (read with the layout's size, a wider record would end the read early).
+            if (o.containsKey("recordsize") && intOpt(o, "recordsize", 0, 1) != fileMeta.recordSize()) {
+                throw new IllegalArgumentException("mappedbus: option recordSize " + intOpt(o, "recordsize", 0, 1)
+                        + " differs from record_size " + fileMeta.recordSize() + " in " + path + Layout.META_SUFFIX
+                        + " (bus " + fileMeta.id() + "): every process must use the size the bus was created "
+                        + "with; leave recordSize out to take it from there");
+            }
+            recordSize = fileMeta.recordSize();
+            segmentSize = segOpt;
         } else {
             if (o.containsKey("recordsize")) {
                 recordSize = intOpt(o, "recordsize", 0, 1);
@@ -136,8 +148,19 @@ public final class BusOptions implements Serializable {
         }
         fileSize = o.containsKey("filesize") ? longOpt(o, "filesize", -1, Layout.FIRST_RECORD_OFFSET
                 + Layout.slotSize(recordSize)) : -1;
+        if (fileMeta != null && fileSize > 0 && fileSize != fileMeta.fileSize()) {
+            throw new IllegalArgumentException("mappedbus: option fileSize " + fileSize + " differs from file_size "
+                    + fileMeta.fileSize() + " in " + path + Layout.META_SUFFIX + " (bus " + fileMeta.id() + "): "
+                    + "every process must use the size the bus was created with; leave fileSize out to take it "
+                    + "from there");
+        }
         trimPayload = boolOpt(o, "trimpayload", false);
-        timeoutMs = intOpt(o, "timeoutms", Layout.DEFAULT_TIMEOUT_MS, 0);
+        timeoutMs = intOpt(o, "timeoutms", Layout.DEFAULT_TIMEOUT_MS, Integer.MIN_VALUE);
+        if (timeoutMs < Layout.MIN_ROLLBACK_TIMEOUT_MS) {
+            throw new IllegalArgumentException("mappedbus: option 'timeoutMs' is the rollback timeout: how long a "
+                    + "slot may stay uncommitted before readers roll it back (a batch read with uncommitted=wait "
+                    + "skips it); must be at least " + Layout.MIN_ROLLBACK_TIMEOUT_MS + " ms, got " + timeoutMs);
+        }
         recordsPerPartition = longOpt(o, "recordsperpartition", -1, 1);
         numPartitions = intOpt(o, "numpartitions", -1, 1);
         startingPosition = o.getOrDefault("startingposition", "earliest").trim().toLowerCase(Locale.ROOT);
@@ -359,7 +382,7 @@ public final class BusOptions implements Serializable {
             }
             return -1;
         }
-        long m = metaFileSize(f);
+        long m = metaFileSize();
         return m > 0 ? m : f.length();
     }
 
@@ -380,7 +403,7 @@ public final class BusOptions implements Serializable {
             throw new IllegalArgumentException("mappedbus: bus file " + path + " does not exist (give "
                     + "option 'fileSize' to create it)");
         }
-        long m = metaFileSize(f);
+        long m = metaFileSize();
         if (m <= 0) {
             throw new IllegalArgumentException("mappedbus: bus file " + path + " has no metadata ("
                     + path + Layout.META_SUFFIX + ") recording its logical size, and its length (" + f.length()
@@ -391,17 +414,42 @@ public final class BusOptions implements Serializable {
     }
 
     /** The file size recorded by the metadata of a bus this project created, or -1 (none, or not this file's). */
-    private long metaFileSize(File f) {
+    private long metaFileSize() {
         try {
-            io.mappedbuspy.BusMeta meta = io.mappedbuspy.BusMeta.read(io.mappedbuspy.BusMeta.metaPath(path), false);
-            Object ino = java.nio.file.Files.getAttribute(f.toPath(), "unix:ino", java.nio.file.LinkOption.NOFOLLOW_LINKS);
-            if (meta != null && io.mappedbuspy.BusMeta.SINGLE.equals(meta.kind()) && ino.equals(meta.inode())) {
-                return meta.fileSize();
-            }
-        } catch (java.io.IOException | RuntimeException e) {
-            // unreadable or untrusted metadata: opening the bus reports it
+            io.mappedbuspy.BusMeta meta = singleMeta(path);
+            return meta == null ? -1 : meta.fileSize();
+        } catch (RuntimeException e) {
+            return -1; // unreadable or untrusted metadata: opening the bus reports it
         }
-        return -1;
+    }
+
+    /**
+     * The metadata of the single-file bus at {@code path}: its {@code PATH.meta} when that describes this file
+     * (kind single, the file's inode); null for no regular file there, no metadata, or metadata of another
+     * file (a file made by the Java original, which writes none).
+     *
+     * @throws IllegalArgumentException if the metadata file cannot be read or is not to be trusted
+     */
+    static io.mappedbuspy.BusMeta singleMeta(String path) {
+        java.nio.file.Path p = java.nio.file.Path.of(path);
+        if (!java.nio.file.Files.isRegularFile(p, java.nio.file.LinkOption.NOFOLLOW_LINKS)) {
+            return null;
+        }
+        java.nio.file.Path metaPath = io.mappedbuspy.BusMeta.metaPath(path);
+        io.mappedbuspy.BusMeta m;
+        Object ino;
+        try {
+            m = io.mappedbuspy.BusMeta.read(metaPath, false);
+            if (m == null) {
+                return null;
+            }
+            ino = java.nio.file.Files.getAttribute(p, "unix:ino", java.nio.file.LinkOption.NOFOLLOW_LINKS);
+        } catch (java.nio.file.NoSuchFileException e) {
+            return null; // removed since: opening the bus reports that
+        } catch (java.io.IOException e) {
+            throw new IllegalArgumentException("mappedbus: cannot read " + metaPath + ": " + e.getMessage(), e);
+        }
+        return io.mappedbuspy.BusMeta.SINGLE.equals(m.kind()) && ino.equals(m.inode()) ? m : null;
     }
 
     private static String get(Map<String, String> o, String key) {

@@ -2,6 +2,7 @@ package io.mappedbuspy.spark;
 
 import io.mappedbuspy.BusGapException;
 import io.mappedbuspy.BusReplacedException;
+import io.mappedbuspy.CorruptBusException;
 import io.mappedbuspy.Layout;
 import io.mappedbuspy.MappedBusMessage;
 import io.mappedbuspy.MappedBusReader;
@@ -308,8 +309,9 @@ final class BusRealTimeReader implements SupportsRealTimeRead<InternalRow> {
                 case BusReaderFactory.PAYLOAD_TRIMMED:
                     if (meta < 0 || meta > b.length) {
                         failed = true;
-                        throw new IOException("mappedbus: record at position " + pos + " in " + p.options.path
-                                + " has meta " + meta + ", not a length in 0.." + b.length + " (trimPayload=true)");
+                        throw new CorruptBusException("mappedbus: record at position " + pos + " in "
+                                + p.options.path + " has length " + meta + " outside 0.." + b.length
+                                + " (trimPayload needs byte-array records)");
                     }
                     values[c] = Arrays.copyOf(b, meta);
                     break;

@@ -308,6 +308,40 @@ final class BusScan implements Scan, Batch {
         return pos;
     }
 
+    /**
+     * Allocated slots looked at past the uncommitted slot that ends a batch ({@code uncommitted=stop}). A
+     * file read with the wrong record size (one without metadata, which would tell it) has payload bytes
+     * where this grid puts statuses, and a "status" 0 among them would end the read quietly; the slots after
+     * it show the mistake (a status other than 0, 1 or 2) within a few slots, where a bus reader that waited
+     * that slot out would meet it.
+     */
+    static final int LOOK_AHEAD_SLOTS = 4096;
+
+    /**
+     * Fails if a slot of {@code [from, end)} (the allocated slots past an uncommitted one, at most
+     * {@link #LOOK_AHEAD_SLOTS}) holds a status no writer or reader ever stores.
+     */
+    static void checkAhead(MemoryMappedFile m, String path, int recordSize, long from, long end)
+            throws CorruptBusException {
+        long slot = Layout.slotSize(recordSize);
+        long stop = Math.min(end, from + LOOK_AHEAD_SLOTS * slot);
+        for (long pos = from; pos + slot <= stop; pos += slot) {
+            int status = m.getStatus(pos);
+            if (status != Layout.STATUS_NOT_SET && status != Layout.STATUS_COMMITTED
+                    && status != Layout.STATUS_ROLLED_BACK) {
+                throw invalidStatus(path, pos, status, recordSize);
+            }
+        }
+    }
+
+    /** A status other than 0, 1 or 2: the record grid is not the file's, or the file is corrupt. */
+    static CorruptBusException invalidStatus(String path, long pos, int status, int recordSize) {
+        return new CorruptBusException("mappedbus: record at position " + pos + " in " + path + " has invalid status "
+                + status + " (wrong recordSize " + recordSize + ", or a corrupt file; a bus made by the Java "
+                + "original has no metadata giving its record size: option recordSize must be the one its "
+                + "writers use)");
+    }
+
     private static final int WALKED_MAX = 4096;
     private static final ConcurrentHashMap<String, long[]> WALKED = new ConcurrentHashMap<>();
 
@@ -347,6 +381,7 @@ final class BusScan implements Scan, Batch {
             throw new CorruptBusException("limit " + limit + " in " + path + " is not on a record boundary "
                     + "for recordSize " + o.recordSize + " (wrong recordSize, or a corrupt file)");
         }
+        long allocated = Math.min(limit, maxEnd);
         long end = Math.max(from, Math.min(Math.min(limit, maxEnd), to));
         long skipped = 0;
         // One clock for a run of uncommitted slots (every slot here was allocated when it started): a
@@ -357,6 +392,7 @@ final class BusScan implements Scan, Batch {
             int status = m.getStatus(pos);
             if (status == Layout.STATUS_NOT_SET) {
                 if (!o.waitUncommitted) {
+                    checkAhead(m, path, o.recordSize, pos + slot, allocated);
                     return new long[] {pos, 0, 1};
                 }
                 if (!clock) {
@@ -379,8 +415,7 @@ final class BusScan implements Scan, Batch {
                 clock = false;
             }
             if (status != Layout.STATUS_COMMITTED && status != Layout.STATUS_ROLLED_BACK) {
-                throw new CorruptBusException("record at position " + pos + " in " + path
-                        + " has invalid status " + status + " (wrong recordSize, or a corrupt file)");
+                throw invalidStatus(path, pos, status, o.recordSize);
             }
             if (count != null && status == Layout.STATUS_COMMITTED
                     && (metas == null || Arrays.binarySearch(metas, m.getInt(pos + Layout.METADATA_OFFSET)) >= 0)) {

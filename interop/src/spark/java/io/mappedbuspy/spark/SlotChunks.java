@@ -92,8 +92,7 @@ abstract class SlotChunks implements AutoCloseable {
                     + " is uncommitted inside a range planned as settled");
         }
         if (status != Layout.STATUS_ROLLED_BACK && status != Layout.STATUS_NOT_SET) {
-            throw new CorruptBusException("record at position " + pos + " in " + p.path
-                    + " has invalid status " + status);
+            throw BusScan.invalidStatus(p.path, pos, status, p.recordSize);
         }
         return false;
     }
