@@ -255,7 +255,7 @@ def test_cli_stat_and_dump_show_segments_and_the_lost_range(bus_dir, capsys):
     d = json.loads(capsys.readouterr().out)
     assert [s["index"] for s in d["segments"]] == rolling.list_segments(bus_dir)
     assert d["segments"][0]["first_position"] == oldest * SEG + 8
-    assert sum(s["by_status"].get("committed", 0) for s in d["segments"]) == \
+    assert sum(s["records"]["committed"] for s in d["segments"]) == \
         5 * PER + 7 - oldest * PER
     assert cli.main(["dump", bus_dir, "-l", "PriceUpdate", "--json", "--max", "2"]) == 0
     rows = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
