@@ -11,6 +11,8 @@ import sys
 
 import pytest
 
+from java_original import ORIGINAL_JAR
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 NAMED = [
@@ -41,13 +43,13 @@ ORIGINAL = [
     "ratio_java_java_default_vs_java_original_default",
     "ratio_java_java_prefault_vs_java_original_prefault", "ratio_py_batch_vs_java_original",
 ]
-ORIGINAL_JAR = os.path.join(os.path.dirname(ROOT), "shared", "original", "mappedbus-0.5.1-jdk17.jar")
 MACHINE = ["machine_cpu", "machine_cores", "machine_ram_gb", "machine_kernel", "machine_python",
            "machine_java"]
 
 
 @pytest.mark.slow
 @pytest.mark.java
+@pytest.mark.original
 def test_smoke_run_writes_every_named_figure(tmp_path):
     before = {n for n in os.listdir("/dev/shm") if n.startswith("mbperf-")}
     proc = subprocess.run([sys.executable, os.path.join(ROOT, "perf", "run.py"), "--smoke",

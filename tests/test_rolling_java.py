@@ -10,12 +10,11 @@ import sys
 import pytest
 
 import procs
+from java_original import ORIGINAL_JAR
 from mappedbus_py import BusGapError, RollingBusReader, jvm
 
 ROLLING_CHILD = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                               "rolling_child.py")]
-ORIGINAL_JAR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                            "..", "shared", "original", "mappedbus-0.5.1-jdk17.jar")
 OPENS = "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED"
 
 pytestmark = pytest.mark.java
@@ -185,6 +184,7 @@ def original(tmp_path_factory, jar):
             "OriginalClient"]
 
 
+@pytest.mark.original
 def test_original_reads_a_segment_written_by_the_rolling_writer(original, tmp_path):
     seg = 8192                       # a page multiple: the original sets the file length to it
     per = (seg - 8) // 16
@@ -197,6 +197,7 @@ def test_original_reads_a_segment_written_by_the_rolling_writer(original, tmp_pa
         [(4, i) for i in range(per, 2 * per)]
 
 
+@pytest.mark.original
 def test_rolling_reader_reads_a_segment_the_original_wrote(original, tmp_path):
     seg = 8192
     per = (seg - 8) // 16
