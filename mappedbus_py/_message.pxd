@@ -15,8 +15,11 @@ cdef class Field:
     cdef readonly Py_ssize_t offset    # within the payload; -1 until the class is laid out
     cdef readonly Py_ssize_t size      # bytes
     cdef readonly str code             # numpy-style type code: '<i4', '<f8', 'S16', ...
+    cdef readonly str owner            # the message class that laid it out, for error messages
     cdef int _kind                     # which C type, for the accessors' switch
 
+    cdef str _what(self)
     cdef char *_at(self, obj) except NULL
     cdef int _store(self, char *payload, object value) except -1
+    cdef int _out_of_range(self, object value) except -1
     cdef object _integer(self, object value)

@@ -1,5 +1,5 @@
 import sys
-from typing import Any, Generic, Optional, Type, TypeVar, overload
+from typing import Any, Generic, Optional, Tuple, Type, TypeVar, overload
 
 if sys.version_info >= (3, 11):
     from typing import Self
@@ -25,6 +25,11 @@ class Field(Generic[_T]):
     offset: int
     size: int
     code: str
+    owner: Optional[str]
+    @property
+    def type_name(self) -> str: ...
+    @property
+    def value_range(self) -> Optional[Tuple[int, int]]: ...
     def __init__(self, code: str, offset: int = ...) -> None: ...
     def __set_name__(self, owner: type, name: str) -> None: ...
     @overload

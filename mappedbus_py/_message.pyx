@@ -10,7 +10,18 @@ from cpython.buffer cimport PyBUF_WRITABLE, PyObject_GetBuffer, PyBuffer_Release
 from cpython.mem cimport PyMem_Calloc, PyMem_Free
 from cpython.number cimport PyNumber_Index
 from cpython.long cimport PyLong_CheckExact
+from cpython.exc cimport PyErr_Occurred, PyErr_Clear
+
+cdef extern from "Python.h":
+    # An out-of-range value sets the flag, not an exception: the range check below costs a
+    # compare, where catching Cython's own OverflowError would save and restore the
+    # exception state on every store (+100 instructions a three-field record, callgrind).
+    long long PyLong_AsLongLongAndOverflow(object, int *overflow) except? -1
+    # Declared without an exception value: its -1 is checked by hand, to raise our message.
+    unsigned long long PyLong_AsUnsignedLongLong(object)
 from cpython.float cimport PyFloat_CheckExact
+from libc.stdint cimport (INT8_MIN, INT8_MAX, INT16_MIN, INT16_MAX, INT32_MIN, INT32_MAX,
+                          UINT8_MAX, UINT16_MAX, UINT32_MAX)
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy, memset, memcmp
 
@@ -21,6 +32,12 @@ _KINDS = {
     "<i1": (K_I8, 1), "<i2": (K_I16, 2), "<i4": (K_I32, 4), "<i8": (K_I64, 8),
     "<u1": (K_U8, 1), "<u2": (K_U16, 2), "<u4": (K_U32, 4), "<u8": (K_U64, 8),
     "<f4": (K_F32, 4), "<f8": (K_F64, 8),
+}
+# The declaring function's name of each type code, for error messages.
+_TYPE_NAMES = {
+    "<i1": "int8", "<i2": "int16", "<i4": "int32", "<i8": "int64",
+    "<u1": "uint8", "<u2": "uint16", "<u4": "uint32", "<u8": "uint64",
+    "<f4": "float32", "<f8": "float64",
 }
 
 
@@ -116,7 +133,12 @@ def _rebuild(cls, data):
 
 
 cdef class Field:
-    """A fixed-size field of a message: a descriptor reading and writing its bytes."""
+    """A fixed-size field of a message: a descriptor reading and writing its bytes.
+
+    Made by ``int32()``, ``float64()``, ``fixed_bytes(n)`` and the like in a ``Message``
+    class body; ``name``, ``offset`` (in the payload), ``size`` (bytes), ``code`` (numpy-style
+    type code) and ``owner`` (the name of the message class that laid it out) describe it.
+    """
 
     def __init__(self, str code, Py_ssize_t offset=-1):
         if code in _KINDS:
@@ -128,15 +150,38 @@ cdef class Field:
         self.code = code
         self.offset = offset
         self.name = None
+        self.owner = None
 
     def __set_name__(self, owner, name):
+        """Record the attribute name (and the class) this field was declared under."""
         self.name = name
+        self.owner = owner.__name__
 
-    def _placed(self, Py_ssize_t offset):
+    def _placed(self, Py_ssize_t offset, owner=None):
         """A copy of this field at ``offset`` (used when a message class is laid out)."""
         f = Field(self.code, offset)
         f.name = self.name
+        f.owner = self.owner if owner is None else owner
         return f
+
+    @property
+    def type_name(self):
+        """The field's type as it is declared: ``int32``, ``float64``, ``fixed_bytes(8)``..."""
+        return _TYPE_NAMES.get(self.code) or f"fixed_bytes({self.size})"
+
+    @property
+    def value_range(self):
+        """``(lowest, highest)`` value of an integer field; None for float and bytes fields."""
+        if self._kind > K_U64:
+            return None
+        bits = self.size * 8
+        if self.code[1] == "u":
+            return (0, (1 << bits) - 1)
+        return (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+
+    cdef str _what(self):
+        # "PriceUpdate.price (int32)": the class, the field and its type, for error messages.
+        return f"{self.owner or 'message'}.{self.name} ({self.type_name})"
 
     def __repr__(self):
         return f"Field({self.name!r}, {self.code!r}, offset={self.offset})"
@@ -150,6 +195,7 @@ cdef class Field:
         return m._buf + self.offset
 
     def __get__(self, obj, objtype):
+        """The field's value in message ``obj`` (the field itself on the class)."""
         if obj is None:
             return self
         cdef char *p = self._at(obj)
@@ -186,13 +232,16 @@ cdef class Field:
         return p[:self.size]
 
     def __set__(self, obj, value):
+        """Store ``value`` into message ``obj``, checked (see ``Message``); nothing is
+        written when it does not fit."""
         self._store(self._at(obj) - self.offset, value)
 
     cdef int _store(self, char *payload, object value) except -1:
         # Strict conversions: a float is never truncated into an integer field (1.7 would
         # store 1), and a bool is refused in any numeric field (True would store 1 silently).
         # Integers convert through __index__ (numpy integers work), floats through
-        # __float__. A value that does not fit raises before anything is written.
+        # __float__. A value that does not fit raises before anything is written: an
+        # OverflowError naming the class, the field, its type and its range.
         cdef char *p = payload + self.offset
         cdef int8_t i8
         cdef int16_t i16
@@ -206,29 +255,55 @@ cdef class Field:
         cdef double f64
         cdef Py_buffer view
         cdef int kind = self._kind
+        cdef long long x
+        cdef int ovf
         if kind <= K_U64:
             if not PyLong_CheckExact(value):
                 value = self._integer(value)
+            x = PyLong_AsLongLongAndOverflow(value, &ovf)
             if kind == K_I32:
-                i32 = value; memcpy(p, &i32, 4)
+                if ovf or x < INT32_MIN or x > INT32_MAX:
+                    return self._out_of_range(value)
+                i32 = <int32_t>x; memcpy(p, &i32, 4)
             elif kind == K_I64:
-                i64 = value; memcpy(p, &i64, 8)
+                if ovf:
+                    return self._out_of_range(value)
+                i64 = <int64_t>x; memcpy(p, &i64, 8)
             elif kind == K_I8:
-                i8 = value; memcpy(p, &i8, 1)
+                if ovf or x < INT8_MIN or x > INT8_MAX:
+                    return self._out_of_range(value)
+                i8 = <int8_t>x; memcpy(p, &i8, 1)
             elif kind == K_I16:
-                i16 = value; memcpy(p, &i16, 2)
+                if ovf or x < INT16_MIN or x > INT16_MAX:
+                    return self._out_of_range(value)
+                i16 = <int16_t>x; memcpy(p, &i16, 2)
             elif kind == K_U8:
-                u8 = value; memcpy(p, &u8, 1)
+                if ovf or x < 0 or x > UINT8_MAX:
+                    return self._out_of_range(value)
+                u8 = <uint8_t>x; memcpy(p, &u8, 1)
             elif kind == K_U16:
-                u16 = value; memcpy(p, &u16, 2)
+                if ovf or x < 0 or x > UINT16_MAX:
+                    return self._out_of_range(value)
+                u16 = <uint16_t>x; memcpy(p, &u16, 2)
             elif kind == K_U32:
-                u32 = value; memcpy(p, &u32, 4)
+                if ovf or x < 0 or x > UINT32_MAX:
+                    return self._out_of_range(value)
+                u32 = <uint32_t>x; memcpy(p, &u32, 4)
             else:
-                u64 = value; memcpy(p, &u64, 8)
+                if ovf > 0:
+                    u64 = PyLong_AsUnsignedLongLong(value)
+                    if u64 == <uint64_t>-1 and PyErr_Occurred():
+                        PyErr_Clear()
+                        return self._out_of_range(value)
+                elif ovf < 0 or x < 0:
+                    return self._out_of_range(value)
+                else:
+                    u64 = <uint64_t>x
+                memcpy(p, &u64, 8)
         elif kind == K_F64 or kind == K_F32:
             if not PyFloat_CheckExact(value) and (
                     isinstance(value, (bool, str, bytes, bytearray))):
-                raise TypeError(f"field {self.name!r} holds a float, not "
+                raise TypeError(f"{self._what()} holds a float, not "
                                 f"{type(value).__name__} {value!r}")
             f64 = value
             if kind == K_F64:
@@ -237,29 +312,34 @@ cdef class Field:
                 f32 = <float>f64; memcpy(p, &f32, 4)
         else:
             if isinstance(value, str):
-                raise TypeError(f"field {self.name!r} holds bytes, not str (encode it first)")
+                raise TypeError(f"{self._what()} holds bytes, not str (encode it first)")
             PyObject_GetBuffer(value, &view, PyBUF_SIMPLE)
             try:
                 if view.len > self.size:
-                    raise ValueError(f"field {self.name!r} holds {self.size} bytes, got {view.len}")
+                    raise ValueError(f"{self._what()} holds {self.size} bytes, got {view.len}")
                 memcpy(p, view.buf, view.len)
                 memset(p + view.len, 0, self.size - view.len)
             finally:
                 PyBuffer_Release(&view)
         return 0
 
+    cdef int _out_of_range(self, object value) except -1:
+        lo, hi = self.value_range
+        raise OverflowError(f"{self._what()} holds {lo} to {hi}, got {value}")
+
     cdef object _integer(self, object value):
         if isinstance(value, bool):
-            raise TypeError(f"field {self.name!r} holds an integer, not bool {value!r} "
+            raise TypeError(f"{self._what()} holds an integer, not bool {value!r} "
                             f"(write int({value!r}) if you mean it)")
         if isinstance(value, float):
-            raise TypeError(f"field {self.name!r} holds an integer, not float {value!r} "
+            raise TypeError(f"{self._what()} holds an integer, not float {value!r} "
                             f"(a float is never truncated: round it first)")
         try:
             return PyNumber_Index(value)
         except TypeError:
-            raise TypeError(f"field {self.name!r} holds an integer, not "
+            raise TypeError(f"{self._what()} holds an integer, not "
                             f"{type(value).__name__} {value!r}") from None
 
     def __delete__(self, obj):
+        """Refused: a message always has every field."""
         raise AttributeError(f"message fields cannot be deleted")

@@ -86,7 +86,7 @@ class Message(MessageBase):
         for name, value in list(vars(cls).items()):
             if isinstance(value, Field):
                 off = value.offset if value.offset >= 0 else end
-                f = value._placed(off)
+                f = value._placed(off, cls.__name__)
                 for other in placed:
                     if off < other.offset + other.size and other.offset < off + f.size:
                         raise ValueError(f"{cls.__name__}.{name} overlaps {other.name}")
