@@ -43,7 +43,7 @@ import time
 from ._reader import (DEFAULT_TIMEOUT, MappedBusReader, _check_position, _check_start,
                       _check_timeout, _check_rollback_timeout)
 from ._record import Record
-from ._writer import MappedBusWriter, _check_sizes
+from ._writer import MappedBusWriter, _as_size, _check_sizes
 from . import aio as _aio
 from .busmeta import BusMeta, read_meta, write_meta
 from .errors import (BusClosedError, BusFullError, BusGapError, BusMismatchError,
@@ -288,6 +288,35 @@ def _check_retention_args(retain_segments, retain_bytes, retain_age):
 
 # -- the writer ---------------------------------------------------------------------------
 
+def _check_segment_sizes(segment_size, record_size):
+    """The single-file checks of the sizes (``_check_sizes``), the error naming
+    ``segment_size`` where a single file's names ``file_size``."""
+    try:
+        return _check_sizes(segment_size, record_size)
+    except (TypeError, ValueError) as e:
+        raise type(e)(str(e).replace("file_size", "segment_size")) from None
+
+
+def _writer_sizes(path, segment_size, record_size, allow_foreign):
+    """The sizes a writer opens ``path`` with: those given, the missing ones (None) from its
+    ``bus.meta``; a given size that disagrees with it is a BusMismatchError naming both."""
+    if segment_size is not None and record_size is not None:
+        return segment_size, record_size
+    try:
+        open_dir(path, create=False, allow_foreign=allow_foreign)
+        meta = read_bus_meta(path, allow_foreign=allow_foreign)
+    except FileNotFoundError:
+        meta = None
+    if meta is None:
+        missing = " and ".join(n for n, v in (("segment_size", segment_size),
+                                              ("record_size", record_size)) if v is None)
+        raise ValueError(f"{path!r}: {missing} not given and there is no rolling bus here "
+                         f"(no {META_FILE}) to take them from: a new rolling bus needs both "
+                         f"sizes, RollingBusWriter(path, segment_size, record_size)")
+    meta.check(record_size, segment_size, os.path.join(path, META_FILE))
+    return meta.segment_size, meta.record_size
+
+
 class RollingBusWriter:
     """Writes records onto a rolling bus; many writers (processes) may share one.
 
@@ -295,12 +324,22 @@ class RollingBusWriter:
     ``write_batch(rows, meta=0)`` -> committed count. When a segment is full the writer
     moves to the next one (a record never spans two segments). A writer pickles: the copy
     reopens the bus by path with the same options, open if this one was open.
+
+    ``segment_size`` and ``record_size`` are needed to create a bus; for a bus that exists,
+    sizes left out (None) come from its ``bus.meta`` (``RollingBusWriter(path)``), as the
+    reader takes them, and a size given that differs from it is a BusMismatchError.
     """
 
-    def __init__(self, path, segment_size, record_size, *, retain_segments=0, retain_bytes=0,
-                 retain_age=None, mode=0o600, allow_foreign=False, prefault=False):
+    def __init__(self, path, segment_size=None, record_size=None, *, retain_segments=0,
+                 retain_bytes=0, retain_age=None, mode=0o600, allow_foreign=False,
+                 prefault=False):
         # The single-file writer checks the sizes the same way; fail here, before any file.
-        segment_size, record_size = _check_sizes(segment_size, record_size)
+        if segment_size is not None:
+            segment_size = _as_size(segment_size, "segment_size")
+        if record_size is not None:
+            record_size = _as_size(record_size, "record_size")
+        segment_size, record_size = _check_segment_sizes(
+            *_writer_sizes(os.fspath(path), segment_size, record_size, allow_foreign))
         MappedBusWriter(os.fspath(path), segment_size, record_size, mode=mode)
         self._kwargs = dict(retain_segments=retain_segments, retain_bytes=retain_bytes,
                             retain_age=retain_age, mode=mode, allow_foreign=allow_foreign,

@@ -20,8 +20,8 @@ class RollingBusWriter:
     segment_size: int
     record_size: int
     meta: Optional[BusMeta]
-    def __init__(self, path: _Path, segment_size: int, record_size: int, *,
-                 retain_segments: int = ..., retain_bytes: int = ...,
+    def __init__(self, path: _Path, segment_size: Optional[int] = ...,
+                 record_size: Optional[int] = ..., *, retain_segments: int = ..., retain_bytes: int = ...,
                  retain_age: Optional[float] = ..., mode: int = ..., allow_foreign: bool = ...,
                  prefault: bool = ...) -> None: ...
     @property
