@@ -12,10 +12,15 @@ cdef class MessageBase:
 
 cdef class Field:
     cdef readonly str name
-    cdef readonly Py_ssize_t offset    # within the payload; -1 until the class is laid out
-    cdef readonly Py_ssize_t size      # bytes
-    cdef readonly str code             # numpy-style type code: '<i4', '<f8', 'S16', ...
-    cdef readonly str owner            # the message class that laid it out, for error messages
+    """The attribute name the field was declared under."""
+    cdef readonly Py_ssize_t offset
+    """Byte offset within the payload; -1 until a message class lays the field out."""
+    cdef readonly Py_ssize_t size
+    """Bytes the field takes."""
+    cdef readonly str code
+    """numpy-style type code: ``'<i4'``, ``'<f8'``, ``'S16'``..."""
+    cdef readonly str owner
+    """Name of the message class that laid the field out (named in error messages)."""
     cdef int _kind                     # which C type, for the accessors' switch
 
     cdef str _what(self)

@@ -3,6 +3,11 @@ from libc.stdint cimport int32_t, int64_t
 
 
 cdef class Record:
-    cdef readonly int64_t position   # offset of the record in the file
-    cdef readonly int32_t meta       # the metadata field: a type id or a byte length
-    cdef readonly bytes payload      # all record_size payload bytes of the slot
+    cdef readonly int64_t position
+    """Where the record is: its offset in the file (a rolling bus: the position across
+    segments, ``segment * segment_size + offset``); ``seek(position)`` comes back to it."""
+    cdef readonly int32_t meta
+    """The record's metadata field: an object message's type id, or a byte array's length."""
+    cdef readonly bytes payload
+    """All ``record_size`` payload bytes of the slot (``data`` is the written part of a
+    byte array)."""

@@ -26,7 +26,16 @@ _INT_KEYS = ("format", "created_ns", "record_size", "file_size", "inode", "segme
 
 @dataclasses.dataclass(frozen=True)
 class BusMeta:
-    """What a bus records about itself. Sizes that do not apply to its kind are 0."""
+    """What a bus records about itself (``PATH.meta`` beside a single file, ``bus.meta`` in a
+    rolling bus's directory). Sizes that do not apply to its kind are 0.
+
+    Fields: ``kind`` ("single" or "rolling"), ``id`` (32 hex digits, new for every bus
+    created), ``created_ns`` (Unix time of creation), ``record_size``, ``file_size`` and
+    ``inode`` (single: the logical size and the file described), ``segment_size`` (rolling),
+    ``retain_segments``, ``retain_bytes``, ``retain_age_ms`` (rolling retention; 0: no
+    limit), ``format`` (of the metadata file) and ``extra`` (``(key, value)`` pairs of keys
+    this version does not know, written back by ``encode``).
+    """
     kind: str                 # "single" or "rolling"
     id: str                   # 32 hex digits, new for every bus created
     created_ns: int           # Unix time of creation, nanoseconds
@@ -52,6 +61,7 @@ class BusMeta:
         return self.file_size if self.kind == "single" else self.segment_size
 
     def encode(self):
+        """The metadata file's bytes (``key=value`` lines; ``decode`` reads them back)."""
         lines = [META_MAGIC, f"format={self.format}", f"kind={self.kind}", f"id={self.id}"]
         lines += [f"{k}={getattr(self, k)}" for k in _INT_KEYS[1:]]
         lines += [f"{k}={v}" for k, v in self.extra]

@@ -291,6 +291,8 @@ def _message(e):
 
 
 def main(argv=None):
+    """The ``mappedbus`` command (``stat``, ``dump``, ...; see docs/cli.md) with ``argv``
+    (default: ``sys.argv[1:]``); returns the exit status."""
     a = _args(argv)
     try:
         return _run(a, sys.stdout)

@@ -17,16 +17,65 @@ __all__ = (
 )
 
 
-def int8(offset=-1): return Field("<i1", offset)
-def int16(offset=-1): return Field("<i2", offset)
-def int32(offset=-1): return Field("<i4", offset)
-def int64(offset=-1): return Field("<i8", offset)
-def uint8(offset=-1): return Field("<u1", offset)
-def uint16(offset=-1): return Field("<u2", offset)
-def uint32(offset=-1): return Field("<u4", offset)
-def uint64(offset=-1): return Field("<u8", offset)
-def float32(offset=-1): return Field("<f4", offset)
-def float64(offset=-1): return Field("<f8", offset)
+def int8(offset=-1):
+    """A field holding a signed 8-bit integer (Java ``byte``), little-endian, at ``offset``
+    (default: after the previous field)."""
+    return Field("<i1", offset)
+
+
+def int16(offset=-1):
+    """A field holding a signed 16-bit integer (Java ``short``), little-endian, at ``offset``
+    (default: after the previous field)."""
+    return Field("<i2", offset)
+
+
+def int32(offset=-1):
+    """A field holding a signed 32-bit integer (Java ``int``), little-endian, at ``offset``
+    (default: after the previous field)."""
+    return Field("<i4", offset)
+
+
+def int64(offset=-1):
+    """A field holding a signed 64-bit integer (Java ``long``), little-endian, at ``offset``
+    (default: after the previous field)."""
+    return Field("<i8", offset)
+
+
+def uint8(offset=-1):
+    """A field holding an unsigned 8-bit integer, little-endian, at ``offset`` (default: after
+    the previous field)."""
+    return Field("<u1", offset)
+
+
+def uint16(offset=-1):
+    """A field holding an unsigned 16-bit integer (Java ``char``), little-endian, at ``offset``
+    (default: after the previous field)."""
+    return Field("<u2", offset)
+
+
+def uint32(offset=-1):
+    """A field holding an unsigned 32-bit integer, little-endian, at ``offset`` (default: after
+    the previous field)."""
+    return Field("<u4", offset)
+
+
+def uint64(offset=-1):
+    """A field holding an unsigned 64-bit integer, little-endian, at ``offset`` (default: after
+    the previous field)."""
+    return Field("<u8", offset)
+
+
+def float32(offset=-1):
+    """A field holding an IEEE 754 single (Java ``float``), little-endian, at ``offset``
+    (default: after the previous field)."""
+    return Field("<f4", offset)
+
+
+def float64(offset=-1):
+    """A field holding an IEEE 754 double (Java ``double``), little-endian, at ``offset``
+    (default: after the previous field)."""
+    return Field("<f8", offset)
+
 
 
 def fixed_bytes(size, offset=-1):
@@ -58,6 +107,9 @@ class Message(MessageBase):
     ``numpy_dtype``) and names starting with ``_`` are refused. A field may be called
     ``size`` or ``type``: it then hides the Java-style ``size()`` / ``type()`` methods on that
     class, whose values stay available as ``payload_size`` and ``type_id``.
+
+    Class attributes: ``type_id`` (written to each record's metadata field), ``fields``
+    (the ``Field`` descriptors in layout order) and ``payload_size`` (payload bytes).
 
     ``MappedBusWriter.fields_writer(cls)`` returns a function taking the field values in
     order and writing one record with no message object: the fastest per-message form for
@@ -128,10 +180,13 @@ class Message(MessageBase):
         return repr(v) if isinstance(v, float) else str(v)
 
     def as_dict(self):
+        """The fields' values by name, in declaration order."""
         return {f.name: f.__get__(self) for f in self.fields}
 
     @classmethod
     def from_bytes(cls, data):
+        """A new message of this class with its fields read from payload bytes (at least
+        ``payload_size`` long): ``PriceUpdate.from_bytes(record.payload)``."""
         return cls().load_bytes(data)
 
     @classmethod
@@ -150,20 +205,23 @@ class Message(MessageBase):
 
 
 class PriceUpdate(Message, type_id=0):
-    """The Java samples' price update: three int32."""
+    """The Java samples' price update: ``source``, ``price`` and ``quantity``, three int32
+    (type id 0)."""
     source = int32()
     price = int32()
     quantity = int32()
 
 
 class Token(Message, type_id=0):
-    """The Java token-ring sample's token: who sent it, to whom."""
+    """The Java token-ring sample's token: who sent it (``from_``: ``from`` is a Python keyword)
+    and to whom (``to``), two int32 (type id 0)."""
     from_ = int32()
     to = int32()
 
 
 class Trade(Message, type_id=2):
-    """A message with wider fields, mirrored by the Java side's ``Trade``."""
+    """A message with wider fields, mirrored by the Java side's ``Trade``: ``id`` (int64),
+    ``price`` (float64), ``quantity`` (int32); type id 2."""
     id = int64()
     price = float64()
     quantity = int32()

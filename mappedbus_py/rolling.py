@@ -73,6 +73,7 @@ _STALL_ENV = "MAPPEDBUS_TEST_ROLL_STALL"
 # -- the directory protocol ---------------------------------------------------------------
 
 def segment_path(path, index):
+    """The file of segment ``index`` in the bus directory ``path``."""
     return os.path.join(os.fspath(path), segment_name(index))
 
 
@@ -83,6 +84,7 @@ def end_boundary(segment_size, record_size):
 
 
 def slots_per_segment(segment_size, record_size):
+    """How many records one segment holds."""
     return (segment_size - _FIRST) // slot_size(record_size)
 
 
@@ -365,6 +367,8 @@ class RollingBusWriter:
 
     @property
     def bus_id(self):
+        """The bus's random id from ``bus.meta`` (new for every bus created at this path);
+        None until opened."""
         return self.meta.id if self.meta is not None else None
 
     @property
@@ -374,9 +378,13 @@ class RollingBusWriter:
 
     @property
     def closed(self):
+        """True until ``open()``, and again after ``close()``."""
         return self._w is None
 
     def open(self):
+        """Create the bus (directory, ``bus.meta``, segment 0) if it does not exist, else
+        check it (BusMismatchError on other sizes), and enter its newest segment with
+        records. Returns the writer; opening an open writer does nothing."""
         if self._w is not None:
             return self
         open_dir(self.path, create=True, allow_foreign=self._allow_foreign)
@@ -393,6 +401,7 @@ class RollingBusWriter:
         return self
 
     def close(self):
+        """Unmap every segment this writer holds; the bus stays. Closing twice is harmless."""
         if self._mark is not None:
             self._apply_mark()
         if self._spare is not None:
@@ -633,6 +642,10 @@ class RollingBusReader:
     # -- opening and placing ---------------------------------------------------------
 
     def open(self):
+        """Open the bus (FileNotFoundError if there is none yet), taking the sizes from its
+        ``bus.meta`` (BusMismatchError if given ones differ), and place the reader at
+        ``start``: the oldest retained record, ``"end"``, or a position. Returns the reader;
+        opening an open reader does nothing."""
         if self._r is not None:
             return self
         open_dir(self.path, create=False, allow_foreign=self._allow_foreign)
@@ -751,6 +764,8 @@ class RollingBusReader:
                 continue
 
     def close(self):
+        """Unmap the segment the reader is in; ``skipped``, ``rollbacks`` and ``lost`` keep
+        their counts. Closing twice is harmless."""
         self._drop_current()
 
     def __reduce__(self):
@@ -763,6 +778,7 @@ class RollingBusReader:
 
     @property
     def closed(self):
+        """True until ``open()``, and again after ``close()``."""
         return self._r is None
 
     def __enter__(self):
@@ -780,10 +796,13 @@ class RollingBusReader:
 
     @property
     def bus_id(self):
+        """The bus's random id from ``bus.meta``; None until opened. A bus deleted and
+        recreated at the same path has another (the reader then raises BusReplacedError)."""
         return self.meta.id if self.meta is not None else None
 
     @property
     def segment(self):
+        """The index of the segment the reader is in (-1 before ``open()``)."""
         return self._k
 
     @property
@@ -798,10 +817,13 @@ class RollingBusReader:
 
     @property
     def skipped(self):
+        """Records lost to writers that stalled: rolled-back or timed-out slots passed over,
+        in every segment read so far (records lost to retention are counted in ``lost``)."""
         return self._done_skipped + (self._r.skipped if self._r is not None else 0)
 
     @property
     def rollbacks(self):
+        """Slots this reader itself rolled back (their writer stalled past ``timeout``)."""
         return self._done_rollbacks + (self._r.rollbacks if self._r is not None else 0)
 
     @property
@@ -961,9 +983,11 @@ class RollingBusReader:
         return _aio.records_async(self, timeout)
 
     def read_type(self):
+        """The current record's metadata field: its type id (or a byte array's length)."""
         return self._live().read_type()
 
     def read_message(self, message):
+        """Fill ``message`` from the current record's payload, in place; returns it."""
         return self._live().read_message(message)
 
     def read_into(self, message):
@@ -984,9 +1008,12 @@ class RollingBusReader:
                 raise
 
     def read_buffer(self, buffer, offset=0):
+        """Copy the current byte-array record into ``buffer`` at ``offset``; returns its
+        length (Java ``readBuffer``)."""
         return self._live().read_buffer(buffer, offset)
 
     def read_bytes(self):
+        """The current byte-array record's bytes."""
         return self._live().read_bytes()
 
     def read_batch(self, out, meta=None, timeout=None):
