@@ -11,9 +11,14 @@ cdef class MappedBusReader:
     cdef char *_base           # _file.base, cached for the hot path; NULL when closed
     cdef int *_dead            # &_file.dead (set by the SIGBUS guard), or a constant 0
     cdef readonly object path
-    cdef readonly int64_t file_size     # logical size: no record ends past it
-    cdef readonly int32_t record_size   # payload bytes per record (not stored in the file)
-    cdef readonly bint read_only        # never writes: times out stalls without rolling back
+    """The bus file's path."""
+    cdef readonly int64_t file_size
+    """The bus's logical size in bytes: no record ends past it."""
+    cdef readonly int32_t record_size
+    """Payload bytes per record (not stored in the file; ``PATH.meta`` records it)."""
+    cdef readonly bint read_only
+    """True: this reader never writes; it passes over a stalled slot after ``timeout``
+    without rolling it back."""
     cdef int64_t _slot         # header + record_size
     cdef int64_t _last         # the last offset a record may start at
     cdef bint _aligned         # statuses are 4-byte aligned (record_size % 4 == 0)
@@ -36,8 +41,11 @@ cdef class MappedBusReader:
     cdef double _lock_timeout  # seconds to wait for the open lock
     cdef bint _segment         # a rolling bus's segment: exists already, no sidecar
                                # metadata, may be unlinked by retention while mapped
-    cdef readonly int64_t rollbacks  # slots this reader rolled back (compare-and-swap 0 -> 2)
-    cdef readonly int64_t skipped    # rolled-back or timed-out slots passed over: lost records
+    cdef readonly int64_t rollbacks
+    """Slots this reader rolled back (compare-and-swap of status 0 -> 2): their writer
+    stalled past ``timeout`` between allocating and committing."""
+    cdef readonly int64_t skipped
+    """Records lost: rolled-back or timed-out slots this reader passed over."""
 
     cdef int _truncated(self) except -1
     cdef int _check_limit_now(self, int64_t limit) except -1

@@ -272,6 +272,7 @@ cdef class MappedBusReader:
 
     @property
     def closed(self):
+        """True until ``open()``, and again after ``close()``."""
         return self._base == NULL
 
     def __enter__(self):

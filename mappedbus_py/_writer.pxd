@@ -10,8 +10,11 @@ cdef class MappedBusWriter:
     cdef char *_base           # _file.base, cached for the hot path; NULL when closed
     cdef int *_dead            # &_file.dead (set by the SIGBUS guard), or a constant 0
     cdef readonly object path
-    cdef readonly int64_t file_size     # logical size: records must end at or before it
-    cdef readonly int32_t record_size   # payload bytes per record (not stored in the file)
+    """The bus file's path."""
+    cdef readonly int64_t file_size
+    """The bus's logical size in bytes: every record ends at or before it."""
+    cdef readonly int32_t record_size
+    """Payload bytes per record (not stored in the file; ``PATH.meta`` records it)."""
     cdef int64_t _slot         # header + record_size
     cdef int64_t _last         # the last offset a record may start at
     cdef bint _aligned         # statuses are 4-byte aligned (record_size % 4 == 0)

@@ -226,6 +226,7 @@ cdef class MappedBusWriter:
 
     @property
     def closed(self):
+        """True until ``open()``, and again after ``close()``."""
         return self._base == NULL
 
     def __enter__(self):

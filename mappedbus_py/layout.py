@@ -152,6 +152,7 @@ def record_index(offset, record_size):
 
 
 def is_record_boundary(offset, record_size):
+    """True when ``offset`` lies on the record grid: where a record starts, or a limit stops."""
     return offset >= FIRST_RECORD_OFFSET and (offset - FIRST_RECORD_OFFSET) % slot_size(record_size) == 0
 
 
