@@ -35,7 +35,7 @@ JARS = {  # jar -> (build script, sources it is compiled from)
 
 DEBUG = os.environ.get("MAPPEDBUS_DEBUG") == "1"   # annotate, linetrace, bounds checks
 
-MODULES = ["_mapping", "_message", "_record", "_writer", "_reader"]
+MODULES = ["_mapping", "_message", "_record", "_wake", "_wakefd", "_writer", "_reader"]
 
 extensions = [
     Extension(
@@ -43,7 +43,7 @@ extensions = [
         [f"mappedbus_py/{name}.pyx"],
         include_dirs=["mappedbus_py"],
         depends=["mappedbus_py/_atomic.h", "mappedbus_py/_atomic.pxd", "mappedbus_py/_guard.h",
-                 "mappedbus_py/_guard.pxd"],
+                 "mappedbus_py/_guard.pxd", "mappedbus_py/_wake.h", "mappedbus_py/_wakefd.h"],
         extra_compile_args=["-O0", "-g"] if DEBUG else ["-O3"],
         define_macros=[("CYTHON_TRACE_NOGIL", "1")] if DEBUG else [],
     )

@@ -4,6 +4,8 @@ from libc.stdint cimport int32_t, int64_t
 
 from ._mapping cimport MappedFile
 from ._record cimport Record
+from ._wake cimport WakeFile, wake_backoff
+from ._wakefd cimport WakeFd
 
 
 cdef class MappedBusReader:
@@ -41,6 +43,17 @@ cdef class MappedBusReader:
     cdef double _lock_timeout  # seconds to wait for the open lock
     cdef bint _segment         # a rolling bus's segment: exists already, no sidecar
                                # metadata, may be unlinked by retention while mapped
+    cdef WakeFile _wake        # the bus's wake file to park on; None: no parking
+    cdef bint _own_wake        # this reader opened _wake (a rolling reader shares its own)
+    cdef int _idle_mode        # IDLE_BUSY_SPIN, IDLE_SPIN_PARK or IDLE_PARK
+    cdef readonly object idle  # its name: "busy_spin", "spin_park" or "park"
+    """How this reader waits when there is nothing to read: "busy_spin", "spin_park" or
+    "park"."""
+    cdef int64_t _spin_ns      # spin_park: how long to spin before parking
+    cdef int64_t _park_ns      # a parked reader looks by itself after this long at first,
+    cdef int64_t _park_max_ns  # backing off to this while its looks find nothing
+    cdef wake_backoff _backoff # the next park's bound (_wake.h)
+    cdef WakeFd _fd            # fileno()'s watcher thread and eventfd; None until asked
     cdef readonly int64_t rollbacks
     """Slots this reader rolled back (compare-and-swap of status 0 -> 2): their writer
     stalled past ``timeout`` between allocating and committing."""
@@ -55,6 +68,8 @@ cdef class MappedBusReader:
     @cython.final
     cdef int _poll(self) except -1
     cdef int _check_replaced(self) except -1
+    cdef int _check_file(self) except -1
+    cdef int _park(self, int64_t ns) except -1
     cdef bint _timed_out(self, int64_t pos) except -1
     cdef int _wait(self, object timeout) except -1
     cdef int64_t _current(self) except -1

@@ -9,7 +9,7 @@ from operator import index
 from cpython.buffer cimport (PyObject_GetBuffer, PyBuffer_Release, PyBUF_WRITABLE,
                              PyBUF_C_CONTIGUOUS, PyBUF_SIMPLE)
 from cpython.bytearray cimport PyByteArray_CheckExact, PyByteArray_AS_STRING, PyByteArray_GET_SIZE
-from libc.stdint cimport int32_t, int64_t
+from libc.stdint cimport int32_t, int64_t, uint32_t
 from libc.string cimport memcpy
 from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC, nanosleep
 
@@ -18,11 +18,15 @@ from ._guard cimport guard_is_dead
 from ._mapping cimport MappedFile, copy_payload
 from ._message cimport MessageBase
 from ._record cimport Record
+from ._wake cimport (WakeFile, wake_wait, wake_seq, wake_backoff_init, wake_backoff_after,
+                    wake_now_ns)
+from ._wakefd cimport WakeFd
 
 from ._mapping import DEFAULT_LOCK_TIMEOUT, check_lock_timeout
 from ._writer import _check_sizes, _check_limit, _check_path, _reopen, _resolve_sizes
 from .errors import BusClosedError, BusFullError, BusReplacedError, CorruptBusError
-from .layout import FIRST_RECORD_OFFSET, HEADER_SIZE, DEFAULT_TIMEOUT_MS, MIN_ROLLBACK_TIMEOUT_MS
+from .layout import (FIRST_RECORD_OFFSET, HEADER_SIZE, DEFAULT_TIMEOUT_MS, MIN_ROLLBACK_TIMEOUT_MS,
+                     DEFAULT_PARK_NS, DEFAULT_PARK_MAX_NS, WAKE_SUFFIX)
 
 cdef extern from "sched.h" nogil:
     int sched_yield()
@@ -31,12 +35,22 @@ cdef extern from "Python.h":
     int PyErr_CheckSignals() except -1
 
 cdef int64_t FIRST = FIRST_RECORD_OFFSET
-# The blocking wait: spin (sub-microsecond wake-up), then yield, then sleep with backoff,
-# so an idle reader costs next to no CPU while a busy one never sleeps.
-cdef long SPINS = 20000
-cdef long YIELDS = 2000
-cdef int64_t SLEEP_MIN_NS = 20000
-cdef int64_t SLEEP_MAX_NS = 1000000
+# The blocking wait: spin for spin_ns (a busy stream's next record is usually there within
+# it), then park on the wake file until a writer wakes us or park_ns passes.
+cdef enum:
+    IDLE_BUSY_SPIN = 0
+    IDLE_SPIN_PARK = 1
+    IDLE_PARK = 2
+#: The idle strategies a reader's wait can use (Aeron's names: busy spin, backoff, park).
+IDLE_STRATEGIES = ("busy_spin", "spin_park", "park")
+#: Seconds a spin_park reader spins before it parks (chosen by perf/bench_wake.py).
+DEFAULT_SPIN = 10e-6
+#: Seconds a parked reader sleeps before it looks by itself, at first and at most.
+DEFAULT_PARK = DEFAULT_PARK_NS / 1e9
+DEFAULT_PARK_MAX = DEFAULT_PARK_MAX_NS / 1e9
+# A waiting reader checks its file (truncated, replaced) at least this often.
+cdef int64_t FILE_CHECK_NS = 10000000
+cdef double MAX_WAIT_S = 2.0**62 / 1e9
 # A caught-up reader checks that its path still names the mapped file once per this many
 # empty polls (a power of two), and whenever its blocking wait sleeps.
 cdef unsigned int PATH_CHECK_POLLS = 1 << 16
@@ -49,9 +63,26 @@ DEFAULT_TIMEOUT = DEFAULT_TIMEOUT_MS / 1000
 
 
 def _check_timeout(value, what="timeout"):
+    """A read call's timeout: a number of seconds >= 0 (``math.inf`` waits for ever, as
+    None does; huge values are clamped when the deadline is computed)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-        raise ValueError(f"{what} must be a non-negative number of seconds, got {value!r}")
+        raise ValueError(f"{what} must be a non-negative number of seconds (or None: no "
+                         f"limit), got {value!r}")
     return value
+
+
+def _check_idle(idle, spin, park, park_max):
+    if idle not in IDLE_STRATEGIES:
+        raise ValueError(f"idle must be one of {', '.join(map(repr, IDLE_STRATEGIES))}, "
+                         f"got {idle!r}")
+    for name, value, low, high in (("spin", spin, 0.0, 1.0), ("park", park, 10e-6, 1.0),
+                                   ("park_max", park_max, 10e-6, 1.0)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                or not low <= value <= high:
+            raise ValueError(f"{name} must be between {low:g} and {high:g} seconds, "
+                             f"got {value!r}")
+    if park_max < park:
+        raise ValueError(f"park_max ({park_max!r} s) must be at least park ({park!r} s)")
 
 
 def _check_rollback_timeout(seconds, what="timeout", given=None):
@@ -84,7 +115,10 @@ def _check_start(start):
 def _check_position(position):
     if isinstance(position, bool):
         raise TypeError(f"a position must be an int, got {position!r}")
-    return index(position)
+    position = index(position)
+    if not 0 <= position < 2**62:
+        raise ValueError(f"position {position} is outside any bus (0 to 2**62)")
+    return position
 
 
 cdef inline int64_t monotonic_ns() noexcept nogil:
@@ -153,12 +187,23 @@ cdef class MappedBusReader:
     def __init__(self, path, file_size=None, record_size=None, *, timeout=DEFAULT_TIMEOUT,
                  start=None, bint read_only=False, bint prefault=False,
                  bint allow_foreign=False, lock_timeout=DEFAULT_LOCK_TIMEOUT,
-                 bint _segment=False):
+                 idle="spin_park", spin=DEFAULT_SPIN, park=DEFAULT_PARK,
+                 park_max=DEFAULT_PARK_MAX, bint _segment=False, WakeFile _wake=None):
         path = _check_path(path)
         file_size, record_size = _check_sizes(
             *_resolve_sizes(path, file_size, record_size, allow_foreign))
         check_lock_timeout(lock_timeout)
         start = _check_start(start)
+        _check_idle(idle, spin, park, park_max)
+        self.idle = idle
+        self._idle_mode = IDLE_STRATEGIES.index(idle)
+        self._spin_ns = <int64_t>(spin * 1e9)
+        self._park_ns = <int64_t>(park * 1e9)
+        self._park_max_ns = <int64_t>(park_max * 1e9)
+        wake_backoff_init(&self._backoff, self._park_ns, self._park_max_ns)
+        self._wake = _wake
+        self._own_wake = False
+        self._fd = None
         self.path = path
         self.file_size = file_size
         self.record_size = record_size
@@ -224,6 +269,8 @@ cdef class MappedBusReader:
         self._file = f
         self._base = f.base
         self._dead = &f.dead
+        if self._wake is None and self._idle_mode != IDLE_BUSY_SPIN and not self._segment:
+            self._open_wake()
         # Recovered once every record that fits in the file below the opening limit is read.
         self._initial_limit = min(max(limit, FIRST), self._end_boundary())
         self._limit_seen = 0
@@ -237,6 +284,18 @@ cdef class MappedBusReader:
             self.seek(self._start)
         return self
 
+    def _open_wake(self):
+        # The wake file beside the bus, made by the first reader or writer that needs it.
+        # A reader that may not make or write it still waits, polling every park_ns.
+        try:
+            self._wake = WakeFile(self.path + WAKE_SUFFIX, allow_foreign=self._allow_foreign)
+            self._own_wake = True
+        except OSError as e:
+            warnings.warn(f"{self.path!r}: no wake file ({e}): this reader polls every "
+                          f"{self._park_ns / 1e6:g} ms when idle instead of being woken",
+                          RuntimeWarning, stacklevel=3)
+            self._wake = None
+
     def _map(self, bint read_only) -> MappedFile:
         return MappedFile(self.path, self.file_size, read_only=read_only, create=False,
                           prefault=self._prefault, record_size=self.record_size,
@@ -244,7 +303,14 @@ cdef class MappedBusReader:
                           segment=self._segment)
 
     def close(self):
-        """Unmap the file. Closing twice is harmless."""
+        """Unmap the file (and the wake file). Closing twice is harmless."""
+        if self._fd is not None:
+            self._fd.close()        # its thread may read the mapping: stopped first
+            self._fd = None
+        if self._own_wake and self._wake is not None:
+            self._wake.close()
+            self._wake = None
+            self._own_wake = False
         self._base = NULL
         self._dead = &NEVER_DEAD
         if self._file is not None:
@@ -287,7 +353,9 @@ cdef class MappedBusReader:
         start = self._pos if opened else self._start
         kwargs = dict(timeout=self.timeout, start=start, read_only=self.read_only,
                       prefault=self._prefault, allow_foreign=self._allow_foreign,
-                      lock_timeout=self._lock_timeout, _segment=self._segment)
+                      lock_timeout=self._lock_timeout, _segment=self._segment,
+                      idle=self.idle, spin=self._spin_ns / 1e9, park=self._park_ns / 1e9,
+                      park_max=self._park_max_ns / 1e9)
         return (_reopen, (MappedBusReader, self.path, self.file_size, self.record_size,
                           kwargs, opened))
 
@@ -510,35 +578,130 @@ cdef class MappedBusReader:
         if self._next():
             return 1
         cdef int64_t deadline = -1
-        cdef int64_t sleep_ns = SLEEP_MIN_NS
+        cdef int64_t now, spin_end, ns, next_check
         cdef long spins = 0
-        cdef timespec ts
+        cdef int k
         if timeout is not None:
             _check_timeout(timeout)
             if timeout <= 0:
                 return 0
-            deadline = monotonic_ns() + <int64_t>(timeout * 1e9)
+        now = monotonic_ns()
+        if timeout is not None and timeout < MAX_WAIT_S:
+            deadline = now + <int64_t>(timeout * 1e9)
+        next_check = now + FILE_CHECK_NS
+        if self._idle_mode != IDLE_PARK:
+            spin_end = now + self._spin_ns
+            while True:
+                for k in range(64):
+                    if self._next():
+                        return 1
+                    cpu_relax()
+                spins += 1
+                now = monotonic_ns()
+                if deadline >= 0 and now >= deadline:
+                    return 0
+                if (spins & 255) == 0:
+                    PyErr_CheckSignals()
+                if self._idle_mode == IDLE_SPIN_PARK:
+                    if now >= spin_end:
+                        break
+                elif now >= next_check:
+                    next_check = now + FILE_CHECK_NS
+                    if self._check_file():
+                        return 1
         while True:
-            if spins < SPINS:
-                cpu_relax()
-            elif spins < SPINS + YIELDS:
-                with nogil:
-                    sched_yield()
-            else:
-                ts.tv_sec = 0
-                ts.tv_nsec = sleep_ns
-                with nogil:
-                    nanosleep(&ts, NULL)
-                sleep_ns = min(sleep_ns * 2, SLEEP_MAX_NS)
-                if self._next() or self._check_replaced():
+            ns = self._backoff.cur_ns
+            if deadline >= 0:
+                if now >= deadline:
+                    return 0
+                ns = min(ns, deadline - now)
+            if self._park(ns):
+                return 1
+            PyErr_CheckSignals()
+            now = monotonic_ns()
+            if now >= next_check:
+                next_check = now + FILE_CHECK_NS
+                if self._check_file():
                     return 1
-            spins += 1
+
+    cdef int _park(self, int64_t ns) except -1:
+        # Park on the wake file for at most ns, then look: 1 if a record became current.
+        # The registration comes before the first look: a commit after that look wakes us.
+        cdef timespec ts
+        cdef uint32_t v
+        cdef char *w
+        cdef int found
+        if self._wake is None or self._wake.base == NULL:
+            ts.tv_sec = ns // 1000000000
+            ts.tv_nsec = ns % 1000000000
+            with nogil:
+                nanosleep(&ts, NULL)
+            found = self._next()
+            wake_backoff_after(&self._backoff, 0, found, monotonic_ns())
+            return found
+        w = self._wake.base
+        v = self._wake.prepare()
+        try:
             if self._next():
                 return 1
-            if (spins & 1023) == 0 or spins >= SPINS:
-                PyErr_CheckSignals()
-                if deadline >= 0 and monotonic_ns() >= deadline:
-                    return 0
+            with nogil:
+                wake_wait(w, v, ns)
+        finally:
+            self._wake.done()
+        found = self._next()
+        wake_backoff_after(&self._backoff, wake_seq(w) != v, found, monotonic_ns())
+        return found
+
+    cdef int _check_file(self) except -1:
+        # A waiting reader's look at its file: replaced or removed (after the records it
+        # still holds), or truncated below the mapping, raise as they do for a writer.
+        if self._segment:
+            return 0
+        if self._check_replaced():
+            return 1
+        self._file.check_intact()
+        return 0
+
+    # -- event loops --------------------------------------------------------------
+
+    def fileno(self):
+        """A file descriptor for event loops (``loop.add_reader``, ``selectors``): after
+        ``arm()`` it becomes readable when a record may be there (a writer woke the
+        readers, or the reader's next slot changed: looked at every ``park`` seconds).
+        Then ``next()``/``read(0)`` and ``arm()`` again. ``read_async`` does all this.
+        OSError for a ``busy_spin`` reader or one without a wake file."""
+        if self._base == NULL:
+            raise BusClosedError("the MappedBusReader is closed")
+        if self._wake is None:
+            raise OSError(f"{self.path!r}: this reader has no wake file (idle={self.idle!r}, "
+                          f"or it could not be made): no descriptor to wait on")
+        if self._fd is None:
+            self._fd = WakeFd(self._wake, self._park_ns, self._park_max_ns)
+        return self._fd.fileno()
+
+    def arm(self):
+        """Make ``fileno()`` fire once the next record may be there (clears an earlier
+        readiness). Returns False, without arming, if a record is ready now."""
+        self.fileno()
+        self._fd.drain()
+        if self._pos > self._last or status_load_acquire(self._base + self._pos, self._aligned):
+            return False
+        self._arm_fd(self._fd)
+        return True
+
+    def disarm(self):
+        """Stop watching for ``fileno()`` (a wait that ended by timeout or cancellation)."""
+        if self._fd is not None:
+            self._fd.disarm(False)
+            self._fd.drain()
+
+    def _arm_fd(self, WakeFd fd):
+        # Watch the status of the slot this reader looks at next (none past the last: the
+        # thread then fires on every wake and every park bound, for a rolling reader's roll).
+        cdef char *watch = NULL
+        if self._base != NULL and self._pos <= self._last:
+            watch = self._base + self._pos
+        fd.arm(watch, self._aligned)
 
     cdef int64_t _current(self) except -1:
         if self._cur < 0:

@@ -3,6 +3,7 @@ cimport cython
 from libc.stdint cimport int32_t, int64_t
 
 from ._mapping cimport MappedFile
+from ._wake cimport WakeFile
 
 
 cdef class MappedBusWriter:
@@ -28,6 +29,10 @@ cdef class MappedBusWriter:
     cdef int64_t _populated    # without prefault: pages below this offset are mapped by
                                # MADV_POPULATE_WRITE, one chunk ahead of the records; -1: off
     cdef int64_t _mapped       # bytes mapped (file_size rounded up to a page)
+    cdef WakeFile _wake        # the bus's wake file: parked readers are woken through it
+    cdef char *_wake_base      # _wake.base for the commit path; NULL: wake nobody
+    cdef bint _own_wake        # this writer opened _wake (a rolling writer shares its own)
+    cdef bint _wakes           # wake=True: open the wake file at open()
 
     cdef int _truncated(self) except -1
     # final: called directly (inlinable), not through the vtable, on every write

@@ -14,13 +14,14 @@ from ._atomic cimport load_acquire_i64, fetch_add_i64, status_cas
 from ._guard cimport guard_is_dead
 from ._mapping cimport MappedFile, copy_payload
 from ._message cimport MessageBase, Field
+from ._wake cimport WakeFile, wake_needed
 from cpython.mem cimport PyMem_Calloc, PyMem_Free
 from cpython.tuple cimport PyTuple_GET_SIZE, PyTuple_GET_ITEM
 
 from ._mapping import DEFAULT_LOCK_TIMEOUT, check_lock_timeout, check_mode
 from .busmeta import meta_path, read_meta
 from .errors import BusClosedError, BusFullError, CorruptBusError, RecordsRolledBackError
-from .layout import FIRST_RECORD_OFFSET, HEADER_SIZE, MAX_RECORD_SIZE
+from .layout import FIRST_RECORD_OFFSET, HEADER_SIZE, MAX_RECORD_SIZE, WAKE_SUFFIX
 
 cdef extern from *:
     """
@@ -167,7 +168,8 @@ cdef class MappedBusWriter:
 
     def __init__(self, path, file_size=None, record_size=None, *, mode=0o600,
                  bint preallocate=True, bint prefault=False, bint allow_foreign=False,
-                 lock_timeout=DEFAULT_LOCK_TIMEOUT, bint _segment=False):
+                 lock_timeout=DEFAULT_LOCK_TIMEOUT, bint wake=True, bint _segment=False,
+                 WakeFile _wake=None):
         path = _check_path(path)
         file_size, record_size = _check_sizes(
             *_resolve_sizes(path, file_size, record_size, allow_foreign))
@@ -189,6 +191,10 @@ cdef class MappedBusWriter:
         self._base = NULL
         self._dead = &NEVER_DEAD
         self._populated = -1
+        self._wakes = wake
+        self._wake = _wake
+        self._wake_base = NULL
+        self._own_wake = False
 
     def open(self):
         """Map the file (created, zero-filled, if absent) and initialise its limit."""
@@ -208,10 +214,26 @@ cdef class MappedBusWriter:
         self._dead = &f.dead
         self._mapped = f.mapped_size
         self._populated = -1 if self._prefault else 0
+        if self._wake is None and self._wakes and not self._segment:
+            try:
+                self._wake = WakeFile(self.path + WAKE_SUFFIX, allow_foreign=self._allow_foreign,
+                                      mode=self._mode)
+                self._own_wake = True
+            except OSError as e:
+                import warnings
+                warnings.warn(f"{self.path!r}: no wake file ({e}): this writer's records "
+                              f"reach parked readers when they look by themselves (within "
+                              f"1 ms), not at once", RuntimeWarning, stacklevel=2)
+        self._wake_base = self._wake.base if self._wake is not None else NULL
         return self
 
     def close(self):
         """Unmap the file. Committed records stay for readers; closing twice is harmless."""
+        self._wake_base = NULL
+        if self._own_wake and self._wake is not None:
+            self._wake.close()
+            self._wake = None
+            self._own_wake = False
         self._base = NULL
         self._dead = &NEVER_DEAD
         if self._file is not None:
@@ -239,7 +261,7 @@ cdef class MappedBusWriter:
         # Another process maps the file itself: what crosses is how to reopen it.
         kwargs = dict(mode=self._mode, preallocate=self._preallocate, prefault=self._prefault,
                       allow_foreign=self._allow_foreign, lock_timeout=self._lock_timeout,
-                      _segment=self._segment)
+                      wake=self._wakes, _segment=self._segment)
         return (_reopen, (MappedBusWriter, self.path, self.file_size, self.record_size,
                           kwargs, self._base != NULL))
 
@@ -308,6 +330,9 @@ cdef class MappedBusWriter:
         if guard_is_dead(self._dead):
             self._truncated()   # the record may be lost: never report success
         if old == 0:
+            # One load of a line nobody writes while no reader is parked (_wake.h).
+            if self._wake_base != NULL and wake_needed(self._wake_base):
+                self._wake.wake()
             return True
         if old == 2:
             return False    # a reader timed us out and skipped the record

@@ -68,6 +68,37 @@ It is written to a temporary name in the same directory first, then linked into 
 (created exclusively: one creator wins a race) or renamed over the old one, so nobody ever
 reads half of it.
 
+Readers park on a *wake file* beside the bus (``PATH + WAKE_SUFFIX``, or ``DIR/WAKE_FILE``
+for a rolling bus), which writers of this project look at after each commit. It is
+WAKE_FILE_SIZE bytes, all zero when new (a valid empty state), little-endian::
+
+      0            8            12                 64              68
+      +------------+------------+-- zeros ---------+---------------+-- zeros --
+      | magic i64  | version i32|                  | parked i32    |
+      +------------+------------+------------------+---------------+----------
+      ^ WAKE_MAGIC_OFFSET       ^ WAKE_VERSION_OFFSET
+                                                   ^ WAKE_PARKED_OFFSET: readers parked now;
+                                                     a writer loads it after every commit
+      128             132                 256
+      +---------------+-- zeros ----------+--------+--------+--------+-----
+      | seq u32       |                   | slot 0 | slot 1 | ...    | slot WAKE_SLOT_COUNT-1
+      +---------------+-------------------+--------+--------+--------+-----
+      ^ WAKE_SEQ_OFFSET: the futex word: a writer that finds parked > 0 adds 1 and
+        FUTEX_WAKEs it; a parker FUTEX_WAITs while it holds what it read
+
+      one slot (WAKE_SLOT_SIZE bytes) per parking reader:
+      +-----------+-------------+---------------------------------+
+      | pid i32   | state i32   | start i64                       |
+      +-----------+-------------+---------------------------------+
+      ^ WAKE_SLOT_PID_OFFSET: 0 = free
+                  ^ WAKE_SLOT_STATE_OFFSET: 0 idle, 1 parked (counted in parked)
+                                ^ WAKE_SLOT_START_OFFSET: the holder's start time, clock
+                                  ticks since boot (/proc/PID/stat field 22): a slot whose
+                                  pid is gone or reused is reclaimed by the others
+
+The magic (WAKE_MAGIC, "MBUSWAK1") and version are set by compare-and-swap from zero by
+whoever opens the file first. The protocol is in ``_wake.h``.
+
 A position on a rolling bus is one int64 across segments::
 
     position = segment_index * segment_size + offset      (FIRST_RECORD_OFFSET <= offset)
@@ -124,6 +155,29 @@ SEGMENT_SUFFIX = ".bus"
 SEGMENT_DIGITS = 20
 TMP_PREFIX = ".tmp-"
 
+#: The wake file (see the module docstring and _wake.h).
+WAKE_SUFFIX = ".wake"
+WAKE_FILE = "bus.wake"
+WAKE_FILE_SIZE = 4096
+WAKE_MAGIC = int.from_bytes(b"MBUSWAK1", "little")
+WAKE_VERSION = 1
+WAKE_MAGIC_OFFSET = 0
+WAKE_VERSION_OFFSET = 8
+WAKE_PARKED_OFFSET = 64
+WAKE_SEQ_OFFSET = 128
+WAKE_SLOTS_OFFSET = 256
+WAKE_SLOT_SIZE = 16
+WAKE_SLOT_COUNT = (WAKE_FILE_SIZE - WAKE_SLOTS_OFFSET) // WAKE_SLOT_SIZE
+WAKE_SLOT_PID_OFFSET = 0
+WAKE_SLOT_STATE_OFFSET = 4
+WAKE_SLOT_START_OFFSET = 8
+#: A parked reader looks by itself after this long (records from writers that wake nobody:
+#: the Java original, a writer killed between its commit and its wake), doubling up to
+#: DEFAULT_PARK_MAX_NS while its looks find nothing, back to this once one finds a record
+#: that came without a wake (_wake.h, wake_backoff).
+DEFAULT_PARK_NS = 1_000_000
+DEFAULT_PARK_MAX_NS = 16_000_000
+
 CONSTANTS = {
     name: globals()[name]
     for name in (
@@ -132,6 +186,11 @@ CONSTANTS = {
         "STATUS_ROLLED_BACK", "PAGE_SIZE", "DEFAULT_TIMEOUT_MS", "MIN_ROLLBACK_TIMEOUT_MS",
         "META_SUFFIX", "META_FILE", "META_MAGIC", "META_FORMAT", "META_MAX_BYTES",
         "SEGMENT_SUFFIX", "SEGMENT_DIGITS", "TMP_PREFIX",
+        "WAKE_SUFFIX", "WAKE_FILE", "WAKE_FILE_SIZE", "WAKE_MAGIC", "WAKE_VERSION",
+        "WAKE_MAGIC_OFFSET", "WAKE_VERSION_OFFSET", "WAKE_PARKED_OFFSET", "WAKE_SEQ_OFFSET",
+        "WAKE_SLOTS_OFFSET", "WAKE_SLOT_SIZE", "WAKE_SLOT_COUNT", "WAKE_SLOT_PID_OFFSET",
+        "WAKE_SLOT_STATE_OFFSET", "WAKE_SLOT_START_OFFSET", "DEFAULT_PARK_NS",
+        "DEFAULT_PARK_MAX_NS",
     )
 }
 

@@ -1,0 +1,230 @@
+/* Parking and waking readers: the wake file beside a bus (PATH.wake, or DIR/bus.wake for a
+ * rolling bus), never inside the Mappedbus file, so the Java original reads and writes the
+ * same bus unaware of it. The layout is drawn in layout.py (WAKE_*) and mirrored in
+ * Layout.java; a test checks the three agree. Used by the Cython reader and writer and by
+ * the JNI library of the Java port (interop/native): the protocol is written once, here.
+ *
+ * A reader that found nothing for a while parks:
+ *     wake_prepare()   its slot's state 0 -> 1, parked += 1, full fence, v = seq
+ *     look at the bus once more: a record there -> wake_done(), deliver it
+ *     wake_wait(v)     FUTEX_WAIT on seq while it still holds v, at most park_ns
+ *     wake_done()      state 1 -> 0 and parked -= 1 (whoever wins the compare-and-swap)
+ * A writer, after its commit (a seq-cst compare-and-swap):
+ *     if parked > 0: seq += 1, FUTEX_WAKE(seq, all)
+ * No lost wake-up: the parker's parked += 1 and the writer's commit are both seq-cst, so
+ * either the writer sees parked > 0 (and bumps seq after the parker read v: FUTEX_WAIT
+ * returns at once, or is woken), or the parker's last look sees the record. A writer that
+ * wakes nobody (the Java original, one killed between commit and wake) costs a parked
+ * reader at most park_ns: the wait's own timeout.
+ *
+ * Dead parkers: a reader killed while parked leaves its slot in state 1 and parked > 0,
+ * which only makes writers call FUTEX_WAKE for nothing. wake_reclaim() finds slots of dead
+ * processes and undoes them; readers run it when they claim a slot and once a second while
+ * parked, writers after WAKE_FUTILE_RECLAIM wakes that woke nobody.
+ */
+#ifndef MAPPEDBUS_WAKE_H
+#define MAPPEDBUS_WAKE_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "_atomic.h"
+
+#define WAKE_UNUSED __attribute__((unused))
+
+#define WAKE_FILE_SIZE 4096
+#define WAKE_MAGIC 0x314B41575355424DLL          /* "MBUSWAK1" little-endian */
+#define WAKE_VERSION 1
+#define WAKE_MAGIC_OFFSET 0                      /* int64 */
+#define WAKE_VERSION_OFFSET 8                    /* int32 */
+#define WAKE_PARKED_OFFSET 64                    /* int32, its own cache line: writers read it */
+#define WAKE_SEQ_OFFSET 128                      /* uint32 futex word, its own cache line */
+#define WAKE_SLOTS_OFFSET 256
+#define WAKE_SLOT_SIZE 16
+#define WAKE_SLOT_COUNT 240                      /* (4096 - 256) / 16 */
+#define WAKE_SLOT_PID_OFFSET 0                   /* int32: the holder's pid, 0 = free */
+#define WAKE_SLOT_STATE_OFFSET 4                 /* int32: WAKE_STATE_* */
+#define WAKE_SLOT_START_OFFSET 8                 /* int64: the holder's start time (clock
+                                                    ticks since boot, /proc/PID/stat field
+                                                    22): a reused pid is another process */
+#define WAKE_STATE_IDLE 0
+#define WAKE_STATE_PARKED 1
+#define WAKE_FUTILE_RECLAIM 4096
+
+static inline char *wake_slot(char *w, int i) {
+    return w + WAKE_SLOTS_OFFSET + (int64_t)i * WAKE_SLOT_SIZE;
+}
+
+/* A new (all zero) file gets its magic and version; 0 if the file is a wake file now, -1
+ * if its magic is wrong, -2 its version, -3 its parked count impossible. */
+WAKE_UNUSED static int wake_init(char *w) {
+    int64_t magic = cas_i64(w + WAKE_MAGIC_OFFSET, 0, WAKE_MAGIC);
+    if (magic != 0 && magic != WAKE_MAGIC) return -1;
+    int32_t version = cas_i32(w + WAKE_VERSION_OFFSET, 0, WAKE_VERSION);
+    if (version != 0 && version != WAKE_VERSION) return -2;
+    int32_t parked = load_seq_cst_i32(w + WAKE_PARKED_OFFSET);
+    if (parked < 0 || parked > WAKE_SLOT_COUNT) return -3;
+    return 0;
+}
+
+/* The start time of process pid (clock ticks since boot), or -1 if there is none. */
+WAKE_UNUSED static int64_t wake_proc_start(int pid) {
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return -1;
+    buf[n] = 0;
+    char *p = strrchr(buf, ')');     /* the command name may hold spaces and parentheses */
+    if (p == NULL) return -1;
+    /* after ") " comes field 3 (state); the start time is field 22 */
+    int field = 2;
+    for (; *p && field < 22; p++) {
+        if (*p == ' ') field++;
+    }
+    return field == 22 ? strtoll(p, NULL, 10) : -1;
+}
+
+static inline int wake_alive(int pid, int64_t start) {
+    if (kill(pid, 0) != 0 && errno == ESRCH) return 0;
+    if (start > 0) {
+        int64_t now = wake_proc_start(pid);
+        if (now >= 0 && now != start) return 0;   /* the pid was reused */
+    }
+    return 1;
+}
+
+/* Undo a parked slot: state 1 -> 0, then parked -= 1. Exactly one caller wins. */
+static inline void wake_done(char *w, int i) {
+    if (cas_i32(wake_slot(w, i) + WAKE_SLOT_STATE_OFFSET, WAKE_STATE_PARKED, WAKE_STATE_IDLE)
+            == WAKE_STATE_PARKED)
+        fetch_add_i32(w + WAKE_PARKED_OFFSET, -1);
+}
+
+/* Slots of processes that are gone: parked ones undone, all freed. ``parked_only`` looks
+ * only at parked slots and asks only kill() (cheap enough to run while parked). Returns
+ * how many slots it freed. */
+WAKE_UNUSED static int wake_reclaim(char *w, int self_pid, int parked_only) {
+    int freed = 0;
+    for (int i = 0; i < WAKE_SLOT_COUNT; i++) {
+        char *s = wake_slot(w, i);
+        int32_t pid = load_acquire_i32(s + WAKE_SLOT_PID_OFFSET);
+        if (pid <= 0 || pid == self_pid) continue;
+        if (parked_only && load_acquire_i32(s + WAKE_SLOT_STATE_OFFSET) != WAKE_STATE_PARKED)
+            continue;
+        int64_t start = parked_only ? 0 : load_acquire_i64(s + WAKE_SLOT_START_OFFSET);
+        if (wake_alive(pid, start)) continue;
+        wake_done(w, i);
+        if (cas_i32(s + WAKE_SLOT_PID_OFFSET, pid, 0) == pid) freed++;
+    }
+    return freed;
+}
+
+/* A slot for this process (pid, start), or -1 if all are taken. */
+WAKE_UNUSED static int wake_claim(char *w, int pid, int64_t start) {
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < WAKE_SLOT_COUNT; i++) {
+            char *s = wake_slot(w, i);
+            if (load_acquire_i32(s + WAKE_SLOT_PID_OFFSET) != 0) continue;
+            if (cas_i32(s + WAKE_SLOT_PID_OFFSET, 0, pid) == 0) {
+                store_release_i64(s + WAKE_SLOT_START_OFFSET, start);
+                return i;
+            }
+        }
+        if (wake_reclaim(w, pid, 0) == 0) break;
+    }
+    return -1;
+}
+
+WAKE_UNUSED static void wake_release(char *w, int i, int pid) {
+    char *s = wake_slot(w, i);
+    wake_done(w, i);
+    store_release_i64(s + WAKE_SLOT_START_OFFSET, 0);
+    cas_i32(s + WAKE_SLOT_PID_OFFSET, pid, 0);
+}
+
+/* Register as parked; returns the seq value to wait on. The caller looks at the bus once
+ * more after this (the fence orders that look after the registration). */
+static inline uint32_t wake_prepare(char *w, int i) {
+    if (cas_i32(wake_slot(w, i) + WAKE_SLOT_STATE_OFFSET, WAKE_STATE_IDLE, WAKE_STATE_PARKED)
+            == WAKE_STATE_IDLE)
+        fetch_add_i32(w + WAKE_PARKED_OFFSET, 1);
+    fence_seq_cst();
+    return (uint32_t)load_acquire_i32(w + WAKE_SEQ_OFFSET);
+}
+
+static inline uint32_t wake_seq(const char *w) {
+    return (uint32_t)load_acquire_i32(w + WAKE_SEQ_OFFSET);
+}
+
+/* Sleep while seq == v, at most ns nanoseconds (a wake, a signal or the time ends it). Not
+ * FUTEX_PRIVATE: the word is in a shared file mapping, waited on by other processes. */
+static inline void wake_wait(char *w, uint32_t v, int64_t ns) {
+    struct timespec ts;
+    ts.tv_sec = ns / 1000000000;
+    ts.tv_nsec = ns % 1000000000;
+    syscall(SYS_futex, (uint32_t *)(w + WAKE_SEQ_OFFSET), FUTEX_WAIT, v, &ts, NULL, 0);
+}
+
+/* The writer's look after its commit: one load of a line nobody writes while no one parks. */
+static inline int wake_needed(const char *w) {
+    return load_seq_cst_i32(w + WAKE_PARKED_OFFSET) > 0;
+}
+
+/* Wake every parked reader; returns how many the kernel woke. */
+static inline int wake_all(char *w) {
+    fetch_add_i32(w + WAKE_SEQ_OFFSET, 1);
+    long n = syscall(SYS_futex, (uint32_t *)(w + WAKE_SEQ_OFFSET), FUTEX_WAKE, INT_MAX,
+                     NULL, NULL, 0);
+    return n < 0 ? 0 : (int)n;
+}
+
+/* How long a parker sleeps before it looks by itself. Each look costs a wake-up (about
+ * 27 us of CPU on the 2-vCPU VM of perf/: 2.7 % of a core at one a millisecond), and it is
+ * needed only for records whose writer wakes nobody. So the bound starts at min_ns, doubles
+ * up to max_ns while looks find nothing, and returns to min_ns, held there for
+ * WAKE_PIN_NS, when a look finds a record that came without a wake (a writer that does
+ * not wake: the Java original). */
+#define WAKE_PIN_NS 2000000000LL
+
+typedef struct {
+    int64_t min_ns, max_ns;  /* the bounds */
+    int64_t cur_ns;          /* the next park's bound */
+    int64_t pin_until;       /* monotonic ns: stay at min_ns until then */
+} wake_backoff;
+
+static inline void wake_backoff_init(wake_backoff *b, int64_t min_ns, int64_t max_ns) {
+    b->min_ns = min_ns;
+    b->max_ns = max_ns < min_ns ? min_ns : max_ns;
+    b->cur_ns = min_ns;
+    b->pin_until = 0;
+}
+
+/* After a park: ``woken`` (seq moved), ``found`` (the look after it found a record). */
+static inline void wake_backoff_after(wake_backoff *b, int woken, int found, int64_t now) {
+    if (found && !woken) {
+        b->cur_ns = b->min_ns;
+        b->pin_until = now + WAKE_PIN_NS;
+    } else if (!found && !woken && now >= b->pin_until) {
+        b->cur_ns = b->cur_ns * 2 > b->max_ns ? b->max_ns : b->cur_ns * 2;
+    }
+}
+
+static inline int64_t wake_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+#endif

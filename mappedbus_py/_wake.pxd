@@ -1,0 +1,40 @@
+# cython: language_level=3
+from libc.stdint cimport int32_t, int64_t, uint32_t
+
+from ._mapping cimport MappedFile
+
+cdef extern from "_wake.h" nogil:
+    int WAKE_FILE_SIZE
+    int wake_init(char *w)
+    int64_t wake_proc_start(int pid)
+    int wake_reclaim(char *w, int self_pid, int parked_only)
+    int wake_claim(char *w, int pid, int64_t start)
+    void wake_release(char *w, int i, int pid)
+    uint32_t wake_prepare(char *w, int i)
+    uint32_t wake_seq(const char *w)
+    void wake_wait(char *w, uint32_t v, int64_t ns)
+    void wake_done(char *w, int i)
+    int wake_needed(const char *w)
+    int wake_all(char *w)
+    int64_t wake_now_ns()
+    ctypedef struct wake_backoff:
+        int64_t min_ns
+        int64_t max_ns
+        int64_t cur_ns
+    void wake_backoff_init(wake_backoff *b, int64_t min_ns, int64_t max_ns)
+    void wake_backoff_after(wake_backoff *b, int woken, int found, int64_t now)
+
+
+cdef class WakeFile:
+    cdef MappedFile _file      # the wake file's mapping; None once closed
+    cdef char *base            # _file.base: the wake words; NULL once closed
+    cdef readonly object path
+    cdef int _slot             # this object's parking slot, claimed at the first park; -1
+    cdef int _pid              # the pid that claimed it (a forked child claims its own)
+    cdef int _futile           # wakes in a row that woke nobody (dead parkers?)
+    cdef int64_t _reclaimed_ns # when this parker last looked for dead parkers
+
+    cdef int claim(self) except -1
+    cdef uint32_t prepare(self) except? 0xFFFFFFFF
+    cdef void done(self) noexcept
+    cdef int wake(self) except -1

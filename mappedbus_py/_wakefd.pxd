@@ -1,0 +1,24 @@
+# cython: language_level=3
+from libc.stdint cimport int64_t
+
+from ._wake cimport WakeFile
+
+cdef extern from "_wakefd.h" nogil:
+    ctypedef struct wakefd:
+        int efd
+    int wakefd_start(wakefd *f, char *w, int slot, int64_t park_ns, int64_t park_max_ns)
+    void wakefd_arm(wakefd *f, const char *watch, int aligned)
+    void wakefd_disarm(wakefd *f, int sync)
+    void wakefd_drain(wakefd *f)
+    void wakefd_stop(wakefd *f)
+
+
+cdef class WakeFd:
+    cdef wakefd _f             # the watcher thread and its eventfd
+    cdef WakeFile _wake        # keeps the wake file mapped while the thread runs
+    cdef int _slot             # the watcher's own parking slot, or -1
+    cdef int _pid              # the process that started the thread
+    cdef bint _running
+
+    cdef arm(self, const char *watch, bint aligned)
+    cdef disarm(self, bint sync)

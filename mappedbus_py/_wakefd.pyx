@@ -1,0 +1,72 @@
+# cython: language_level=3, embedsignature=True
+"""A reader's file descriptor for event loops: readable when a record may be there."""
+import os
+
+from ._wake cimport WakeFile, wake_claim, wake_release, wake_proc_start
+
+
+cdef class WakeFd:
+    """WakeFd(wake, park_ns, park_max_ns)
+
+    An eventfd and a thread parked on ``wake`` (a WakeFile) for a reader: ``arm(watch)``
+    before a wait, ``fileno()`` for the event loop, ``drain()`` once it was readable."""
+
+    def __cinit__(self, WakeFile wake, int64_t park_ns, int64_t park_max_ns):
+        self._slot = -1
+        self._running = False
+        if wake is None or wake.base == NULL:
+            raise ValueError("WakeFd needs an open WakeFile")
+        self._wake = wake
+        self._pid = os.getpid()
+        self._slot = wake_claim(wake.base, self._pid, wake_proc_start(self._pid))
+        if self._slot < 0:
+            raise OverflowError(f"{wake.path!r}: all parking slots are taken")
+        cdef int rc = wakefd_start(&self._f, wake.base, self._slot, park_ns, park_max_ns)
+        if rc != 0:
+            wake_release(wake.base, self._slot, self._pid)
+            self._slot = -1
+            raise OSError(rc, f"cannot start the wake-up thread: {os.strerror(rc)}")
+        self._running = True
+
+    def fileno(self):
+        """The eventfd: readable once a record may be there (after ``arm``)."""
+        if not self._running:
+            raise ValueError("the reader's wake-up descriptor is closed")
+        return self._f.efd
+
+    cdef arm(self, const char *watch, bint aligned):
+        wakefd_arm(&self._f, watch, aligned)
+
+    cdef disarm(self, bint sync):
+        if self._running:
+            with nogil:
+                wakefd_disarm(&self._f, sync)
+
+    def stop_watching(self, bint sync=True):
+        """Disarm; with ``sync``, return once the thread no longer reads the watched slot
+        (before that mapping is closed)."""
+        self.disarm(sync)
+
+    def drain(self):
+        """Consume the readiness: the descriptor is not readable until it fires again."""
+        if self._running:
+            wakefd_drain(&self._f)
+
+    def close(self):
+        """Stop the thread, close the descriptor, free the slot."""
+        if not self._running:
+            return
+        self._running = False
+        if self._pid != os.getpid():
+            return          # a forked child: the thread and the slot are the parent's
+        with nogil:
+            wakefd_stop(&self._f)
+        if self._wake.base != NULL:
+            wake_release(self._wake.base, self._slot, self._pid)
+        self._slot = -1
+
+    def __dealloc__(self):
+        if self._running and self._pid == os.getpid():
+            wakefd_stop(&self._f)
+            if self._wake is not None and self._wake.base != NULL:
+                wake_release(self._wake.base, self._slot, self._pid)
