@@ -107,10 +107,15 @@ def test_overwrite_is_refused(spark, bus_path):
 def test_bad_read_options(spark, bus_path):
     with MappedBusWriter(bus_path, FILE_SIZE, 12) as w:
         w.write(PriceUpdate(1, 2, 3))
-    with pytest.raises(Exception, match="option 'recordSize' is required"):
-        spark.read.format("mappedbus").option("path", bus_path).load()
     with pytest.raises(Exception, match="startingPosition must be"):
         spark.readStream.format("mappedbus").option("path", bus_path).option("recordSize", 12) \
             .option("startingPosition", "13").load()
+    with pytest.raises(Exception, match="option recordSize 16 differs from record_size 12"):
+        spark.read.format("mappedbus").option("path", bus_path).option("recordSize", 16).load().count()
+    # A file without metadata (the Java original's) says nothing of its sizes: recordSize is needed,
+    # and one off the file's record grid is refused.
+    os.unlink(bus_path + ".meta")
+    with pytest.raises(Exception, match="option 'recordSize' is required"):
+        spark.read.format("mappedbus").option("path", bus_path).load()
     with pytest.raises(Exception, match="not on a record boundary"):
         spark.read.format("mappedbus").option("path", bus_path).option("recordSize", 16).load().count()

@@ -267,8 +267,8 @@ public final class BusOptions implements Serializable {
 
     /**
      * The buses a {@code path} names when it names several (a comma-separated list; glob characters
-     * {@code * ? [} in an entry's last component match names in its directory, not metadata or commit
-     * logs), else null.
+     * {@code * ? [} in an entry's last component match names in its directory, not the files beside
+     * a bus, {@link #isSidecar}), else null.
      */
     static String[] expandBuses(String path) {
         return expandBuses(path, false);
@@ -302,7 +302,7 @@ public final class BusOptions implements Serializable {
             try (java.nio.file.DirectoryStream<java.nio.file.Path> ds = java.nio.file.Files.newDirectoryStream(dir)) {
                 for (java.nio.file.Path c : ds) {
                     String n = c.getFileName().toString();
-                    if (m.matches(c.getFileName()) && !n.endsWith(Layout.META_SUFFIX) && !n.endsWith(".commits")) {
+                    if (m.matches(c.getFileName()) && !isSidecar(n)) {
                         found.add(c.toString());
                     }
                 }
@@ -321,6 +321,17 @@ public final class BusOptions implements Serializable {
         }
         return out.toArray(new String[0]);
     }
+
+    /**
+     * Whether a file name is one of the files written beside a bus (its metadata, commit log or wake file:
+     * {@code layout.py}'s META_SUFFIX, WAKE_SUFFIX), which a pattern never names as a bus.
+     */
+    static boolean isSidecar(String name) {
+        return name.endsWith(Layout.META_SUFFIX) || name.endsWith(CommitLog.SUFFIX) || name.endsWith(WAKE_SUFFIX);
+    }
+
+    /** Suffix of a single-file bus's wake file ({@code layout.py} WAKE_SUFFIX). */
+    private static final String WAKE_SUFFIX = ".wake";
 
     /**
      * The bus.meta of a rolling bus at {@code path}, or null if {@code path} is not a directory holding one.
