@@ -6,7 +6,7 @@ TRANSPORTS = [
     ("mappedbus_py Python -> Python, numpy batch", "py_py_batch_msgs_per_s"),
     ("mappedbus_py Python -> Python, bytes", "py_py_bytes_msgs_per_s"),
     ("mappedbus_py Python -> Python, per message", "py_py_msgs_per_s"),
-    ("mappedbus_py Python -> Python, per message, write_fields", "py_py_fields_msgs_per_s"),
+    ("mappedbus_py Python -> Python, per message, fields_writer", "py_py_fields_msgs_per_s"),
     ("mappedbus_py Java -> Java", "java_java_msgs_per_s"),
     ("mappedbus_py Java -> Python", "java_py_msgs_per_s"),
     ("mappedbus_py Python -> Java", "py_java_msgs_per_s"),
@@ -111,7 +111,7 @@ def markdown(f, target_rows, raw):
     if "py_floor_ns_per_msg" in f:
         out.append("Python floor: the same Python loops with each bus call replaced by a no-op "
                    "call into a C function taking the same arguments (`operator.truth` for one, "
-                   "`perf/noop.pyx` `noop3` for `write_fields`' three); the bus's own cost is "
+                   "`perf/noop.pyx` `noop3` for `fields_writer`'s three); the bus's own cost is "
                    "the difference. The writer alone runs the same writer loop on a bus nobody "
                    "reads: what the bus's calls cost without a reader taking the writer's cache "
                    "lines. Before every run the suite measures the machine's cache-line round "
@@ -122,7 +122,7 @@ def markdown(f, target_rows, raw):
                    "(adds to its loop) |")
         out.append("| --- | ---: | ---: | ---: | ---: | ---: |")
         for lab, stem, key in (("message objects (`m.price = i; write(m)`)", "py_floor", "py_py"),
-                               ("`write_fields(source, i, 7)`", "py_fields_floor", "py_py_fields")):
+                               ("`fields_writer(PriceUpdate)(source, i, 7)`", "py_fields_floor", "py_py_fields")):
             if f"{stem}_ns_per_msg" in f and f"{key}_ns_per_msg" in f:
                 alone = stem.replace("floor", "writer_alone") + "_ns_per_msg"
                 rounds = raw.get("round_ratios", {}).get(stem.replace("floor", "bus_overhead")

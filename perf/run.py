@@ -98,13 +98,13 @@ def targets(f):
       1, x)
     t("Python per message (message objects) >= 0.5 x Java original", "ratio_py_py_vs_java_original",
       0.5, x)
-    t("Python per message (write_fields) >= 0.5 x Java original",
+    t("Python per message (fields_writer) >= 0.5 x Java original",
       "ratio_py_py_fields_vs_java_original", 0.5, x)
     t("Python per message, by default >= 0.5 x Java original by default",
       "ratio_py_py_default_vs_java_original_default", 0.5, x)
     t("Python bus adds <= 30 ns/message over its loop's floor (message objects)",
       "py_bus_overhead_ns_per_msg", 30, ns, True)
-    t("Python bus adds <= 30 ns/message over its loop's floor (write_fields)",
+    t("Python bus adds <= 30 ns/message over its loop's floor (fields_writer)",
       "py_fields_bus_overhead_ns_per_msg", 30, ns, True)
     t("Python numpy batch >= 3 x Java original", "ratio_py_batch_vs_java_original", 3, x)
     t("Java -> Python >= 0.9 x Java -> Java", "ratio_java_py_vs_java_java", 0.9, x)
