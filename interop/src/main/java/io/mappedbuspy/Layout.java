@@ -29,6 +29,30 @@ package io.mappedbuspy;
  * sets it to 8 with a CAS). Neither the record size nor the file size is stored in the file. The mapping
  * (and the file on disk) is the logical file size rounded up to {@link #PAGE_SIZE}; end-of-file checks use
  * the unrounded logical size.
+ *
+ * <p>Readers of this project park on a <em>wake file</em> beside the bus ({@code PATH + WAKE_SUFFIX}, or
+ * {@code DIR/WAKE_FILE} for a rolling bus), never inside the bus file, which writers of this project look at
+ * after each commit ({@link WakeFile}; the protocol is {@code mappedbus_py/_wake.h}):
+ *
+ * <pre>
+ *  0            8             12                64              68
+ *  +------------+-------------+-- zeros --------+---------------+-- zeros --
+ *  | magic i64  | version i32 |                 | parked i32    |
+ *  +------------+-------------+-----------------+---------------+-----------
+ *  WAKE_MAGIC_OFFSET, WAKE_VERSION_OFFSET        WAKE_PARKED_OFFSET: readers parked now
+ *  128          132                   256
+ *  +------------+-- zeros ------------+--------+--------+-----+------------------------------+
+ *  | seq u32    |                     | slot 0 | slot 1 | ... | slot WAKE_SLOT_COUNT-1       |
+ *  +------------+---------------------+--------+--------+-----+------------------------------+
+ *  WAKE_SEQ_OFFSET: the futex word     WAKE_SLOTS_OFFSET
+ *
+ *  one slot (WAKE_SLOT_SIZE bytes) per parking reader:
+ *  +0            +4              +8
+ *  +-------------+---------------+--------------------------------+
+ *  | pid i32     | state i32     | start i64 (clock ticks)        |
+ *  +-------------+---------------+--------------------------------+
+ *  0 = free      0 idle, 1 parked
+ * </pre>
  */
 public final class Layout {
     /** Offset of the int64 limit field (offset just past the last allocated record). */
@@ -78,6 +102,54 @@ public final class Layout {
     public static final int SEGMENT_DIGITS = 20;
     /** Prefix of a file being written (a segment or metadata) before it is linked into place. */
     public static final String TMP_PREFIX = ".tmp-";
+
+    // ---- the wake file beside a bus (layout.py's docstring has the diagram; _wake.h the protocol) ----
+
+    /** Suffix of a single-file bus's wake file: {@code PATH + WAKE_SUFFIX}. */
+    public static final String WAKE_SUFFIX = ".wake";
+    /** Name of a rolling bus's wake file inside its directory. */
+    public static final String WAKE_FILE = "bus.wake";
+    /** Size of a wake file; all zero when new (a valid empty state). */
+    public static final int WAKE_FILE_SIZE = 4096;
+    /** int64 at {@link #WAKE_MAGIC_OFFSET}: "MBUSWAK1" little-endian, set by CAS from 0 by the first opener. */
+    public static final long WAKE_MAGIC = 0x314B41575355424DL;
+    /** int32 at {@link #WAKE_VERSION_OFFSET}, set by CAS from 0 by the first opener. */
+    public static final int WAKE_VERSION = 1;
+    /** Offset of the int64 magic. */
+    public static final int WAKE_MAGIC_OFFSET = 0;
+    /** Offset of the int32 version. */
+    public static final int WAKE_VERSION_OFFSET = 8;
+    /** Offset of the int32 count of readers parked now (its own cache line): a writer loads it after each commit. */
+    public static final int WAKE_PARKED_OFFSET = 64;
+    /**
+     * Offset of the uint32 futex word (its own cache line): a writer that finds readers parked adds 1 and
+     * wakes them; a parker sleeps while it holds the value it read.
+     */
+    public static final int WAKE_SEQ_OFFSET = 128;
+    /** Offset of the first parking slot. */
+    public static final int WAKE_SLOTS_OFFSET = 256;
+    /** Size of a parking slot: pid, state, start time. */
+    public static final int WAKE_SLOT_SIZE = 16;
+    /** Number of parking slots: {@code (WAKE_FILE_SIZE - WAKE_SLOTS_OFFSET) / WAKE_SLOT_SIZE}. */
+    public static final int WAKE_SLOT_COUNT = (WAKE_FILE_SIZE - WAKE_SLOTS_OFFSET) / WAKE_SLOT_SIZE;
+    /** Offset in a slot of the int32 pid of its holder (0: free). */
+    public static final int WAKE_SLOT_PID_OFFSET = 0;
+    /** Offset in a slot of the int32 state: 0 idle, 1 parked (counted at {@link #WAKE_PARKED_OFFSET}). */
+    public static final int WAKE_SLOT_STATE_OFFSET = 4;
+    /**
+     * Offset in a slot of the int64 start time of its holder (clock ticks since boot, /proc/PID/stat field 22):
+     * a slot whose pid is gone or reused is reclaimed by the others.
+     */
+    public static final int WAKE_SLOT_START_OFFSET = 8;
+    /**
+     * How long a parked reader sleeps before it looks by itself, in nanoseconds, at first: the bound on the delay of
+     * a record from a writer that wakes nobody (the Java original, one killed between its commit and its wake). It
+     * doubles up to {@link #DEFAULT_PARK_MAX_NS} while such looks find nothing, and returns to this once one finds
+     * a record that came without a wake ({@code wake_backoff} in {@code _wake.h}).
+     */
+    public static final long DEFAULT_PARK_NS = 1_000_000;
+    /** The most a parked reader's own bound grows to while its looks find nothing, in nanoseconds. */
+    public static final long DEFAULT_PARK_MAX_NS = 16_000_000;
 
     private Layout() {
     }
@@ -194,6 +266,23 @@ public final class Layout {
                 + "META_MAX_BYTES=" + META_MAX_BYTES + "\n"
                 + "SEGMENT_SUFFIX=" + SEGMENT_SUFFIX + "\n"
                 + "SEGMENT_DIGITS=" + SEGMENT_DIGITS + "\n"
-                + "TMP_PREFIX=" + TMP_PREFIX + "\n";
+                + "TMP_PREFIX=" + TMP_PREFIX + "\n"
+                + "WAKE_SUFFIX=" + WAKE_SUFFIX + "\n"
+                + "WAKE_FILE=" + WAKE_FILE + "\n"
+                + "WAKE_FILE_SIZE=" + WAKE_FILE_SIZE + "\n"
+                + "WAKE_MAGIC=" + WAKE_MAGIC + "\n"
+                + "WAKE_VERSION=" + WAKE_VERSION + "\n"
+                + "WAKE_MAGIC_OFFSET=" + WAKE_MAGIC_OFFSET + "\n"
+                + "WAKE_VERSION_OFFSET=" + WAKE_VERSION_OFFSET + "\n"
+                + "WAKE_PARKED_OFFSET=" + WAKE_PARKED_OFFSET + "\n"
+                + "WAKE_SEQ_OFFSET=" + WAKE_SEQ_OFFSET + "\n"
+                + "WAKE_SLOTS_OFFSET=" + WAKE_SLOTS_OFFSET + "\n"
+                + "WAKE_SLOT_SIZE=" + WAKE_SLOT_SIZE + "\n"
+                + "WAKE_SLOT_COUNT=" + WAKE_SLOT_COUNT + "\n"
+                + "WAKE_SLOT_PID_OFFSET=" + WAKE_SLOT_PID_OFFSET + "\n"
+                + "WAKE_SLOT_STATE_OFFSET=" + WAKE_SLOT_STATE_OFFSET + "\n"
+                + "WAKE_SLOT_START_OFFSET=" + WAKE_SLOT_START_OFFSET + "\n"
+                + "DEFAULT_PARK_NS=" + DEFAULT_PARK_NS + "\n"
+                + "DEFAULT_PARK_MAX_NS=" + DEFAULT_PARK_MAX_NS + "\n";
     }
 }

@@ -4,6 +4,7 @@ import java.io.EOFException;
 import java.io.IOException;
 import java.nio.file.NoSuchFileException;
 import java.util.Objects;
+import java.util.concurrent.TimeUnit;
 
 /**
  * Reads the records of a bus file in allocation order, from the first record on.
@@ -13,6 +14,11 @@ import java.util.Objects;
  * {@code next()}. A record left uncommitted (status 0) for longer than the timeout is rolled back (status
  * CAS 0 -> 2) and skipped, so a crashed writer costs one timeout, never the records after it. A read-only
  * reader never writes to the file: it skips such a record locally instead.
+ *
+ * <p>{@link #waitNext} waits for the next record: it polls for a while, then parks on the bus's wake file
+ * ({@code PATH.wake}, see {@link WakeFile}) until a writer of this project wakes it after its commit, or the park
+ * bound passes (a record from a writer that wakes nobody, such as the Java original, waits at most that long);
+ * {@link #setIdleStrategy} chooses how much of each.
  *
  * <p>Not thread-safe: use one reader per thread.
  */
@@ -56,6 +62,31 @@ public final class MappedBusReader implements AutoCloseable {
     private BusTruncatedException dead;
     private long rolledBackSkipped;
     private long rollbacks;
+    // The blocking wait (waitNext): how long to spin and park, and the wake file, opened at the first park.
+    private final Waiter waiter = new Waiter();
+    private final Waiter.Reader waiting = new Waiter.Reader() {
+        @Override
+        public boolean poll(boolean thorough) throws IOException {
+            return next();
+        }
+
+        @Override
+        public void check() throws IOException {
+            waitCheck();
+        }
+
+        @Override
+        public WakeFile wakeFile() {
+            if (wake == null) {
+                mem();
+                wake = segment ? WakeFile.NONE : WakeFile.forBus(path, allowForeign, wakeNative);
+            }
+            return wake;
+        }
+    };
+    private WakeFile wake;
+    // Tests: park by polling, as without the JNI library.
+    boolean wakeNative = true;
 
     /**
      * Creates a reader that may roll back uncommitted records (opens the file read-write).
@@ -315,6 +346,111 @@ public final class MappedBusReader implements AutoCloseable {
         }
     }
 
+    /**
+     * Waits for the next committed record, at most {@code timeout}: {@link #next()} until it returns true, spinning
+     * and then parking on the bus's wake file as the {@link IdleStrategy} says. While waiting it checks every
+     * 10 ms (or once per park, if parks are longer) that the file was not truncated or replaced, as {@code next()}
+     * does less often.
+     *
+     * @param timeout the most to wait; 0 looks once
+     * @param unit    its unit
+     * @return true if a record is now current; false if none came in time
+     * @throws EOFException          if the next record would not fit in the file (the end of the bus)
+     * @throws CorruptBusException   if a status other than 0, 1 or 2, or a limit off the record grid, is found
+     * @throws BusReplacedException  if the reader finds its path names another file or none
+     * @throws BusTruncatedException if the file was truncated under the mapping
+     * @throws InterruptedException  if the thread is interrupted while waiting (noticed within one park bound)
+     * @throws IOException           as {@code next()}
+     */
+    public boolean waitNext(long timeout, TimeUnit unit) throws IOException, InterruptedException {
+        return waiter.await(waiting, timeout, unit);
+    }
+
+    // A waiting reader's look at its files, as a writer's next access would find them (also a rolling bus's, at
+    // its segment).
+    void waitCheck() throws BusReplacedException {
+        MemoryMappedFile m = mem();
+        try {
+            m.checkLength();
+        } catch (BusTruncatedException e) {
+            throw fault(m, e);
+        }
+        if (!segment) {
+            m.checkPath();
+        }
+        if (wake != null) {
+            wake.check();
+        }
+    }
+
+    /**
+     * How {@link #waitNext} waits.
+     *
+     * @param strategy BUSY_SPIN, SPIN_PARK (the default) or PARK
+     * @return this
+     */
+    public MappedBusReader setIdleStrategy(IdleStrategy strategy) {
+        waiter.strategy(strategy);
+        return this;
+    }
+
+    /** @return how {@link #waitNext} waits */
+    public IdleStrategy idleStrategy() {
+        return waiter.strategy();
+    }
+
+    /**
+     * How long {@link #waitNext} polls before it parks (SPIN_PARK).
+     *
+     * @param ns nanoseconds, 0 to 1 000 000 000 (default 10 000)
+     * @return this
+     */
+    public MappedBusReader setSpinNanos(long ns) {
+        waiter.spinNanos(ns);
+        return this;
+    }
+
+    /** @return how long {@link #waitNext} polls before it parks */
+    public long spinNanos() {
+        return waiter.spinNanos();
+    }
+
+    /**
+     * How long a parked {@link #waitNext} sleeps before it looks by itself, at first: the delay of a record from a
+     * writer that wakes nobody (the Java original), and of a wait without the JNI library. It backs off up to
+     * {@link #parkMaxNanos()} while such looks find nothing.
+     *
+     * @param ns nanoseconds, 10 000 to 1 000 000 000 (default {@link Layout#DEFAULT_PARK_NS})
+     * @return this
+     */
+    public MappedBusReader setParkNanos(long ns) {
+        waiter.parkNanos(ns);
+        return this;
+    }
+
+    /** @return how long a parked {@link #waitNext} sleeps before it looks by itself, at first */
+    public long parkNanos() {
+        return waiter.parkNanos();
+    }
+
+    /**
+     * The most the park bound grows to while the looks after parks that nobody woke find nothing (it doubles from
+     * {@link #parkNanos()} on each, and returns there once such a look finds a record). A value below the park
+     * bound is the park bound.
+     *
+     * @param ns nanoseconds, 10 000 to 1 000 000 000 (default {@link Layout#DEFAULT_PARK_MAX_NS})
+     * @return this
+     */
+    public MappedBusReader setParkMaxNanos(long ns) {
+        waiter.parkMaxNanos(ns);
+        return this;
+    }
+
+    /** @return the most the park bound grows to */
+    public long parkMaxNanos() {
+        return waiter.parkMaxNanos();
+    }
+
     private long loadLimit(MemoryMappedFile m) throws CorruptBusException {
         long limit = m.getLongAcquire(Layout.LIMIT_OFFSET);
         MappedBusWriter.checkLimit(limit, recordSize, path);
@@ -545,6 +681,10 @@ public final class MappedBusReader implements AutoCloseable {
     public void close() {
         closed = true;
         current = NO_RECORD;
+        if (wake != null) {
+            wake.close();
+            wake = null;
+        }
         if (mem != null) {
             if (segment) {
                 mem.closeAndUnmap(); // a rolling bus's segment: the next one follows, so free this one now

@@ -7,6 +7,8 @@ import java.util.Objects;
 /**
  * Appends records to a bus file. Any number of writers (in any processes) may share a file; each record
  * is allocated with a fetch-and-add on the limit, filled, then committed with a CAS of its status 0 -> 1.
+ * After each commit the writer loads one int of the bus's wake file ({@code PATH.wake}, {@link WakeFile}) and, only
+ * if readers are parked there, wakes them.
  *
  * <p>Not thread-safe: use one writer per thread.
  */
@@ -28,6 +30,9 @@ public final class MappedBusWriter implements AutoCloseable {
     private long writes;
     private long populated = Long.MAX_VALUE; // pages up to here were mapped ahead (populate); MAX: never
     private long touched; // the sum of the bytes populate loaded: kept, so the compiler keeps the loads
+    // The bus's wake file, looked at after every commit; a rolling bus's segment gets its bus's before open().
+    WakeFile wake = WakeFile.NONE;
+    private boolean ownsWake;
     // The file's length is checked once per LENGTH_CHECK_MASK + 1 writes.
     private static final int LENGTH_CHECK_MASK = 4095;
 
@@ -115,6 +120,10 @@ public final class MappedBusWriter implements AutoCloseable {
             checkLimit(f.getLongAcquire(Layout.LIMIT_OFFSET), recordSize, path);
         };
         mem = MemoryMappedFile.open(path, fileSize, o);
+        if (!segment) {
+            wake = WakeFile.forBus(path, allowForeign); // never fails: without it, readers find records by polling
+            ownsWake = true;
+        }
         busId = matching[0] == null ? null : matching[0].id();
         populated = MemoryMappedFile.onTmpfs(path) ? 0 : Long.MAX_VALUE;
         return this;
@@ -175,7 +184,11 @@ public final class MappedBusWriter implements AutoCloseable {
             // own (MemoryMappedFile.putIntInRecord); the message's stores, its code, are checked.
             m.putIntInRecord(offset + Layout.METADATA_OFFSET, message.type());
             message.write(m, offset + Layout.PAYLOAD_OFFSET);
-            return m.commitInRecord(offset);
+            boolean ok = m.commitInRecord(offset);
+            if (wake.wakeNeeded()) {
+                wake.wake();
+            }
+            return ok;
         } catch (InternalError e) {
             throw fault(m, e);
         } catch (BusTruncatedException e) {
@@ -207,7 +220,11 @@ public final class MappedBusWriter implements AutoCloseable {
             long pos = allocate(m);
             m.putIntInRecord(pos + Layout.METADATA_OFFSET, length);
             m.putBytes(pos + Layout.PAYLOAD_OFFSET, src, offset, length);
-            return m.commitInRecord(pos);
+            boolean ok = m.commitInRecord(pos);
+            if (wake.wakeNeeded()) {
+                wake.wake();
+            }
+            return ok;
         } catch (InternalError e) {
             throw fault(m, e);
         } catch (BusTruncatedException e) {
@@ -291,6 +308,10 @@ public final class MappedBusWriter implements AutoCloseable {
     @Override
     public void close() {
         closed = true;
+        if (ownsWake) {
+            wake.close();
+            ownsWake = false;
+        }
         if (mem != null) {
             if (segment) {
                 mem.closeAndUnmap(); // a rolling bus's segment: the next one follows, so free this one now

@@ -208,6 +208,8 @@ public final class MemoryMappedFile implements AutoCloseable {
         boolean allowShort;
         /** Accept another owner, or group/other write permission. */
         boolean allowForeign;
+        /** The permissions of a file this open creates (a wake file takes its bus's). */
+        String perms = "rw-------";
         /** Take the open lock exclusive (writers) instead of shared. */
         boolean exclusive;
         long lockTimeoutMs = DEFAULT_LOCK_TIMEOUT_MS;
@@ -281,7 +283,7 @@ public final class MemoryMappedFile implements AutoCloseable {
                     if (!o.create) {
                         throw new NoSuchFileException(path, null, "no such bus file (readers never create one)");
                     }
-                    ch = createExclusive(p);
+                    ch = createExclusive(p, o.perms);
                     if (ch == null) {
                         continue; // another process created it first: open theirs
                     }
@@ -437,9 +439,9 @@ public final class MemoryMappedFile implements AutoCloseable {
         return new long[] {(Long) a.get("ino"), (Long) a.get("dev")};
     }
 
-    // A new file, exactly rw------- whatever the umask; null if it exists already.
-    private static FileChannel createExclusive(Path p) throws IOException {
-        Set<PosixFilePermission> perms = PosixFilePermissions.fromString("rw-------");
+    // A new file, exactly `mode` (rw-------) whatever the umask; null if it exists already.
+    private static FileChannel createExclusive(Path p, String mode) throws IOException {
+        Set<PosixFilePermission> perms = PosixFilePermissions.fromString(mode);
         FileChannel ch;
         try {
             ch = FileChannel.open(p, Set.of(StandardOpenOption.CREATE_NEW, StandardOpenOption.READ,
@@ -616,6 +618,35 @@ public final class MemoryMappedFile implements AutoCloseable {
         if (free < grow) {
             throw new IOException("no space to grow " + path + " by " + grow + " bytes: " + free
                     + " bytes free on its device (the device is full or too small)");
+        }
+    }
+
+    // The address of byte 0 of a mapping of one segment (the wake file's, for its JNI calls), and the buffers that
+    // keep it mapped: whoever uses the address holds them (close() leaves the unmapping to the collector).
+    long baseAddress() {
+        if (!single || segments == null) {
+            throw new IllegalStateException("no single-segment mapping of " + path);
+        }
+        return firstAddress;
+    }
+
+    Object mapping() {
+        return segments;
+    }
+
+    // The address of a direct buffer (WakeFile's page of zeros).
+    static long addressOf(ByteBuffer b) {
+        return bufferAddress(b);
+    }
+
+    // A volatile int32 load at a raw address, unchecked: WakeFile's look at the parked count after every commit
+    // (one load, as the C writer's), in a mapping that WakeFile keeps alive itself. A fault on a truncated page
+    // raises the JVM's InternalError, as the checked accessors do.
+    static int getIntVolatileAt(long address) {
+        try {
+            return (int) GET_INT_VOLATILE.invokeExact((Object) null, address);
+        } catch (Throwable t) {
+            throw unexpected(t);
         }
     }
 

@@ -4,6 +4,7 @@ import java.io.EOFException;
 import java.io.IOException;
 import java.nio.file.NoSuchFileException;
 import java.util.Objects;
+import java.util.concurrent.TimeUnit;
 
 /**
  * Reads a rolling bus (docs/files-and-rolling.md, "Rolling bus") in its one total order: every record of
@@ -14,6 +15,10 @@ import java.util.Objects;
  * or with {@code setFailOnGap(false)} continues at the oldest retained record and counts the slots in
  * {@link #lost()}. A waiting reader checks now and then that bus.meta still holds its bus's id
  * ({@link BusReplacedException} when the bus was deleted and recreated).
+ *
+ * <p>{@link #waitNext} waits for the next record, across segments: it polls, then parks on the bus's wake file
+ * ({@code DIR/bus.wake}, see {@link WakeFile}), which writers wake after each commit and after moving to a new
+ * segment.
  *
  * <p>Not thread-safe: one reader per thread.
  */
@@ -49,6 +54,43 @@ public final class RollingBusReader implements AutoCloseable {
     private long skippedBefore;
     private long rollbacksBefore;
     private long initialEnd;
+    // The blocking wait (waitNext), as MappedBusReader's; the wake file is the bus's, opened at the first park.
+    private final Waiter waiter = new Waiter();
+    private final Waiter.Reader waiting = new Waiter.Reader() {
+        @Override
+        public boolean poll(boolean thorough) throws IOException {
+            if (thorough && r == null) {
+                // Waiting for a segment: this look asks whether it exists (a poll of next() does one in 64).
+                pendingPolls = (pendingPolls + EXISTS_EVERY - 1) / EXISTS_EVERY * EXISTS_EVERY;
+            }
+            return next();
+        }
+
+        @Override
+        public void check() throws IOException {
+            openState();
+            if (r != null) {
+                r.waitCheck();
+            }
+            lastIdentityCheck = System.nanoTime();
+            bus.checkIdentity();
+            if (wake != null) {
+                wake.check();
+            }
+        }
+
+        @Override
+        public WakeFile wakeFile() {
+            openState();
+            if (wake == null) {
+                wake = WakeFile.forRollingBus(dir, allowForeign, wakeNative);
+            }
+            return wake;
+        }
+    };
+    private WakeFile wake;
+    // Tests: park by polling, as without the JNI library.
+    boolean wakeNative = true;
 
     /**
      * Creates a reader that may roll back uncommitted records.
@@ -275,6 +317,93 @@ public final class RollingBusReader implements AutoCloseable {
         }
     }
 
+    /**
+     * Waits for the next committed record, across segments, at most {@code timeout}: {@link #next()} until it
+     * returns true, spinning and then parking on the bus's wake file as the {@link IdleStrategy} says. While
+     * waiting it checks every 10 ms (or once per park, if parks are longer) that the segment it reads was not
+     * truncated and that bus.meta still holds this bus's id.
+     *
+     * @param timeout the most to wait; 0 looks once
+     * @param unit    its unit
+     * @return true if a record is now current; false if none came in time
+     * @throws BusGapException       if the next records were removed by retention (and failOnGap is set)
+     * @throws BusReplacedException  if bus.meta no longer holds this bus's id
+     * @throws BusTruncatedException if the segment was truncated under the mapping
+     * @throws InterruptedException  if the thread is interrupted while waiting (noticed within one park bound)
+     * @throws IOException           as {@code next()}
+     */
+    public boolean waitNext(long timeout, TimeUnit unit) throws IOException, InterruptedException {
+        return waiter.await(waiting, timeout, unit);
+    }
+
+    /**
+     * How {@link #waitNext} waits.
+     *
+     * @param strategy BUSY_SPIN, SPIN_PARK (the default) or PARK
+     * @return this
+     */
+    public RollingBusReader setIdleStrategy(IdleStrategy strategy) {
+        waiter.strategy(strategy);
+        return this;
+    }
+
+    /** @return how {@link #waitNext} waits */
+    public IdleStrategy idleStrategy() {
+        return waiter.strategy();
+    }
+
+    /**
+     * How long {@link #waitNext} polls before it parks (SPIN_PARK).
+     *
+     * @param ns nanoseconds, 0 to 1 000 000 000 (default 10 000)
+     * @return this
+     */
+    public RollingBusReader setSpinNanos(long ns) {
+        waiter.spinNanos(ns);
+        return this;
+    }
+
+    /** @return how long {@link #waitNext} polls before it parks */
+    public long spinNanos() {
+        return waiter.spinNanos();
+    }
+
+    /**
+     * How long a parked {@link #waitNext} sleeps before it looks by itself, at first: the delay of a record from a
+     * writer that wakes nobody (the Java original), and of a wait without the JNI library. It backs off up to
+     * {@link #parkMaxNanos()} while such looks find nothing.
+     *
+     * @param ns nanoseconds, 10 000 to 1 000 000 000 (default {@link Layout#DEFAULT_PARK_NS})
+     * @return this
+     */
+    public RollingBusReader setParkNanos(long ns) {
+        waiter.parkNanos(ns);
+        return this;
+    }
+
+    /** @return how long a parked {@link #waitNext} sleeps before it looks by itself, at first */
+    public long parkNanos() {
+        return waiter.parkNanos();
+    }
+
+    /**
+     * The most the park bound grows to while the looks after parks that nobody woke find nothing (it doubles from
+     * {@link #parkNanos()} on each, and returns there once such a look finds a record). A value below the park
+     * bound is the park bound.
+     *
+     * @param ns nanoseconds, 10 000 to 1 000 000 000 (default {@link Layout#DEFAULT_PARK_MAX_NS})
+     * @return this
+     */
+    public RollingBusReader setParkMaxNanos(long ns) {
+        waiter.parkMaxNanos(ns);
+        return this;
+    }
+
+    /** @return the most the park bound grows to */
+    public long parkMaxNanos() {
+        return waiter.parkMaxNanos();
+    }
+
     // Waiting for segment `segment`: a cheap existence check now and then, a listing (for gaps) and an
     // identity check more rarely.
     private boolean awaitSegment() throws IOException {
@@ -452,5 +581,9 @@ public final class RollingBusReader implements AutoCloseable {
         closed = true;
         switchTo(segment, null);
         bus = null;
+        if (wake != null) {
+            wake.close();
+            wake = null;
+        }
     }
 }

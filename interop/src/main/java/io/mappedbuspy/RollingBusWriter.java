@@ -15,7 +15,8 @@ import java.util.Objects;
  * Appends records to a rolling bus: a directory of numbered segments, each a complete Mappedbus 0.5.1
  * file (docs/files-and-rolling.md, "Rolling bus"). When a record does not fit in the current segment the
  * writer moves to the next one, creating it if no other writer has yet; a record never spans segments.
- * The writer that creates a segment applies the bus's retention.
+ * The writer that creates a segment applies the bus's retention. Readers parked on the bus's wake file
+ * ({@code DIR/bus.wake}, {@link WakeFile}) are woken after each commit and after the writer moves to a new segment.
  *
  * <p>Any number of writers (threads or processes) may share a bus. Not thread-safe: one writer per thread.
  */
@@ -49,6 +50,8 @@ public final class RollingBusWriter implements AutoCloseable {
     private long reservingIndex = -1;
     private long rolls;
     private long rollNanos;
+    // The bus's wake file, shared by the segment writers.
+    private WakeFile wake = WakeFile.NONE;
     private long maxRollNanos;
 
     /**
@@ -119,19 +122,26 @@ public final class RollingBusWriter implements AutoCloseable {
     public RollingBusWriter open() throws IOException {
         openCheck();
         RollingDir b = RollingDir.forWriter(dir, segmentSize, recordSize, retention, allowForeign);
-        for (;;) {
-            long[] current = b.chooseCurrent();
-            if (current == null) {
-                b.createSegment(0, 0); // never made, or removed by someone: the first segment again
-                continue;
+        wake = WakeFile.forRollingBus(dir, allowForeign); // never fails: without it, readers find records by polling
+        try {
+            for (;;) {
+                long[] current = b.chooseCurrent();
+                if (current == null) {
+                    b.createSegment(0, 0); // never made, or removed by someone: the first segment again
+                    continue;
+                }
+                try {
+                    w = openSegment(b, current[0]);
+                    segment = current[0];
+                    break;
+                } catch (NoSuchFileException e) {
+                    // retention removed it after the listing: look again
+                }
             }
-            try {
-                w = openSegment(b, current[0]);
-                segment = current[0];
-                break;
-            } catch (NoSuchFileException e) {
-                // retention removed it after the listing: look again
-            }
+        } catch (IOException | RuntimeException e) {
+            wake.close();
+            wake = WakeFile.NONE;
+            throw e;
         }
         bus = b;
         countdown = 1; // look ahead at the first write
@@ -139,8 +149,19 @@ public final class RollingBusWriter implements AutoCloseable {
     }
 
     private MappedBusWriter openSegment(RollingDir b, long index) throws IOException {
-        return MappedBusWriter.forSegment(b.segmentPath(index).toString(), segmentSize, recordSize)
-                .setAllowForeign(allowForeign).open();
+        MappedBusWriter x = MappedBusWriter.forSegment(b.segmentPath(index).toString(), segmentSize, recordSize);
+        x.wake = wake;
+        return x.setAllowForeign(allowForeign).open();
+    }
+
+    /**
+     * Wakes the readers parked on this bus, if any. The writes of this class do it after each commit; a caller that
+     * commits the slots of {@link #reserve} itself calls this once after its batch.
+     */
+    public void wakeReaders() {
+        if (wake.wakeNeeded()) {
+            wake.wake();
+        }
     }
 
     /**
@@ -266,6 +287,7 @@ public final class RollingBusWriter implements AutoCloseable {
                 return; // this writer is behind: it jumps ahead when it rolls
             }
             bus.createSegment(next, segment);
+            wakeReaders(); // a reader past the end of the current segment waits for this one
         }
         try {
             spare = openSegment(bus, next);
@@ -347,6 +369,7 @@ public final class RollingBusWriter implements AutoCloseable {
         w = next;
         segment = target;
         countdown = every;
+        wakeReaders(); // readers at the end of the full segment: their next one exists now
         long dt = System.nanoTime() - t0;
         rolls++;
         rollNanos += dt;
@@ -422,6 +445,7 @@ public final class RollingBusWriter implements AutoCloseable {
         w = null;
         spare = null;
         retired = null;
+        wake.close();
         if (limitChannel != null) {
             try {
                 limitChannel.close();
