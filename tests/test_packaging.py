@@ -4,6 +4,7 @@ import importlib.metadata
 import json
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -274,6 +275,43 @@ def test_installed_wheel_exchanges_with_python_jpype_and_spark_outside_the_check
     assert all(j in report["spark_jars"] for j in report["jars"])
     from_checkout = [m for m in report["modules"] if pathlib.Path(m).is_relative_to(ROOT)]
     assert not from_checkout, f"imported from the checkout: {from_checkout}"
+
+
+@pytest.mark.slow
+def test_readme_examples_pass_mypy_strict_with_the_installed_wheel_outside_the_checkout(dists, tmp_path):
+    """The README's claim, as a user meets it: the wheel installed in a fresh virtualenv, mypy
+    run from a directory outside the checkout. (In the checkout's .venv, with the editable
+    install, mypy finds the package only from the checkout's root: its import hook is code
+    that mypy does not run.)"""
+    pytest.importorskip("mypy")
+    from test_typing import readme_examples
+    wheel, _ = dists
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    py = venv / "bin" / "python"
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q",
+                    "--disable-pip-version-check", str(wheel), "numpy"],
+                   check=True, cwd=tmp_path, env=_clean_env())
+    work = tmp_path / "examples"
+    work.mkdir()
+    files = []
+    for i, block in enumerate(readme_examples()):
+        f = work / f"readme_example_{i}.py"
+        f.write_text(textwrap.dedent(block))
+        files.append(str(f))
+    assert len(files) >= 6
+    # mypy of this environment, told to look for packages where the new venv's python does.
+    proc = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--python-executable", str(py),
+                           "--no-incremental", "--cache-dir=/dev/null", "--verbose", *files],
+                          cwd=work, capture_output=True, text=True, timeout=600,
+                          env=_clean_env(MYPYPATH=""))
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    # The package and its stubs came from the installed wheel, nothing from the checkout.
+    parsed = re.findall(r"Parsing (\S+) \((mappedbus_py[\w.]*)\)", proc.stderr)
+    assert {m for _, m in parsed} >= {"mappedbus_py", "mappedbus_py._reader", "mappedbus_py.rolling"}
+    site = venv.resolve()
+    assert all(pathlib.Path(f).resolve().is_relative_to(site) for f, _ in parsed), parsed
+    assert any(f.endswith("_reader.pyi") for f, _ in parsed)
 
 
 # --- API reference (slow) ----------------------------------------------------------------------
