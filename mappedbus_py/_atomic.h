@@ -106,6 +106,10 @@ static inline void store_seq_cst_int(int *p, int v) {
     __atomic_store_n(p, v, __ATOMIC_SEQ_CST);
 }
 
+static inline int load_seq_cst_int(const int *p) {
+    return __atomic_load_n(p, __ATOMIC_SEQ_CST);
+}
+
 static inline int load_relaxed_int(const int *p) {
     return __atomic_load_n(p, __ATOMIC_RELAXED);
 }

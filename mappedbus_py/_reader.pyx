@@ -7,7 +7,7 @@ import warnings
 from operator import index
 
 from cpython.buffer cimport (PyObject_GetBuffer, PyBuffer_Release, PyBUF_WRITABLE,
-                             PyBUF_C_CONTIGUOUS, PyBUF_SIMPLE)
+                             PyBUF_C_CONTIGUOUS, PyBUF_SIMPLE, PyBUF_FORMAT)
 from cpython.bytearray cimport PyByteArray_CheckExact, PyByteArray_AS_STRING, PyByteArray_GET_SIZE
 from libc.stdint cimport int32_t, int64_t, uint32_t
 from libc.string cimport memcpy
@@ -75,8 +75,8 @@ def _check_idle(idle, spin, park, park_max):
     if idle not in IDLE_STRATEGIES:
         raise ValueError(f"idle must be one of {', '.join(map(repr, IDLE_STRATEGIES))}, "
                          f"got {idle!r}")
-    for name, value, low, high in (("spin", spin, 0.0, 1.0), ("park", park, 10e-6, 1.0),
-                                   ("park_max", park_max, 10e-6, 1.0)):
+    for name, value, low, high in (("spin", spin, 0.0, 1.0), ("park", park, 10e-6, 60.0),
+                                   ("park_max", park_max, 10e-6, 60.0)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) \
                 or not low <= value <= high:
             raise ValueError(f"{name} must be between {low:g} and {high:g} seconds, "
@@ -105,9 +105,11 @@ def _check_start(start):
         return start
     if not isinstance(start, bool):
         try:
-            return index(start)
+            start = index(start)
         except TypeError:
             pass
+        else:
+            return _check_position(start)
     raise ValueError(f"start must be None (the first record), 'end' (only new records) or "
                      f"a record position (an int), got {start!r}")
 
@@ -683,25 +685,31 @@ cdef class MappedBusReader:
         """Make ``fileno()`` fire once the next record may be there (clears an earlier
         readiness). Returns False, without arming, if a record is ready now."""
         self.fileno()
-        self._fd.drain()
-        if self._pos > self._last or status_load_acquire(self._base + self._pos, self._aligned):
-            return False
-        self._arm_fd(self._fd)
-        return True
+        return not self._arm_fd(self._fd)
+
+    def _ready(self):
+        # Something to look at: the next slot's status is set, or the end of the file.
+        if self._base == NULL:
+            raise BusClosedError("the MappedBusReader is closed")
+        return self._pos > self._last or \
+            status_load_acquire(self._base + self._pos, self._aligned) != 0
 
     def disarm(self):
         """Stop watching for ``fileno()`` (a wait that ended by timeout or cancellation)."""
         if self._fd is not None:
-            self._fd.disarm(False)
-            self._fd.drain()
+            self._fd.disarm()
 
     def _arm_fd(self, WakeFd fd):
-        # Watch the status of the slot this reader looks at next (none past the last: the
-        # thread then fires on every wake and every park bound, for a rolling reader's roll).
+        # Arm ``fd`` on the slot this reader looks at next (past the last slot, on any wake:
+        # a rolling reader waiting for the next segment). True if a record may be there now.
         cdef char *watch = NULL
-        if self._base != NULL and self._pos <= self._last:
+        if self._base == NULL:
+            raise BusClosedError("the MappedBusReader is closed")
+        if self._pos <= self._last:
             watch = self._base + self._pos
-        fd.arm(watch, self._aligned)
+        elif not self._segment:
+            return True            # the end of a single-file bus: read() raises it
+        return fd.arm(watch, self._aligned) == 1
 
     cdef int64_t _current(self) except -1:
         if self._cur < 0:
@@ -866,10 +874,15 @@ cdef class MappedBusReader:
                 raise ValueError(f"rows of {rowlen} bytes are longer than record_size "
                                  f"{self.record_size}")
             if have_meta:
-                PyObject_GetBuffer(meta, &mview, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS)
-                if mview.itemsize != 4 or mview.len < 4 * nrows:
+                PyObject_GetBuffer(meta, &mview,
+                                   PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS | PyBUF_FORMAT)
+                fmt = mview.format.decode("ascii", "replace") if mview.format != NULL else "B"
+                if mview.itemsize != 4 or mview.len < 4 * nrows \
+                        or fmt.lstrip("@=<") not in ("i", "l"):
                     PyBuffer_Release(&mview)
-                    raise ValueError(f"meta must be an int32 array of at least {nrows} items")
+                    raise ValueError(f"meta must be an int32 array of at least {nrows} items, "
+                                     f"got format {fmt!r}, {mview.len // max(mview.itemsize, 1)} "
+                                     f"items")
                 metas = <int32_t *>mview.buf
             try:
                 dst = <char *>view.buf

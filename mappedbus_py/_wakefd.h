@@ -1,8 +1,18 @@
 /* A file descriptor that becomes readable when a record may be there, for event loops
- * (asyncio's add_reader, selectors): a thread of this process parks on the wake file for
- * the reader (_wake.h) and writes to an eventfd when woken, or when the status word it
- * watches (the reader's next slot) turns non-zero by its own 1 ms look. The reader arms it
- * before each wait; it disarms itself when it fires.
+ * (asyncio's add_reader, selectors). A thread of this process sleeps on the wake file's
+ * seq word (_wake.h) for the reader. The reader itself parks (wakefd_arm: its slot's
+ * parked registration, then a look at its next slot), so a record costs two wake-ups:
+ * the writer's of this thread, and this thread's of the event loop through an eventfd.
+ *
+ *   arm (event loop thread)             thread
+ *   v = wake_prepare(); look at slot    cur = seq; armed? and (seq != armed_v, or the
+ *   armed_v = v; armed = 1 (seq-cst)      watched status is set) -> eventfd, disarm
+ *   seq != v now? -> disarm, "ready"    FUTEX_WAIT(seq, cur, the park bound)
+ *
+ * No lost wake-up: a writer's bump of seq either comes before the arm's last look at seq
+ * (arm reports "ready") or after armed = 1, and the thread, woken by it or finding seq
+ * moved when it goes to sleep, sees armed. While armed, the thread also looks at the
+ * watched status by itself every park bound (records whose writer woke nobody).
  */
 #ifndef MAPPEDBUS_WAKEFD_H
 #define MAPPEDBUS_WAKEFD_H
@@ -12,60 +22,60 @@
 
 #include "_wake.h"
 
+#define WAKEFD_IDLE_NS 100000000      /* the thread's sleep while not armed */
+
 typedef struct {
     char *w;                 /* the wake file's mapping */
-    int slot;                /* this watcher's parking slot */
+    int slot;                /* the parking slot of this descriptor's reader */
     int efd;                 /* the eventfd handed to the event loop */
-    wake_backoff backoff;    /* the thread's self-wake bound */
+    wake_backoff backoff;    /* the armed thread's own looks */
     pthread_t thread;
-    pthread_mutex_t mu;      /* guards the fields below */
-    pthread_cond_t cv;
-    int started, stop;
-    int armed;               /* 1: watch and fire once; read without the lock by the thread */
-    int busy;                /* the thread is parked for an arm (reads `watch`) */
-    const char *watch;       /* the status word to watch, or NULL: fire on every self-wake */
+    pthread_mutex_t mu;      /* held while the thread reads *watch, and to change it */
+    int started;
+    int stop;
+    int armed;               /* 1: fire once (seq-cst: see above) */
+    uint32_t armed_v;        /* seq when armed */
+    const char *watch;       /* the status word to look at, or NULL: any wake fires */
     int aligned;             /* watch is 4-byte aligned (else its low byte is read) */
 } wakefd;
 
 static inline int wakefd_ready(const char *watch, int aligned) {
-    if (watch == NULL) return 1;
+    if (watch == NULL) return 0;
     return aligned ? load_acquire_i32(watch) != 0 : load_acquire_u8(watch) != 0;
+}
+
+static void wakefd_fire(wakefd *f) {
+    uint64_t one = 1;
+    store_seq_cst_int(&f->armed, 0);
+    wake_done(f->w, f->slot);
+    if (write(f->efd, &one, sizeof one) < 0) { /* EAGAIN: readable already */ }
 }
 
 static void *wakefd_run(void *arg) {
     wakefd *f = (wakefd *)arg;
-    pthread_mutex_lock(&f->mu);
-    for (;;) {
-        while (!f->armed && !f->stop) pthread_cond_wait(&f->cv, &f->mu);
-        if (f->stop) break;
-        f->busy = 1;
-        const char *watch = f->watch;
-        int aligned = f->aligned;
-        pthread_mutex_unlock(&f->mu);
-        int fire = 0;
-        while (!fire && load_acquire_int(&f->armed)) {
-            uint32_t v = wake_prepare(f->w, f->slot);
-            if (watch != NULL && wakefd_ready(watch, aligned)) {
-                fire = 1;
-            } else {
-                wake_wait(f->w, v, f->backoff.cur_ns);
-                int woken = wake_seq(f->w) != v;
-                int found = wakefd_ready(watch, aligned);
-                wake_backoff_after(&f->backoff, woken, found && watch != NULL, wake_now_ns());
-                fire = woken || found;
+    while (!load_acquire_int(&f->stop)) {
+        uint32_t cur = wake_seq(f->w);
+        int armed = load_seq_cst_int(&f->armed);
+        int found = 0;
+        if (armed) {
+            pthread_mutex_lock(&f->mu);
+            if (load_acquire_int(&f->armed))
+                found = wakefd_ready(f->watch, f->aligned);
+            pthread_mutex_unlock(&f->mu);
+            if (cur != f->armed_v || found) {
+                wakefd_fire(f);
+                continue;
             }
-            wake_done(f->w, f->slot);
         }
-        pthread_mutex_lock(&f->mu);
-        f->busy = 0;
-        if (fire && f->armed) {
-            uint64_t one = 1;
-            f->armed = 0;
-            if (write(f->efd, &one, sizeof one) < 0) { /* EAGAIN: already readable */ }
+        wake_wait(f->w, cur, armed ? f->backoff.cur_ns : WAKEFD_IDLE_NS);
+        if (armed && wake_seq(f->w) == cur) {
+            /* the park bound passed with no wake: the look decides the next bound */
+            pthread_mutex_lock(&f->mu);
+            found = load_acquire_int(&f->armed) && wakefd_ready(f->watch, f->aligned);
+            pthread_mutex_unlock(&f->mu);
+            wake_backoff_after(&f->backoff, 0, found, wake_now_ns());
         }
-        pthread_cond_broadcast(&f->cv);
     }
-    pthread_mutex_unlock(&f->mu);
     return NULL;
 }
 
@@ -78,7 +88,6 @@ static int wakefd_start(wakefd *f, char *w, int slot, int64_t park_ns, int64_t p
     f->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (f->efd < 0) return errno;
     pthread_mutex_init(&f->mu, NULL);
-    pthread_cond_init(&f->cv, NULL);
     int rc = pthread_create(&f->thread, NULL, wakefd_run, f);
     if (rc != 0) {
         close(f->efd);
@@ -89,22 +98,36 @@ static int wakefd_start(wakefd *f, char *w, int slot, int64_t park_ns, int64_t p
     return 0;
 }
 
-static void wakefd_arm(wakefd *f, const char *watch, int aligned) {
+/* Arm for the slot at ``watch`` (NULL: past a segment's end, any wake fires). Returns 0 when
+ * armed, 1 when a record may be there now (not armed: read, then arm again). */
+static int wakefd_arm(wakefd *f, const char *watch, int aligned) {
+    uint32_t v = wake_prepare(f->w, f->slot);
+    if (wakefd_ready(watch, aligned)) {
+        wake_done(f->w, f->slot);
+        return 1;
+    }
     pthread_mutex_lock(&f->mu);
     f->watch = watch;
     f->aligned = aligned;
-    store_release_int(&f->armed, 1);
-    pthread_cond_broadcast(&f->cv);
+    f->armed_v = v;
+    store_seq_cst_int(&f->armed, 1);
     pthread_mutex_unlock(&f->mu);
+    if (wake_seq(f->w) != v) {
+        store_seq_cst_int(&f->armed, 0);
+        wake_done(f->w, f->slot);
+        return 1;
+    }
+    return 0;
 }
 
-/* Stop watching; with ``sync``, return only once the thread no longer reads the watched
- * word (before its mapping goes): at most the park bound. */
-static void wakefd_disarm(wakefd *f, int sync) {
+/* Stop watching. Once it returns the thread no longer reads the watched word (its mapping
+ * may go). */
+static void wakefd_disarm(wakefd *f) {
     pthread_mutex_lock(&f->mu);
-    store_release_int(&f->armed, 0);
-    while (sync && f->busy) pthread_cond_wait(&f->cv, &f->mu);
+    store_seq_cst_int(&f->armed, 0);
+    f->watch = NULL;
     pthread_mutex_unlock(&f->mu);
+    wake_done(f->w, f->slot);
 }
 
 static void wakefd_drain(wakefd *f) {
@@ -114,14 +137,12 @@ static void wakefd_drain(wakefd *f) {
 
 static void wakefd_stop(wakefd *f) {
     if (!f->started) return;
-    pthread_mutex_lock(&f->mu);
-    f->stop = 1;
-    store_release_int(&f->armed, 0);
-    pthread_cond_broadcast(&f->cv);
-    pthread_mutex_unlock(&f->mu);
+    wakefd_disarm(f);
+    store_seq_cst_int(&f->stop, 1);
+    /* move the word and wake the thread (readers parked on it look again: harmless) */
+    wake_all(f->w);
     pthread_join(f->thread, NULL);
     pthread_mutex_destroy(&f->mu);
-    pthread_cond_destroy(&f->cv);
     close(f->efd);
     f->efd = -1;
     f->started = 0;

@@ -7,8 +7,8 @@ cdef extern from "_wakefd.h" nogil:
     ctypedef struct wakefd:
         int efd
     int wakefd_start(wakefd *f, char *w, int slot, int64_t park_ns, int64_t park_max_ns)
-    void wakefd_arm(wakefd *f, const char *watch, int aligned)
-    void wakefd_disarm(wakefd *f, int sync)
+    int wakefd_arm(wakefd *f, const char *watch, int aligned)
+    void wakefd_disarm(wakefd *f)
     void wakefd_drain(wakefd *f)
     void wakefd_stop(wakefd *f)
 
@@ -20,5 +20,5 @@ cdef class WakeFd:
     cdef int _pid              # the process that started the thread
     cdef bint _running
 
-    cdef arm(self, const char *watch, bint aligned)
-    cdef disarm(self, bint sync)
+    cdef int arm(self, const char *watch, bint aligned) except -1
+    cdef disarm(self)

@@ -34,18 +34,21 @@ cdef class WakeFd:
             raise ValueError("the reader's wake-up descriptor is closed")
         return self._f.efd
 
-    cdef arm(self, const char *watch, bint aligned):
-        wakefd_arm(&self._f, watch, aligned)
+    cdef int arm(self, const char *watch, bint aligned) except -1:
+        # 0: armed; 1: a record may be there now (not armed).
+        if not self._running:
+            raise ValueError("the reader's wake-up descriptor is closed")
+        return wakefd_arm(&self._f, watch, aligned)
 
-    cdef disarm(self, bint sync):
+    cdef disarm(self):
         if self._running:
             with nogil:
-                wakefd_disarm(&self._f, sync)
+                wakefd_disarm(&self._f)
 
-    def stop_watching(self, bint sync=True):
-        """Disarm; with ``sync``, return once the thread no longer reads the watched slot
-        (before that mapping is closed)."""
-        self.disarm(sync)
+    def stop_watching(self):
+        """Disarm: once this returns, the thread no longer reads the watched slot (its
+        mapping may be closed)."""
+        self.disarm()
 
     def drain(self):
         """Consume the readiness: the descriptor is not readable until it fires again."""

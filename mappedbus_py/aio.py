@@ -1,21 +1,22 @@
 """asyncio forms of the readers' waits: ``await reader.read_async()`` and
 ``async for rec in reader.records_async()``.
 
-The wait is a task on the event loop that polls the reader without blocking (``read(0)``)
-and sleeps between polls with backoff, from ``MIN_POLL_INTERVAL`` to ``MAX_POLL_INTERVAL``
-seconds: a record that arrives while a reader is idle is seen within about 2 ms, and an idle
-reader costs a few hundred wake-ups a second (measured: well under 1% of a core, see the
-README). No thread is involved, so a cancelled wait stops at once and the reader is never
-used by two threads. A blocking ``wait()`` in a worker thread was not chosen: its first
-phase spins holding the GIL (the sub-microsecond wake-up the synchronous API is for), which
-would stall the loop, and a thread cannot be cancelled.
+The wait registers the reader's file descriptor (``reader.fileno()``) with the event loop
+(``loop.add_reader``) and ``arm()``s it: the descriptor becomes readable when a writer
+wakes the bus's parked readers, or when the reader's own look (every ``park`` seconds,
+backing off to ``park_max`` while nothing comes) finds a record whose writer woke nobody.
+The loop sleeps in the kernel meanwhile: no polling on the loop, no thread of the loop's.
+Every ``CHECK_INTERVAL`` seconds the wait also polls once itself, so a stalled writer's
+slot is timed out and rolled back, and a truncated or replaced file raises, as in the
+blocking ``wait()``. A reader without a wake file (``idle="busy_spin"``, or a directory it
+may not write) is polled with backoff from ``MIN_POLL_INTERVAL`` to ``MAX_POLL_INTERVAL``.
 
-No file descriptor: a bus has no kernel-visible event (a writer's commit is a plain store
-into shared memory, the format Java shares has no futex or eventfd), so an fd that becomes
-readable would need a thread polling the bus for it; ``read_async`` does that polling on the
-loop itself. With a selector-based loop of your own, poll ``reader.next()`` from its timer.
+Any event loop can do the same with ``fileno()``, ``arm()``, ``read(0)`` and ``disarm()``:
+see the README's "Waiting for records".
 """
 import asyncio
+import math
+import os
 from typing import AsyncIterator, Optional, Protocol
 
 from ._reader import _check_timeout
@@ -24,24 +25,79 @@ from ._record import Record
 
 class _Reader(Protocol):
     def read(self, timeout: Optional[float] = ...) -> Optional[Record]: ...
+    def fileno(self) -> int: ...
+    def arm(self) -> bool: ...
+    def disarm(self) -> None: ...
 
-__all__ = ("read_async", "records_async", "MIN_POLL_INTERVAL", "MAX_POLL_INTERVAL")
+__all__ = ("read_async", "records_async", "CHECK_INTERVAL", "MIN_POLL_INTERVAL",
+           "MAX_POLL_INTERVAL")
 
-#: Seconds between polls of an idle reader: doubling from the first to the second.
+#: Seconds between a waiting reader's own polls (stalled slots, a truncated or replaced file).
+CHECK_INTERVAL = 0.02
+#: Without a wake file: seconds between polls of an idle reader, doubling to the second.
 MIN_POLL_INTERVAL = 50e-6
 MAX_POLL_INTERVAL = 2e-3
 
 
+def _wakeup(fut: "asyncio.Future[None]") -> None:
+    if not fut.done():
+        fut.set_result(None)
+
+
 async def read_async(reader: _Reader, timeout: Optional[float] = None) -> Optional[Record]:
     """The next record of ``reader`` (a ``MappedBusReader`` or ``RollingBusReader``), waiting
-    up to ``timeout`` seconds (None: until one comes, 0: not at all); None if none came."""
+    up to ``timeout`` seconds (None or ``math.inf``: until one comes, 0: not at all); None if
+    none came."""
     if timeout is not None:
         _check_timeout(timeout)
+        if math.isinf(timeout):
+            timeout = None
     rec = reader.read(0)
     if rec is not None or timeout == 0:
         return rec
     loop = asyncio.get_running_loop()
     deadline: Optional[float] = None if timeout is None else loop.time() + timeout
+    try:
+        fd = reader.fileno()
+    except OSError:
+        return await _poll(reader, loop, deadline)
+    waiting: "list[asyncio.Future[None]]" = []
+
+    def readable() -> None:
+        try:
+            os.read(fd, 8)        # the eventfd's count: readable again only when it fires
+        except BlockingIOError:
+            pass
+        if waiting:
+            _wakeup(waiting[0])
+
+    loop.add_reader(fd, readable)
+    try:
+        while True:
+            wait = CHECK_INTERVAL
+            if deadline is not None:
+                wait = min(wait, deadline - loop.time())
+                if wait <= 0:
+                    return None
+            if reader.arm():
+                fut: "asyncio.Future[None]" = loop.create_future()
+                waiting[:] = [fut]
+                timer = loop.call_later(wait, _wakeup, fut)
+                try:
+                    await fut
+                finally:
+                    timer.cancel()
+                    waiting.clear()
+                    reader.disarm()
+            rec = reader.read(0)
+            if rec is not None:
+                return rec
+    finally:
+        loop.remove_reader(fd)
+
+
+async def _poll(reader: _Reader, loop: asyncio.AbstractEventLoop,
+                deadline: Optional[float]) -> Optional[Record]:
     pause = MIN_POLL_INTERVAL
     while True:
         if deadline is None:

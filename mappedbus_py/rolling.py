@@ -40,9 +40,12 @@ import stat
 import struct
 import time
 
-from ._reader import (DEFAULT_TIMEOUT, MappedBusReader, _check_position, _check_start,
+from ._reader import (DEFAULT_TIMEOUT, DEFAULT_SPIN, DEFAULT_PARK, DEFAULT_PARK_MAX,
+                      _check_idle, MappedBusReader, _check_position, _check_start,
                       _check_timeout, _check_rollback_timeout)
 from ._record import Record
+from ._wake import WakeFile
+from ._wakefd import WakeFd
 from ._writer import MappedBusWriter, _as_size, _check_sizes
 from . import aio as _aio
 from .busmeta import BusMeta, read_meta, write_meta
@@ -50,7 +53,7 @@ from .errors import (BusClosedError, BusFullError, BusGapError, BusMismatchError
                      BusReplacedError, RecordsRolledBackError, UnsafeBusFileError)
 from .files import check_trusted, open_file
 from .messages import Message
-from .layout import (FIRST_RECORD_OFFSET, HEADER_SIZE, META_FILE, SEGMENT_SUFFIX, TMP_PREFIX,
+from .layout import (WAKE_FILE, FIRST_RECORD_OFFSET, HEADER_SIZE, META_FILE, SEGMENT_SUFFIX, TMP_PREFIX,
                      mapped_size, segment_index, segment_name, slot_size)
 
 __all__ = ("RollingBusWriter", "RollingBusReader", "open_dir", "read_bus_meta",
@@ -288,6 +291,18 @@ def _check_retention_args(retain_segments, retain_bytes, retain_age):
     return (retain_segments, retain_bytes, int(round((retain_age or 0) * 1000)))
 
 
+def _open_wake(path, allow_foreign, mode=0o600):
+    """The bus's wake file ``DIR/bus.wake`` (made if absent), or None, with a warning, where
+    this process may not make or write it: its readers then poll, its writes wake nobody."""
+    try:
+        return WakeFile(os.path.join(path, WAKE_FILE), allow_foreign=allow_foreign, mode=mode)
+    except OSError as e:
+        import warnings
+        warnings.warn(f"{path!r}: no wake file ({e}): parked readers are not woken at once "
+                      f"but look by themselves", RuntimeWarning, stacklevel=3)
+        return None
+
+
 # -- the writer ---------------------------------------------------------------------------
 
 def _check_segment_sizes(segment_size, record_size):
@@ -364,6 +379,7 @@ class RollingBusWriter:
         self._retired = []        # (writer, fd) of segments left behind, closed later
         self._mark = None         # (fd, time) of a roll into a spare, to set as its mtime
         self._countdown = 0
+        self._wake = None         # DIR/bus.wake, shared by this writer's segment writers
 
     @property
     def bus_id(self):
@@ -396,6 +412,7 @@ class RollingBusWriter:
             create_segment(self.path, 0, self.segment_size, mode=self._mode)
             segs = list_segments(self.path)
         k, _ = _choose_current(self.path, segs, self._allow_foreign)
+        self._wake = _open_wake(self.path, self._allow_foreign, self._mode)
         self._enter(k, None)
         self._countdown = 1      # look at the limit on the first write
         return self
@@ -410,6 +427,9 @@ class RollingBusWriter:
             self._retired.append((self._w, self._fd))
         self._close_retired()
         self._w, self._spare, self._fd = None, None, -1
+        if self._wake is not None:
+            self._wake.close()
+            self._wake = None
 
     def __enter__(self):
         return self.open()
@@ -434,7 +454,8 @@ class RollingBusWriter:
         # touch the mtime that records when the segment was first rolled into.
         return MappedBusWriter(p, self.segment_size, self.record_size, mode=self._mode,
                                preallocate=False, prefault=self._prefault,
-                               allow_foreign=self._allow_foreign, _segment=True).open()
+                               allow_foreign=self._allow_foreign, _segment=True,
+                               _wake=self._wake).open()
 
     def _enter(self, index, writer, fd=-1):
         """Make segment ``index`` current (opening it unless ``writer`` is given). The old
@@ -606,7 +627,9 @@ class RollingBusReader:
     """
 
     def __init__(self, path, segment_size=None, record_size=None, *, timeout=DEFAULT_TIMEOUT,
-                 start=None, read_only=False, on_gap="raise", allow_foreign=False):
+                 start=None, read_only=False, on_gap="raise", allow_foreign=False,
+                 idle="spin_park", spin=DEFAULT_SPIN, park=DEFAULT_PARK,
+                 park_max=DEFAULT_PARK_MAX):
         if on_gap not in ("raise", "skip"):
             raise ValueError(f"on_gap must be 'raise' or 'skip', got {on_gap!r}")
         if segment_size is not None or record_size is not None:
@@ -617,6 +640,12 @@ class RollingBusReader:
             MappedBusReader(os.fspath(path), s, r)
         _check_rollback_timeout(timeout)
         start = _check_start(start)
+        _check_idle(idle, spin, park, park_max)
+        self.idle = idle
+        self._idle_kw = dict(idle=idle, spin=spin, park=park, park_max=park_max)
+        self._wake = None        # DIR/bus.wake, shared by the segment readers
+        self._wakefd = None      # fileno()'s watcher
+        self._park = park
         self.path = os.fspath(path)
         self.segment_size = segment_size
         self.record_size = record_size
@@ -657,6 +686,8 @@ class RollingBusReader:
         meta.check(self.record_size, self.segment_size, mpath)
         self.meta = meta
         self.segment_size, self.record_size = meta.segment_size, meta.record_size
+        if self.idle != "busy_spin" and self._wake is None:
+            self._wake = _open_wake(self.path, self._allow_foreign)
         self._slot = slot_size(meta.record_size)
         self._end = end_boundary(meta.segment_size, meta.record_size)
         self._raw = _raw_message(meta.record_size)
@@ -682,7 +713,8 @@ class RollingBusReader:
         """Make segment ``index`` current at ``offset``; FileNotFoundError if it is gone."""
         r = MappedBusReader(segment_path(self.path, index), self.segment_size, self.record_size,
                             timeout=self._timeout, start=offset, read_only=self.read_only,
-                            allow_foreign=self._allow_foreign, _segment=True)
+                            allow_foreign=self._allow_foreign, _segment=True,
+                            _wake=self._wake, **self._idle_kw)
         os.lstat(segment_path(self.path, index))     # never let an open create a segment
         r.open()
         self._drop_current()
@@ -692,6 +724,8 @@ class RollingBusReader:
         self._follow_wait = FOLLOW_MIN_NS
 
     def _drop_current(self):
+        if self._wakefd is not None:
+            self._wakefd.stop_watching()     # its thread may read the segment's mapping
         if self._r is not None:
             self._done_skipped += self._r.skipped
             self._done_rollbacks += self._r.rollbacks
@@ -767,12 +801,18 @@ class RollingBusReader:
         """Unmap the segment the reader is in; ``skipped``, ``rollbacks`` and ``lost`` keep
         their counts. Closing twice is harmless."""
         self._drop_current()
+        if self._wakefd is not None:
+            self._wakefd.close()
+            self._wakefd = None
+        if self._wake is not None:
+            self._wake.close()
+            self._wake = None
 
     def __reduce__(self):
         opened = self._r is not None
         kwargs = dict(timeout=self._timeout, start=self.position if opened else self._start,
                       read_only=self.read_only, on_gap=self._on_gap,
-                      allow_foreign=self._allow_foreign)
+                      allow_foreign=self._allow_foreign, **self._idle_kw)
         return (_reopen_rolling, (RollingBusReader, self.path, self.segment_size,
                                   self.record_size, kwargs, opened))
 
@@ -935,8 +975,21 @@ class RollingBusReader:
                 if remaining <= 0:
                     return False
             if self._at_end:
-                time.sleep(min(pause, remaining))
-                pause = min(pause * 2, 1e-3)
+                # Waiting for the next segment: park; the first commit in it wakes us.
+                if self._wake is None:
+                    time.sleep(min(pause, remaining))
+                    pause = min(pause * 2, self._park)
+                else:
+                    v = self._wake._prepare()
+                    try:
+                        self._follow_at = 0
+                        if self.next():
+                            return True
+                        self._wake._wait(v, min(remaining, pause))
+                    finally:
+                        self._wake._done()
+                    pause = min(pause * 2, self._park)
+                self._follow_at = 0
                 if self.next():
                     return True
                 continue
@@ -947,6 +1000,30 @@ class RollingBusReader:
             except BusFullError:
                 if self._follow() and self.next():
                     return True
+
+    def fileno(self):
+        """A file descriptor for event loops, as ``MappedBusReader.fileno()``: after
+        ``arm()`` it becomes readable when a record may be there (in this segment or the
+        next). OSError for a ``busy_spin`` reader or one without a wake file."""
+        self._live()
+        if self._wake is None:
+            raise OSError(f"{self.path!r}: this reader has no wake file (idle={self.idle!r}, "
+                          f"or it could not be made): no descriptor to wait on")
+        if self._wakefd is None:
+            kw = self._idle_kw
+            self._wakefd = WakeFd(self._wake, int(kw["park"] * 1e9), int(kw["park_max"] * 1e9))
+        return self._wakefd.fileno()
+
+    def arm(self):
+        """Make ``fileno()`` fire once the next record may be there. Returns False, without
+        arming, if one may be ready now (then call ``next()``/``read(0)``)."""
+        self.fileno()
+        return not self._r._arm_fd(self._wakefd)
+
+    def disarm(self):
+        """Stop watching for ``fileno()`` (a wait that ended by timeout or cancellation)."""
+        if self._wakefd is not None:
+            self._wakefd.stop_watching()
 
     def read(self, timeout=None):
         """The next committed record as a ``Record`` (position across segments), waiting up
