@@ -12,6 +12,11 @@ The wheel holds ``mappedbus_py/jars/mappedbuspy.jar`` and ``mappedbuspy-spark.ja
   Spark ``jars`` directory. Otherwise the prebuilt jar is used as it is: ``scripts/setup.sh`` and
   ``scripts/wheel.sh`` build it before ``pip wheel``, and the sdist carries it.
 
+Beside them goes ``mappedbus_py/jars/libmappedbuswake.so``, the JNI library through which Java readers
+park on a bus's wake file and Java writers wake them (``interop/build_native.sh``, rebuilt by the same
+staleness rule). It is machine code for the platform of the wheel, so the sdist carries its source, not
+the library: a wheel built from the sdist compiles it with the C compiler the extensions need.
+
 ``MAPPEDBUS_PY_NO_JARS=1`` builds a wheel without jars (the JVM and Spark helpers then need
 ``MAPPEDBUS_PY_JARS``).
 """
@@ -31,6 +36,13 @@ JARS = {  # jar -> (build script, sources it is compiled from)
     "mappedbuspy.jar": ("interop/build.sh", ["interop/build.sh", "interop/src/main"]),
     "mappedbuspy-spark.jar": ("interop/build_spark.sh",
                               ["interop/build_spark.sh", "interop/src/main", "interop/src/spark"]),
+}
+
+# The JNI library of the wake file -> (build script, sources): built for the wheel's own platform.
+NATIVE = {
+    "libmappedbuswake.so": ("interop/build_native.sh",
+                            ["interop/build_native.sh", "interop/native", "mappedbus_py/_wake.h",
+                             "mappedbus_py/_atomic.h"]),
 }
 
 DEBUG = os.environ.get("MAPPEDBUS_DEBUG") == "1"   # annotate, linetrace, bounds checks
@@ -75,10 +87,11 @@ def _spark_jars_dir():
     return os.path.join(os.path.dirname(pyspark.__file__), "jars")
 
 
-def fresh_jars():
-    """Paths of the two jars in ``build/jvm``, rebuilt first where stale (see the module docstring)."""
+def fresh_jars(artifacts=JARS):
+    """Paths of the two jars (or of ``artifacts``) in ``build/jvm``, rebuilt first where stale (see the
+    module docstring)."""
     paths = []
-    for name, (script, sources) in JARS.items():
+    for name, (script, sources) in artifacts.items():
         jar = os.path.join(JVM_OUT, name)
         stale = None if not os.path.isfile(jar) else _newer_source(jar, sources)
         if not os.path.isfile(jar) or stale:
@@ -93,7 +106,7 @@ def fresh_jars():
                         "wheel, or build with pyspark importable (pip wheel --no-build-isolation), "
                         "or set SPARK_JARS to a Spark jars directory")
                 env["SPARK_JARS"] = spark_jars
-            print(f"building jars: {why}", file=sys.stderr)
+            print(f"building {name}: {why}", file=sys.stderr)
             subprocess.run(["bash", os.path.join(HERE, script)], check=True,
                            stdout=subprocess.DEVNULL, env=env)
         paths.append(jar)
@@ -101,7 +114,7 @@ def fresh_jars():
 
 
 class BuildPyWithJars(build_py):
-    """build_py that also copies the jars into the package (``mappedbus_py/jars/``)."""
+    """build_py that also copies the jars and the JNI library into the package (``mappedbus_py/jars/``)."""
 
     def run(self):
         super().run()
@@ -110,8 +123,8 @@ class BuildPyWithJars(build_py):
             return
         target = os.path.join(self.build_lib, "mappedbus_py", "jars")
         os.makedirs(target, exist_ok=True)
-        for jar in fresh_jars():
-            shutil.copyfile(jar, os.path.join(target, os.path.basename(jar)))
+        for path in fresh_jars() + fresh_jars(NATIVE):
+            shutil.copyfile(path, os.path.join(target, os.path.basename(path)))
 
 
 class SdistWithJars(sdist):

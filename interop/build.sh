@@ -2,6 +2,7 @@
 # Builds the JVM side with plain javac/jar (no Maven):
 #   build/jvm/mappedbuspy.jar        main classes (io.mappedbuspy...), no third-party libraries
 #   build/jvm/mappedbuspy-tests.jar  JUnit 5 test classes and the test helper mains (SafetyChild, ...)
+#   build/jvm/libmappedbuswake.so    the JNI library of the wake file (interop/build_native.sh; needs gcc)
 # The tests compile against JUnit 5 and Gson from the system's jars (Debian: apt-get install junit5
 # libgoogle-gson-java; scripts/setup.sh does it), looked up in $JUNIT_DIR (default /usr/share/java);
 # interop/test.sh runs them. Paths are relative to the repository root; runnable from any directory.
@@ -58,7 +59,7 @@ if stale "$test_jar" "$test_src" "$main_jar"; then
     compile_jar "$test_src" "$out/test-classes" "$test_jar" -cp "$main_jar:$test_libs"
 fi
 
-# Stage 3 (later, not built yet): the Spark connector in interop/src/spark/java, compiled against the
+# Later (not built here): the Spark connector in interop/src/spark/java, compiled against the
 # pyspark jars, e.g.
 #   build_spark() {
 #       local spark_jars; spark_jars="$(python3 -c 'import pyspark, os; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')"
@@ -67,6 +68,12 @@ fi
 #               -cp "$main_jar:$spark_jars/*"
 #   }
 # and call build_spark here, when that source tree exists.
+
+# Stage 3: the JNI library through which Java readers park and writers wake them (issue 22). Optional: without it
+# (no C compiler) the Java side polls instead, so a failure here only warns.
+if ! bash "$here/build_native.sh" >/dev/null; then
+    echo "warning: interop/build_native.sh failed: Java readers will poll instead of sleeping until woken" >&2
+fi
 
 echo "$main_jar"
 echo "$test_jar"

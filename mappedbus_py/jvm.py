@@ -17,6 +17,11 @@ looked for, in this order:
    ``interop/build.sh`` / ``interop/build_spark.sh`` when missing.
 
 The JVM is ``$JAVA_HOME/bin/java`` when set, else ``java`` on ``PATH``.
+
+Beside the core jar lies ``libmappedbuswake.so``, the JNI library through which Java readers sleep on
+a bus's wake file until a writer wakes them (``interop/build_native.sh``). The JVMs started here are
+told where it is with ``-Dmappedbus.wakeLib=PATH`` (``wake_library()``); without it the Java side
+still works, its readers polling at their park bound.
 """
 import importlib.resources
 import os
@@ -27,10 +32,13 @@ import sys
 import types
 
 __all__ = ("JavaNotFoundError", "jar_path", "jar_paths", "build_jars", "java_executable",
-           "java_command", "start_jvm", "java_classes")
+           "java_command", "start_jvm", "java_classes", "wake_library", "wake_jvm_args")
 
 JAR_NAME = "mappedbuspy.jar"
 SPARK_JAR_NAME = "mappedbuspy-spark.jar"
+WAKE_LIB_NAME = "libmappedbuswake.so"
+#: The system property io.mappedbuspy.WakeFile loads its JNI library from.
+WAKE_LIB_PROPERTY = "mappedbus.wakeLib"
 
 
 def _source_root():
@@ -135,6 +143,9 @@ def _find_jars(names, build):
     jars = [BUILD / name for name in names]
     if build and not all(j.is_file() for j in jars):
         build_jars(spark=SPARK_JAR_NAME in names)
+    elif build and not (BUILD / WAKE_LIB_NAME).is_file():
+        # Best effort (needs gcc): without it the Java side polls instead of sleeping until woken.
+        subprocess.run(["bash", str(ROOT / "interop" / "build_native.sh")], capture_output=True)
     missing = [str(j) for j in jars if not j.is_file()]
     if missing:
         raise JavaNotFoundError(f"{', '.join(missing)} missing: run `bash interop/build.sh`"
@@ -153,10 +164,30 @@ def jar_paths(build=True):
     return _find_jars([JAR_NAME, SPARK_JAR_NAME], build)
 
 
+def wake_library(jar=None):
+    """The JNI library beside the core jar (``jar``, else the one ``jar_path()`` finds), or None if
+    it is not there (the Java side then polls instead of sleeping until woken)."""
+    lib = pathlib.Path(jar if jar is not None else jar_path()).parent / WAKE_LIB_NAME
+    return lib if lib.is_file() else None
+
+
+def wake_jvm_args(jvm_args=(), jar=None):
+    """``-Dmappedbus.wakeLib=...`` naming ``wake_library(jar)``, as a tuple to put before a JVM's
+    other arguments; empty when there is no library or ``jvm_args`` already set the property."""
+    lib = wake_library(jar)
+    if lib is None or any(str(a).startswith(f"-D{WAKE_LIB_PROPERTY}=") for a in jvm_args):
+        return ()
+    return (f"-D{WAKE_LIB_PROPERTY}={lib.resolve()}",)
+
+
 def java_command(main_class, *args, jvm_args=(), classpath=()):
-    """The argument list that runs ``main_class`` of the project's jar in a new JVM."""
-    cp = os.pathsep.join([str(jar_path())] + [str(p) for p in classpath])
-    return [java_executable(), *jvm_args, "-cp", cp, main_class, *map(str, args)]
+    """The argument list that runs ``main_class`` of the project's jar in a new JVM (told where the
+    wake library is, see ``wake_jvm_args``)."""
+    jvm_args = tuple(jvm_args)
+    jar = jar_path()
+    cp = os.pathsep.join([str(jar)] + [str(p) for p in classpath])
+    return [java_executable(), *wake_jvm_args(jvm_args, jar), *jvm_args, "-cp", cp, main_class,
+            *map(str, args)]
 
 
 def _jvm_library():
@@ -178,17 +209,24 @@ def start_jvm(classpath=(), jvm_args=()):
 
     A JVM can start only once per process: later calls (or a JVM started elsewhere) add the
     jar and any new ``classpath`` entries to the running JVM's dynamic class loader, and
-    ``jvm_args`` are then ignored.
+    ``jvm_args`` are then ignored (the wake library's property is then set, unless already set,
+    for the project's classes that have not loaded it yet).
     """
     try:
         import jpype
     except ImportError:
         raise ImportError("start_jvm needs JPype: pip install JPype1") from None
-    paths = [str(jar_path())] + [str(pathlib.Path(p).resolve()) for p in classpath]
+    jvm_args = tuple(jvm_args)
+    jar = jar_path()
+    paths = [str(jar)] + [str(pathlib.Path(p).resolve()) for p in classpath]
     if not jpype.isJVMStarted():
-        jpype.startJVM(*jvm_args, jvmpath=_jvm_library(), classpath=paths)
+        jpype.startJVM(*wake_jvm_args(jvm_args, jar), *jvm_args, jvmpath=_jvm_library(),
+                       classpath=paths)
     else:
         system = jpype.JClass("java.lang.System")
+        lib = wake_library(jar)
+        if lib is not None and system.getProperty(WAKE_LIB_PROPERTY) is None:
+            system.setProperty(WAKE_LIB_PROPERTY, str(lib.resolve()))
         running = set(str(system.getProperty("java.class.path")).split(os.pathsep)) | _added
         for p in paths:
             if p not in running:

@@ -34,7 +34,8 @@ def jar_paths(build=True):
 
 
 def session(app_name="mappedbus", master="local[2]", **conf):
-    """Builds (or gets) a SparkSession with the project's jars on the driver and executor classpath.
+    """Builds (or gets) a SparkSession with the project's jars on the driver and executor classpath,
+    and ``-Dmappedbus.wakeLib`` (the wake library beside the jar) added to their Java options.
 
     ``conf`` holds Spark settings; a keyword without a dot has its underscores read as dots
     (``spark_sql_shuffle_partitions=2`` is ``spark.sql.shuffle.partitions``). A session that is already
@@ -44,6 +45,8 @@ def session(app_name="mappedbus", master="local[2]", **conf):
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
+    from . import jvm
+
     jars = jar_paths()
     builder = (SparkSession.builder.appName(app_name).master(master)
                .config("spark.jars", ",".join(jars))
@@ -51,10 +54,19 @@ def session(app_name="mappedbus", master="local[2]", **conf):
                .config("spark.executor.extraClassPath", os.pathsep.join(jars))
                .config("spark.ui.enabled", "false")
                .config("spark.ui.showConsoleProgress", "false"))
+    settings = {}
     for key, value in conf.items():
         if "." not in key:
             key = key.replace("_", ".")
-        builder = builder.config(key, str(value) if not isinstance(value, bool) else str(value).lower())
+        settings[key] = str(value) if not isinstance(value, bool) else str(value).lower()
+    # The driver and executors load the wake library (Java readers sleep until a writer wakes them)
+    # from the path named here: Spark may load the connector's classes from a copy of the jar.
+    for key in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"):
+        for arg in jvm.wake_jvm_args(settings.get(key, "").split(), jars[0]):
+            arg = f'"{arg}"' if " " in arg else arg
+            settings[key] = f"{settings[key]} {arg}" if settings.get(key) else arg
+    for key, value in settings.items():
+        builder = builder.config(key, value)
     return builder.getOrCreate()
 
 

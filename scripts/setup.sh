@@ -48,6 +48,9 @@ fi
 python setup.py -q build_ext --inplace 2>&1 | { grep -v -e "^running" -e "BetaConfiguration" -e "warnings.warn" || true; }
 
 bash interop/build.sh >/dev/null
+# The JNI library of the wake file (Java readers sleep until a writer wakes them); build.sh builds it too, but
+# only warns if it fails: here it must work.
+bash interop/build_native.sh >/dev/null
 if [ -f interop/build_spark.sh ]; then
     bash interop/build_spark.sh >/dev/null
 fi

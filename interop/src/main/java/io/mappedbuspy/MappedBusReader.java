@@ -420,7 +420,7 @@ public final class MappedBusReader implements AutoCloseable {
      * writer that wakes nobody (the Java original), and of a wait without the JNI library. It backs off up to
      * {@link #parkMaxNanos()} while such looks find nothing.
      *
-     * @param ns nanoseconds, 10 000 to 1 000 000 000 (default {@link Layout#DEFAULT_PARK_NS})
+     * @param ns nanoseconds, 10 000 to 60 000 000 000 (default {@link Layout#DEFAULT_PARK_NS})
      * @return this
      */
     public MappedBusReader setParkNanos(long ns) {
@@ -438,7 +438,7 @@ public final class MappedBusReader implements AutoCloseable {
      * {@link #parkNanos()} on each, and returns there once such a look finds a record). A value below the park
      * bound is the park bound.
      *
-     * @param ns nanoseconds, 10 000 to 1 000 000 000 (default {@link Layout#DEFAULT_PARK_MAX_NS})
+     * @param ns nanoseconds, 10 000 to 60 000 000 000 (default {@link Layout#DEFAULT_PARK_MAX_NS})
      * @return this
      */
     public MappedBusReader setParkMaxNanos(long ns) {

@@ -39,7 +39,7 @@ final class Waiter {
     // The ranges the Python reader accepts (spin, park, park_max in seconds).
     private static final long MAX_SPIN_NS = 1_000_000_000L;
     private static final long MIN_PARK_NS = 10_000L;
-    private static final long MAX_PARK_NS = 1_000_000_000L;
+    private static final long MAX_PARK_NS = 60_000_000_000L;
 
     private IdleStrategy strategy = IdleStrategy.SPIN_PARK;
     private long spinNanos = DEFAULT_SPIN_NS;

@@ -23,17 +23,18 @@ import java.util.Arrays;
 import java.util.Iterator;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.LockSupport;
 
 /**
  * Reads a bus in Real-time Mode: a bus reader (read-write, as every bus reader: it rolls back slots left
  * uncommitted for {@code timeoutMs}) that hands each record to Spark as soon as it is committed.
  *
- * <p>{@link #nextWithTimeout} waits for the next record with the bus's own blocking wait, bounded by the
- * time left in the long-running batch: polls first (a record that is being written commits within
- * microseconds), then polls with {@link Thread#onSpinWait}, then parks for 20 us, doubling up to 500 us, so
- * an idle bus costs a few thousand wake-ups a second rather than a core. Uncommitted slots are timed by
- * the reader's clock while it waits, so a crashed writer's run of slots costs one timeout.
+ * <p>{@link #nextWithTimeout} waits for the next record with the bus reader's own blocking wait
+ * ({@code waitNext}), bounded by the time left in the long-running batch: it polls for 10 us, then parks on the
+ * bus's wake file until a writer wakes it after its commit (or, for a writer that wakes nobody, for at most the
+ * reader's park bound), so an idle bus costs no CPU and a record wakes the task within microseconds. Uncommitted
+ * slots are timed by the reader's clock while it waits, so a crashed writer's run of slots costs one timeout.
  *
  * <p>When a batch ends, the reader is parked (per bus and position) instead of closed, and the next
  * batch's task, which starts at the position it stopped at, takes it over: the clock of a slot it was
@@ -42,11 +43,6 @@ import java.util.concurrent.locks.LockSupport;
  */
 final class BusRealTimeReader implements SupportsRealTimeRead<InternalRow> {
     private static final Logger LOG = LoggerFactory.getLogger(BusRealTimeReader.class);
-    /** Empty polls before pausing, then polls with onSpinWait up to SPIN_NS of waiting, then parks. */
-    private static final int BUSY_POLLS = 128;
-    private static final long SPIN_NS = 50_000;
-    private static final long MIN_PARK_NS = 20_000;
-    private static final long MAX_PARK_NS = 500_000;
     private static final long PARKED_TTL_NS = 60_000_000_000L;
     private static final Map<String, Parked> PARKED = new ConcurrentHashMap<>();
 
@@ -204,16 +200,20 @@ final class BusRealTimeReader implements SupportsRealTimeRead<InternalRow> {
                 + "record)", e);
     }
 
-    /** One poll of the bus; true when a record is current. */
-    private boolean poll() throws IOException {
+    /** One poll of the bus ({@code waitNs} 0), or a wait of at most {@code waitNs}; true when a record is current. */
+    private boolean poll(long waitNs) throws IOException {
         if (src.full) {
             return false;
         }
         try {
             if (src.single != null) {
-                return src.single.next();
+                return waitNs == 0 ? src.single.next() : src.single.waitNext(waitNs, TimeUnit.NANOSECONDS);
             }
-            return src.rolling.next();
+            return waitNs == 0 ? src.rolling.next() : src.rolling.waitNext(waitNs, TimeUnit.NANOSECONDS);
+        } catch (InterruptedException e) {
+            failed = true;
+            Thread.currentThread().interrupt();
+            throw new InterruptedIOException("mappedbus: interrupted while waiting for records on " + p.options.path);
         } catch (EOFException e) {
             src.full = true; // a single file's last slot is read: nothing more will come
             return false;
@@ -237,43 +237,27 @@ final class BusRealTimeReader implements SupportsRealTimeRead<InternalRow> {
 
     @Override
     public RecordStatus nextWithTimeout(Long timeoutMs) throws IOException {
-        if (poll()) {
+        long deadline = System.nanoTime() + Math.max(0, timeoutMs) * 1_000_000L;
+        if (poll(Math.max(0, timeoutMs) * 1_000_000L)) {
             decode();
             return RecordStatus.newStatusWithoutArrivalTime(true);
         }
-        long begin = System.nanoTime();
-        long deadline = begin + Math.max(0, timeoutMs) * 1_000_000L;
-        long park = MIN_PARK_NS;
-        for (int polls = 1; ; polls++) {
-            if (poll()) {
-                decode();
-                return RecordStatus.newStatusWithoutArrivalTime(true);
-            }
-            if (polls < BUSY_POLLS) {
-                continue;
-            }
-            long now = System.nanoTime();
-            if (now >= deadline) {
-                return RecordStatus.newStatusWithoutArrivalTime(false);
-            }
-            if (now - begin < SPIN_NS) {
-                Thread.onSpinWait();
-                continue;
-            }
+        // A single file read to its end: nothing more will come, so the batch's time passes idle.
+        for (long left; src.full && (left = deadline - System.nanoTime()) > 0; ) {
             if (Thread.currentThread().isInterrupted()) {
                 failed = true;
                 throw new InterruptedIOException("mappedbus: interrupted while waiting for records on "
                         + p.options.path);
             }
-            LockSupport.parkNanos(Math.min(park, deadline - now));
-            park = Math.min(park * 2, MAX_PARK_NS);
+            LockSupport.parkNanos(left);
         }
+        return RecordStatus.newStatusWithoutArrivalTime(false);
     }
 
     @Override
     public boolean next() throws IOException {
         // Spark calls nextWithTimeout in real-time mode; without a timeout, only what is committed now.
-        if (poll()) {
+        if (poll(0)) {
             decode();
             return true;
         }

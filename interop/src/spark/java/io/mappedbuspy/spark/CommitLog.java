@@ -3,6 +3,7 @@ package io.mappedbuspy.spark;
 import io.mappedbuspy.Layout;
 import io.mappedbuspy.MemoryMappedFile;
 import io.mappedbuspy.RollingBusWriter;
+import io.mappedbuspy.WakeFile;
 
 import java.io.EOFException;
 import java.io.IOException;
@@ -250,6 +251,9 @@ final class CommitLog {
         /** The offset of {@code pos} in its mapping. */
         long offset(long pos);
 
+        /** Wakes the bus's parked readers, if any (after slots were committed or rolled back here). */
+        void wake();
+
         @Override
         void close();
     }
@@ -257,11 +261,13 @@ final class CommitLog {
     /** A single-file bus: positions are offsets in the file; a task's rows go to one range. */
     private final class FileSlots implements Slots {
         private final MemoryMappedFile m;
+        private final WakeFile wakeFile;
 
         FileSlots() throws IOException {
             synchronized (BusWriterFactory.class) { // opens are serialised per JVM, as the writers' are
                 m = new MemoryMappedFile(busPath, fileSize);
             }
+            wakeFile = WakeFile.forBus(busPath, false);
         }
 
         /** All {@code n} slots; on a full bus rolls back those that fit and fails. */
@@ -289,7 +295,15 @@ final class CommitLog {
         }
 
         @Override
+        public void wake() {
+            if (wakeFile.wakeNeeded()) {
+                wakeFile.wake();
+            }
+        }
+
+        @Override
         public void close() {
+            wakeFile.close();
             m.close();
         }
     }
@@ -325,6 +339,11 @@ final class CommitLog {
         @Override
         public long offset(long pos) {
             return pos % fileSize;
+        }
+
+        @Override
+        public void wake() {
+            w.wakeReaders();
         }
 
         @Override
@@ -560,6 +579,7 @@ final class CommitLog {
                     }
                 }
             }
+            slots.wake(); // once for the group: readers parked on its first slot read it all now
             List<Long> lost = new ArrayList<>();
             for (int p = 0; p < maps.length; p++) {
                 Range r = g.parts.get(p);
@@ -589,6 +609,7 @@ final class CommitLog {
                 for (long i = 0; i < r.count; i++) {
                     m.casStatus(base + i * slot, Layout.STATUS_NOT_SET, Layout.STATUS_ROLLED_BACK);
                 }
+                slots.wake(); // readers parked on these slots skip them now
             }
             append(VOID, r.first, r.count, r.source);
             r.voided = true;
