@@ -107,6 +107,16 @@ def _statuses(text):
     return wanted
 
 
+def _non_negative_float(text):
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{escape(text)!r} is not a number of seconds >= 0")
+    return value
+
+
 def _args(argv):
     p = _Parser(prog="mappedbus", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -138,6 +148,13 @@ def _args(argv):
                                 "e.g. 0,2")
             s.add_argument("--max", type=_non_negative, default=None,
                            help="at most this many slots")
+            s.add_argument("--follow", "-F", action="store_true",
+                           help="after the slots there are, print each committed record as it "
+                                "comes (as tail -f; the reader parks and writers wake it) "
+                                "until Ctrl-C or --idle-exit")
+            s.add_argument("--idle-exit", type=_non_negative_float, default=None,
+                           metavar="SECONDS",
+                           help="with --follow: stop once no record came for this long")
             s.add_argument("--start", type=_integer, default=None,
                            help="the position of the first slot (a record boundary; on a "
                                 "rolling bus a position across segments, as "
@@ -150,6 +167,8 @@ def _args(argv):
                        f"({FIRST_RECORD_OFFSET})")
         if a.type_id is not None and not a.layout:
             dump.error("argument --type-id: only with --layout")
+        if a.idle_exit is not None and not a.follow:
+            dump.error("argument --idle-exit: only with --follow")
         if a.layout:
             try:
                 parse_layout(a.layout)
@@ -220,13 +239,13 @@ def _payload(slot, layout, type_id, as_bytes):
     return text, text
 
 
-def _dump(rows, a, layout, type_id, out):
-    """Print the slots ``rows`` yields (position, segment or None, Slot): both kinds of bus."""
-    if not a.json:
+def _dump(rows, a, layout, type_id, out, shown=0, header=True):
+    """Print the slots ``rows`` yields (position, segment or None, Slot): both kinds of bus.
+    Returns how many were shown, ``shown`` included."""
+    if not a.json and header:
         print(f"{'position':>16}  {'status':<11}  {'meta':>11}  payload", file=out)
     if a.max == 0:
-        return
-    shown = 0
+        return shown
     for position, segment, slot in rows:
         if a.status is not None and slot.status not in a.status:
             continue
@@ -239,8 +258,31 @@ def _dump(rows, a, layout, type_id, out):
             st = STATUS_NAMES.get(slot.status, f"BAD {slot.status}")
             print(f"{position:>16}  {st:<11}  {slot.meta:>11}  {escape(text)}", file=out)
         shown += 1
+        if a.follow:
+            out.flush()
         if shown == a.max:
-            return
+            return shown
+    return shown
+
+
+def _follow(d, a, layout, type_id, out, shown):
+    """--follow: every record committed from the limit the dump stopped at, as it comes (the
+    reader parks between records; writers wake it)."""
+    from ._reader import MappedBusReader
+    from .rolling import RollingBusReader
+    rolling = d["kind"] == "rolling"
+    start = d["positions"]["limit"]
+    if rolling:
+        reader = RollingBusReader(a.path, start=start, read_only=True, on_gap="skip")
+    else:
+        start = min(start, d["positions"]["end"])
+        reader = MappedBusReader(a.path, d["file_size"], d["record_size"], start=start,
+                                 read_only=True)
+    with reader:
+        rows = ((rec.position, reader.segment if rolling else None,
+                 inspect.Slot(rec.position, 1, rec.meta, rec.payload))
+                for rec in reader.records(timeout=a.idle_exit))
+        return _dump(rows, a, layout, type_id, out, shown, header=False)
 
 
 # -- the command ----------------------------------------------------------------------------
@@ -279,7 +321,9 @@ def _run(a, out):
     start = face.check_start(d, a.start)
     if not a.json:
         _print_stat(d, out)
-    _dump(face.slots(d, start), a, layout, type_id, out)
+    shown = _dump(face.slots(d, start), a, layout, type_id, out)
+    if a.follow and shown != a.max:
+        _follow(d, a, layout, type_id, out, shown)
     return 0
 
 
@@ -296,6 +340,8 @@ def main(argv=None):
     a = _args(argv)
     try:
         return _run(a, sys.stdout)
+    except KeyboardInterrupt:
+        return 130                  # Ctrl-C ends --follow: the shell's code for SIGINT
     except BrokenPipeError:
         # The reader of the output went away (``| head``): stop quietly, and keep Python
         # from failing again when it flushes stdout at exit.

@@ -306,3 +306,35 @@ def test_rolling_bus_paths_are_printed_escaped(tmp_path):
         code, out, err = run(*cmd)
         assert code == 0, err
         assert "\x1b" not in out and "roll\\x1b[31m.d" in out
+
+
+# -- dump --follow --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", ["single", "rolling"])
+def test_dump_follow_prints_each_record_as_it_comes_then_stops_when_idle(bus_path, kind):
+    def writer():
+        return (RollingBusWriter(bus_path, 4096, 12) if kind == "rolling"
+                else MappedBusWriter(bus_path, 100_000, 12))
+    with writer() as w:
+        w.write(PriceUpdate(source=1, price=10, quantity=1))
+    p = subprocess.Popen([sys.executable, "-m", "mappedbus_py", "dump", bus_path, "-l",
+                          "PriceUpdate", "--json", "--follow", "--idle-exit", "2"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = json.loads(p.stdout.readline())
+    assert first["payload"]["source"] == 1
+    with writer() as w:
+        # 300 records: a rolling bus of 4096-byte segments rolls once under the follower
+        for i in range(2, 302):
+            w.write(PriceUpdate(source=i, price=10, quantity=1))
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 0, err
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert [r["payload"]["source"] for r in rows] == list(range(2, 302))
+    assert all(r["status"] == 1 for r in rows)
+    if kind == "rolling":
+        assert {r["segment"] for r in rows} == {0, 1}
+
+
+def test_idle_exit_needs_follow():
+    code, out, err = run("dump", "/dev/shm/nope", "--idle-exit", "1")
+    assert code == 2 and "only with --follow" in err
