@@ -1,6 +1,6 @@
 import os
 from types import TracebackType
-from typing import Callable, Optional, Sequence, Type, Union
+from typing import Any, Callable, Optional, Sequence, Type, Union
 
 from typing_extensions import Buffer, Self
 
@@ -15,7 +15,8 @@ class MappedBusWriter:
     record_size: int
     def __init__(self, path: _Path, file_size: Optional[int] = ..., record_size: Optional[int] = ..., *, mode: int = ...,
                  preallocate: bool = ..., prefault: bool = ..., allow_foreign: bool = ...,
-                 lock_timeout: float = ..., _segment: bool = ...) -> None: ...
+                 lock_timeout: float = ..., wake: bool = ..., _segment: bool = ...,
+                 _wake: Any = ...) -> None: ...
     def open(self) -> Self: ...
     def close(self) -> None: ...
     @property
