@@ -633,8 +633,8 @@ class RollingBusReader:
         if on_gap not in ("raise", "skip"):
             raise ValueError(f"on_gap must be 'raise' or 'skip', got {on_gap!r}")
         if segment_size is not None or record_size is not None:
-            s, r = _check_sizes(1 << 20 if segment_size is None else segment_size,
-                                8 if record_size is None else record_size)
+            s, r = _check_segment_sizes(1 << 20 if segment_size is None else segment_size,
+                                        8 if record_size is None else record_size)
             segment_size = None if segment_size is None else s
             record_size = None if record_size is None else r
             MappedBusReader(os.fspath(path), s, r)
