@@ -10,6 +10,7 @@ import contextlib
 import os
 import struct
 import subprocess
+import sys
 import threading
 import time
 
@@ -159,3 +160,14 @@ def test_java_without_the_library_still_reads_within_its_park_bound(java, bus):
         finally:
             child.kill()
             child.wait()
+
+
+def test_jpype_jvm_loads_the_wake_library(java):
+    """A JVM started in-process (JPype) by jvm.start_jvm is told where the library is."""
+    pytest.importorskip("jpype")
+    code = ("from mappedbus_py import jvm; jpype = jvm.start_jvm(); "
+            "W = jpype.JClass('io.mappedbuspy.WakeFile'); "
+            "print(bool(W.nativeLoaded()), W.nativeLibrary())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", str(jvm.wake_library().resolve())]
