@@ -36,10 +36,13 @@ JAVA_READER = "io.mappedbuspy.perf.PerfReader"
 JAVA_WRITER = "io.mappedbuspy.perf.PerfWriter"
 
 
-def one_to_one(writer, reader, n, warmup, api="message", mode="prefault", faults=False):
+def one_to_one(writer, reader, n, warmup, api="message", mode="prefault", faults=False,
+               idle=None):
     """One run; writer/reader are 'py', 'java' (the port) or 'orig' (the Java original, both
     sides); mode 'prefault' or 'default' (see the module docstring). The reader's JSON result,
-    with ``faults`` also each process's minor page faults (reader_minflt, writer_minflt)."""
+    with ``faults`` also each process's minor page faults (reader_minflt, writer_minflt).
+    ``idle`` (a Python reader, message API): the reader waits with the library's wait() under
+    that idle strategy instead of polling (perf/bench_wake.py's busy path)."""
     prefault = mode == "prefault"
     with ShmFiles(f"{writer}-{reader}-{api}-{mode}") as shm:
         path = shm("bus")
@@ -54,7 +57,8 @@ def one_to_one(writer, reader, n, warmup, api="message", mode="prefault", faults
             create_ms = (time.perf_counter() - t0) * 1e3
         flag = [] if prefault else ["noprefault"]
         if reader == "py":
-            rcmd = py_worker("bus-reader", path, size, PRICE_UPDATE_SIZE, api, n, warmup, *flag)
+            rcmd = py_worker("bus-reader", path, size, PRICE_UPDATE_SIZE, api, n, warmup, *flag,
+                             *([f"idle={idle}"] if idle else []))
         elif reader == "orig":
             rcmd = java_original("reader", path, size, n, warmup, str(prefault).lower())
         else:

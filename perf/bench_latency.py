@@ -24,9 +24,10 @@ PINGPONG = "io.mappedbuspy.perf.PingPong"
 PERCENTILES = (50, 90, 99, 99.9)
 
 
-def ping_pong(initiator, echo, n, warmup):
+def ping_pong(initiator, echo, n, warmup, idle=None):
     """initiator/echo are 'py' or 'java', or both 'c' (the floor); returns the n round-trip
-    times in ns."""
+    times in ns. ``idle``: the Python sides' readers wait with the library's wait() under that
+    idle strategy instead of polling (perf/bench_wake.py's busy path)."""
     total = n + warmup
     if initiator == "c":
         return floor_ping_pong(n, warmup)
@@ -36,9 +37,11 @@ def ping_pong(initiator, echo, n, warmup):
         create_bus(ping, size, 12)
         create_bus(pong, size, 12)
         rtt_file = os.path.join(tmp, "rtt.bin")
-        ecmd = (py_worker("ping-echo", ping, pong, size, total) if echo == "py"
+        flag = [f"idle={idle}"] if idle else []
+        ecmd = (py_worker("ping-echo", ping, pong, size, total, *flag) if echo == "py"
                 else java(PINGPONG, "echo", ping, pong, size, total))
-        icmd = (py_worker("ping-init", ping, pong, size, n, warmup, rtt_file) if initiator == "py"
+        icmd = (py_worker("ping-init", ping, pong, size, n, warmup, rtt_file, *flag)
+                if initiator == "py"
                 else java(PINGPONG, "initiate", ping, pong, size, n, warmup, rtt_file))
         e = start(ecmd)
         try:

@@ -1,20 +1,36 @@
 """The Python benchmark processes; the drivers (bench_*.py) start them, one role per process.
 
     workers.py bus-writer  PATH FILE_SIZE RECORD_SIZE API N [SOURCE] [mem] [noprefault]
-    workers.py bus-reader  PATH FILE_SIZE RECORD_SIZE API N WARMUP [mem] [noprefault]
+    workers.py bus-reader  PATH FILE_SIZE RECORD_SIZE API N WARMUP [mem] [noprefault] [idle=IDLE]
     workers.py floor       API N [PATH FILE_SIZE]
-    workers.py ping-echo   PING PONG FILE_SIZE TOTAL
-    workers.py ping-init   PING PONG FILE_SIZE N WARMUP RTT_FILE
+    workers.py ping-echo   PING PONG FILE_SIZE TOTAL [idle=IDLE]
+    workers.py ping-init   PING PONG FILE_SIZE N WARMUP RTT_FILE [idle=IDLE]
+    workers.py probe-writer KIND CHANNEL N INTERVAL_NS
+    workers.py probe-reader KIND CHANNEL N WARMUP LAT_FILE
 
 API is message (PriceUpdate objects, read_into), fields (write_fields / read_into), bytes
 (write(bytes), next()+read_buffer) or batch (numpy rows, write_batch/read_batch). noprefault
 maps the bus as a user gets it by default (page faults inside the timing); otherwise every page
-is mapped at open (prefault=True). floor runs the message loops of both roles in one process
-with each bus call replaced by a no-op call into a C extension taking the same arguments
-(operator.truth for one, perf/noop.pyx's noop3 for write_fields' three) and prints their ns per
-message: what the Python loop itself costs; given a bus, also the bus writer's loop with no
-reader (the bus's own cost, no cache line shared). Readers print 'ready' on stderr once open, then
-one JSON line on stdout timed from message WARMUP to the last.
+is mapped at open (prefault=True). idle=IDLE (busy_spin, spin_park or park; bus-reader with the
+message API, ping-echo, ping-init) opens the reader with that idle strategy and waits for each
+record with the library's blocking ``wait()`` and ``read_message`` instead of polling
+``read_into``: the busy path of perf/bench_wake.py, where the strategies should cost the same.
+
+floor runs the message loops of both roles in one process with each bus call replaced by a
+no-op call into a C extension taking the same arguments (operator.truth for one,
+perf/noop.pyx's noop3 for write_fields' three) and prints their ns per message: what the Python
+loop itself costs; given a bus, also the bus writer's loop with no reader (the bus's own cost,
+no cache line shared). Readers print 'ready' on stderr once open, then one JSON line on stdout
+timed from message WARMUP to the last.
+
+probe-writer and probe-reader are perf/bench_wake.py's sporadic probe: N 16-byte messages
+(int64 sequence number, int64 time.monotonic_ns() read just before the send), the writer
+sleeping INTERVAL_NS between them (time.sleep), over KIND: bus (CHANNEL is a bus path; the reader
+waits with ``read(timeout)``), bus_async (the same, ``await read_async(timeout)``), zmq (pyzmq
+PUSH -> PULL, CHANNEL an ipc:// address, blocking recv) or pipe (CHANNEL a FIFO, blocking
+os.read). The reader stores receive time - send time of each message (int64 ns) in LAT_FILE and
+prints its process's CPU time (time.process_time_ns: every thread's utime + stime) and the wall
+time from the receipt of message WARMUP to the last.
 """
 import json
 import os
@@ -76,11 +92,28 @@ def bus_writer(path, file_size, record_size, api, n, source=1, mem=False, prefau
         print(json.dumps(status), flush=True)
 
 
-def bus_reader(path, file_size, record_size, api, n, warmup, mem=False, prefault=True):
+def bus_reader(path, file_size, record_size, api, n, warmup, mem=False, prefault=True, idle=None):
     warmup = min(warmup, n - 1)
-    with MappedBusReader(path, file_size, record_size, prefault=prefault) as r:
+    with MappedBusReader(path, file_size, record_size, prefault=prefault,
+                         **_idle_kwargs(idle)) as r:
         ready()
-        if api in ("message", "fields"):
+        if idle is not None:
+            if api != "message":
+                raise SystemExit("idle= goes with the message API")
+            # The library's blocking wait for every record (it returns at once when one is there).
+            msg = PriceUpdate()
+            wait, read_message = r.wait, r.read_message
+            got = 0
+            while got <= warmup:
+                wait()
+                read_message(msg)
+                got += 1
+            t0 = time.perf_counter()
+            while got < n:
+                wait()
+                read_message(msg)
+                got += 1
+        elif api in ("message", "fields"):
             msg = PriceUpdate()
             read_into = r.read_into
             got = 0
@@ -125,45 +158,188 @@ def bus_reader(path, file_size, record_size, api, n, warmup, mem=False, prefault
     print(json.dumps(res), flush=True)
 
 
-def ping_echo(ping, pong, file_size, total):
-    with MappedBusReader(ping, file_size, 12, prefault=True) as r, \
+def ping_echo(ping, pong, file_size, total, idle=None):
+    with MappedBusReader(ping, file_size, 12, prefault=True, **_idle_kwargs(idle)) as r, \
             MappedBusWriter(pong, file_size, 12, prefault=True) as w:
         ready()
         msg = PriceUpdate()
         read_into, write = r.read_into, w.write
+        if idle is not None:
+            wait, read_message = r.wait, r.read_message
+            for _ in range(total):
+                wait()
+                write(read_message(msg))
+            return
         for _ in range(total):
             while not read_into(msg):
                 pass
             write(msg)
 
 
-def ping_init(ping, pong, file_size, n, warmup, rtt_file):
+def _idle_kwargs(idle):
+    # No idle=: the reader as the other benchmarks open it (its default strategy, never waiting).
+    return {} if idle is None else {"idle": idle}
+
+
+def ping_init(ping, pong, file_size, n, warmup, rtt_file, idle=None):
     rtt = np.zeros(n, np.int64)
     with MappedBusWriter(ping, file_size, 12, prefault=True) as w, \
-            MappedBusReader(pong, file_size, 12, prefault=True) as r:
+            MappedBusReader(pong, file_size, 12, prefault=True, **_idle_kwargs(idle)) as r:
         out, back = PriceUpdate(1, 0, 0), PriceUpdate()
         write, read_into, now = w.write, r.read_into, time.perf_counter_ns
-        for i in range(warmup):
-            out.price = i
-            write(out)
-            while not read_into(back):
-                pass
+        wait, read_message = r.wait, r.read_message
         # Collected in a list (cheap append), copied to the array after the loop.
         times = []
         append = times.append
-        for i in range(n):
-            out.price = i
-            t0 = now()
-            write(out)
-            while not read_into(back):
-                pass
-            append(now() - t0)
+        if idle is not None:
+            for i in range(warmup):
+                out.price = i
+                write(out)
+                wait()
+                read_message(back)
+            for i in range(n):
+                out.price = i
+                t0 = now()
+                write(out)
+                wait()
+                read_message(back)
+                append(now() - t0)
+        else:
+            for i in range(warmup):
+                out.price = i
+                write(out)
+                while not read_into(back):
+                    pass
+            for i in range(n):
+                out.price = i
+                t0 = now()
+                write(out)
+                while not read_into(back):
+                    pass
+                append(now() - t0)
         if back.price != n - 1:
             raise SystemExit(f"echo mismatch: {back.price} != {n - 1}")
     rtt[:] = times
     rtt.tofile(rtt_file)
     s = np.sort(rtt)
     print(json.dumps({"round_trips": n, "p50_ns": int(s[n // 2]), "max_ns": int(s[-1])}))
+
+
+PROBE_SIZE = 16          # the probe's message: int64 sequence number, int64 send time (ns)
+PROBE_TIMEOUT = 30.0     # seconds a probe reader waits for one message before it gives up
+
+
+def probe_writer(kind, chan, n, interval_ns):
+    """The sporadic probe's writer (see the module docstring)."""
+    import struct
+    pack_into, now, sleep = struct.Struct("<qq").pack_into, time.monotonic_ns, time.sleep
+    interval = interval_ns / 1e9
+    buf = bytearray(PROBE_SIZE)
+    if kind in ("bus", "bus_async"):
+        with MappedBusWriter(chan) as w:
+            write = w.write
+            for i in range(n):
+                pack_into(buf, 0, i, now())
+                write(buf)
+                sleep(interval)
+    elif kind == "zmq":
+        import zmq
+        ctx = zmq.Context()
+        sock = ctx.socket(zmq.PUSH)
+        sock.connect(chan)
+        send = sock.send
+        for i in range(n):
+            pack_into(buf, 0, i, now())
+            send(buf)
+            sleep(interval)
+        sock.close(linger=-1)      # until every message is handed over
+        ctx.term()
+    elif kind == "pipe":
+        fd = os.open(chan, os.O_WRONLY)
+        write = os.write
+        try:
+            for i in range(n):
+                pack_into(buf, 0, i, now())
+                write(fd, buf)
+                sleep(interval)
+        finally:
+            os.close(fd)
+    else:
+        raise SystemExit(f"unknown probe kind {kind}")
+
+
+def probe_reader(kind, chan, n, warmup, lat_file):
+    """The sporadic probe's reader: waits for each message as a user of KIND would."""
+    import struct
+    unpack_from, now, cpu = struct.Struct("<qq").unpack_from, time.monotonic_ns, time.process_time_ns
+    lat = np.zeros(n, np.int64)
+    mark = {}
+
+    def got(i, payload, t):
+        seq, sent = unpack_from(payload)
+        if seq != i:
+            raise SystemExit(f"{kind}: message {seq} where {i} was due")
+        lat[i] = t - sent
+        if i == warmup:
+            mark["cpu0"], mark["wall0"] = cpu(), t
+        mark["wall1"] = t
+
+    if kind == "bus":
+        with MappedBusReader(chan) as r:
+            ready()
+            read = r.read
+            for i in range(n):
+                rec = read(PROBE_TIMEOUT)
+                t = now()
+                if rec is None:
+                    raise SystemExit(f"bus: no message {i} within {PROBE_TIMEOUT} s")
+                got(i, rec.payload, t)
+            mark["cpu1"] = cpu()
+    elif kind == "bus_async":
+        import asyncio
+
+        async def run(r):
+            for i in range(n):
+                rec = await r.read_async(PROBE_TIMEOUT)
+                t = now()
+                if rec is None:
+                    raise SystemExit(f"bus_async: no message {i} within {PROBE_TIMEOUT} s")
+                got(i, rec.payload, t)
+            mark["cpu1"] = cpu()
+        with MappedBusReader(chan) as r:
+            ready()
+            asyncio.run(run(r))
+    elif kind == "zmq":
+        import zmq
+        ctx = zmq.Context()
+        sock = ctx.socket(zmq.PULL)
+        sock.bind(chan)
+        sock.setsockopt(zmq.RCVTIMEO, int(PROBE_TIMEOUT * 1000))
+        ready()
+        recv = sock.recv
+        for i in range(n):
+            data = recv()
+            got(i, data, now())
+        mark["cpu1"] = cpu()
+        sock.close(linger=0)
+        ctx.term()
+    elif kind == "pipe":
+        ready()
+        fd = os.open(chan, os.O_RDONLY)      # returns once the writer has opened its end
+        read = os.read
+        for i in range(n):
+            data = read(fd, PROBE_SIZE)
+            t = now()
+            if len(data) != PROBE_SIZE:
+                raise SystemExit(f"pipe: {len(data)} bytes for message {i}")
+            got(i, data, t)
+        mark["cpu1"] = cpu()
+        os.close(fd)
+    else:
+        raise SystemExit(f"unknown probe kind {kind}")
+    lat.tofile(lat_file)
+    print(json.dumps({"messages": n, "warmup": warmup, "cpu_ns": mark["cpu1"] - mark["cpu0"],
+                      "wall_ns": mark["wall1"] - mark["wall0"]}), flush=True)
 
 
 def floor(api, n, path=None, file_size=None):
@@ -223,19 +399,25 @@ def _perf_pyx(name):
 def main(argv):
     role, a = argv[0], argv[1:]
     flags = {x for x in a if x in ("mem", "noprefault")}
-    a = [x for x in a if x not in flags]
+    idle = [x.partition("=")[2] for x in a if x.startswith("idle=")]
+    a = [x for x in a if x not in flags and not x.startswith("idle=")]
     opts = dict(mem="mem" in flags, prefault="noprefault" not in flags)
+    idle = idle[-1] if idle else None
     if role == "bus-writer":
         bus_writer(a[0], int(a[1]), int(a[2]), a[3], int(a[4]), int(a[5]) if len(a) > 5 else 1,
                    **opts)
     elif role == "bus-reader":
-        bus_reader(a[0], int(a[1]), int(a[2]), a[3], int(a[4]), int(a[5]), **opts)
+        bus_reader(a[0], int(a[1]), int(a[2]), a[3], int(a[4]), int(a[5]), **opts, idle=idle)
     elif role == "floor":
         floor(a[0], int(a[1]), *(a[2:3] + [int(x) for x in a[3:4]]))
     elif role == "ping-echo":
-        ping_echo(a[0], a[1], int(a[2]), int(a[3]))
+        ping_echo(a[0], a[1], int(a[2]), int(a[3]), idle)
     elif role == "ping-init":
-        ping_init(a[0], a[1], int(a[2]), int(a[3]), int(a[4]), a[5])
+        ping_init(a[0], a[1], int(a[2]), int(a[3]), int(a[4]), a[5], idle)
+    elif role == "probe-writer":
+        probe_writer(a[0], a[1], int(a[2]), int(a[3]))
+    elif role == "probe-reader":
+        probe_reader(a[0], a[1], int(a[2]), int(a[3]), a[4])
     else:
         raise SystemExit(__doc__)
 
