@@ -172,12 +172,20 @@ def wake_library(jar=None):
 
 
 def wake_jvm_args(jvm_args=(), jar=None):
-    """``-Dmappedbus.wakeLib=...`` naming ``wake_library(jar)``, as a tuple to put before a JVM's
-    other arguments; empty when there is no library or ``jvm_args`` already set the property."""
+    """``-Dmappedbus.wakeLib=...`` naming ``wake_library(jar)``, and
+    ``--enable-native-access=ALL-UNNAMED`` (JDK 24+ warns about ``System.load`` without it; 17
+    accepts it), as a tuple to put before a JVM's other arguments: each left out when
+    ``jvm_args`` already has it, both when there is no library."""
     lib = wake_library(jar)
-    if lib is None or any(str(a).startswith(f"-D{WAKE_LIB_PROPERTY}=") for a in jvm_args):
+    if lib is None:
         return ()
-    return (f"-D{WAKE_LIB_PROPERTY}={lib.resolve()}",)
+    args = [str(a) for a in jvm_args]
+    extra = []
+    if not any(a.startswith(f"-D{WAKE_LIB_PROPERTY}=") for a in args):
+        extra.append(f"-D{WAKE_LIB_PROPERTY}={lib.resolve()}")
+    if not any(a.startswith("--enable-native-access") for a in args):
+        extra.append("--enable-native-access=ALL-UNNAMED")
+    return tuple(extra)
 
 
 def java_command(main_class, *args, jvm_args=(), classpath=()):

@@ -61,8 +61,10 @@ def session(app_name="mappedbus", master="local[2]", **conf):
         settings[key] = str(value) if not isinstance(value, bool) else str(value).lower()
     # The driver and executors load the wake library (Java readers sleep until a writer wakes them)
     # from the path named here: Spark may load the connector's classes from a copy of the jar.
+    # (Spark gives its JVMs --enable-native-access itself.)
     for key in ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions"):
-        for arg in jvm.wake_jvm_args(settings.get(key, "").split(), jars[0]):
+        wake_args = jvm.wake_jvm_args(settings.get(key, "").split(), jars[0])
+        for arg in (a for a in wake_args if a.startswith("-D")):
             arg = f'"{arg}"' if " " in arg else arg
             settings[key] = f"{settings[key]} {arg}" if settings.get(key) else arg
     for key, value in settings.items():
