@@ -4,6 +4,7 @@
     python3 perf/run.py --full           # about 10-15 minutes
     python3 perf/run.py --smoke --out DIR   # seconds: every benchmark runs, tiny counts
     python3 perf/run.py --quick --only py_py_msgs_per_s,latency_py_py,peers
+    python3 perf/run.py --only wake      # waking parked readers (also perf/bench_wake.py alone)
 
 Every measurement starts fresh processes on fresh /dev/shm files (removed afterwards). Each
 figure is the MEDIAN of k runs (k = 3 quick, 5 full, 1 smoke); best and all samples go to
@@ -24,19 +25,23 @@ import bench_bus  # noqa: E402
 import bench_latency  # noqa: E402
 import bench_memory  # noqa: E402
 import bench_peers  # noqa: E402
+import bench_wake  # noqa: E402
 import common  # noqa: E402
 
 MODES = {
     "smoke": dict(k=1, bus_n=100_000, default_n=100_000, payload_bytes=4 << 20, peer_n=2_000, py4j_n=200,
-                  rtt_n=1_000, rtt_warmup=200, mem_n=(100_000, 200_000)),
+                  rtt_n=1_000, rtt_warmup=200, mem_n=(100_000, 200_000), wake="quick"),
     "quick": dict(k=3, bus_n=3_000_000, default_n=10_000_000, payload_bytes=256 << 20, peer_n=100_000, py4j_n=10_000,
-                  rtt_n=200_000, rtt_warmup=20_000, mem_n=(1_000_000, 4_000_000)),
+                  rtt_n=200_000, rtt_warmup=20_000, mem_n=(1_000_000, 4_000_000), wake="quick"),
     "full": dict(k=5, bus_n=20_000_000, default_n=80_000_000, payload_bytes=2 << 30, peer_n=500_000, py4j_n=50_000,
-                 rtt_n=1_000_000, rtt_warmup=100_000, mem_n=(1_000_000, 10_000_000)),
+                 rtt_n=1_000_000, rtt_warmup=100_000, mem_n=(1_000_000, 10_000_000), wake="full"),
 }
 # Latency first (its pairs interleaved, see bench_latency): right after the throughput runs free
 # gigabytes of /dev/shm pages, the kernel's clean-up work competes with a ping-pong that needs both cores (p50 0.25 -> 0.85 us seen).
-GROUPS = {"latency": bench_latency, "bus": bench_bus, "peers": bench_peers, "memory": bench_memory}
+# The wake group (a sleeping reader's wake-up, bench_wake's own quick or full counts; it also
+# writes wake.json and wake.md) right after it, for the same reason.
+GROUPS = {"latency": bench_latency, "wake": bench_wake, "bus": bench_bus, "peers": bench_peers,
+          "memory": bench_memory}
 
 PEER_NAMES = ("mp_queue", "mp_pipe", "zmq_ipc", "faster_fifo", "iox2")
 
@@ -118,6 +123,7 @@ def targets(f):
     for p in PEER_NAMES:
         t(f"Python per-message >= 20 x {p}", f"ratio_py_py_vs_{p}", 20, x)
     t("Python -> Java >= 100 x Py4J", "ratio_py_java_vs_py4j", 100, x)
+    rows += bench_wake.targets(f)
     return rows
 
 
@@ -188,9 +194,11 @@ def main(argv=None):
         f.write("\n")
     with open(os.path.join(a.out, f"{stem}_raw.json"), "w") as f:
         json.dump(raw, f)
-    import report
     with open(os.path.join(a.out, f"{stem}.md"), "w") as f:
-        f.write(report.markdown(figures, targets(figures), raw))
+        f.write(markdown(figures, raw))
+    if any(k.startswith("wake_") for k in figures):
+        bench_wake.write_results(a.out, figures, raw)
+    import report
     if not only:
         report.plots(figures, raw, a.out)
     print(f"done in {figures['suite_seconds']} s: {a.out}/{stem}.json, {stem}.md"
@@ -205,9 +213,18 @@ def render(out):
     with open(os.path.join(out, "latest_raw.json")) as f:
         raw = json.load(f)
     with open(os.path.join(out, "latest.md"), "w") as f:
-        f.write(report.markdown(figures, targets(figures), raw))
+        f.write(markdown(figures, raw))
     report.plots(figures, raw, out)
     return 0
+
+
+def markdown(figures, raw):
+    """latest.md: the report's tables, the wake group's (if it ran), every target."""
+    import report
+    text = report.markdown(figures, targets(figures), raw)
+    if any(k.startswith("wake_") for k in figures):
+        text += "\n" + bench_wake.markdown(figures, raw, with_targets=False)
+    return text
 
 
 def fmt(v):

@@ -1,0 +1,495 @@
+"""Waking parked readers (issue 22): the sporadic probe and the busy path.
+
+    python3 perf/bench_wake.py            # full: 3 rounds, 500 messages at 1 kHz and 150 at 50 Hz a pair
+    python3 perf/bench_wake.py --quick    # a smoke run of about 20 s (1 round, few messages)
+    python3 perf/run.py --only wake       # the same as a group of the suite (its mode's counts)
+
+The sporadic probe: one writer process sends one 16-byte message now and then (int64 sequence
+number, int64 send time read from CLOCK_MONOTONIC just before the send: time.monotonic_ns,
+System.nanoTime), sleeping between messages (time.sleep, Thread.sleep) 1 ms ("1 kHz") or 20 ms
+("50 Hz"); one reader process waits for each with its library's own wait and stores receive time
+(the same clock, read as the wait returns) - send time. The pairs:
+
+  py_py        Python -> Python, reader.read(timeout) (the default idle strategy, spin_park)
+  py_py_async  Python -> Python, await reader.read_async(timeout) under asyncio.run
+  java_java    Java -> Java, MappedBusReader.waitNext with IdleStrategy.SPIN_PARK
+  py_java      Python -> Java, waitNext
+  java_py      Java -> Python, read(timeout)
+  zmq          pyzmq PUSH -> PULL over ipc://, blocking recv (a peer)
+  pipe         the floor: a FIFO between two Python processes, blocking os.read (the kernel's own
+               wake-up of a sleeping reader, nothing of the bus)
+
+Every pair runs at both rates in ONE run, interleaved: k rounds, each running every pair once at
+each rate (the pairs' order rotates from round to round), each time in fresh processes on a fresh
+/dev/shm bus, so the machine's drift from minute to minute falls on all pairs alike. The first
+10% of each run's messages are not counted (process start, JIT, first faults). Percentiles are
+of all counted messages of all rounds together.
+
+Reader CPU is the reader process's CPU time over the wall time from its receipt of the first
+counted message to the last, in % of one core: utime + stime of every thread of the process
+(Python: time.process_time_ns, which counts asyncio's eventfd relay thread and pyzmq's I/O
+thread too; Java: the on-CPU nanoseconds of every thread of the JVM from
+/proc/self/task/*/schedstat, so the JIT compilers, GC and other JVM background threads count;
+/proc/PID/stat's ticks, 10 ms, are too coarse for 1 % of half a second). Nothing is subtracted.
+The pipe floor's CPU is the price of one kernel wake-up a message in a Python loop: on this VM a
+wake-up costs about 27 us of CPU (2.7 % of a core at 1 kHz), so a CPU target reads beside it.
+
+The busy path: 1 Python writer -> 1 Python reader at full speed (perf/bench_bus.py's processes)
+and the round trip over two buses (perf/bench_latency.py's ping-pong), the readers waiting with
+the library's blocking wait() under idle="spin_park" (the default) and idle="busy_spin", in the
+order A B B A in every round (their median of 2k runs each; round trips pooled).
+
+Targets (issue 22), each a ratio within this one run: for every bus pair at both rates, p50 <= 2
+x the pipe floor's p50, p99 <= 3 x its p99, reader CPU <= 1 % of a core (shown beside the
+floor's); at 50 Hz a p50 at least 5 x lower than pyzmq's; on the busy path spin_park within 3 %
+of busy_spin in messages/s and in round-trip p50.
+
+Figures (wake.json, wake.md; run.py puts them in latest.json too): wake_PAIR_RATE_{p50,p90,p99,
+max,mean}_ns, _cpu_pct, _messages, _rate_hz; wake_PAIR_RATE_p50_vs_pipe, _p99_vs_pipe;
+wake_PAIR_50hz_zmq_p50_vs (pyzmq's p50 / the pair's); wake_busy_{spin_park,busy_spin}_msgs_per_s,
+_rtt_p50_ns, _rtt_p99_ns; wake_busy_msgs_ratio and wake_busy_rtt_p50_ratio (spin_park /
+busy_spin).
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import numpy as np  # noqa: E402
+
+import common  # noqa: E402
+from common import ShmFiles, bus_file_size, create_bus, py_worker, reader_then_writers  # noqa: E402
+
+PROBE_SIZE = 16                      # int64 sequence number, int64 send time
+WAKE_PROBE = "io.mappedbuspy.perf.WakeProbe"
+# A small JVM: the probe allocates nothing while it runs; the serial GC has no threads of its own.
+JVM_ARGS = ("-Xms64m", "-Xmx64m", "-XX:+UseSerialGC")
+RATES = {"1khz": 1_000_000, "50hz": 20_000_000}       # ns slept between messages
+RATE_LABELS = {"1khz": "1 kHz (1 ms sleep)", "50hz": "50 Hz (20 ms sleep)"}
+PAIRS = {
+    # name: (label, writer, reader); a side is py, py_async (reader), java, zmq or pipe
+    "py_py": ("Python -> Python, read(timeout)", "py", "py"),
+    "py_py_async": ("Python -> Python, await read_async()", "py", "py_async"),
+    "java_java": ("Java -> Java, waitNext", "java", "java"),
+    "py_java": ("Python -> Java, waitNext", "py", "java"),
+    "java_py": ("Java -> Python, read(timeout)", "java", "py"),
+    "zmq": ("pyzmq PUSH -> PULL, ipc://, blocking recv", "zmq", "zmq"),
+    "pipe": ("floor: pipe, blocking os.read", "pipe", "pipe"),
+}
+BUS_PAIRS = ("py_py", "py_py_async", "java_java", "py_java", "java_py")
+IDLES = ("spin_park", "busy_spin")
+MODES = {
+    "quick": dict(k=1, n={"1khz": 100, "50hz": 20}, busy_n=1_000_000, rtt_n=20_000,
+                  rtt_warmup=2_000),
+    "full": dict(k=3, n={"1khz": 500, "50hz": 150}, busy_n=5_000_000, rtt_n=200_000,
+                 rtt_warmup=20_000),
+}
+TARGET_P50, TARGET_P99, TARGET_CPU, TARGET_ZMQ, TARGET_BUSY = 2.0, 3.0, 1.0, 5.0, 0.03
+
+
+# -- what can run here ---------------------------------------------------------------------
+
+def java_missing():
+    """None when the Java pairs can run, else why not."""
+    from mappedbus_py import jvm
+    try:
+        jvm.java_executable()
+        try:
+            jvm.build_jars()
+        except (jvm.JavaNotFoundError, OSError, RuntimeError):
+            pass                     # no javac: a jar built earlier still serves
+        jvm.jar_path(build=False)
+    except jvm.JavaNotFoundError as e:
+        return f"no JDK ({e}): the Java pairs are skipped"
+    return None
+
+
+def zmq_missing():
+    import importlib.util
+    if importlib.util.find_spec("zmq") is None:
+        return "the Python package 'zmq' (pyzmq, the perf extra) is not installed: skipped"
+    return None
+
+
+def why_not(pair):
+    _, w, r = PAIRS[pair]
+    if "java" in (w, r):
+        return java_missing()
+    if w == "zmq":
+        return zmq_missing()
+    return None
+
+
+# -- one run -------------------------------------------------------------------------------
+
+def _java(*args):
+    from mappedbus_py import jvm
+    return jvm.java_command(WAKE_PROBE, *args, jvm_args=JVM_ARGS)
+
+
+def probe(pair, rate, n, warmup):
+    """One run of ``pair`` at ``rate`` in fresh processes: the reader's JSON plus ``lat``, the
+    counted messages' latencies (ns)."""
+    _, writer, reader = PAIRS[pair]
+    interval = RATES[rate]
+    with ShmFiles(f"wake-{pair}-{rate}") as shm, tempfile.TemporaryDirectory() as tmp:
+        lat_file = os.path.join(tmp, "lat.bin")
+        if writer == "zmq":
+            chan = f"ipc://{tmp}/sock"
+            rcmd = py_worker("probe-reader", "zmq", chan, n, warmup, lat_file)
+            wcmd = py_worker("probe-writer", "zmq", chan, n, interval)
+        elif writer == "pipe":
+            chan = os.path.join(tmp, "fifo")
+            os.mkfifo(chan, 0o600)
+            rcmd = py_worker("probe-reader", "pipe", chan, n, warmup, lat_file)
+            wcmd = py_worker("probe-writer", "pipe", chan, n, interval)
+        else:
+            chan = shm("bus")
+            size = bus_file_size(n, PROBE_SIZE, slack=16)
+            create_bus(chan, size, PROBE_SIZE)
+            if reader == "java":
+                rcmd = _java("reader", chan, size, n, warmup, lat_file)
+            else:
+                kind = "bus_async" if reader == "py_async" else "bus"
+                rcmd = py_worker("probe-reader", kind, chan, n, warmup, lat_file)
+            wcmd = (_java("writer", chan, size, n, interval) if writer == "java"
+                    else py_worker("probe-writer", "bus", chan, n, interval))
+        res = reader_then_writers(rcmd, [wcmd], timeout=300)
+        res["lat"] = np.fromfile(lat_file, dtype="<i8")[warmup:]
+        return res
+
+
+def busy(kind, idle, cfg):
+    """One busy-path run: 'rate' (bench_bus's 1 -> 1, msgs/s) or 'rtt' (bench_latency's
+    ping-pong, the round trips in ns), the Python readers waiting under ``idle``."""
+    if kind == "rate":
+        import bench_bus
+        n = cfg["busy_n"]
+        return bench_bus.one_to_one("py", "py", n, n // 10, "message", "prefault", idle=idle)
+    import bench_latency
+    return bench_latency.ping_pong("py", "py", cfg["rtt_n"], cfg["rtt_warmup"], idle=idle)
+
+
+# -- the rounds ----------------------------------------------------------------------------
+
+def benchmarks(cfg):
+    """(name, function) for run.py: each probe pair (with its floor) and the busy path."""
+    return [(f"wake_{p}", lambda p=p: interleaved(cfg, [f"wake_{p}"])())
+            for p in (*PAIRS, "busy")]
+
+
+def _cfg(cfg):
+    # run.py's modes name one of ours (cfg["wake"]); called directly, cfg is one of MODES.
+    return MODES[cfg["wake"]] if "wake" in cfg else cfg
+
+
+def interleaved(cfg, names):
+    """One function running the named benchmarks (wake_PAIR, wake_busy) in k rounds: each round
+    runs every chosen pair once at each rate, then the busy path A B B A. The pipe floor runs
+    whenever a pair does: the ratios need it from the same rounds."""
+    cfg = _cfg(cfg)
+    chosen = [p for p in PAIRS if f"wake_{p}" in names]
+    if chosen and "pipe" not in chosen:
+        chosen.append("pipe")
+    with_busy = "wake_busy" in names
+
+    def run():
+        k = max(1, cfg["k"])
+        skipped = {}
+        for p in chosen:
+            why = why_not(p)
+            if why:
+                skipped[p] = why
+                print(f" {p} skipped: {why}", end="", file=sys.stderr, flush=True)
+        pairs = [p for p in chosen if p not in skipped]
+        runs = {(p, r): [] for p in pairs for r in RATES}
+        rates = {i: [] for i in IDLES}
+        rtts = {i: [] for i in IDLES}
+        for i in range(k):
+            if k > 1:
+                print(f" round {i + 1}/{k}", end="", file=sys.stderr, flush=True)
+            order = pairs[i % len(pairs):] + pairs[:i % len(pairs)] if pairs else []
+            for rate in RATES:
+                n = cfg["n"][rate]
+                for p in order:
+                    runs[(p, rate)].append(probe(p, rate, n, max(2, n // 10)))
+            if with_busy:
+                for idle in (IDLES[0], IDLES[1], IDLES[1], IDLES[0]):
+                    rates[idle].append(busy("rate", idle, cfg)["msgs_per_s"])
+                for idle in (IDLES[0], IDLES[1], IDLES[1], IDLES[0]):
+                    rtts[idle].append(busy("rtt", idle, cfg))
+        figs, raw = {}, {"wake_config": {k_: v for k_, v in cfg.items()}}
+        if skipped:
+            raw["wake_skipped"] = skipped
+        for (p, rate), rs in runs.items():
+            f, r = _probe_figures(p, rate, rs)
+            figs.update(f)
+            raw[f"wake_{p}_{rate}"] = r
+        if with_busy:
+            for idle in IDLES:
+                rtt = np.concatenate(rtts[idle])
+                figs[f"wake_busy_{idle}_msgs_per_s"] = float(statistics.median(rates[idle]))
+                figs[f"wake_busy_{idle}_rtt_p50_ns"] = _pct(rtt, 50)
+                figs[f"wake_busy_{idle}_rtt_p99_ns"] = _pct(rtt, 99)
+                raw[f"wake_busy_{idle}"] = {
+                    "msgs_per_s_runs": rates[idle], "messages": cfg["busy_n"],
+                    "rtt_p50_ns_runs": [_pct(x, 50) for x in rtts[idle]],
+                    "round_trips": int(len(rtt))}
+        figs.update(derived(figs))
+        return figs, raw
+    return run
+
+
+def _pct(a, p):
+    s = np.sort(a)
+    return float(s[min(len(s) - 1, int(len(s) * p / 100))])
+
+
+def _probe_figures(pair, rate, rs):
+    lat = np.concatenate([r["lat"] for r in rs])
+    pre = f"wake_{pair}_{rate}_"
+    cpu = sum(r["cpu_ns"] for r in rs)
+    wall = sum(r["wall_ns"] for r in rs)
+    f = {pre + "p50_ns": _pct(lat, 50), pre + "p90_ns": _pct(lat, 90),
+         pre + "p99_ns": _pct(lat, 99), pre + "max_ns": float(lat.max()),
+         pre + "mean_ns": float(lat.mean()), pre + "cpu_pct": 100.0 * cpu / wall,
+         pre + "messages": int(len(lat)),
+         # messages the reader counted per second of its window (the sleeps overshoot)
+         pre + "rate_hz": statistics.median((len(r["lat"]) - 1) / (r["wall_ns"] / 1e9) for r in rs)}
+    raw = {"round_p50_ns": [_pct(r["lat"], 50) for r in rs],
+           "round_p99_ns": [_pct(r["lat"], 99) for r in rs],
+           "round_cpu_pct": [100.0 * r["cpu_ns"] / r["wall_ns"] for r in rs]}
+    native = [r["wake_native"] for r in rs if "wake_native" in r]
+    if native:
+        raw["java_wake_library_loaded"] = all(native)
+        if not all(native):
+            print(f" WARNING {pair}: the JVM reader had no wake library (it polled at its park "
+                  f"bound)", end="", file=sys.stderr)
+    return f, raw
+
+
+def derived(f):
+    """The ratios the targets read, from the figures of this run."""
+    d = {}
+    for p in BUS_PAIRS:
+        for rate in RATES:
+            pre, floor = f"wake_{p}_{rate}_", f"wake_pipe_{rate}_"
+            for q in ("p50", "p99"):
+                if pre + f"{q}_ns" in f and floor + f"{q}_ns" in f:
+                    d[pre + f"{q}_vs_pipe"] = f[pre + f"{q}_ns"] / f[floor + f"{q}_ns"]
+        if f"wake_{p}_50hz_p50_ns" in f and "wake_zmq_50hz_p50_ns" in f:
+            d[f"wake_{p}_50hz_zmq_p50_vs"] = f["wake_zmq_50hz_p50_ns"] / f[f"wake_{p}_50hz_p50_ns"]
+    if "wake_busy_spin_park_msgs_per_s" in f:
+        d["wake_busy_msgs_ratio"] = \
+            f["wake_busy_spin_park_msgs_per_s"] / f["wake_busy_busy_spin_msgs_per_s"]
+        d["wake_busy_rtt_p50_ratio"] = \
+            f["wake_busy_spin_park_rtt_p50_ns"] / f["wake_busy_busy_spin_rtt_p50_ns"]
+    return d
+
+
+# -- targets and the table -----------------------------------------------------------------
+
+def _us(ns):
+    return f"{ns / 1e3:,.1f}"
+
+
+def target_cells(f, p, rate):
+    """{target: (measured text, met)} for one bus pair at one rate (those computable)."""
+    pre, floor = f"wake_{p}_{rate}_", f"wake_pipe_{rate}_"
+    out = {}
+    if pre + "p50_vs_pipe" in f:
+        out["p50"] = (f"{_us(f[pre + 'p50_ns'])} / {_us(f[floor + 'p50_ns'])} us = "
+                      f"{f[pre + 'p50_vs_pipe']:.2f} x", f[pre + "p50_vs_pipe"] <= TARGET_P50)
+    if pre + "p99_vs_pipe" in f:
+        out["p99"] = (f"{_us(f[pre + 'p99_ns'])} / {_us(f[floor + 'p99_ns'])} us = "
+                      f"{f[pre + 'p99_vs_pipe']:.2f} x", f[pre + "p99_vs_pipe"] <= TARGET_P99)
+    if pre + "cpu_pct" in f:
+        beside = f" (pipe {f[floor + 'cpu_pct']:.2f} %)" if floor + "cpu_pct" in f else ""
+        out["cpu"] = (f"{f[pre + 'cpu_pct']:.2f} %{beside}", f[pre + "cpu_pct"] <= TARGET_CPU)
+    if rate == "50hz" and f"wake_{p}_50hz_zmq_p50_vs" in f:
+        out["zmq"] = (f"{_us(f['wake_zmq_50hz_p50_ns'])} / {_us(f[pre + 'p50_ns'])} us = "
+                      f"{f[f'wake_{p}_50hz_zmq_p50_vs']:.1f} x",
+                      f[f"wake_{p}_50hz_zmq_p50_vs"] >= TARGET_ZMQ)
+    return out
+
+
+TARGET_NAMES = {"p50": f"p50 <= {TARGET_P50:g} x pipe floor's p50",
+                "p99": f"p99 <= {TARGET_P99:g} x pipe floor's p99",
+                "cpu": f"reader CPU <= {TARGET_CPU:g} % of a core",
+                "zmq": f"p50 >= {TARGET_ZMQ:g} x lower than pyzmq's"}
+
+
+def busy_cells(f):
+    out = {}
+    if "wake_busy_msgs_ratio" in f:
+        r = f["wake_busy_msgs_ratio"]
+        out["msgs"] = (f"{f['wake_busy_spin_park_msgs_per_s'] / 1e6:.2f} M / "
+                       f"{f['wake_busy_busy_spin_msgs_per_s'] / 1e6:.2f} M msgs/s = {r:.3f}",
+                       abs(r - 1) <= TARGET_BUSY)
+        r = f["wake_busy_rtt_p50_ratio"]
+        out["rtt"] = (f"{f['wake_busy_spin_park_rtt_p50_ns']:,.0f} / "
+                      f"{f['wake_busy_busy_spin_rtt_p50_ns']:,.0f} ns = {r:.3f}",
+                      abs(r - 1) <= TARGET_BUSY)
+    return out
+
+
+def targets(f):
+    """(target, measured, met) rows for the figures present (run.py's target table)."""
+    rows = []
+    for p in BUS_PAIRS:
+        for rate in RATES:
+            for key, (text, met) in target_cells(f, p, rate).items():
+                rows.append((f"wake: {PAIRS[p][0]} at {RATE_LABELS[rate]}: {TARGET_NAMES[key]}",
+                             text, met))
+    b = busy_cells(f)
+    if b:
+        rows.append((f"wake busy path: 1 -> 1 msgs/s, spin_park within {TARGET_BUSY:.0%} of "
+                     "busy_spin", *b["msgs"]))
+        rows.append((f"wake busy path: round-trip p50, spin_park within {TARGET_BUSY:.0%} of "
+                     "busy_spin", *b["rtt"]))
+    return rows
+
+
+def markdown(f, raw, with_targets=True):
+    out = []
+    cfg = raw.get("wake_config", {})
+    pairs = [p for p in PAIRS if any(f"wake_{p}_{r}_p50_ns" in f for r in RATES)]
+    if pairs:
+        out.append("### Waking parked readers: the sporadic probe (perf/bench_wake.py)\n")
+        out.append(f"One writer process sends a 16-byte message carrying its CLOCK_MONOTONIC send "
+                   f"time, sleeping 1 ms or 20 ms between messages; one reader process waits "
+                   f"with its library's own wait; latency = receive time - send time. "
+                   f"{cfg.get('k')} rounds, each running every pair once at each rate in fresh "
+                   f"processes ({cfg.get('n', {}).get('1khz')} messages at 1 kHz, "
+                   f"{cfg.get('n', {}).get('50hz')} at 50 Hz, the first 10% of each run not "
+                   f"counted); percentiles of all counted messages. Reader CPU: the reader "
+                   f"process's utime + stime, every thread (the JVM's background threads and "
+                   f"asyncio's and pyzmq's helper threads included, nothing subtracted), over the "
+                   f"wall time it was receiving, in % of one core.\n")
+        out.append("| pair | rate | messages (per s) | p50 us | p99 us | max us | reader CPU % "
+                   "| p50 / pipe | p99 / pipe |")
+        out.append("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+        for p in pairs:
+            for rate in RATES:
+                pre = f"wake_{p}_{rate}_"
+                if pre + "p50_ns" not in f:
+                    continue
+                r50 = f.get(pre + "p50_vs_pipe")
+                r99 = f.get(pre + "p99_vs_pipe")
+                out.append(f"| {PAIRS[p][0]} | {RATE_LABELS[rate]} | {f[pre + 'messages']:,} "
+                           f"({f[pre + 'rate_hz']:,.0f}) | {_us(f[pre + 'p50_ns'])} | "
+                           f"{_us(f[pre + 'p99_ns'])} | {_us(f[pre + 'max_ns'])} | "
+                           f"{f[pre + 'cpu_pct']:.2f} | "
+                           + (f"{r50:.2f} x" if r50 is not None else "") + " | "
+                           + (f"{r99:.2f} x" if r99 is not None else "") + " |")
+        out.append("")
+        rounds = [f"{PAIRS[p][0]} at {rate}: " + " / ".join(_us(v) for v in
+                  raw[f"wake_{p}_{rate}"]["round_p50_ns"])
+                  for p in pairs for rate in RATES if f"wake_{p}_{rate}" in raw]
+        if rounds and cfg.get("k", 1) > 1:
+            out.append("p50 of each round (us): " + "; ".join(rounds) + ".\n")
+        for p, why in raw.get("wake_skipped", {}).items():
+            out.append(f"- {PAIRS[p][0]}: {why}")
+        if raw.get("wake_skipped"):
+            out.append("")
+    if "wake_busy_msgs_ratio" in f:
+        out.append("### Waking parked readers: the busy path\n")
+        out.append(f"1 Python writer -> 1 Python reader at full speed ({cfg.get('busy_n', 0):,} "
+                   f"messages a run, perf/bench_bus.py's processes) and the round trip over two "
+                   f"buses ({cfg.get('rtt_n', 0):,} a run, perf/bench_latency.py's ping-pong), "
+                   f"the readers waiting with the library's wait() under each idle strategy, "
+                   f"A B B A in every round (median of the runs; round trips pooled).\n")
+        out.append("| reader idle strategy | 1 -> 1 msgs/s | round trip p50 ns | p99 ns |")
+        out.append("| --- | ---: | ---: | ---: |")
+        for idle in IDLES:
+            out.append(f"| {idle} | {f[f'wake_busy_{idle}_msgs_per_s'] / 1e6:,.2f} M | "
+                       f"{f[f'wake_busy_{idle}_rtt_p50_ns']:,.0f} | "
+                       f"{f[f'wake_busy_{idle}_rtt_p99_ns']:,.0f} |")
+        out.append(f"| spin_park / busy_spin | {f['wake_busy_msgs_ratio']:.3f} | "
+                   f"{f['wake_busy_rtt_p50_ratio']:.3f} | |")
+        runs = [f"{idle}: " + " / ".join(f"{v / 1e6:.2f}" for v in raw[f"wake_busy_{idle}"]
+                                        ["msgs_per_s_runs"]) for idle in IDLES]
+        out.append("\nmsgs/s of each run, M (A B B A per round): " + "; ".join(runs) + ".\n")
+    if with_targets:
+        rows = [p for p in BUS_PAIRS if any(target_cells(f, p, r) for r in RATES)]
+        if rows:
+            out.append("### Targets of issue 22 (ratios within this run)\n")
+            out.append("| pair | rate | " + " | ".join(TARGET_NAMES.values()) + " |")
+            out.append("| --- | --- |" + " --- |" * len(TARGET_NAMES))
+            for p in rows:
+                for rate in RATES:
+                    cells = target_cells(f, p, rate)
+                    out.append(f"| {PAIRS[p][0]} | {RATE_LABELS[rate]} | " + " | ".join(
+                        (f"{cells[k][0]}: {'met' if cells[k][1] else '**missed**'}"
+                         if k in cells else "") for k in TARGET_NAMES) + " |")
+            out.append("")
+        b = busy_cells(f)
+        if b:
+            out.append(f"| busy path: spin_park within {TARGET_BUSY:.0%} of busy_spin | measured "
+                       f"(spin_park / busy_spin) | met |")
+            out.append("| --- | --- | :---: |")
+            for lab, key in (("1 -> 1 messages/s", "msgs"), ("round-trip p50", "rtt")):
+                out.append(f"| {lab} | {b[key][0]} | {'met' if b[key][1] else '**missed**'} |")
+            out.append("")
+    return "\n".join(out) + "\n"
+
+
+def write_results(out_dir, figures, raw):
+    """wake.json (the machine, the wake figures, the target rows and the per-round raw data) and
+    wake.md; from run.py, ``figures`` and ``raw`` hold the whole suite's: only ours are kept."""
+    os.makedirs(out_dir, exist_ok=True)
+    figures = {k: v for k, v in figures.items()
+               if k.startswith(("wake_", "machine_")) or k in ("mode", "date")}
+    raw = {k: v for k, v in raw.items() if k.startswith("wake_")}
+    doc = dict(figures)
+    doc["targets"] = [{"target": t, "measured": m, "met": bool(ok)} for t, m, ok in targets(figures)]
+    doc["raw"] = raw
+    with open(os.path.join(out_dir, "wake.json"), "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+    head = (f"# Waking parked readers (issue 22), {figures.get('date')}\n\n"
+            f"Machine: {figures.get('machine_cpu')}, {figures.get('machine_cores')} cores, "
+            f"{figures.get('machine_ram_gb')} GB RAM, Linux {figures.get('machine_kernel')}, "
+            f"{figures.get('machine_python')}, {figures.get('machine_java')}. Load average "
+            f"{figures.get('machine_load_avg_start')} at start, "
+            f"{figures.get('machine_load_avg_end')} at end (the machine is shared). "
+            f"`{figures.get('mode')}` mode" + (f", {figures['wake_seconds']} s" if
+                                                 "wake_seconds" in figures else "") + ".\n\n")
+    with open(os.path.join(out_dir, "wake.md"), "w") as f:
+        f.write(head + markdown(figures, raw))
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--quick", dest="mode", action="store_const", const="quick",
+                   help="a smoke run of about 20 s")
+    g.add_argument("--full", dest="mode", action="store_const", const="full",
+                   help="the default: a few minutes")
+    p.add_argument("--only", help="comma-separated: " + ", ".join(
+        name for name, _ in benchmarks(MODES["quick"])))
+    p.add_argument("--out", default=os.path.join(common.PERF, "results"))
+    a = p.parse_args(argv)
+    mode = a.mode or "full"
+    cfg = MODES[mode]
+    names = a.only.split(",") if a.only else [name for name, _ in benchmarks(cfg)]
+    figures = {"mode": mode, "date": time.strftime("%Y-%m-%d %H:%M:%S %z"), **common.machine()}
+    print(f"bench_wake, {mode} mode, {cfg['k']} round(s); load average "
+          f"{figures['machine_load_avg_start']}:", end="", file=sys.stderr, flush=True)
+    t0 = time.monotonic()
+    figs, raw = interleaved(cfg, names)()
+    figures.update(figs)
+    figures["machine_load_avg_end"] = round(os.getloadavg()[0], 2)
+    figures["wake_seconds"] = round(time.monotonic() - t0, 1)
+    write_results(a.out, figures, raw)
+    print(f"\ndone in {figures['wake_seconds']} s: {a.out}/wake.json, wake.md", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
