@@ -82,3 +82,71 @@ def test_smoke_run_writes_every_named_figure(tmp_path):
     # Every bus file the suite made is gone.
     after = {n for n in os.listdir("/dev/shm") if n.startswith("mbperf-")}
     assert after <= before
+
+
+# perf/bench_wake.py (issue 22): the sporadic probe's pairs at both rates, and the busy path.
+WAKE_RATES = ("1khz", "50hz")
+WAKE_PY_PAIRS = ("py_py", "py_py_async")
+WAKE_JAVA_PAIRS = ("java_java", "py_java", "java_py")
+WAKE_JAVA_READERS = ("java_java", "py_java")
+WAKE_BUSY = ["wake_busy_spin_park_msgs_per_s", "wake_busy_busy_spin_msgs_per_s",
+             "wake_busy_spin_park_rtt_p50_ns", "wake_busy_busy_spin_rtt_p50_ns",
+             "wake_busy_msgs_ratio", "wake_busy_rtt_p50_ratio"]
+
+
+def _have_jdk():
+    from mappedbus_py import jvm
+    try:
+        jvm.java_executable()
+        jvm.jar_path()              # built from the sources when missing (needs javac)
+        return True
+    except jvm.JavaNotFoundError:
+        return False
+
+
+@pytest.mark.slow
+def test_wake_quick_run_writes_every_named_figure(tmp_path):
+    before = {n for n in os.listdir("/dev/shm") if n.startswith("mbperf-")}
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "perf", "bench_wake.py"), "--quick",
+                           "--out", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    figures = json.loads((tmp_path / "wake.json").read_text())
+    java = _have_jdk()
+    zmq = importlib.util.find_spec("zmq") is not None
+    bus_pairs = WAKE_PY_PAIRS + (WAKE_JAVA_PAIRS if java else ())
+    pairs = bus_pairs + ("pipe",) + (("zmq",) if zmq else ())
+    named = list(WAKE_BUSY)
+    for p in pairs:
+        for rate in WAKE_RATES:
+            named += [f"wake_{p}_{rate}_{k}" for k in ("p50_ns", "p99_ns", "max_ns", "cpu_pct",
+                                                        "messages", "rate_hz")]
+    for p in bus_pairs:
+        named += [f"wake_{p}_{rate}_{q}_vs_pipe" for rate in WAKE_RATES for q in ("p50", "p99")]
+        if zmq:
+            named.append(f"wake_{p}_50hz_zmq_p50_vs")
+    missing = [k for k in named + MACHINE if k not in figures]
+    assert not missing, missing
+    for k in named:
+        assert isinstance(figures[k], (int, float)) and math.isfinite(figures[k]), (k, figures[k])
+        assert figures[k] > 0, (k, figures[k])
+    if not java:
+        assert not [k for k in figures if k.startswith(("wake_java_", "wake_py_java_"))]
+        assert set(figures["raw"]["wake_skipped"]) == set(WAKE_JAVA_PAIRS)
+    else:
+        # The JVM readers slept on the wake file, woken by the writers (not polling instead).
+        for p in WAKE_JAVA_READERS:
+            assert figures["raw"][f"wake_{p}_1khz"]["java_wake_library_loaded"], p
+    # The ratios are the figures' own, and every target is reported, met or not.
+    assert figures["wake_py_py_1khz_p50_vs_pipe"] == pytest.approx(
+        figures["wake_py_py_1khz_p50_ns"] / figures["wake_pipe_1khz_p50_ns"])
+    rows = {t["target"]: t for t in figures["targets"]}
+    assert len(rows) == len(bus_pairs) * (3 * len(WAKE_RATES) + (1 if zmq else 0)) + 2, list(rows)
+    assert all(isinstance(t["met"], bool) and t["measured"] for t in rows.values())
+    table = (tmp_path / "wake.md").read_text()
+    assert "| Python -> Python, await read_async() | 50 Hz (20 ms sleep) |" in table
+    assert "| floor: pipe, blocking os.read | 1 kHz (1 ms sleep) |" in table
+    assert "| spin_park / busy_spin |" in table and "### Targets of issue 22" in table
+    assert f"Machine: {figures['machine_cpu']}, {figures['machine_cores']} cores" in table
+    after = {n for n in os.listdir("/dev/shm") if n.startswith("mbperf-")}
+    assert after <= before
+
