@@ -514,12 +514,15 @@ class RollingBusWriter:
         self._mark = (self._k, time.time_ns())
 
     def _apply_mark(self):
+        # A roll's deferred work: the full segment's mtime, then retention, which now counts
+        # that segment as history (the creation of the one rolled into counted it as current).
         index, when = self._mark
         self._mark = None
         try:
             os.utime(segment_path(self.path, index), ns=(when, when), follow_symlinks=False)
         except FileNotFoundError:
             pass
+        apply_retention(self.path, self.meta, self._k, self._k)
 
     def _create(self, index, current):
         created = create_segment(self.path, index, self.segment_size, mode=self._mode)

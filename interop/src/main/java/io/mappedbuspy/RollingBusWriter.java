@@ -311,11 +311,14 @@ public final class RollingBusWriter implements AutoCloseable {
         return limitBuf.getLong(0);
     }
 
+    // A roll's deferred work: the full segment's mtime, then retention, which now counts that segment as
+    // history (the creation of the segment rolled into counted it as the current one).
     private void applyMark() throws IOException {
         if (markIndex >= 0) {
             long index = markIndex;
             markIndex = -1;
             bus.markFull(index, markMs);
+            bus.applyRetention(segment, segment);
         }
     }
 

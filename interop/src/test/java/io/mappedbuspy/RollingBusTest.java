@@ -37,6 +37,9 @@ public final class RollingBusTest {
     private static final int REC = 8;
     private static final long SEG = 4096;
     private static final long PER_SEG = (SEG - 8) / 16;
+    // A quarter of a segment's records: past the writer's first look after a roll (every PER_SEG / 8
+    // writes), which applies retention, and before the middle, where it makes the spare.
+    private static final long QUARTER = PER_SEG / 4;
 
     private static byte[] rec(int writer, int i) {
         return ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN).putInt(writer).putInt(i).array();
@@ -247,7 +250,8 @@ public final class RollingBusTest {
         try (RollingBusWriter w = new RollingBusWriter(dir, SEG, REC).setRetention(3, 0, 0).open()) {
             writeN(w, 1, 0, (int) (2 * PER_SEG + 1));
             assertEquals("[0, 1, 2]", Arrays.toString(segments(dir)), "up to 3 kept");
-            writeN(w, 1, 0, (int) (4 * PER_SEG));
+            // A quarter of segment 6: the writer's look after the roll applied retention, no spare yet.
+            writeN(w, 1, 0, (int) (4 * PER_SEG + QUARTER));
             assertEquals("[3, 4, 5, 6]", Arrays.toString(segments(dir)), "3 of history and the current");
         }
     }
@@ -257,15 +261,15 @@ public final class RollingBusTest {
     public void retentionByBytesCountsSegmentSizes() throws Exception {
         String dir = tmp.resolve("bytes").toString();
         try (RollingBusWriter w = new RollingBusWriter(dir, SEG, REC).setRetention(0, 2 * SEG + 1, 0).open()) {
-            writeN(w, 1, 0, (int) (5 * PER_SEG + 1));
+            writeN(w, 1, 0, (int) (5 * PER_SEG + QUARTER));
             assertEquals("[3, 4, 5]", Arrays.toString(segments(dir)), "two segments of history fit in 2*SEG+1 bytes");
         }
         String small = tmp.resolve("bytes-small").toString();
         try (RollingBusWriter w = new RollingBusWriter(small, SEG, REC).setRetention(0, 100, 0).open()) {
-            writeN(w, 1, 0, (int) (2 * PER_SEG + 1));
-            // Segment 2 was made ahead while 1 was being written: neither is ever removed.
-            assertEquals("[1, 2]",
-                    Arrays.toString(segments(small)), "never the new segment nor the one being written");
+            // Past the middle of segment 2 (a look every PER_SEG / 8 writes): its spare 3 exists.
+            writeN(w, 1, 0, (int) (2 * PER_SEG + PER_SEG / 2 + 40));
+            assertEquals("[2, 3]",
+                    Arrays.toString(segments(small)), "no history fits: never the current segment nor the spare");
         }
     }
 
@@ -295,8 +299,8 @@ public final class RollingBusTest {
              RollingBusReader r = new RollingBusReader(dir, SEG, REC).open()) {
             writeN(w, 1, 0, 3);
             assertTrue(r.next(), "first");
-            writeN(w, 1, 3, (int) (4 * PER_SEG + 7)); // segments 0..4, retained: 3, 4
-            assertEquals("[3, 4]", Arrays.toString(segments(dir)), "retained");
+            writeN(w, 1, 3, (int) (4 * PER_SEG + QUARTER)); // segments 0..4: history 2, 3 and the current 4
+            assertEquals("[2, 3, 4]", Arrays.toString(segments(dir)), "retained");
             // The rest of segment 0 is still mapped by the reader and readable.
             for (int i = 1; i < PER_SEG; i++) {
                 assertTrue(r.next(), "mapped record " + i);
@@ -304,8 +308,8 @@ public final class RollingBusTest {
             }
             BusGapException e = assertThrows(BusGapException.class, () -> await(r, 5000));
             assertEquals(pos(1, 0), e.lostFrom(), "lost from");
-            assertEquals(pos(3, 0), e.lostTo(), "lost to");
-            assertEquals(2 * PER_SEG, e.lost(), "lost slots");
+            assertEquals(pos(2, 0), e.lostTo(), "lost to");
+            assertEquals(PER_SEG, e.lost(), "lost slots");
             assertContains(e.getMessage(), dir);
         }
     }
@@ -320,17 +324,17 @@ public final class RollingBusTest {
             for (int i = 0; i < PER_SEG; i++) {
                 assertTrue(r.next(), "segment 0 record");
             }
-            writeN(w, 1, (int) PER_SEG, (int) (4 * PER_SEG + 7));
+            writeN(w, 1, (int) PER_SEG, (int) (4 * PER_SEG + QUARTER)); // history 2, 3 and the current 4
             assertTrue(await(r, 5000), "continues");
-            assertEquals(2 * PER_SEG, r.lost(), "lost");
-            assertEquals(pos(3, 0), r.recordPosition(), "at the oldest retained");
-            assertEquals(3 * PER_SEG, readRec(r)[1], "its payload");
+            assertEquals(PER_SEG, r.lost(), "lost, segments " + Arrays.toString(segments(dir)));
+            assertEquals(pos(2, 0), r.recordPosition(), "at the oldest retained");
+            assertEquals(2 * PER_SEG, readRec(r)[1], "its payload");
             int n = 1;
             while (r.next()) {
-                assertEquals(3 * PER_SEG + n, readRec(r)[1], "in order");
+                assertEquals(2 * PER_SEG + n, readRec(r)[1], "in order");
                 n++;
             }
-            assertEquals(PER_SEG + 7, n, "the rest");
+            assertEquals(2 * PER_SEG + QUARTER, n, "the rest");
         }
     }
 
@@ -339,27 +343,27 @@ public final class RollingBusTest {
     public void seekBeforeTheOldestRetainedIsAGap() throws Exception {
         String dir = tmp.resolve("seekgap").toString();
         try (RollingBusWriter w = new RollingBusWriter(dir, SEG, REC).setRetention(2, 0, 0).open()) {
-            writeN(w, 1, 0, (int) (3 * PER_SEG + 2)); // segments 0..3, retained 2, 3
+            writeN(w, 1, 0, (int) (3 * PER_SEG + QUARTER)); // segments 0..3: history 1, 2 and the current 3
             try (RollingBusReader r = new RollingBusReader(dir, SEG, REC).open()) {
-                assertEquals(pos(2, 0), r.position(), "opens at the oldest retained");
-                BusGapException e = assertThrows(BusGapException.class, () -> r.seek(pos(1, 5)));
-                assertEquals(pos(1, 5), e.lostFrom(), "from");
-                assertEquals(pos(2, 0), e.lostTo(), "to");
+                assertEquals(pos(1, 0), r.position(), "opens at the oldest retained");
+                BusGapException e = assertThrows(BusGapException.class, () -> r.seek(pos(0, 5)));
+                assertEquals(pos(0, 5), e.lostFrom(), "from");
+                assertEquals(pos(1, 0), e.lostTo(), "to");
                 assertEquals(PER_SEG - 5, e.lost(), "slots");
-                assertEquals(pos(2, 0), r.position(), "did not move");
+                assertEquals(pos(1, 0), r.position(), "did not move");
                 r.seek(pos(3, 1));
                 assertTrue(r.next(), "record");
                 assertEquals(3 * PER_SEG + 1, readRec(r)[1], "payload");
                 r.seekToEnd();
-                assertEquals(pos(3, 2), r.position(), "end");
+                assertEquals(pos(3, QUARTER), r.position(), "end");
                 assertFalse(r.next(), "nothing past the end");
                 assertThrows(IllegalArgumentException.class, () -> r.seek(pos(3, 0) + 3));
             }
             try (RollingBusReader r = new RollingBusReader(dir, SEG, REC).setFailOnGap(false).open()) {
                 r.seek(pos(0, 0));
-                assertEquals(2 * PER_SEG, r.lost(), "lost");
+                assertEquals(PER_SEG, r.lost(), "lost");
                 assertTrue(r.next(), "record");
-                assertEquals(pos(2, 0), r.recordPosition(), "oldest retained");
+                assertEquals(pos(1, 0), r.recordPosition(), "oldest retained");
             }
         }
     }
