@@ -224,7 +224,7 @@ def layout_of(message_class, timestamps=None):
 def layout_options(message_class, timestamps=None):
     """The read/write options for records of a ``Message`` class, in one call:
     ``spark.read.format("mappedbus").options(path=p, **layout_options(PriceUpdate))``:
-    ``layout`` (``layout_of``), ``typeId`` (the class's type id, the metadata written) and
-    ``recordSize`` (its payload size; give the bus's own if it is larger)."""
-    return {"layout": layout_of(message_class, timestamps), "typeId": str(message_class.type_id),
-            "recordSize": str(message_class.payload_size)}
+    ``layout`` (``layout_of``) and ``typeId`` (the class's type id, the metadata written). No
+    ``recordSize``: the connector takes the bus's own from its metadata, or the layout's size for
+    a new bus (a file of the Java original needs ``recordSize`` given)."""
+    return {"layout": layout_of(message_class, timestamps), "typeId": str(message_class.type_id)}
