@@ -139,7 +139,7 @@ def main(argv=None):
     finally:
         if spark is not None:
             spark.stop()
-        for f in (bus, bus + ".meta"):
+        for f in (bus, bus + ".meta", bus + ".wake"):
             if os.path.exists(f):
                 os.unlink(f)
         shutil.rmtree(parquet, ignore_errors=True)

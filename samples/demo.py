@@ -140,7 +140,8 @@ def main() -> None:
         ring(base + "-token", a.rounds, a.interval)
         print("demo: done")
     finally:
-        for suffix in ("-prices", "-token", "-prices.meta", "-token.meta"):
+        for suffix in ("-prices", "-token", "-prices.meta", "-token.meta", "-prices.wake",
+                       "-token.wake"):
             if os.path.exists(base + suffix):
                 os.unlink(base + suffix)
 

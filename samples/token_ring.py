@@ -35,7 +35,7 @@ def create_bus(path: str) -> None:
     """Node 0: a fresh, initialised bus file at ``path``, swapped in atomically so no node
     ever opens a half-made file or the previous ring's."""
     tmp = f"{path}.{os.getpid()}.tmp"
-    MappedBusWriter(tmp, FILE_SIZE, RECORD_SIZE).open().close()
+    MappedBusWriter(tmp, FILE_SIZE, RECORD_SIZE, wake=False).open().close()
     os.replace(tmp + ".meta", path + ".meta")   # its metadata (sizes, id) goes along
     os.replace(tmp, path)
 
@@ -110,7 +110,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     finally:
         # Every node has the file mapped by now (each held the token), so it can go.
         if a.id == 0:
-            for p in (a.path, a.path + ".meta"):
+            for p in (a.path, a.path + ".meta", a.path + ".wake"):
                 if os.path.exists(p):
                     os.unlink(p)
 

@@ -80,7 +80,7 @@ def test_java_reader_and_writer_survive_truncation_and_replacement(java, tmp_pat
         assert wt + rt + rr >= 20
         assert wt > 0 and rt + rr > 0 and wrec > 0 and rrec > 0
     finally:
-        for f in (path, path + ".meta", path + ".new"):
+        for f in (path, path + ".meta", path + ".new", path + ".wake"):
             if os.path.exists(f):
                 os.unlink(f)
 

@@ -254,7 +254,7 @@ def test_installed_wheel_exchanges_with_python_jpype_and_spark_outside_the_check
         proc = subprocess.run([str(py), "-I", str(script), str(bus)], capture_output=True, text=True,
                               cwd=tmp_path, env=env, timeout=600)
     finally:
-        for p in (bus, bus.with_name(bus.name + ".meta")):
+        for p in (bus, bus.with_name(bus.name + ".meta"), bus.with_name(bus.name + ".wake")):
             if p.exists():
                 p.unlink()
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("REPORT ")), None)

@@ -168,7 +168,9 @@ def test_measure_rolling_vs_single_file_throughput_and_roll_latency(bus_dir, tmp
             shutil.rmtree(path)
         else:
             os.unlink(path)
-            os.unlink(path + ".meta") if os.path.exists(path + ".meta") else None
+            for side in (path + ".meta", path + ".wake"):
+                if os.path.exists(side):
+                    os.unlink(side)
     roll = start("bench-roll", bus_dir, 16 << 20, n).communicate(timeout=600)[0].strip()
     with capsys.disabled():
         for label, (wr, rd) in results.items():

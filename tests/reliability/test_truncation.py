@@ -96,7 +96,7 @@ def test_truncated_and_replaced_buses_never_crash_their_processes():
                 got_writer = writer.expect()
                 assert got_writer == "stopped", (i, kind, writer.last)
             outcomes[kind] = outcomes.get(kind, 0) + 1
-            for p in (path, path + ".meta", scratch):
+            for p in (path, path + ".meta", path + ".wake", scratch):
                 if os.path.exists(p):
                     os.unlink(p)
         for c in (writer, reader):
