@@ -65,8 +65,9 @@ static inline uint8_t cas_u8(void *p, uint8_t expected, uint8_t desired) {
 
 /* The wake file (_wake.h): a parker's registration and a writer's look at it form a Dekker
  * pair (each stores, then loads what the other stores), so both sides are seq-cst:
- *   reader: fetch_add_i32(parked, 1); fence_seq_cst(); load status   (then FUTEX_WAIT on seq)
- *   writer: cas status 0 -> 1 (seq-cst);  load_seq_cst_i32(parked)    (then bump seq, FUTEX_WAKE)
+ *   reader: store_seq_cst_i32(armed, 1); fence_seq_cst(); load status  (then FUTEX_WAIT on seq)
+ *   writer: cas status 0 -> 1 (seq-cst);  load_seq_cst_i32(armed)       (then exchange_i32(armed,
+ *           0), and if it was 1: bump seq, FUTEX_WAKE)
  * at least one of the two sees the other's store. */
 static inline int32_t load_seq_cst_i32(const void *p) {
     return __atomic_load_n((const int32_t *)p, __ATOMIC_SEQ_CST);
@@ -74,6 +75,14 @@ static inline int32_t load_seq_cst_i32(const void *p) {
 
 static inline void store_release_i32(void *p, int32_t v) {
     __atomic_store_n((int32_t *)p, v, __ATOMIC_RELEASE);
+}
+
+static inline void store_seq_cst_i32(void *p, int32_t v) {
+    __atomic_store_n((int32_t *)p, v, __ATOMIC_SEQ_CST);
+}
+
+static inline int32_t exchange_i32(void *p, int32_t v) {
+    return __atomic_exchange_n((int32_t *)p, v, __ATOMIC_SEQ_CST);
 }
 
 static inline int32_t fetch_add_i32(void *p, int32_t v) {

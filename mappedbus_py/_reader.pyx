@@ -18,8 +18,8 @@ from ._guard cimport guard_is_dead
 from ._mapping cimport MappedFile, copy_payload
 from ._message cimport MessageBase
 from ._record cimport Record
-from ._wake cimport (WakeFile, wake_wait, wake_seq, wake_backoff_init, wake_backoff_after,
-                    wake_now_ns)
+from ._wake cimport (WakeFile, wake_wait, wake_seq, wake_needed, wake_backoff_init,
+                    wake_backoff_after, wake_now_ns)
 from ._wakefd cimport WakeFd
 
 from ._mapping import DEFAULT_LOCK_TIMEOUT, check_lock_timeout
@@ -651,7 +651,9 @@ cdef class MappedBusReader:
         finally:
             self._wake.done()
         found = self._next()
-        wake_backoff_after(&self._backoff, wake_seq(w) != v, found, monotonic_ns())
+        # Announced: seq moved, or a writer took the arming (its bump may precede v).
+        wake_backoff_after(&self._backoff, wake_seq(w) != v or not wake_needed(w), found,
+                           monotonic_ns())
         return found
 
     cdef int _check_file(self) except -1:

@@ -5,20 +5,23 @@
  * the JNI library of the Java port (interop/native): the protocol is written once, here.
  *
  * A reader that found nothing for a while parks:
- *     wake_prepare()   its slot's state 0 -> 1, parked += 1, full fence, v = seq
+ *     wake_prepare()   its slot's state 0 -> 1, parked += 1, armed = 1, full fence, v = seq
  *     look at the bus once more: a record there -> wake_done(), deliver it
  *     wake_wait(v)     FUTEX_WAIT on seq while it still holds v, at most park_ns
  *     wake_done()      state 1 -> 0 and parked -= 1 (whoever wins the compare-and-swap)
  * A writer, after its commit (a seq-cst compare-and-swap):
- *     if parked > 0: seq += 1, FUTEX_WAKE(seq, all)
- * No lost wake-up: the parker's parked += 1 and the writer's commit are both seq-cst, so
- * either the writer sees parked > 0 (and bumps seq after the parker read v: FUTEX_WAIT
- * returns at once, or is woken), or the parker's last look sees the record. A writer that
- * wakes nobody (the Java original, one killed between commit and wake) costs a parked
- * reader at most park_ns: the wait's own timeout.
+ *     if armed: if exchange(armed, 0) was 1: seq += 1, FUTEX_WAKE(seq, all)
+ * No lost wake-up: the parker's armed = 1 and the writer's commit are both seq-cst, so
+ * either the writer sees armed (and bumps seq after taking it, so after the parker read v,
+ * or the parker read the new seq and its look comes after the commit: FUTEX_WAIT returns
+ * at once, is woken, or is not made), or the parker's last look sees the record. `armed`
+ * makes one wake serve every parker registered before it: while woken readers are still
+ * waiting for a CPU (a loaded machine), the writers' next commits see armed == 0 and make
+ * no system call. A writer that wakes nobody (the Java original, one killed between commit
+ * and wake) costs a parked reader at most its park bound: the wait's own timeout.
  *
- * Dead parkers: a reader killed while parked leaves its slot in state 1 and parked > 0,
- * which only makes writers call FUTEX_WAKE for nothing. wake_reclaim() finds slots of dead
+ * Dead parkers: a reader killed while parked leaves its slot in state 1 and parked > 0 (and
+ * armed, until the next writer's wake clears it). wake_reclaim() finds slots of dead
  * processes and undoes them; readers run it when they claim a slot and once a second while
  * parked, writers after WAKE_FUTILE_RECLAIM wakes that woke nobody.
  */
@@ -46,7 +49,9 @@
 #define WAKE_VERSION 1
 #define WAKE_MAGIC_OFFSET 0                      /* int64 */
 #define WAKE_VERSION_OFFSET 8                    /* int32 */
-#define WAKE_PARKED_OFFSET 64                    /* int32, its own cache line: writers read it */
+#define WAKE_PARKED_OFFSET 64                    /* int32: readers parked now */
+#define WAKE_ARMED_OFFSET 68                     /* int32, beside it: 1 while a parker registered
+                                                    since the last wake; what writers load */
 #define WAKE_SEQ_OFFSET 128                      /* uint32 futex word, its own cache line */
 #define WAKE_SLOTS_OFFSET 256
 #define WAKE_SLOT_SIZE 16
@@ -160,6 +165,7 @@ static inline uint32_t wake_prepare(char *w, int i) {
     if (cas_i32(wake_slot(w, i) + WAKE_SLOT_STATE_OFFSET, WAKE_STATE_IDLE, WAKE_STATE_PARKED)
             == WAKE_STATE_IDLE)
         fetch_add_i32(w + WAKE_PARKED_OFFSET, 1);
+    store_seq_cst_i32(w + WAKE_ARMED_OFFSET, 1);
     fence_seq_cst();
     return (uint32_t)load_acquire_i32(w + WAKE_SEQ_OFFSET);
 }
@@ -170,24 +176,40 @@ static inline uint32_t wake_seq(const char *w) {
 
 /* Sleep while seq == v, at most ns nanoseconds (a wake, a signal or the time ends it). Not
  * FUTEX_PRIVATE: the word is in a shared file mapping, waited on by other processes. */
-static inline void wake_wait(char *w, uint32_t v, int64_t ns) {
+static inline void wake_wait_raw(char *w, uint32_t v, int64_t ns) {
     struct timespec ts;
     ts.tv_sec = ns / 1000000000;
     ts.tv_nsec = ns % 1000000000;
     syscall(SYS_futex, (uint32_t *)(w + WAKE_SEQ_OFFSET), FUTEX_WAIT, v, &ts, NULL, 0);
 }
 
-/* The writer's look after its commit: one load of a line nobody writes while no one parks. */
-static inline int wake_needed(const char *w) {
-    return load_seq_cst_i32(w + WAKE_PARKED_OFFSET) > 0;
+/* A parker's sleep, after wake_prepare() and its look at the bus. If a writer took the
+ * arming meanwhile (for a record the look may have missed: it took it before this parker's
+ * v, so its bump may be before v too), return at once: the caller looks and parks again.
+ * Otherwise any writer that takes it from here on bumps seq after v: no lost wake-up. */
+static inline void wake_wait(char *w, uint32_t v, int64_t ns) {
+    if (load_seq_cst_i32(w + WAKE_ARMED_OFFSET) == 0) return;
+    wake_wait_raw(w, v, ns);
 }
 
-/* Wake every parked reader; returns how many the kernel woke. */
-static inline int wake_all(char *w) {
+/* The writer's look after its commit: one load of a line nobody writes while no one parks. */
+static inline int wake_needed(const char *w) {
+    return load_seq_cst_i32(w + WAKE_ARMED_OFFSET) != 0;
+}
+
+/* Move seq and wake every waiter on it; returns how many the kernel woke. */
+static inline int wake_bump(char *w) {
     fetch_add_i32(w + WAKE_SEQ_OFFSET, 1);
     long n = syscall(SYS_futex, (uint32_t *)(w + WAKE_SEQ_OFFSET), FUTEX_WAKE, INT_MAX,
                      NULL, NULL, 0);
     return n < 0 ? 0 : (int)n;
+}
+
+/* A writer's wake (after wake_needed() said armed): -1 if another writer took the arming
+ * first (its wake serves us), else how many the kernel woke. */
+static inline int wake_all(char *w) {
+    if (exchange_i32(w + WAKE_ARMED_OFFSET, 0) == 0) return -1;
+    return wake_bump(w);
 }
 
 /* How long a parker sleeps before it looks by itself. Each look costs a wake-up (about

@@ -16,6 +16,7 @@ cdef extern from "_wake.h" nogil:
     void wake_done(char *w, int i)
     int wake_needed(const char *w)
     int wake_all(char *w)
+    int wake_bump(char *w)
     int64_t wake_now_ns()
     ctypedef struct wake_backoff:
         int64_t min_ns

@@ -7,7 +7,7 @@ from .errors import CorruptBusError
 from .layout import WAKE_FILE_SIZE as _LAYOUT_SIZE
 
 cdef extern from "_wake.h" nogil:
-    int WAKE_MAGIC_OFFSET, WAKE_VERSION_OFFSET, WAKE_PARKED_OFFSET, WAKE_SEQ_OFFSET
+    int WAKE_MAGIC_OFFSET, WAKE_VERSION_OFFSET, WAKE_PARKED_OFFSET, WAKE_ARMED_OFFSET, WAKE_SEQ_OFFSET
     int WAKE_SLOTS_OFFSET, WAKE_SLOT_SIZE, WAKE_SLOT_COUNT, WAKE_SLOT_PID_OFFSET
     int WAKE_SLOT_STATE_OFFSET, WAKE_SLOT_START_OFFSET, WAKE_VERSION, WAKE_FUTILE_RECLAIM
     long long WAKE_MAGIC
@@ -19,7 +19,8 @@ cdef extern from "_atomic.h" nogil:
 C_CONSTANTS = {
     "WAKE_FILE_SIZE": WAKE_FILE_SIZE, "WAKE_MAGIC": WAKE_MAGIC, "WAKE_VERSION": WAKE_VERSION,
     "WAKE_MAGIC_OFFSET": WAKE_MAGIC_OFFSET, "WAKE_VERSION_OFFSET": WAKE_VERSION_OFFSET,
-    "WAKE_PARKED_OFFSET": WAKE_PARKED_OFFSET, "WAKE_SEQ_OFFSET": WAKE_SEQ_OFFSET,
+    "WAKE_PARKED_OFFSET": WAKE_PARKED_OFFSET, "WAKE_ARMED_OFFSET": WAKE_ARMED_OFFSET,
+    "WAKE_SEQ_OFFSET": WAKE_SEQ_OFFSET,
     "WAKE_SLOTS_OFFSET": WAKE_SLOTS_OFFSET, "WAKE_SLOT_SIZE": WAKE_SLOT_SIZE,
     "WAKE_SLOT_COUNT": WAKE_SLOT_COUNT, "WAKE_SLOT_PID_OFFSET": WAKE_SLOT_PID_OFFSET,
     "WAKE_SLOT_STATE_OFFSET": WAKE_SLOT_STATE_OFFSET,
@@ -104,7 +105,7 @@ cdef class WakeFile:
             wake_done(self.base, self._slot)
 
     cdef int wake(self) except -1:
-        # Only called when wake_needed() said someone is parked.
+        # Only called when wake_needed() said a parker armed the file.
         if wake_all(self.base) == 0:
             self._futile += 1
             if self._futile >= WAKE_FUTILE_RECLAIM:
@@ -115,8 +116,9 @@ cdef class WakeFile:
         return 0
 
     def wake_all(self):
-        """Wake every reader parked on this file (writers do it after their commits)."""
-        if self.base != NULL:
+        """Wake every reader parked on this file (writers do it after their commits, when a
+        parker armed it)."""
+        if self.base != NULL and wake_needed(self.base):
             self.wake()
 
     def _prepare(self):

@@ -7,7 +7,8 @@
  *   arm (event loop thread)             thread
  *   v = wake_prepare(); look at slot    cur = seq; armed? and (seq != armed_v, or the
  *   armed_v = v; armed = 1 (seq-cst)      watched status is set) -> eventfd, disarm
- *   seq != v now? -> disarm, "ready"    FUTEX_WAIT(seq, cur, the park bound)
+ *   seq != v now, or the file's arming  FUTEX_WAIT(seq, cur, the park bound)
+ *     taken? -> disarm, "ready"
  *
  * No lost wake-up: a writer's bump of seq either comes before the arm's last look at seq
  * (arm reports "ready") or after armed = 1, and the thread, woken by it or finding seq
@@ -67,7 +68,7 @@ static void *wakefd_run(void *arg) {
                 continue;
             }
         }
-        wake_wait(f->w, cur, armed ? f->backoff.cur_ns : WAKEFD_IDLE_NS);
+        wake_wait_raw(f->w, cur, armed ? f->backoff.cur_ns : WAKEFD_IDLE_NS);
         if (armed && wake_seq(f->w) == cur) {
             /* the park bound passed with no wake: the look decides the next bound */
             pthread_mutex_lock(&f->mu);
@@ -112,7 +113,8 @@ static int wakefd_arm(wakefd *f, const char *watch, int aligned) {
     f->armed_v = v;
     store_seq_cst_int(&f->armed, 1);
     pthread_mutex_unlock(&f->mu);
-    if (wake_seq(f->w) != v) {
+    /* seq moved, or a writer took the file's arming (see wake_wait): look again */
+    if (wake_seq(f->w) != v || !wake_needed(f->w)) {
         store_seq_cst_int(&f->armed, 0);
         wake_done(f->w, f->slot);
         return 1;
@@ -140,7 +142,7 @@ static void wakefd_stop(wakefd *f) {
     wakefd_disarm(f);
     store_seq_cst_int(&f->stop, 1);
     /* move the word and wake the thread (readers parked on it look again: harmless) */
-    wake_all(f->w);
+    wake_bump(f->w);
     pthread_join(f->thread, NULL);
     pthread_mutex_destroy(&f->mu);
     close(f->efd);

@@ -72,13 +72,16 @@ Readers park on a *wake file* beside the bus (``PATH + WAKE_SUFFIX``, or ``DIR/W
 for a rolling bus), which writers of this project look at after each commit. It is
 WAKE_FILE_SIZE bytes, all zero when new (a valid empty state), little-endian::
 
-      0            8            12                 64              68
-      +------------+------------+-- zeros ---------+---------------+-- zeros --
-      | magic i64  | version i32|                  | parked i32    |
-      +------------+------------+------------------+---------------+----------
+      0            8            12                 64           68           72
+      +------------+------------+-- zeros ---------+------------+------------+-- zeros --
+      | magic i64  | version i32|                  | parked i32 | armed i32  |
+      +------------+------------+------------------+------------+------------+----------
       ^ WAKE_MAGIC_OFFSET       ^ WAKE_VERSION_OFFSET
-                                                   ^ WAKE_PARKED_OFFSET: readers parked now;
-                                                     a writer loads it after every commit
+                                                   ^ WAKE_PARKED_OFFSET: readers parked now
+                                                                ^ WAKE_ARMED_OFFSET: 1 once a
+                                                     reader parked since the last wake; a writer
+                                                     loads it after every commit, and wakes
+                                                     only if it exchanges it from 1 to 0
       128             132                 256
       +---------------+-- zeros ----------+--------+--------+--------+-----
       | seq u32       |                   | slot 0 | slot 1 | ...    | slot WAKE_SLOT_COUNT-1
@@ -164,6 +167,7 @@ WAKE_VERSION = 1
 WAKE_MAGIC_OFFSET = 0
 WAKE_VERSION_OFFSET = 8
 WAKE_PARKED_OFFSET = 64
+WAKE_ARMED_OFFSET = 68
 WAKE_SEQ_OFFSET = 128
 WAKE_SLOTS_OFFSET = 256
 WAKE_SLOT_SIZE = 16
@@ -187,7 +191,8 @@ CONSTANTS = {
         "META_SUFFIX", "META_FILE", "META_MAGIC", "META_FORMAT", "META_MAX_BYTES",
         "SEGMENT_SUFFIX", "SEGMENT_DIGITS", "TMP_PREFIX",
         "WAKE_SUFFIX", "WAKE_FILE", "WAKE_FILE_SIZE", "WAKE_MAGIC", "WAKE_VERSION",
-        "WAKE_MAGIC_OFFSET", "WAKE_VERSION_OFFSET", "WAKE_PARKED_OFFSET", "WAKE_SEQ_OFFSET",
+        "WAKE_MAGIC_OFFSET", "WAKE_VERSION_OFFSET", "WAKE_PARKED_OFFSET", "WAKE_ARMED_OFFSET",
+        "WAKE_SEQ_OFFSET",
         "WAKE_SLOTS_OFFSET", "WAKE_SLOT_SIZE", "WAKE_SLOT_COUNT", "WAKE_SLOT_PID_OFFSET",
         "WAKE_SLOT_STATE_OFFSET", "WAKE_SLOT_START_OFFSET", "DEFAULT_PARK_NS",
         "DEFAULT_PARK_MAX_NS",

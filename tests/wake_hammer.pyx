@@ -50,10 +50,10 @@ cdef void parker(char *base, int64_t n, int64_t self_wake_ns, pid_t parent) noex
             t0 = wake_now_ns()
             wake_wait(base, v, self_wake_ns)
             wake_done(base, slot)
-            if wake_seq(base) != v:
+            if wake_now_ns() - t0 >= self_wake_ns:
+                lost += 1         # the whole bound passed: no wake came
+            elif wake_seq(base) != v:
                 woken += 1
-            elif load_acquire_i32(status) != 0 or wake_now_ns() - t0 >= self_wake_ns:
-                lost += 1         # no wake came: the record (if any) waited for the self-wake
             if load_acquire_i32(status) != 0:
                 break
             if getppid() != parent:

@@ -35,11 +35,13 @@ package io.mappedbuspy;
  * after each commit ({@link WakeFile}; the protocol is {@code mappedbus_py/_wake.h}):
  *
  * <pre>
- *  0            8             12                64              68
- *  +------------+-------------+-- zeros --------+---------------+-- zeros --
- *  | magic i64  | version i32 |                 | parked i32    |
- *  +------------+-------------+-----------------+---------------+-----------
+ *  0            8             12                64            68            72
+ *  +------------+-------------+-- zeros --------+-------------+-------------+-- zeros --
+ *  | magic i64  | version i32 |                 | parked i32  | armed i32   |
+ *  +------------+-------------+-----------------+-------------+-------------+-----------
  *  WAKE_MAGIC_OFFSET, WAKE_VERSION_OFFSET        WAKE_PARKED_OFFSET: readers parked now
+ *                                                WAKE_ARMED_OFFSET: 1 once a reader parked since the last
+ *                                                wake; writers load it after each commit
  *  128          132                   256
  *  +------------+-- zeros ------------+--------+--------+-----+------------------------------+
  *  | seq u32    |                     | slot 0 | slot 1 | ... | slot WAKE_SLOT_COUNT-1       |
@@ -119,8 +121,13 @@ public final class Layout {
     public static final int WAKE_MAGIC_OFFSET = 0;
     /** Offset of the int32 version. */
     public static final int WAKE_VERSION_OFFSET = 8;
-    /** Offset of the int32 count of readers parked now (its own cache line): a writer loads it after each commit. */
+    /** Offset of the int32 count of readers parked now. */
     public static final int WAKE_PARKED_OFFSET = 64;
+    /**
+     * Offset of the int32 armed flag (beside the count): 1 once a reader parked since the last wake. A writer
+     * loads it after each commit, and wakes only if it exchanges it from 1 to 0.
+     */
+    public static final int WAKE_ARMED_OFFSET = 68;
     /**
      * Offset of the uint32 futex word (its own cache line): a writer that finds readers parked adds 1 and
      * wakes them; a parker sleeps while it holds the value it read.
@@ -275,6 +282,7 @@ public final class Layout {
                 + "WAKE_MAGIC_OFFSET=" + WAKE_MAGIC_OFFSET + "\n"
                 + "WAKE_VERSION_OFFSET=" + WAKE_VERSION_OFFSET + "\n"
                 + "WAKE_PARKED_OFFSET=" + WAKE_PARKED_OFFSET + "\n"
+                + "WAKE_ARMED_OFFSET=" + WAKE_ARMED_OFFSET + "\n"
                 + "WAKE_SEQ_OFFSET=" + WAKE_SEQ_OFFSET + "\n"
                 + "WAKE_SLOTS_OFFSET=" + WAKE_SLOTS_OFFSET + "\n"
                 + "WAKE_SLOT_SIZE=" + WAKE_SLOT_SIZE + "\n"

@@ -71,7 +71,7 @@ public final class WakeFile implements AutoCloseable {
     // The buffers that keep the mapping alive as long as this instance is (its addresses go to native code).
     private final Object keep;
     private long base;
-    private long parkedAddress;
+    private long armedAddress;     // what a writer loads after each commit
     // Parks and wakes through the library (false: polls, wakes nobody).
     private boolean nat;
     private int slot = -1;
@@ -86,7 +86,7 @@ public final class WakeFile implements AutoCloseable {
         this.mem = mem;
         this.keep = mem == null ? ZEROS : mem.mapping();
         this.base = mem == null ? ZEROS_ADDRESS : mem.baseAddress();
-        this.parkedAddress = base + Layout.WAKE_PARKED_OFFSET;
+        this.armedAddress = base + Layout.WAKE_ARMED_OFFSET;
         this.nat = nat;
     }
 
@@ -209,13 +209,14 @@ public final class WakeFile implements AutoCloseable {
     // ---- the writer's side ----
 
     /**
-     * Whether a reader is parked: one volatile int load of the parked count, what a writer does after each commit.
+     * Whether a reader parked since the last wake: one volatile int load of the armed flag, what a writer does
+     * after each commit.
      *
      * @return true if {@link #wake()} has someone to wake
      */
     public boolean wakeNeeded() {
         try {
-            return MemoryMappedFile.getIntVolatileAt(parkedAddress) > 0;
+            return MemoryMappedFile.getIntVolatileAt(armedAddress) != 0;
         } catch (InternalError e) {
             return fault(e);
         } finally {
@@ -353,7 +354,7 @@ public final class WakeFile implements AutoCloseable {
         nat = false;
         registered = false;
         base = ZEROS_ADDRESS;
-        parkedAddress = ZEROS_ADDRESS + Layout.WAKE_PARKED_OFFSET;
+        armedAddress = ZEROS_ADDRESS + Layout.WAKE_ARMED_OFFSET;
     }
 
     // ---- state ----
@@ -365,7 +366,7 @@ public final class WakeFile implements AutoCloseable {
      */
     public int parked() {
         try {
-            return MemoryMappedFile.getIntVolatileAt(parkedAddress);
+            return MemoryMappedFile.getIntVolatileAt(base + Layout.WAKE_PARKED_OFFSET);
         } finally {
             Reference.reachabilityFence(this);
         }
@@ -448,10 +449,10 @@ public final class WakeFile implements AutoCloseable {
      * The constants of {@code _wake.h} as the library was compiled, in this order: WAKE_FILE_SIZE, WAKE_MAGIC,
      * WAKE_VERSION, WAKE_MAGIC_OFFSET, WAKE_VERSION_OFFSET, WAKE_PARKED_OFFSET, WAKE_SEQ_OFFSET, WAKE_SLOTS_OFFSET,
      * WAKE_SLOT_SIZE, WAKE_SLOT_COUNT, WAKE_SLOT_PID_OFFSET, WAKE_SLOT_STATE_OFFSET, WAKE_SLOT_START_OFFSET,
-     * WAKE_STATE_IDLE, WAKE_STATE_PARKED, WAKE_FUTILE_RECLAIM, WAKE_PIN_NS.
+     * WAKE_STATE_IDLE, WAKE_STATE_PARKED, WAKE_FUTILE_RECLAIM, WAKE_PIN_NS, WAKE_ARMED_OFFSET.
      */
     static long[] nativeConstants() {
-        long[] c = new long[17];
+        long[] c = new long[18];
         for (int i = 0; i < c.length; i++) {
             c[i] = nConstant(i);
         }
@@ -463,7 +464,7 @@ public final class WakeFile implements AutoCloseable {
         return new long[] {Layout.WAKE_FILE_SIZE, Layout.WAKE_MAGIC, Layout.WAKE_VERSION, Layout.WAKE_MAGIC_OFFSET,
             Layout.WAKE_VERSION_OFFSET, Layout.WAKE_PARKED_OFFSET, Layout.WAKE_SEQ_OFFSET, Layout.WAKE_SLOTS_OFFSET,
             Layout.WAKE_SLOT_SIZE, Layout.WAKE_SLOT_COUNT, Layout.WAKE_SLOT_PID_OFFSET, Layout.WAKE_SLOT_STATE_OFFSET,
-            Layout.WAKE_SLOT_START_OFFSET, 0, 1, FUTILE_RECLAIM, Waiter.PIN_NS};
+            Layout.WAKE_SLOT_START_OFFSET, 0, 1, FUTILE_RECLAIM, Waiter.PIN_NS, Layout.WAKE_ARMED_OFFSET};
     }
 
     // Loaded at the first wake file opened (a program that never parks nor wakes never loads it).
