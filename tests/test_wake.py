@@ -399,3 +399,30 @@ def test_a_rolling_reader_parked_at_a_segment_end_is_woken_by_the_next_segment(t
             assert rec.data == b"next-seg" and r.segment == 1
             assert time.monotonic() - t < 1.5
     assert os.path.exists(os.path.join(d, layout.WAKE_FILE))
+
+
+def test_readers_of_several_buses_in_one_process_are_each_woken_by_their_own_writer(tmp_path):
+    paths = [str(tmp_path / f"bus{i}") for i in range(3)]
+    writers = [MappedBusWriter(p, SIZE, 8).open() for p in paths]
+    readers = [MappedBusReader(p, SIZE, 8, start="end", **LONG_PARK).open() for p in paths]
+    try:
+        got = {}
+
+        def run(i):
+            rec = readers[i].read(10)
+            got[i] = (rec.data, time.monotonic_ns() - struct.unpack("<q", rec.data)[0])
+        ts = [threading.Thread(target=run, args=(i,)) for i in range(3)]
+        for t in ts:
+            t.start()
+        for p in paths:
+            wait_parked(p + layout.WAKE_SUFFIX, 1)
+        for i in (2, 0, 1):
+            writers[i].write(stamp())
+            time.sleep(0.05)
+        for t in ts:
+            t.join(10)
+        assert sorted(got) == [0, 1, 2]
+        assert max(lat for _, lat in got.values()) < 1.5e9     # woken, not the 2 s self-look
+    finally:
+        for x in readers + writers:
+            x.close()
