@@ -4,6 +4,9 @@ import java.io.IOException;
 import java.nio.charset.CharacterCodingException;
 import java.nio.charset.CodingErrorAction;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.LinkOption;
+import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.security.SecureRandom;
 import java.util.ArrayList;
@@ -289,6 +292,81 @@ public final class BusMeta {
      */
     public static Path metaPath(String busPath) {
         return Path.of(busPath + Layout.META_SUFFIX);
+    }
+
+    /**
+     * The metadata a single-file bus opened without sizes takes them from: {@code PATH.meta}, which must
+     * describe this file (kind single, the file's inode). Read without the owner and mode check (a link or
+     * anything but a regular file is still refused): it only supplies the sizes, and {@code open()} checks
+     * both files again with the reader's or writer's own {@code allowForeign}.
+     *
+     * @param path the bus file
+     * @param type the class opening it, for the message
+     * @return the metadata
+     * @throws IllegalArgumentException if the file or its metadata is missing, or the metadata describes
+     *                                  another file or a rolling bus: such a bus needs both sizes
+     * @throws IOException              if a file cannot be read, or is not a metadata file
+     */
+    static BusMeta ofFile(String path, String type) throws IOException {
+        Path p = Path.of(Objects.requireNonNull(path, "path"));
+        Path mp = metaPath(path);
+        long ino;
+        try {
+            BusFiles.checkTrusted(p, true); // a link, FIFO or directory is refused here as open() refuses it
+            ino = (Long) Files.getAttribute(p, "unix:ino", LinkOption.NOFOLLOW_LINKS);
+        } catch (NoSuchFileException e) {
+            ino = -1;
+        }
+        BusMeta m = ino < 0 ? null : read(mp, true);
+        String why;
+        if (ino < 0) {
+            why = "the file does not exist";
+        } else if (m == null) {
+            why = "it has no metadata file (" + mp + ")";
+        } else if (!SINGLE.equals(m.kind)) {
+            why = mp + " describes a " + m.kind + " bus";
+        } else if (m.inode() != ino) {
+            why = mp + " describes another file (inode " + m.inode() + ", this one's is " + ino
+                    + "): a bus since deleted";
+        } else {
+            return m;
+        }
+        throw new IllegalArgumentException(path + ": no sizes given and " + why + ": a bus made by the Java"
+                + " original, or not made yet, needs both sizes, new " + type + "(path, fileSize, recordSize)");
+    }
+
+    /**
+     * The metadata a rolling bus opened without sizes takes them from: {@code DIR/bus.meta}, of kind rolling.
+     * Read without the owner and mode check, as {@link #ofFile}: {@code open()} checks again.
+     *
+     * @param dir  the bus directory
+     * @param type the class opening it, for the message
+     * @return the metadata
+     * @throws IllegalArgumentException if there is no such directory or bus.meta, or it describes a
+     *                                  single-file bus: a rolling bus not made yet needs both sizes
+     * @throws IOException              if the directory is a link or not a directory, or bus.meta cannot be
+     *                                  read or is not a metadata file
+     */
+    static BusMeta ofRollingDir(String dir, String type) throws IOException {
+        Path d = Path.of(Objects.requireNonNull(dir, "dir"));
+        Path mp = d.resolve(Layout.META_FILE);
+        BusMeta m;
+        try {
+            BusFiles.checkTrustedDirectory(d, true);
+            m = read(mp, true);
+        } catch (NoSuchFileException e) {
+            m = null;
+        }
+        String why;
+        if (m == null) {
+            why = "there is no rolling bus here (no " + mp + ")";
+        } else if (!ROLLING.equals(m.kind)) {
+            why = mp + " describes a single-file bus, not a rolling one";
+        } else {
+            return m;
+        }
+        throw new IllegalArgumentException(dir + ": no sizes given and " + why + " to take them from: a rolling"
+                + " bus not made yet needs both sizes, new " + type + "(dir, segmentSize, recordSize)");
     }
 
     /**

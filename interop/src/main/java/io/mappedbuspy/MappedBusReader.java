@@ -89,6 +89,40 @@ public final class MappedBusReader implements AutoCloseable {
     boolean wakeNative = true;
 
     /**
+     * Creates a reader of an existing bus that may roll back uncommitted records, with the sizes its metadata
+     * file {@code PATH.meta} records (read now; {@link #open()} checks them again, and the files' owner and
+     * mode).
+     *
+     * @param path bus file path: a bus of this project, whose {@code PATH.meta} describes this file
+     * @throws IllegalArgumentException if the file or {@code PATH.meta} is missing, or it describes another file
+     *                                  or a rolling bus: a file of the Java original, or a bus not made yet,
+     *                                  needs both sizes ({@link #MappedBusReader(String, long, int)})
+     * @throws UnsafeBusFileException   if the path is a link or not a regular file
+     * @throws IOException              if {@code PATH.meta} cannot be read or is not a metadata file
+     */
+    public MappedBusReader(String path) throws IOException {
+        this(path, false);
+    }
+
+    /**
+     * Creates a reader of an existing bus with the sizes its metadata file {@code PATH.meta} records, as
+     * {@link #MappedBusReader(String)}.
+     *
+     * @param path     bus file path: a bus of this project, whose {@code PATH.meta} describes this file
+     * @param readOnly open the file read-only, as {@link #MappedBusReader(String, long, int, boolean)}
+     * @throws IllegalArgumentException if there is no metadata describing this file: give both sizes
+     * @throws UnsafeBusFileException   if the path is a link or not a regular file
+     * @throws IOException              if {@code PATH.meta} cannot be read or is not a metadata file
+     */
+    public MappedBusReader(String path, boolean readOnly) throws IOException {
+        this(path, BusMeta.ofFile(path, "MappedBusReader"), readOnly);
+    }
+
+    private MappedBusReader(String path, BusMeta meta, boolean readOnly) {
+        this(path, meta.fileSize(), meta.recordSize(), readOnly);
+    }
+
+    /**
      * Creates a reader that may roll back uncommitted records (opens the file read-write).
      *
      * @param path       bus file path (a writer creates it; a reader never does)

@@ -37,6 +37,25 @@ public final class MappedBusWriter implements AutoCloseable {
     private static final int LENGTH_CHECK_MASK = 4095;
 
     /**
+     * Creates a writer of an existing bus with the sizes its metadata file {@code PATH.meta} records (read now;
+     * {@link #open()} checks them again, and the files' owner and mode); call {@link #open()} before writing.
+     *
+     * @param path bus file path: a bus of this project, whose {@code PATH.meta} describes this file
+     * @throws IllegalArgumentException if the file or {@code PATH.meta} is missing, or it describes another file
+     *                                  or a rolling bus: a file of the Java original, or a bus not made yet,
+     *                                  needs both sizes ({@link #MappedBusWriter(String, long, int)})
+     * @throws UnsafeBusFileException   if the path is a link or not a regular file
+     * @throws IOException              if {@code PATH.meta} cannot be read or is not a metadata file
+     */
+    public MappedBusWriter(String path) throws IOException {
+        this(path, BusMeta.ofFile(path, "MappedBusWriter"));
+    }
+
+    private MappedBusWriter(String path, BusMeta meta) {
+        this(path, meta.fileSize(), meta.recordSize());
+    }
+
+    /**
      * Creates a writer; call {@link #open()} before writing.
      *
      * @param path       bus file path (created by {@link #open()} if absent)

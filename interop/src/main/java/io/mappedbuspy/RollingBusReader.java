@@ -93,6 +93,39 @@ public final class RollingBusReader implements AutoCloseable {
     boolean wakeNative = true;
 
     /**
+     * Creates a reader of an existing rolling bus that may roll back uncommitted records, with the sizes its
+     * {@code DIR/bus.meta} records (read now; {@link #open()} checks them again, and the files' owner and mode).
+     *
+     * @param dir the bus directory
+     * @throws IllegalArgumentException if there is no {@code DIR/bus.meta}, or it describes a single-file bus: a
+     *                                  bus not made yet needs both sizes
+     *                                  ({@link #RollingBusReader(String, long, int)})
+     * @throws UnsafeBusFileException   if {@code dir} is a link or not a directory
+     * @throws IOException              if bus.meta cannot be read or is not a metadata file
+     */
+    public RollingBusReader(String dir) throws IOException {
+        this(dir, false);
+    }
+
+    /**
+     * Creates a reader of an existing rolling bus with the sizes its {@code DIR/bus.meta} records, as
+     * {@link #RollingBusReader(String)}.
+     *
+     * @param dir      the bus directory
+     * @param readOnly never write to a segment, as {@link #RollingBusReader(String, long, int, boolean)}
+     * @throws IllegalArgumentException if there is no rolling bus's bus.meta in {@code dir}: give both sizes
+     * @throws UnsafeBusFileException   if {@code dir} is a link or not a directory
+     * @throws IOException              if bus.meta cannot be read or is not a metadata file
+     */
+    public RollingBusReader(String dir, boolean readOnly) throws IOException {
+        this(dir, BusMeta.ofRollingDir(dir, "RollingBusReader"), readOnly);
+    }
+
+    private RollingBusReader(String dir, BusMeta meta, boolean readOnly) {
+        this(dir, meta.segmentSize(), meta.recordSize(), readOnly);
+    }
+
+    /**
      * Creates a reader that may roll back uncommitted records.
      *
      * @param dir         the bus directory
@@ -568,6 +601,16 @@ public final class RollingBusReader implements AutoCloseable {
     /** @return the index of the segment being read (or awaited) */
     public long segment() {
         return segment;
+    }
+
+    /** @return the logical size of every segment (given, or from bus.meta) */
+    public long segmentSize() {
+        return segmentSize;
+    }
+
+    /** @return the payload size of every record (given, or from bus.meta) */
+    public int recordSize() {
+        return recordSize;
     }
 
     /** @return whether this reader has reached the end of what was allocated when it was opened */

@@ -55,6 +55,24 @@ public final class RollingBusWriter implements AutoCloseable {
     private long maxRollNanos;
 
     /**
+     * Creates a writer of an existing rolling bus with the sizes its {@code DIR/bus.meta} records (read now;
+     * {@link #open()} checks them again, and the files' owner and mode); call {@link #open()} before writing.
+     *
+     * @param dir the bus directory
+     * @throws IllegalArgumentException if there is no {@code DIR/bus.meta}, or it describes a single-file bus: a
+     *                                  new bus needs both sizes ({@link #RollingBusWriter(String, long, int)})
+     * @throws UnsafeBusFileException   if {@code dir} is a link or not a directory
+     * @throws IOException              if bus.meta cannot be read or is not a metadata file
+     */
+    public RollingBusWriter(String dir) throws IOException {
+        this(dir, BusMeta.ofRollingDir(dir, "RollingBusWriter"));
+    }
+
+    private RollingBusWriter(String dir, BusMeta meta) {
+        this(dir, meta.segmentSize(), meta.recordSize());
+    }
+
+    /**
      * Creates a writer; call {@link #open()} before writing.
      *
      * @param dir         the bus directory (created by {@link #open()} if absent; its parent must exist)
