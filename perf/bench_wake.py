@@ -18,6 +18,11 @@ System.nanoTime), sleeping between messages (time.sleep, Thread.sleep) 1 ms ("1 
   zmq          pyzmq PUSH -> PULL over ipc://, blocking recv (a peer)
   pipe         the floor: a FIFO between two Python processes, blocking os.read (the kernel's own
                wake-up of a sleeping reader, nothing of the bus)
+  pipe_async   asyncio's floor: the same FIFO, the reader an asyncio loop (asyncio.run) waiting
+               with loop.add_reader on the read end, then os.read (read_async's own shape: look,
+               else register, await the callback's future, unregister, read): what one kernel
+               wake-up costs through asyncio, nothing of the bus. py_py_async is compared with it
+               (as information) besides the blocking pipe (its targets)
 
 Every pair runs at both rates in ONE run, interleaved: k rounds, each running every pair once at
 each rate (the pairs' order rotates from round to round), each time in fresh processes on a fresh
@@ -42,13 +47,15 @@ order A B B A in every round (their median of 2k runs each; round trips pooled).
 Targets (issue 22), each a ratio within this one run: for every bus pair at both rates, p50 <= 2
 x the pipe floor's p50, p99 <= 3 x its p99, reader CPU <= 1 % of a core (shown beside the
 floor's); at 50 Hz a p50 at least 5 x lower than pyzmq's; on the busy path spin_park within 3 %
-of busy_spin in messages/s and in round-trip p50.
+of busy_spin in messages/s and in round-trip p50. Beside them, as information (no target): await
+read_async() against asyncio's own floor (pipe_async), p50, p99 and reader CPU.
 
 Figures (wake.json, wake.md; run.py puts them in latest.json too): wake_PAIR_RATE_{p50,p90,p99,
 max,mean}_ns, _cpu_pct, _messages, _rate_hz; wake_PAIR_RATE_p50_vs_pipe, _p99_vs_pipe;
 wake_PAIR_50hz_zmq_p50_vs (pyzmq's p50 / the pair's); wake_busy_{spin_park,busy_spin}_msgs_per_s,
 _rtt_p50_ns, _rtt_p99_ns; wake_busy_msgs_ratio and wake_busy_rtt_p50_ratio (spin_park /
-busy_spin).
+busy_spin); wake_py_py_async_RATE_{p50,p99,cpu}_vs_pipe_async (the pair / asyncio's floor) and
+wake_py_py_async_RATE_cpu_vs_pipe (/ the blocking pipe's CPU).
 """
 import argparse
 import json
@@ -80,8 +87,11 @@ PAIRS = {
     "java_py": ("Java -> Python, read(timeout)", "java", "py"),
     "zmq": ("pyzmq PUSH -> PULL, ipc://, blocking recv", "zmq", "zmq"),
     "pipe": ("floor: pipe, blocking os.read", "pipe", "pipe"),
+    "pipe_async": ("asyncio floor: pipe, loop.add_reader + os.read", "pipe", "pipe_async"),
 }
 BUS_PAIRS = ("py_py", "py_py_async", "java_java", "py_java", "java_py")
+# Floors a pair is also compared with (as information) besides the blocking pipe.
+OWN_FLOOR = {"py_py_async": "pipe_async"}
 IDLES = ("spin_park", "busy_spin")
 MODES = {
     "quick": dict(k=1, n={"1khz": 100, "50hz": 20}, busy_n=1_000_000, rtt_n=20_000,
@@ -146,7 +156,7 @@ def probe(pair, rate, n, warmup):
         elif writer == "pipe":
             chan = os.path.join(tmp, "fifo")
             os.mkfifo(chan, 0o600)
-            rcmd = py_worker("probe-reader", "pipe", chan, n, warmup, lat_file)
+            rcmd = py_worker("probe-reader", reader, chan, n, warmup, lat_file)
             wcmd = py_worker("probe-writer", "pipe", chan, n, interval)
         else:
             chan = shm("bus")
@@ -191,11 +201,15 @@ def _cfg(cfg):
 def interleaved(cfg, names):
     """One function running the named benchmarks (wake_PAIR, wake_busy) in k rounds: each round
     runs every chosen pair once at each rate, then the busy path A B B A. The pipe floor runs
-    whenever a pair does: the ratios need it from the same rounds."""
+    whenever a pair does, asyncio's floor whenever py_py_async does: the ratios need them from
+    the same rounds."""
     cfg = _cfg(cfg)
     chosen = [p for p in PAIRS if f"wake_{p}" in names]
     if chosen and "pipe" not in chosen:
         chosen.append("pipe")
+    for p, fl in OWN_FLOOR.items():
+        if p in chosen and fl not in chosen:
+            chosen.append(fl)
     with_busy = "wake_busy" in names
 
     def run():
@@ -282,6 +296,14 @@ def derived(f):
             for q in ("p50", "p99"):
                 if pre + f"{q}_ns" in f and floor + f"{q}_ns" in f:
                     d[pre + f"{q}_vs_pipe"] = f[pre + f"{q}_ns"] / f[floor + f"{q}_ns"]
+        for rate in RATES:
+            pre, floor = f"wake_{p}_{rate}_", f"wake_{OWN_FLOOR.get(p)}_{rate}_"
+            if p not in OWN_FLOOR or floor + "p50_ns" not in f or pre + "p50_ns" not in f:
+                continue
+            for q in ("p50_ns", "p99_ns", "cpu_pct"):
+                d[pre + f"{q.split('_')[0]}_vs_{OWN_FLOOR[p]}"] = f[pre + q] / f[floor + q]
+            if f"wake_pipe_{rate}_cpu_pct" in f:
+                d[pre + "cpu_vs_pipe"] = f[pre + "cpu_pct"] / f[f"wake_pipe_{rate}_cpu_pct"]
         if f"wake_{p}_50hz_p50_ns" in f and "wake_zmq_50hz_p50_ns" in f:
             d[f"wake_{p}_50hz_zmq_p50_vs"] = f["wake_zmq_50hz_p50_ns"] / f[f"wake_{p}_50hz_p50_ns"]
     if "wake_busy_spin_park_msgs_per_s" in f:
@@ -316,6 +338,36 @@ def target_cells(f, p, rate):
                       f"{f[f'wake_{p}_50hz_zmq_p50_vs']:.1f} x",
                       f[f"wake_{p}_50hz_zmq_p50_vs"] >= TARGET_ZMQ)
     return out
+
+
+def floor_cells(f, p, rate):
+    """{p50, p99, cpu: text} of pair ``p`` against its own floor (OWN_FLOOR: asyncio's for
+    read_async) at ``rate``: information beside the targets, never met or missed."""
+    fl = OWN_FLOOR.get(p)
+    pre, floor = f"wake_{p}_{rate}_", f"wake_{fl}_{rate}_"
+    if fl is None or pre + f"p50_vs_{fl}" not in f:
+        return {}
+    return {"p50": f"{_us(f[pre + 'p50_ns'])} / {_us(f[floor + 'p50_ns'])} us = "
+                   f"{f[pre + f'p50_vs_{fl}']:.2f} x",
+            "p99": f"{_us(f[pre + 'p99_ns'])} / {_us(f[floor + 'p99_ns'])} us = "
+                   f"{f[pre + f'p99_vs_{fl}']:.2f} x",
+            "cpu": f"{f[pre + 'cpu_pct']:.2f} / {f[floor + 'cpu_pct']:.2f} % = "
+                   f"{f[pre + f'cpu_vs_{fl}']:.2f} x"}
+
+
+FLOOR_NAMES = {"p50": "p50 / floor's p50", "p99": "p99 / floor's p99",
+               "cpu": "reader CPU / floor's"}
+
+
+def information(f):
+    """(row, measured) for wake.json: each pair against its own floor (no target)."""
+    rows = []
+    for p in OWN_FLOOR:
+        for rate in RATES:
+            for key, text in floor_cells(f, p, rate).items():
+                rows.append((f"wake: {PAIRS[p][0]} at {RATE_LABELS[rate]}: {FLOOR_NAMES[key]} "
+                             f"({PAIRS[OWN_FLOOR[p]][0]})", text))
+    return rows
 
 
 TARGET_NAMES = {"p50": f"p50 <= {TARGET_P50:g} x pipe floor's p50",
@@ -398,6 +450,27 @@ def markdown(f, raw, with_targets=True):
             out.append(f"- {PAIRS[p][0]}: {why}")
         if raw.get("wake_skipped"):
             out.append("")
+        for p, fl in OWN_FLOOR.items():
+            if not any(floor_cells(f, p, r) for r in RATES):
+                continue
+            out.append(f"#### {PAIRS[p][0]} against asyncio's own floor (information, no "
+                       f"target)\n")
+            out.append(f"asyncio's floor is the row \"{PAIRS[fl][0]}\" above (an asyncio loop "
+                       f"woken by the kernel once a message, nothing of the bus); beside it, the "
+                       f"same pair against the blocking pipe (the targets' floor).\n")
+            out.append("| rate | p50 / asyncio floor | p99 / asyncio floor | reader CPU / "
+                       "asyncio floor | p50 / pipe | p99 / pipe | reader CPU / pipe |")
+            out.append("| --- | --- | --- | --- | ---: | ---: | ---: |")
+            for rate in RATES:
+                c = floor_cells(f, p, rate)
+                if not c:
+                    continue
+                pre = f"wake_{p}_{rate}_"
+                cpu = f.get(pre + "cpu_vs_pipe")
+                out.append(f"| {RATE_LABELS[rate]} | {c['p50']} | {c['p99']} | {c['cpu']} | "
+                           f"{f[pre + 'p50_vs_pipe']:.2f} x | {f[pre + 'p99_vs_pipe']:.2f} x | "
+                           + (f"{cpu:.2f} x" if cpu is not None else "") + " |")
+            out.append("")
     if "wake_busy_msgs_ratio" in f:
         out.append("### Waking parked readers: the busy path\n")
         out.append(f"1 Python writer -> 1 Python reader at full speed ({cfg.get('busy_n', 0):,} "
@@ -428,6 +501,13 @@ def markdown(f, raw, with_targets=True):
                     out.append(f"| {PAIRS[p][0]} | {RATE_LABELS[rate]} | " + " | ".join(
                         (f"{cells[k][0]}: {'met' if cells[k][1] else '**missed**'}"
                          if k in cells else "") for k in TARGET_NAMES) + " |")
+                for rate in RATES:
+                    # Information, no target: the same columns against the pair's own floor.
+                    cells = floor_cells(f, p, rate)
+                    if cells:
+                        out.append(f"| {PAIRS[p][0]} vs asyncio's floor, pipe_async "
+                                   f"(information, no target) | {RATE_LABELS[rate]} | " +
+                                   " | ".join(cells.get(k, "") for k in TARGET_NAMES) + " |")
             out.append("")
         b = busy_cells(f)
         if b:
@@ -449,6 +529,7 @@ def write_results(out_dir, figures, raw):
     raw = {k: v for k, v in raw.items() if k.startswith("wake_")}
     doc = dict(figures)
     doc["targets"] = [{"target": t, "measured": m, "met": bool(ok)} for t, m, ok in targets(figures)]
+    doc["information"] = [{"row": t, "measured": m} for t, m in information(figures)]
     doc["raw"] = raw
     with open(os.path.join(out_dir, "wake.json"), "w") as f:
         json.dump(doc, f, indent=1)

@@ -27,10 +27,13 @@ probe-writer and probe-reader are perf/bench_wake.py's sporadic probe: N 16-byte
 (int64 sequence number, int64 time.monotonic_ns() read just before the send), the writer
 sleeping INTERVAL_NS between them (time.sleep), over KIND: bus (CHANNEL is a bus path; the reader
 waits with ``read(timeout)``), bus_async (the same, ``await read_async(timeout)``), zmq (pyzmq
-PUSH -> PULL, CHANNEL an ipc:// address, blocking recv) or pipe (CHANNEL a FIFO, blocking
-os.read). The reader stores receive time - send time of each message (int64 ns) in LAT_FILE and
-prints its process's CPU time (time.process_time_ns: every thread's utime + stime) and the wall
-time from the receipt of message WARMUP to the last.
+PUSH -> PULL, CHANNEL an ipc:// address, blocking recv), pipe (CHANNEL a FIFO, blocking
+os.read) or pipe_async (the same FIFO read by an asyncio loop: each read tries a non-blocking
+os.read, else registers the read end with ``loop.add_reader``, awaits a future the callback
+completes, removes the reader and reads: read_async's own shape, without the bus; asyncio's
+floor for one kernel wake-up). The reader stores receive time - send time of each message
+(int64 ns) in LAT_FILE and prints its process's CPU time (time.process_time_ns: every thread's
+utime + stime) and the wall time from the receipt of message WARMUP to the last.
 """
 import json
 import os
@@ -254,7 +257,7 @@ def probe_writer(kind, chan, n, interval_ns):
             sleep(interval)
         sock.close(linger=-1)      # until every message is handed over
         ctx.term()
-    elif kind == "pipe":
+    elif kind in ("pipe", "pipe_async"):
         fd = os.open(chan, os.O_WRONLY)
         write = os.write
         try:
@@ -335,6 +338,46 @@ def probe_reader(kind, chan, n, warmup, lat_file):
             got(i, data, t)
         mark["cpu1"] = cpu()
         os.close(fd)
+    elif kind == "pipe_async":
+        import asyncio
+        ready()
+        fd = os.open(chan, os.O_RDONLY)      # blocking open: returns once the writer has its end
+        os.set_blocking(fd, False)
+
+        def wakeup(fut):
+            if not fut.done():
+                fut.set_result(None)
+
+        async def run():
+            loop = asyncio.get_running_loop()
+            read = os.read
+
+            async def read_async():
+                # read_async's shape: look first; else register, await the loop's callback,
+                # unregister, read.
+                try:
+                    return read(fd, PROBE_SIZE)
+                except BlockingIOError:
+                    pass
+                fut = loop.create_future()
+                loop.add_reader(fd, wakeup, fut)
+                try:
+                    await fut
+                finally:
+                    loop.remove_reader(fd)
+                return read(fd, PROBE_SIZE)
+
+            for i in range(n):
+                data = await read_async()
+                t = now()
+                if len(data) != PROBE_SIZE:
+                    raise SystemExit(f"pipe_async: {len(data)} bytes for message {i}")
+                got(i, data, t)
+            mark["cpu1"] = cpu()
+        try:
+            asyncio.run(run())
+        finally:
+            os.close(fd)
     else:
         raise SystemExit(f"unknown probe kind {kind}")
     lat.tofile(lat_file)

@@ -114,7 +114,7 @@ def test_wake_quick_run_writes_every_named_figure(tmp_path):
     java = _have_jdk()
     zmq = importlib.util.find_spec("zmq") is not None
     bus_pairs = WAKE_PY_PAIRS + (WAKE_JAVA_PAIRS if java else ())
-    pairs = bus_pairs + ("pipe",) + (("zmq",) if zmq else ())
+    pairs = bus_pairs + ("pipe", "pipe_async") + (("zmq",) if zmq else ())
     named = list(WAKE_BUSY)
     for p in pairs:
         for rate in WAKE_RATES:
@@ -124,6 +124,10 @@ def test_wake_quick_run_writes_every_named_figure(tmp_path):
         named += [f"wake_{p}_{rate}_{q}_vs_pipe" for rate in WAKE_RATES for q in ("p50", "p99")]
         if zmq:
             named.append(f"wake_{p}_50hz_zmq_p50_vs")
+    # read_async against asyncio's own floor (information beside the targets).
+    named += [f"wake_py_py_async_{rate}_{q}_vs_pipe_async" for rate in WAKE_RATES
+              for q in ("p50", "p99", "cpu")]
+    named += [f"wake_py_py_async_{rate}_cpu_vs_pipe" for rate in WAKE_RATES]
     missing = [k for k in named + MACHINE if k not in figures]
     assert not missing, missing
     for k in named:
@@ -142,9 +146,13 @@ def test_wake_quick_run_writes_every_named_figure(tmp_path):
     rows = {t["target"]: t for t in figures["targets"]}
     assert len(rows) == len(bus_pairs) * (3 * len(WAKE_RATES) + (1 if zmq else 0)) + 2, list(rows)
     assert all(isinstance(t["met"], bool) and t["measured"] for t in rows.values())
+    assert len(figures["information"]) == 3 * len(WAKE_RATES)
+    assert all("asyncio floor" in t["row"] and t["measured"] for t in figures["information"])
     table = (tmp_path / "wake.md").read_text()
     assert "| Python -> Python, await read_async() | 50 Hz (20 ms sleep) |" in table
     assert "| floor: pipe, blocking os.read | 1 kHz (1 ms sleep) |" in table
+    assert "| asyncio floor: pipe, loop.add_reader + os.read | 50 Hz (20 ms sleep) |" in table
+    assert "against asyncio's own floor (information, no target)" in table
     assert "| spin_park / busy_spin |" in table and "### Targets of issue 22" in table
     assert f"Machine: {figures['machine_cpu']}, {figures['machine_cores']} cores" in table
     after = {n for n in os.listdir("/dev/shm") if n.startswith("mbperf-")}
