@@ -37,12 +37,13 @@ JAVA_WRITER = "io.mappedbuspy.perf.PerfWriter"
 
 
 def one_to_one(writer, reader, n, warmup, api="message", mode="prefault", faults=False,
-               idle=None):
+               idle=None, spin=None):
     """One run; writer/reader are 'py', 'java' (the port) or 'orig' (the Java original, both
     sides); mode 'prefault' or 'default' (see the module docstring). The reader's JSON result,
     with ``faults`` also each process's minor page faults (reader_minflt, writer_minflt).
     ``idle`` (a Python reader, message API): the reader waits with the library's wait() under
-    that idle strategy instead of polling (perf/bench_wake.py's busy path)."""
+    that idle strategy instead of polling (perf/bench_wake.py's busy path), ``spin`` (seconds)
+    its spin before it parks (the library's default when None)."""
     prefault = mode == "prefault"
     with ShmFiles(f"{writer}-{reader}-{api}-{mode}") as shm:
         path = shm("bus")
@@ -58,7 +59,8 @@ def one_to_one(writer, reader, n, warmup, api="message", mode="prefault", faults
         flag = [] if prefault else ["noprefault"]
         if reader == "py":
             rcmd = py_worker("bus-reader", path, size, PRICE_UPDATE_SIZE, api, n, warmup, *flag,
-                             *([f"idle={idle}"] if idle else []))
+                             *([f"idle={idle}"] if idle else []),
+                             *([f"spin={spin!r}"] if spin is not None else []))
         elif reader == "orig":
             rcmd = java_original("reader", path, size, n, warmup, str(prefault).lower())
         else:

@@ -24,10 +24,11 @@ PINGPONG = "io.mappedbuspy.perf.PingPong"
 PERCENTILES = (50, 90, 99, 99.9)
 
 
-def ping_pong(initiator, echo, n, warmup, idle=None):
+def ping_pong(initiator, echo, n, warmup, idle=None, spin=None):
     """initiator/echo are 'py' or 'java', or both 'c' (the floor); returns the n round-trip
     times in ns. ``idle``: the Python sides' readers wait with the library's wait() under that
-    idle strategy instead of polling (perf/bench_wake.py's busy path)."""
+    idle strategy instead of polling (perf/bench_wake.py's busy path), ``spin`` (seconds) their
+    spin before they park (the library's default when None)."""
     total = n + warmup
     if initiator == "c":
         return floor_ping_pong(n, warmup)
@@ -37,7 +38,7 @@ def ping_pong(initiator, echo, n, warmup, idle=None):
         create_bus(ping, size, 12)
         create_bus(pong, size, 12)
         rtt_file = os.path.join(tmp, "rtt.bin")
-        flag = [f"idle={idle}"] if idle else []
+        flag = ([f"idle={idle}"] if idle else []) + ([f"spin={spin!r}"] if spin is not None else [])
         ecmd = (py_worker("ping-echo", ping, pong, size, total, *flag) if echo == "py"
                 else java(PINGPONG, "echo", ping, pong, size, total))
         icmd = (py_worker("ping-init", ping, pong, size, n, warmup, rtt_file, *flag)

@@ -3,6 +3,7 @@
     python3 perf/bench_wake.py            # full: 3 rounds, 500 messages at 1 kHz and 150 at 50 Hz a pair
     python3 perf/bench_wake.py --quick    # a smoke run of about 20 s (1 round, few messages)
     python3 perf/run.py --only wake       # the same as a group of the suite (its mode's counts)
+    python3 perf/bench_wake.py --spin-sweep   # spin_park's spin, 0 to 50 us (wake_spin.*, ~4 min)
 
 The sporadic probe: one writer process sends one 16-byte message now and then (int64 sequence
 number, int64 send time read from CLOCK_MONOTONIC just before the send: time.monotonic_ns,
@@ -56,6 +57,18 @@ wake_PAIR_50hz_zmq_p50_vs (pyzmq's p50 / the pair's); wake_busy_{spin_park,busy_
 _rtt_p50_ns, _rtt_p99_ns; wake_busy_msgs_ratio and wake_busy_rtt_p50_ratio (spin_park /
 busy_spin); wake_py_py_async_RATE_{p50,p99,cpu}_vs_pipe_async (the pair / asyncio's floor) and
 wake_py_py_async_RATE_cpu_vs_pipe (/ the blocking pipe's CPU).
+
+The spin sweep (--spin-sweep; wake_spin.json, wake_spin.md): spin_park's spin (the reader's
+``spin=``, DEFAULT_SPIN in mappedbus_py/_reader.pyx) at each of SWEEP_SPINS, in one run: the busy
+path (1 -> 1 msgs/s and round-trip p50/p99, both ping-pong readers with that spin; busy_spin
+beside them, the reference) and Python -> Python read(timeout) at 1 kHz and 50 Hz (p50/p99,
+reader CPU; the pipe floor beside them). k rounds; each runs the probes (every spin and the pipe
+once at each rate, the order rotating from round to round), then the busy path's runs in the
+order busy_spin, spins ascending, then descending, busy_spin (each spin twice a round, at mirrored
+places). Figures wake_spin_TAG_... (TAG: 0us, 2us, ..., busy_spin, pipe): _msgs_per_s (median),
+_msgs_ratio, _rtt_p50_ns, _rtt_p99_ns, _rtt_p50_ratio (to busy_spin), _RATE_p50_ns, _p99_ns,
+_cpu_pct; wake_spin_choice_s: the least CPU at 1 kHz among the spins within 3 % of busy_spin on
+the busy path (msgs/s not 3 % below, round-trip p50 not 3 % above).
 """
 import argparse
 import json
@@ -100,6 +113,14 @@ MODES = {
                  rtt_warmup=20_000),
 }
 TARGET_P50, TARGET_P99, TARGET_CPU, TARGET_ZMQ, TARGET_BUSY = 2.0, 3.0, 1.0, 5.0, 0.03
+# The spin sweep (--spin-sweep): spin_park's spin (seconds) and its counts.
+SWEEP_SPINS = (0.0, 2e-6, 5e-6, 10e-6, 20e-6, 50e-6)
+SWEEP_MODES = {
+    "quick": dict(k=1, n={"1khz": 100, "50hz": 20}, busy_n=1_000_000, rtt_n=20_000,
+                  rtt_warmup=2_000),
+    "full": dict(k=5, n={"1khz": 500, "50hz": 100}, busy_n=5_000_000, rtt_n=200_000,
+                 rtt_warmup=20_000),
+}
 
 
 # -- what can run here ---------------------------------------------------------------------
@@ -142,9 +163,11 @@ def _java(*args):
     return jvm.java_command(WAKE_PROBE, *args, jvm_args=JVM_ARGS)
 
 
-def probe(pair, rate, n, warmup):
+def probe(pair, rate, n, warmup, spin=None):
     """One run of ``pair`` at ``rate`` in fresh processes: the reader's JSON plus ``lat``, the
-    counted messages' latencies (ns)."""
+    counted messages' latencies (ns). ``spin``: a Python bus reader's spin (seconds; the
+    library's default when None)."""
+    sflag = [] if spin is None else [f"spin={spin!r}"]
     _, writer, reader = PAIRS[pair]
     interval = RATES[rate]
     with ShmFiles(f"wake-{pair}-{rate}") as shm, tempfile.TemporaryDirectory() as tmp:
@@ -166,7 +189,7 @@ def probe(pair, rate, n, warmup):
                 rcmd = _java("reader", chan, size, n, warmup, lat_file)
             else:
                 kind = "bus_async" if reader == "py_async" else "bus"
-                rcmd = py_worker("probe-reader", kind, chan, n, warmup, lat_file)
+                rcmd = py_worker("probe-reader", kind, chan, n, warmup, lat_file, *sflag)
             wcmd = (_java("writer", chan, size, n, interval) if writer == "java"
                     else py_worker("probe-writer", "bus", chan, n, interval))
         res = reader_then_writers(rcmd, [wcmd], timeout=300)
@@ -174,15 +197,18 @@ def probe(pair, rate, n, warmup):
         return res
 
 
-def busy(kind, idle, cfg):
+def busy(kind, idle, cfg, spin=None):
     """One busy-path run: 'rate' (bench_bus's 1 -> 1, msgs/s) or 'rtt' (bench_latency's
-    ping-pong, the round trips in ns), the Python readers waiting under ``idle``."""
+    ping-pong, the round trips in ns), the Python readers waiting under ``idle`` (with ``spin``
+    seconds of spin, the library's default when None)."""
     if kind == "rate":
         import bench_bus
         n = cfg["busy_n"]
-        return bench_bus.one_to_one("py", "py", n, n // 10, "message", "prefault", idle=idle)
+        return bench_bus.one_to_one("py", "py", n, n // 10, "message", "prefault", idle=idle,
+                                    spin=spin)
     import bench_latency
-    return bench_latency.ping_pong("py", "py", cfg["rtt_n"], cfg["rtt_warmup"], idle=idle)
+    return bench_latency.ping_pong("py", "py", cfg["rtt_n"], cfg["rtt_warmup"], idle=idle,
+                                   spin=spin)
 
 
 # -- the rounds ----------------------------------------------------------------------------
@@ -546,6 +572,147 @@ def write_results(out_dir, figures, raw):
         f.write(head + markdown(figures, raw))
 
 
+# -- the spin sweep ------------------------------------------------------------------------
+
+def spin_tag(spin):
+    return "busy_spin" if spin is None else f"{spin * 1e6:g}us"
+
+
+def spin_sweep(cfg):
+    """The spin sweep's rounds (see the module docstring): (figures, raw)."""
+    k = max(1, cfg["k"])
+    spins = list(SWEEP_SPINS)
+    probes = spins + ["pipe"]
+    lat = {(s, r): [] for s in probes for r in RATES}
+    rates = {s: [] for s in [None] + spins}
+    rtts = {s: [] for s in [None] + spins}
+    order_busy = [None] + spins + spins[::-1] + [None]
+    for i in range(k):
+        print(f" round {i + 1}/{k}", end="", file=sys.stderr, flush=True)
+        order = probes[i % len(probes):] + probes[:i % len(probes)]
+        for rate in RATES:
+            n = cfg["n"][rate]
+            for s in order:
+                if s == "pipe":
+                    lat[(s, rate)].append(probe("pipe", rate, n, max(2, n // 10)))
+                else:
+                    lat[(s, rate)].append(probe("py_py", rate, n, max(2, n // 10), spin=s))
+        for s in order_busy:
+            idle = "busy_spin" if s is None else "spin_park"
+            rates[s].append(busy("rate", idle, cfg, spin=s)["msgs_per_s"])
+        for s in order_busy:
+            idle = "busy_spin" if s is None else "spin_park"
+            rtts[s].append(busy("rtt", idle, cfg, spin=s))
+    figs, raw = {}, {"wake_spin_config": dict(cfg, spins=spins)}
+    for (s, rate), rs in lat.items():
+        tag = "pipe" if s == "pipe" else spin_tag(s)
+        f, r = _probe_figures("x", rate, rs)
+        figs.update({f"wake_spin_{tag}_{rate}_{key[len(f'wake_x_{rate}_'):]}": v
+                     for key, v in f.items()})
+        raw[f"wake_spin_{tag}_{rate}"] = r
+    ref_rate = statistics.median(rates[None])
+    ref_rtt = _pct(np.concatenate(rtts[None]), 50)
+    for s in [None] + spins:
+        tag, rtt = spin_tag(s), np.concatenate(rtts[s])
+        pre = f"wake_spin_{tag}_"
+        figs[pre + "msgs_per_s"] = float(statistics.median(rates[s]))
+        figs[pre + "rtt_p50_ns"] = _pct(rtt, 50)
+        figs[pre + "rtt_p99_ns"] = _pct(rtt, 99)
+        figs[pre + "msgs_ratio"] = figs[pre + "msgs_per_s"] / ref_rate
+        figs[pre + "rtt_p50_ratio"] = figs[pre + "rtt_p50_ns"] / ref_rtt
+        raw[pre + "busy"] = {"msgs_per_s_runs": rates[s],
+                             "rtt_p50_ns_runs": [_pct(x, 50) for x in rtts[s]],
+                             "round_trips": int(len(rtt))}
+    ok = [s for s in spins if _spin_ok(figs, s)]
+    if ok:
+        figs["wake_spin_choice_s"] = min(ok, key=lambda s: (
+            figs[f"wake_spin_{spin_tag(s)}_1khz_cpu_pct"], s))
+    return figs, raw
+
+
+def _spin_ok(f, s):
+    pre = f"wake_spin_{spin_tag(s)}_"
+    return f[pre + "msgs_ratio"] >= 1 - TARGET_BUSY and f[pre + "rtt_p50_ratio"] <= 1 + TARGET_BUSY
+
+
+def sweep_markdown(f, raw):
+    cfg = raw["wake_spin_config"]
+    spins = cfg["spins"]
+    out = ["### spin_park's spin: the sweep (perf/bench_wake.py --spin-sweep)\n",
+           f"One run, {cfg['k']} round{'s' if cfg['k'] != 1 else ''}. Busy path: 1 Python writer "
+           f"-> 1 Python reader at full speed ({cfg['busy_n']:,} messages a run, median of "
+           f"{2 * cfg['k']} runs) and the Python ping-pong over two buses ({cfg['rtt_n']:,} "
+           f"round trips a run, {2 * cfg['k']} runs pooled), the readers waiting with wait() "
+           f"under spin_park with that spin, or under busy_spin (the reference; order "
+           f"busy_spin, spins up, spins down, busy_spin in every round). Sporadic stream: "
+           f"Python -> Python read(timeout), one 16-byte message every 1 ms "
+           f"({cfg['n']['1khz']} a run) or 20 ms ({cfg['n']['50hz']} a run), the first 10% of "
+           f"each run not counted; reader CPU in % of one core (every thread's utime + stime "
+           f"over its receiving wall time). The pipe floor (blocking os.read) beside it.\n",
+           "| reader | 1 -> 1 msgs/s | / busy_spin | round trip p50 ns | / busy_spin | p99 ns "
+           "| 1 kHz p50 us | p99 us | CPU % | 50 Hz p50 us | p99 us | CPU % | busy path within "
+           "3 % |",
+           "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+           "| :---: |"]
+    for s in [None] + spins + ["pipe"]:
+        if s == "pipe":
+            label, tag = "floor: pipe, blocking os.read", "pipe"
+        else:
+            tag = spin_tag(s)
+            label = "busy_spin" if s is None else f"spin_park, spin {s * 1e6:g} us"
+        pre = f"wake_spin_{tag}_"
+        cells = []
+        if pre + "msgs_per_s" in f:
+            cells += [f"{f[pre + 'msgs_per_s'] / 1e6:.2f} M", f"{f[pre + 'msgs_ratio']:.3f}",
+                      f"{f[pre + 'rtt_p50_ns']:,.0f}", f"{f[pre + 'rtt_p50_ratio']:.3f}",
+                      f"{f[pre + 'rtt_p99_ns']:,.0f}"]
+        else:
+            cells += [""] * 5
+        for rate in RATES:
+            if pre + f"{rate}_p50_ns" in f:
+                cells += [_us(f[pre + f"{rate}_p50_ns"]), _us(f[pre + f"{rate}_p99_ns"]),
+                          f"{f[pre + f'{rate}_cpu_pct']:.2f}"]
+            else:
+                cells += [""] * 3
+        cells.append("" if s in (None, "pipe") else ("yes" if _spin_ok(f, s) else "**no**"))
+        out.append(f"| {label} | " + " | ".join(cells) + " |")
+    out.append("")
+    runs = [f"{spin_tag(s)}: " + " / ".join(f"{v / 1e6:.2f}" for v in
+                                             raw[f"wake_spin_{spin_tag(s)}_busy"]["msgs_per_s_runs"])
+            for s in [None] + spins]
+    out.append("msgs/s of each run, M (in the order run): " + "; ".join(runs) + ".\n")
+    runs = [f"{spin_tag(s)}: " + " / ".join(f"{v:,.0f}" for v in
+                                             raw[f"wake_spin_{spin_tag(s)}_busy"]["rtt_p50_ns_runs"])
+            for s in [None] + spins]
+    out.append("round-trip p50 of each run, ns: " + "; ".join(runs) + ".\n")
+    if "wake_spin_choice_s" in f:
+        c = f["wake_spin_choice_s"]
+        out.append(f"The rule (the least reader CPU at 1 kHz among the spins whose busy path is "
+                   f"within 3 % of busy_spin: msgs/s not 3 % below, round-trip p50 not 3 % "
+                   f"above) picks **{c * 1e6:g} us** in this run.\n")
+    else:
+        out.append("No spin's busy path was within 3 % of busy_spin in this run.\n")
+    return "\n".join(out)
+
+
+def write_sweep(out_dir, figures, raw):
+    os.makedirs(out_dir, exist_ok=True)
+    doc = dict(figures)
+    doc["raw"] = raw
+    with open(os.path.join(out_dir, "wake_spin.json"), "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+    head = (f"# spin_park's spin (issue 22), {figures.get('date')}\n\n"
+            f"Machine: {figures.get('machine_cpu')}, {figures.get('machine_cores')} cores, "
+            f"{figures.get('machine_ram_gb')} GB RAM, Linux {figures.get('machine_kernel')}, "
+            f"{figures.get('machine_python')}. Load average "
+            f"{figures.get('machine_load_avg_start')} at start, "
+            f"{figures.get('machine_load_avg_end')} at end (the machine is shared). "
+            f"`{figures.get('mode')}` mode, {figures.get('wake_spin_seconds')} s.\n\n")
+    with open(os.path.join(out_dir, "wake_spin.md"), "w") as f:
+        f.write(head + sweep_markdown(figures, raw))
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     g = p.add_mutually_exclusive_group()
@@ -556,8 +723,25 @@ def main(argv=None):
     p.add_argument("--only", help="comma-separated: " + ", ".join(
         name for name, _ in benchmarks(MODES["quick"])))
     p.add_argument("--out", default=os.path.join(common.PERF, "results"))
+    p.add_argument("--spin-sweep", action="store_true",
+                   help="instead: spin_park's spin from 0 to 50 us (wake_spin.json, wake_spin.md)")
     a = p.parse_args(argv)
     mode = a.mode or "full"
+    if a.spin_sweep:
+        cfg = SWEEP_MODES[mode]
+        figures = {"mode": mode, "date": time.strftime("%Y-%m-%d %H:%M:%S %z"),
+                   **common.machine()}
+        print(f"bench_wake --spin-sweep, {mode} mode, {cfg['k']} round(s); load average "
+              f"{figures['machine_load_avg_start']}:", end="", file=sys.stderr, flush=True)
+        t0 = time.monotonic()
+        figs, raw = spin_sweep(cfg)
+        figures.update(figs)
+        figures["machine_load_avg_end"] = round(os.getloadavg()[0], 2)
+        figures["wake_spin_seconds"] = round(time.monotonic() - t0, 1)
+        write_sweep(a.out, figures, raw)
+        print(f"\ndone in {figures['wake_spin_seconds']} s: {a.out}/wake_spin.json, "
+              f"wake_spin.md", file=sys.stderr)
+        return 0
     cfg = MODES[mode]
     names = a.only.split(",") if a.only else [name for name, _ in benchmarks(cfg)]
     figures = {"mode": mode, "date": time.strftime("%Y-%m-%d %H:%M:%S %z"), **common.machine()}

@@ -2,11 +2,12 @@
 
     workers.py bus-writer  PATH FILE_SIZE RECORD_SIZE API N [SOURCE] [mem] [noprefault]
     workers.py bus-reader  PATH FILE_SIZE RECORD_SIZE API N WARMUP [mem] [noprefault] [idle=IDLE]
+                           [spin=S]
     workers.py floor       API N [PATH FILE_SIZE]
-    workers.py ping-echo   PING PONG FILE_SIZE TOTAL [idle=IDLE]
-    workers.py ping-init   PING PONG FILE_SIZE N WARMUP RTT_FILE [idle=IDLE]
+    workers.py ping-echo   PING PONG FILE_SIZE TOTAL [idle=IDLE] [spin=S]
+    workers.py ping-init   PING PONG FILE_SIZE N WARMUP RTT_FILE [idle=IDLE] [spin=S]
     workers.py probe-writer KIND CHANNEL N INTERVAL_NS
-    workers.py probe-reader KIND CHANNEL N WARMUP LAT_FILE
+    workers.py probe-reader KIND CHANNEL N WARMUP LAT_FILE [spin=S]
 
 API is message (PriceUpdate objects, read_into), fields (write_fields / read_into), bytes
 (write(bytes), next()+read_buffer) or batch (numpy rows, write_batch/read_batch). noprefault
@@ -15,6 +16,9 @@ is mapped at open (prefault=True). idle=IDLE (busy_spin, spin_park or park; bus-
 message API, ping-echo, ping-init) opens the reader with that idle strategy and waits for each
 record with the library's blocking ``wait()`` and ``read_message`` instead of polling
 ``read_into``: the busy path of perf/bench_wake.py, where the strategies should cost the same.
+spin=S (seconds, a float) opens the bus readers with that ``spin`` (the spin_park strategy's
+spin before it parks; the library's default otherwise): with idle= on the busy path, and on
+probe-reader's bus readers, for perf/bench_wake.py --spin-sweep.
 
 floor runs the message loops of both roles in one process with each bus call replaced by a
 no-op call into a C extension taking the same arguments (operator.truth for one,
@@ -95,10 +99,11 @@ def bus_writer(path, file_size, record_size, api, n, source=1, mem=False, prefau
         print(json.dumps(status), flush=True)
 
 
-def bus_reader(path, file_size, record_size, api, n, warmup, mem=False, prefault=True, idle=None):
+def bus_reader(path, file_size, record_size, api, n, warmup, mem=False, prefault=True, idle=None,
+               spin=None):
     warmup = min(warmup, n - 1)
     with MappedBusReader(path, file_size, record_size, prefault=prefault,
-                         **_idle_kwargs(idle)) as r:
+                         **_idle_kwargs(idle, spin)) as r:
         ready()
         if idle is not None:
             if api != "message":
@@ -161,8 +166,8 @@ def bus_reader(path, file_size, record_size, api, n, warmup, mem=False, prefault
     print(json.dumps(res), flush=True)
 
 
-def ping_echo(ping, pong, file_size, total, idle=None):
-    with MappedBusReader(ping, file_size, 12, prefault=True, **_idle_kwargs(idle)) as r, \
+def ping_echo(ping, pong, file_size, total, idle=None, spin=None):
+    with MappedBusReader(ping, file_size, 12, prefault=True, **_idle_kwargs(idle, spin)) as r, \
             MappedBusWriter(pong, file_size, 12, prefault=True) as w:
         ready()
         msg = PriceUpdate()
@@ -179,15 +184,19 @@ def ping_echo(ping, pong, file_size, total, idle=None):
             write(msg)
 
 
-def _idle_kwargs(idle):
+def _idle_kwargs(idle, spin=None):
     # No idle=: the reader as the other benchmarks open it (its default strategy, never waiting).
-    return {} if idle is None else {"idle": idle}
+    # No spin=: the library's default spin.
+    kw = {} if idle is None else {"idle": idle}
+    if spin is not None:
+        kw["spin"] = spin
+    return kw
 
 
-def ping_init(ping, pong, file_size, n, warmup, rtt_file, idle=None):
+def ping_init(ping, pong, file_size, n, warmup, rtt_file, idle=None, spin=None):
     rtt = np.zeros(n, np.int64)
     with MappedBusWriter(ping, file_size, 12, prefault=True) as w, \
-            MappedBusReader(pong, file_size, 12, prefault=True, **_idle_kwargs(idle)) as r:
+            MappedBusReader(pong, file_size, 12, prefault=True, **_idle_kwargs(idle, spin)) as r:
         out, back = PriceUpdate(1, 0, 0), PriceUpdate()
         write, read_into, now = w.write, r.read_into, time.perf_counter_ns
         wait, read_message = r.wait, r.read_message
@@ -271,7 +280,7 @@ def probe_writer(kind, chan, n, interval_ns):
         raise SystemExit(f"unknown probe kind {kind}")
 
 
-def probe_reader(kind, chan, n, warmup, lat_file):
+def probe_reader(kind, chan, n, warmup, lat_file, spin=None):
     """The sporadic probe's reader: waits for each message as a user of KIND would."""
     import struct
     unpack_from, now, cpu = struct.Struct("<qq").unpack_from, time.monotonic_ns, time.process_time_ns
@@ -288,7 +297,7 @@ def probe_reader(kind, chan, n, warmup, lat_file):
         mark["wall1"] = t
 
     if kind == "bus":
-        with MappedBusReader(chan) as r:
+        with MappedBusReader(chan, **_idle_kwargs(None, spin)) as r:
             ready()
             read = r.read
             for i in range(n):
@@ -309,7 +318,7 @@ def probe_reader(kind, chan, n, warmup, lat_file):
                     raise SystemExit(f"bus_async: no message {i} within {PROBE_TIMEOUT} s")
                 got(i, rec.payload, t)
             mark["cpu1"] = cpu()
-        with MappedBusReader(chan) as r:
+        with MappedBusReader(chan, **_idle_kwargs(None, spin)) as r:
             ready()
             asyncio.run(run(r))
     elif kind == "zmq":
@@ -443,24 +452,27 @@ def main(argv):
     role, a = argv[0], argv[1:]
     flags = {x for x in a if x in ("mem", "noprefault")}
     idle = [x.partition("=")[2] for x in a if x.startswith("idle=")]
-    a = [x for x in a if x not in flags and not x.startswith("idle=")]
+    spin = [float(x.partition("=")[2]) for x in a if x.startswith("spin=")]
+    a = [x for x in a if x not in flags and not x.startswith(("idle=", "spin="))]
     opts = dict(mem="mem" in flags, prefault="noprefault" not in flags)
     idle = idle[-1] if idle else None
+    spin = spin[-1] if spin else None
     if role == "bus-writer":
         bus_writer(a[0], int(a[1]), int(a[2]), a[3], int(a[4]), int(a[5]) if len(a) > 5 else 1,
                    **opts)
     elif role == "bus-reader":
-        bus_reader(a[0], int(a[1]), int(a[2]), a[3], int(a[4]), int(a[5]), **opts, idle=idle)
+        bus_reader(a[0], int(a[1]), int(a[2]), a[3], int(a[4]), int(a[5]), **opts, idle=idle,
+                   spin=spin)
     elif role == "floor":
         floor(a[0], int(a[1]), *(a[2:3] + [int(x) for x in a[3:4]]))
     elif role == "ping-echo":
-        ping_echo(a[0], a[1], int(a[2]), int(a[3]), idle)
+        ping_echo(a[0], a[1], int(a[2]), int(a[3]), idle, spin)
     elif role == "ping-init":
-        ping_init(a[0], a[1], int(a[2]), int(a[3]), int(a[4]), a[5], idle)
+        ping_init(a[0], a[1], int(a[2]), int(a[3]), int(a[4]), a[5], idle, spin)
     elif role == "probe-writer":
         probe_writer(a[0], a[1], int(a[2]), int(a[3]))
     elif role == "probe-reader":
-        probe_reader(a[0], a[1], int(a[2]), int(a[3]), a[4])
+        probe_reader(a[0], a[1], int(a[2]), int(a[3]), a[4], spin)
     else:
         raise SystemExit(__doc__)
 
