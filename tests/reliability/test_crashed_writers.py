@@ -164,7 +164,7 @@ def check(d, bus, fsize, last_wid, results):
     stat = subprocess.run([sys.executable, "-m", "mappedbus_py", "stat", bus, "-r", str(RECORD),
                            "-f", str(fsize), "--json"], capture_output=True, text=True,
                           timeout=60)
-    assert json.loads(stat.stdout)["lost"] == lost
+    assert json.loads(stat.stdout)["records"]["rolled_back"] == lost
     return lost
 
 
