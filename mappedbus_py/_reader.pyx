@@ -26,7 +26,7 @@ from ._mapping import DEFAULT_LOCK_TIMEOUT, check_lock_timeout
 from ._writer import _check_sizes, _check_limit, _check_path, _reopen, _resolve_sizes
 from .errors import BusClosedError, BusFullError, BusReplacedError, CorruptBusError
 from .layout import (FIRST_RECORD_OFFSET, HEADER_SIZE, DEFAULT_TIMEOUT_MS, MIN_ROLLBACK_TIMEOUT_MS,
-                     DEFAULT_PARK_NS, DEFAULT_PARK_MAX_NS, WAKE_SUFFIX)
+                     DEFAULT_PARK_NS, DEFAULT_PARK_MAX_NS, DEFAULT_SPIN_NS, WAKE_SUFFIX)
 
 cdef extern from "sched.h" nogil:
     int sched_yield()
@@ -43,8 +43,8 @@ cdef enum:
     IDLE_PARK = 2
 #: The idle strategies a reader's wait can use (Aeron's names: busy spin, backoff, park).
 IDLE_STRATEGIES = ("busy_spin", "spin_park", "park")
-#: Seconds a spin_park reader spins before it parks (chosen by perf/bench_wake.py).
-DEFAULT_SPIN = 10e-6
+#: Seconds a spin_park reader spins before it parks (layout.DEFAULT_SPIN_NS).
+DEFAULT_SPIN = DEFAULT_SPIN_NS / 1e9
 #: Seconds a parked reader sleeps before it looks by itself, at first and at most.
 DEFAULT_PARK = DEFAULT_PARK_NS / 1e9
 DEFAULT_PARK_MAX = DEFAULT_PARK_MAX_NS / 1e9

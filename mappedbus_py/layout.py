@@ -181,6 +181,10 @@ WAKE_SLOT_START_OFFSET = 8
 #: that came without a wake (_wake.h, wake_backoff).
 DEFAULT_PARK_NS = 1_000_000
 DEFAULT_PARK_MAX_NS = 16_000_000
+#: How long a spin_park reader spins before it parks (``perf/bench_wake.py --spin-sweep``,
+#: perf/results/wake_spin.md): below it both sides of a round trip park (p99 33-117 us); 20 us
+#: was no better within this VM's noise and costs 0.8 % of a core more at 1 kHz.
+DEFAULT_SPIN_NS = 10_000
 
 CONSTANTS = {
     name: globals()[name]
@@ -195,7 +199,7 @@ CONSTANTS = {
         "WAKE_SEQ_OFFSET",
         "WAKE_SLOTS_OFFSET", "WAKE_SLOT_SIZE", "WAKE_SLOT_COUNT", "WAKE_SLOT_PID_OFFSET",
         "WAKE_SLOT_STATE_OFFSET", "WAKE_SLOT_START_OFFSET", "DEFAULT_PARK_NS",
-        "DEFAULT_PARK_MAX_NS",
+        "DEFAULT_PARK_MAX_NS", "DEFAULT_SPIN_NS",
     )
 }
 

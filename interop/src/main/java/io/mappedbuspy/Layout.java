@@ -157,6 +157,11 @@ public final class Layout {
     public static final long DEFAULT_PARK_NS = 1_000_000;
     /** The most a parked reader's own bound grows to while its looks find nothing, in nanoseconds. */
     public static final long DEFAULT_PARK_MAX_NS = 16_000_000;
+    /**
+     * How long a SPIN_PARK reader spins before it parks (perf/bench_wake.py --spin-sweep: shorter spins park
+     * both sides of a round trip; longer ones cost CPU on a sporadic stream for no measurable gain).
+     */
+    public static final long DEFAULT_SPIN_NS = 10_000;
 
     private Layout() {
     }
@@ -291,6 +296,7 @@ public final class Layout {
                 + "WAKE_SLOT_STATE_OFFSET=" + WAKE_SLOT_STATE_OFFSET + "\n"
                 + "WAKE_SLOT_START_OFFSET=" + WAKE_SLOT_START_OFFSET + "\n"
                 + "DEFAULT_PARK_NS=" + DEFAULT_PARK_NS + "\n"
-                + "DEFAULT_PARK_MAX_NS=" + DEFAULT_PARK_MAX_NS + "\n";
+                + "DEFAULT_PARK_MAX_NS=" + DEFAULT_PARK_MAX_NS + "\n"
+                + "DEFAULT_SPIN_NS=" + DEFAULT_SPIN_NS + "\n";
     }
 }

@@ -32,8 +32,8 @@ final class Waiter {
 
     /** How often a waiting reader checks its files. */
     static final long CHECK_NS = 10_000_000L;
-    /** Default spin before parking (SPIN_PARK), as the Python reader's (chosen by perf/bench_wake.py). */
-    static final long DEFAULT_SPIN_NS = 10_000L;
+    /** Default spin before parking (SPIN_PARK), as the Python reader's (Layout.DEFAULT_SPIN_NS). */
+    static final long DEFAULT_SPIN_NS = Layout.DEFAULT_SPIN_NS;
     /** How long the park bound stays at its minimum after a record that came without a wake (WAKE_PIN_NS). */
     static final long PIN_NS = 2_000_000_000L;
     // The ranges the Python reader accepts (spin, park, park_max in seconds).
