@@ -337,7 +337,10 @@ def _message(e):
 def main(argv=None):
     """The ``mappedbus`` command (``stat``, ``dump``, ...; see docs/cli.md) with ``argv``
     (default: ``sys.argv[1:]``); returns the exit status."""
-    a = _args(argv)
+    try:
+        a = _args(argv)
+    except SystemExit as e:      # a usage error (one line on stderr, exit 2) or --help
+        return e.code if isinstance(e.code, int) else 2
     try:
         return _run(a, sys.stdout)
     except KeyboardInterrupt:
