@@ -146,7 +146,7 @@ def test_the_lost_wake_up_window_hammered_a_million_times_never_waits_for_the_se
     import pyximport
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     pyximport.install(build_dir=os.path.join(root, "build", "test-pyx"), language_level=3,
-                      setup_args={"include_dirs": [os.path.join(root, "mappedbus_py")]})
+                      setup_args={"include_dirs": [os.path.join(root, "mappedbus_py"), root]})
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import wake_hammer
     n = 1_000_000

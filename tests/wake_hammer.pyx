@@ -9,24 +9,9 @@ import os
 from libc.stdint cimport int32_t, int64_t, uint32_t
 from posix.unistd cimport getppid, pid_t
 
-cdef extern from "_wake.h" nogil:
-    int WAKE_FILE_SIZE
-    int wake_init(char *w)
-    int wake_claim(char *w, int pid, int64_t start)
-    uint32_t wake_prepare(char *w, int i)
-    uint32_t wake_seq(const char *w)
-    void wake_wait(char *w, uint32_t v, int64_t ns)
-    void wake_done(char *w, int i)
-    int wake_needed(const char *w)
-    int wake_all(char *w)
-    int64_t wake_now_ns()
-
-cdef extern from "_atomic.h" nogil:
-    int32_t load_acquire_i32(const void *p)
-    int32_t cas_i32(void *p, int32_t expected, int32_t desired)
-    int64_t load_acquire_i64(const void *p)
-    void store_release_i64(void *p, int64_t v)
-    void cpu_relax()
+from mappedbus_py._atomic cimport load_acquire_i32, cas_i32, load_acquire_i64, store_release_i64, cpu_relax
+from mappedbus_py._wake cimport (wake_init, wake_claim, wake_prepare, wake_seq, wake_wait, wake_done,
+                                 wake_needed, wake_all, wake_now_ns)
 
 cdef enum:
     CONSUMED = 4096           # int64: records the parker has taken
