@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds the JNI library through which the Java port parks readers and wakes them (the wake file,
-# mappedbus_py/_wake.h; issue 22):
+# Builds the JNI library that makes the system calls of the wake file's protocol for the Java port (FUTEX_WAIT and
+# FUTEX_WAKE, kill(pid, 0), /proc/PID/stat; the protocol, mappedbus_py/_wake.h, runs in WakeFile.java; issue 22):
 #   build/jvm/libmappedbuswake.so   interop/native/wake_jni.c over mappedbus_py/_wake.h and _atomic.h
 # The JDK's JNI headers come from JAVA_HOME, else from the JDK that javac on PATH belongs to (its real
 # path); without them the file declares the few JNI types it needs itself. CC picks the compiler

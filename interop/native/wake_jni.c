@@ -1,10 +1,13 @@
-/* The JNI face of _wake.h for the Java port (io.mappedbuspy.WakeFile): one function per call of
- * the protocol, each taking the address of the mapped wake file (MemoryMappedFile's mapping of
- * PATH.wake or DIR/bus.wake). The protocol itself is written once, in mappedbus_py/_wake.h.
+/* The system calls of the wake file's protocol for the Java port (io.mappedbuspy.WakeFile), which runs
+ * the protocol of mappedbus_py/_wake.h itself, in Java: every load, store and read-modify-write of the
+ * mapped file goes through the JVM's Unsafe, whose fault on a page past the end of a file truncated
+ * under the mapping is an InternalError. Nothing here reads or writes the mapping: a fault in native
+ * code would be a SIGBUS that ends the JVM. The futex calls take the word's address, and on a page
+ * that is gone the kernel returns EFAULT instead of faulting.
  *
- * Built by interop/build_native.sh into build/jvm/libmappedbuswake.so. No call holds a lock or
- * a JNI resource: wake_wait is a plain blocking futex call, made in the thread's native state,
- * so the JVM's safepoints and garbage collections go on while a reader sleeps in it.
+ * Built by interop/build_native.sh into build/jvm/libmappedbuswake.so. No call holds a lock or a JNI
+ * resource: the futex wait is a plain blocking system call, made in the thread's native state, so
+ * the JVM's safepoints and garbage collections go on while a reader sleeps in it.
  */
 #include <stdint.h>
 #include <stdlib.h>     /* strtoll, used by _wake.h */
@@ -30,51 +33,27 @@ typedef void JNIEnv;
 
 #define BASE(w) ((char *)(intptr_t)(w))
 
-JNIEXPORT jint JNICALL Java_io_mappedbuspy_WakeFile_nInit(JNIEnv *env, jclass cls, jlong w) {
+/* FUTEX_WAIT on the futex word of the file mapped at w while it holds v, at most ns: wake_wait_raw.
+ * WakeFile checks `armed` first (wake_wait). */
+JNIEXPORT void JNICALL Java_io_mappedbuspy_WakeFile_nFutexWait(JNIEnv *env, jclass cls, jlong w, jint v,
+                                                               jlong ns) {
     (void)env; (void)cls;
-    return wake_init(BASE(w));
+    wake_wait_raw(BASE(w), (uint32_t)v, ns);
 }
 
-JNIEXPORT jint JNICALL Java_io_mappedbuspy_WakeFile_nClaim(JNIEnv *env, jclass cls, jlong w, jint pid,
-                                                           jlong start) {
+/* FUTEX_WAKE of every waiter on the futex word of the file mapped at w (the system call of wake_bump;
+ * WakeFile moves the word first): how many the kernel woke, 0 on an error. */
+JNIEXPORT jint JNICALL Java_io_mappedbuspy_WakeFile_nFutexWake(JNIEnv *env, jclass cls, jlong w) {
     (void)env; (void)cls;
-    return wake_claim(BASE(w), pid, start);
+    long n = syscall(SYS_futex, (uint32_t *)(BASE(w) + WAKE_SEQ_OFFSET), FUTEX_WAKE, INT_MAX,
+                     NULL, NULL, 0);
+    return n < 0 ? 0 : (jint)n;
 }
 
-JNIEXPORT void JNICALL Java_io_mappedbuspy_WakeFile_nRelease(JNIEnv *env, jclass cls, jlong w, jint slot,
-                                                             jint pid) {
+/* 1 if there is no process pid (kill(pid, 0) fails with ESRCH), wake_alive's first test. */
+JNIEXPORT jint JNICALL Java_io_mappedbuspy_WakeFile_nNoSuchProcess(JNIEnv *env, jclass cls, jint pid) {
     (void)env; (void)cls;
-    wake_release(BASE(w), slot, pid);
-}
-
-/* The seq value to wait on, as a Java int (the same 32 bits). */
-JNIEXPORT jint JNICALL Java_io_mappedbuspy_WakeFile_nPrepare(JNIEnv *env, jclass cls, jlong w, jint slot) {
-    (void)env; (void)cls;
-    return (jint)wake_prepare(BASE(w), slot);
-}
-
-/* 1 if a writer woke the file meanwhile (the wake word moved), the `woken` of wake_backoff_after. */
-JNIEXPORT jint JNICALL Java_io_mappedbuspy_WakeFile_nWait(JNIEnv *env, jclass cls, jlong w, jint v,
-                                                          jlong ns) {
-    (void)env; (void)cls;
-    wake_wait(BASE(w), (uint32_t)v, ns);
-    return wake_seq(BASE(w)) != (uint32_t)v;
-}
-
-JNIEXPORT void JNICALL Java_io_mappedbuspy_WakeFile_nDone(JNIEnv *env, jclass cls, jlong w, jint slot) {
-    (void)env; (void)cls;
-    wake_done(BASE(w), slot);
-}
-
-JNIEXPORT jint JNICALL Java_io_mappedbuspy_WakeFile_nWakeAll(JNIEnv *env, jclass cls, jlong w) {
-    (void)env; (void)cls;
-    return wake_all(BASE(w));
-}
-
-JNIEXPORT jint JNICALL Java_io_mappedbuspy_WakeFile_nReclaim(JNIEnv *env, jclass cls, jlong w, jint self,
-                                                             jint parkedOnly) {
-    (void)env; (void)cls;
-    return wake_reclaim(BASE(w), self, parkedOnly);
+    return kill(pid, 0) != 0 && errno == ESRCH;
 }
 
 JNIEXPORT jlong JNICALL Java_io_mappedbuspy_WakeFile_nProcStart(JNIEnv *env, jclass cls, jint pid) {
@@ -83,7 +62,8 @@ JNIEXPORT jlong JNICALL Java_io_mappedbuspy_WakeFile_nProcStart(JNIEnv *env, jcl
 }
 
 /* The header's constants as compiled, in the order WakeFile.nativeConstants() documents, so a
- * test checks Layout.java against the C the protocol runs (as _wake.pyx's C_CONSTANTS does for
+ * test checks Layout.java, whose offsets the Java protocol uses, against the _wake.h the Python side
+ * runs and the futex calls above take WAKE_SEQ_OFFSET from (as _wake.pyx's C_CONSTANTS does for
  * Python). */
 JNIEXPORT jlong JNICALL Java_io_mappedbuspy_WakeFile_nConstant(JNIEnv *env, jclass cls, jint i) {
     (void)env; (void)cls;

@@ -186,6 +186,50 @@ public final class MappedBusWriter implements AutoCloseable {
         return dead;
     }
 
+    // Whether a fault report raised in a write is another file's: the JVM raises the report of a fault late (JDK 17:
+    // at the thread's next entry into the VM), so one raised here may be of an earlier access elsewhere, above all
+    // this writer's look at the bus's wake file after a commit (WakeFile.wakeIfNeeded), whose file may have been
+    // truncated under it. A fault of this bus's is a file shorter than the mapping.
+    private boolean faultElsewhere(MemoryMappedFile m, InternalError e) {
+        if (!MemoryMappedFile.isMappingFault(e)) {
+            return false;
+        }
+        try {
+            m.checkLength();
+        } catch (BusTruncatedException t) {
+            return false;
+        }
+        wake.check(); // a wake file cut under the writer is no longer used
+        return true;
+    }
+
+    // The rest of a write that another file's fault report (faultElsewhere) interrupted after allocate() returned
+    // its record at pos: the record's status says what is left (nothing once committed; the stores again, which
+    // change nothing, and the commit if not). A write the report came before allocate() returned is made again by
+    // the caller (a slot its fetch-and-add had just taken is left to the readers' rollback). metadata: the message's
+    // type, or the length of src's bytes from offset.
+    private boolean finish(MemoryMappedFile m, long pos, int metadata, MappedBusMessage message, byte[] src,
+                           int offset) {
+        try {
+            int status = m.getStatus(pos);
+            if (status == Layout.STATUS_NOT_SET) {
+                m.putIntInRecord(pos + Layout.METADATA_OFFSET, metadata);
+                if (message != null) {
+                    message.write(m, pos + Layout.PAYLOAD_OFFSET);
+                } else {
+                    m.putBytes(pos + Layout.PAYLOAD_OFFSET, src, offset, metadata);
+                }
+                status = m.commitInRecord(pos) ? Layout.STATUS_COMMITTED : Layout.STATUS_ROLLED_BACK;
+            }
+            wake.wakeIfNeeded();
+            return status == Layout.STATUS_COMMITTED;
+        } catch (InternalError e) {
+            throw fault(m, e);
+        } catch (BusTruncatedException e) {
+            throw fault(m, e);
+        }
+    }
+
     /**
      * Writes an object message as one record.
      *
@@ -197,18 +241,20 @@ public final class MappedBusWriter implements AutoCloseable {
      */
     public boolean write(MappedBusMessage message) throws EOFException {
         MemoryMappedFile m = mem();
+        long offset = -1;
         try {
-            long offset = allocate(m);
+            offset = allocate(m);
             // allocate() checked the record's bounds: the header and the status need no check of their
             // own (MemoryMappedFile.putIntInRecord); the message's stores, its code, are checked.
             m.putIntInRecord(offset + Layout.METADATA_OFFSET, message.type());
             message.write(m, offset + Layout.PAYLOAD_OFFSET);
             boolean ok = m.commitInRecord(offset);
-            if (wake.wakeNeeded()) {
-                wake.wake();
-            }
+            wake.wakeIfNeeded();
             return ok;
         } catch (InternalError e) {
+            if (faultElsewhere(m, e)) {
+                return offset < 0 ? write(message) : finish(m, offset, message.type(), message, null, 0);
+            }
             throw fault(m, e);
         } catch (BusTruncatedException e) {
             throw fault(m, e);
@@ -235,16 +281,18 @@ public final class MappedBusWriter implements AutoCloseable {
                     + " is outside the source array of length " + src.length);
         }
         MemoryMappedFile m = mem();
+        long pos = -1;
         try {
-            long pos = allocate(m);
+            pos = allocate(m);
             m.putIntInRecord(pos + Layout.METADATA_OFFSET, length);
             m.putBytes(pos + Layout.PAYLOAD_OFFSET, src, offset, length);
             boolean ok = m.commitInRecord(pos);
-            if (wake.wakeNeeded()) {
-                wake.wake();
-            }
+            wake.wakeIfNeeded();
             return ok;
         } catch (InternalError e) {
+            if (faultElsewhere(m, e)) {
+                return pos < 0 ? write(src, offset, length) : finish(m, pos, length, null, src, offset);
+            }
             throw fault(m, e);
         } catch (BusTruncatedException e) {
             throw fault(m, e);

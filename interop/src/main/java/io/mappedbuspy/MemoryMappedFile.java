@@ -76,6 +76,11 @@ public final class MemoryMappedFile implements AutoCloseable {
     private static final MethodHandle GET_INT_VOLATILE;
     private static final MethodHandle GET_LONG_VOLATILE;
     private static final MethodHandle PUT_INT_ORDERED;
+    // Raw-address accessors of the wake file's words (WakeFile runs _wake.h's protocol through them).
+    private static final MethodHandle PUT_INT_VOLATILE;
+    private static final MethodHandle PUT_LONG_ORDERED;
+    private static final MethodHandle GET_AND_ADD_INT;
+    private static final MethodHandle GET_AND_SET_INT;
     private static final MethodHandle GET_AND_ADD_LONG;
     private static final MethodHandle CAS_INT;
     private static final MethodHandle CAS_LONG;
@@ -110,6 +115,12 @@ public final class MemoryMappedFile implements AutoCloseable {
                     .bindTo(u);
             CAS_LONG = l.findVirtual(k, "compareAndSwapLong", MethodType.methodType(boolean.class, o, j, j, j))
                     .bindTo(u);
+            PUT_INT_VOLATILE = l.findVirtual(k, "putIntVolatile", MethodType.methodType(void.class, o, j, i))
+                    .bindTo(u);
+            PUT_LONG_ORDERED = l.findVirtual(k, "putOrderedLong", MethodType.methodType(void.class, o, j, j))
+                    .bindTo(u);
+            GET_AND_ADD_INT = l.findVirtual(k, "getAndAddInt", MethodType.methodType(i, o, j, i)).bindTo(u);
+            GET_AND_SET_INT = l.findVirtual(k, "getAndSetInt", MethodType.methodType(i, o, j, i)).bindTo(u);
             GET_LONG_FIELD = l.findVirtual(k, "getLong", MethodType.methodType(j, o, j)).bindTo(u);
             INVOKE_CLEANER = l.findVirtual(k, "invokeCleaner", MethodType.methodType(void.class, ByteBuffer.class))
                     .bindTo(u);
@@ -159,8 +170,10 @@ public final class MemoryMappedFile implements AutoCloseable {
     // crashes the JVM (SIGBUS in Unsafe_CompareAndSetLong, JDK 17 and 21), where compiled code raises an
     // InternalError instead. So the atomic accessors are run on a private direct buffer when this class is
     // loaded, until the JIT has compiled them (with the guarded intrinsics) before any file is mapped.
+    // The same for the raw-address read-modify-writes of the wake file (WakeFile).
     static {
         MemoryMappedFile w = new MemoryMappedFile(ByteBuffer.allocateDirect(Layout.PAGE_SIZE));
+        long a = w.firstAddress;
         for (int i = 0; i < 30_000; i++) { // about 50 ms, once per JVM
             w.getAndAddLong(8, 1);
             w.compareAndSetLong(16, i, i + 1L);
@@ -169,7 +182,14 @@ public final class MemoryMappedFile implements AutoCloseable {
             w.casStatus(40, 0, 0);
             w.getLongAcquire(8);
             w.setIntRelease(48, i);
+            compareAndSetIntAt(a + 56, i, i + 1);
+            getAndAddIntAt(a + 60, 1);
+            getAndSetIntAt(a + 64, i);
+            putIntVolatileAt(a + 68, i);
+            putLongReleaseAt(a + 72, i);
+            getLongVolatileAt(a + 72);
         }
+        Reference.reachabilityFence(w);
     }
 
     // The warm-up instance.
@@ -639,9 +659,16 @@ public final class MemoryMappedFile implements AutoCloseable {
         return bufferAddress(b);
     }
 
-    // A volatile int32 load at a raw address, unchecked: WakeFile's look at the parked count after every commit
-    // (one load, as the C writer's), in a mapping that WakeFile keeps alive itself. A fault on a truncated page
-    // raises the JVM's InternalError, as the checked accessors do.
+    // ---- raw-address accessors of the wake file (WakeFile) ----
+    //
+    // Unchecked, in the host's byte order (as _wake.h's C), on a mapping that WakeFile keeps alive itself: the
+    // words of _wake.h's protocol, which WakeFile runs in Java so that no native code touches the mapping (a
+    // fault there, on a page past the end of a file truncated under it, would be a SIGBUS ending the JVM). A
+    // fault in these is the JVM's InternalError ("unsafe memory access"), which JDK 17 raises late: at the
+    // thread's next entry into the VM, wherever that is. raiseFaultReports() makes that entry at once.
+    // Volatile loads and stores, compare-and-swap and get-and-add/get-and-set are sequentially consistent.
+
+    // A volatile (seq-cst) int32 load. Pairs with putIntVolatileAt and the read-modify-writes below.
     static int getIntVolatileAt(long address) {
         try {
             return (int) GET_INT_VOLATILE.invokeExact((Object) null, address);
@@ -649,6 +676,75 @@ public final class MemoryMappedFile implements AutoCloseable {
             throw unexpected(t);
         }
     }
+
+    // A volatile (seq-cst) int64 load. Pairs with putLongReleaseAt.
+    static long getLongVolatileAt(long address) {
+        try {
+            return (long) GET_LONG_VOLATILE.invokeExact((Object) null, address);
+        } catch (Throwable t) {
+            throw unexpected(t);
+        }
+    }
+
+    // A volatile (seq-cst) int32 store; read by getIntVolatileAt.
+    static void putIntVolatileAt(long address, int value) {
+        try {
+            PUT_INT_VOLATILE.invokeExact((Object) null, address, value);
+        } catch (Throwable t) {
+            throw unexpected(t);
+        }
+    }
+
+    // An int64 store with release semantics; read by getLongVolatileAt.
+    static void putLongReleaseAt(long address, long value) {
+        try {
+            PUT_LONG_ORDERED.invokeExact((Object) null, address, value);
+        } catch (Throwable t) {
+            throw unexpected(t);
+        }
+    }
+
+    // Compare-and-swap of an int32 (seq-cst); true if it held expected and now holds desired.
+    static boolean compareAndSetIntAt(long address, int expected, int desired) {
+        try {
+            return (boolean) CAS_INT.invokeExact((Object) null, address, expected, desired);
+        } catch (Throwable t) {
+            throw unexpected(t);
+        }
+    }
+
+    // Atomic add to an int32 (seq-cst); returns the previous value.
+    static int getAndAddIntAt(long address, int delta) {
+        try {
+            return (int) GET_AND_ADD_INT.invokeExact((Object) null, address, delta);
+        } catch (Throwable t) {
+            throw unexpected(t);
+        }
+    }
+
+    // Atomic exchange of an int32 (seq-cst); returns the previous value.
+    static int getAndSetIntAt(long address, int value) {
+        try {
+            return (int) GET_AND_SET_INT.invokeExact((Object) null, address, value);
+        } catch (Throwable t) {
+            throw unexpected(t);
+        }
+    }
+
+    // Raises here, as an InternalError, the report of a fault in an earlier Unsafe access of this thread that the
+    // JVM still holds. JDK 17 turns such a fault (in compiled code, and in the interpreter's Unsafe calls) into a
+    // pending report, raised at the thread's next entry into the VM from Java: not at a return from a native
+    // method, nor at a safepoint poll unless one is pending, so perhaps far from the access, in a caller that
+    // would take it for a fault of its own. A multi-dimensional array whose length the compiler cannot see is
+    // made by a call into the VM in the interpreter, C1 and C2 alike: that call raises the report (40-100 ns).
+    static void raiseFaultReports() {
+        faultProbe = new int[faultProbeLength][0];
+    }
+
+    // Never changed (an empty array is the cheapest to make): not final, so no compiler takes the length for a
+    // constant and makes the array inline, without a call into the VM.
+    private static int faultProbeLength = 0;
+    private static Object faultProbe;
 
     /** @return st_ino of the mapped file, taken at open */
     public long inode() {

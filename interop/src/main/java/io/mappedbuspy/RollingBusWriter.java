@@ -172,14 +172,28 @@ public final class RollingBusWriter implements AutoCloseable {
         return x.setAllowForeign(allowForeign).open();
     }
 
+    // The report of a fault that the JVM may still hold for this thread, taken before the file work of a look-ahead
+    // or a roll enters the VM, where it would be raised (JDK 17 raises it late, at the thread's next entry into the
+    // VM): most likely that of the last write's look at the wake file, cut under it (WakeFile.wakeIfNeeded), then
+    // no longer used if found short. A segment truncated under its writer is still found by the writer's own
+    // length checks.
+    private void takeFaultReports() {
+        try {
+            MemoryMappedFile.raiseFaultReports();
+        } catch (InternalError e) {
+            if (!MemoryMappedFile.isMappingFault(e)) {
+                throw e;
+            }
+            wake.check();
+        }
+    }
+
     /**
      * Wakes the readers parked on this bus, if any. The writes of this class do it after each commit; a caller that
      * commits the slots of {@link #reserve} itself calls this once after its batch.
      */
     public void wakeReaders() {
-        if (wake.wakeNeeded()) {
-            wake.wake();
-        }
+        wake.wakeIfNeeded();
     }
 
     /**
@@ -291,6 +305,7 @@ public final class RollingBusWriter implements AutoCloseable {
         if (bus == null) {
             return; // not open: the write reports it
         }
+        takeFaultReports();
         applyMark();
         if (retired != null) {
             retired.close();
@@ -346,6 +361,7 @@ public final class RollingBusWriter implements AutoCloseable {
         long t0 = System.nanoTime();
         long full = segment;
         writer();
+        takeFaultReports();
         applyMark(); // a previous roll's, not yet applied: rolls came faster than look-aheads
         markIndex = full;
         markMs = System.currentTimeMillis();

@@ -2,6 +2,7 @@ package io.mappedbuspy;
 
 import java.io.IOException;
 import java.io.UncheckedIOException;
+import java.lang.invoke.VarHandle;
 import java.lang.ref.Reference;
 import java.net.URISyntaxException;
 import java.nio.ByteBuffer;
@@ -21,17 +22,27 @@ import java.util.concurrent.locks.LockSupport;
 
 /**
  * The wake file beside a bus ({@code PATH.wake}, or {@code DIR/bus.wake} for a rolling bus; layout in
- * {@link Layout}): readers park on it, writers wake them. The protocol is written once, in C
- * ({@code mappedbus_py/_wake.h}), and called here through the JNI library {@value #LIBRARY_NAME}
- * ({@code interop/native/wake_jni.c}):
+ * {@link Layout}): readers park on it, writers wake them. The protocol is {@code mappedbus_py/_wake.h}'s, ported
+ * here statement by statement with the same memory orders (each step names the C function it mirrors): every
+ * access to the file goes through {@link MemoryMappedFile}'s Unsafe accessors, and the JNI library
+ * {@value #LIBRARY_NAME} ({@code interop/native/wake_jni.c}) only makes the system calls: FUTEX_WAIT and FUTEX_WAKE
+ * on the futex word's address, {@code kill(pid, 0)} and the read of {@code /proc/PID/stat}.
  *
  * <pre>
- *  reader: v = prepare()        its slot parked, parked += 1, full fence, v = seq
+ *  reader: v = prepare()        its slot parked, parked += 1, armed = 1, full fence, v = seq
  *          look at the bus once more: a record -> done(), deliver it
- *          await(v, ns)         FUTEX_WAIT on seq while it holds v, at most ns
+ *          await(v, ns)         if armed: FUTEX_WAIT on seq while it holds v, at most ns
  *          done()               the slot idle again, parked -= 1
- *  writer: after its commit: if (wakeNeeded()) wake();   one volatile int load; seq += 1 and FUTEX_WAKE
+ *  writer: after its commit: if (wakeNeeded()) wake();   one volatile int load; armed 1 -> 0, seq += 1, FUTEX_WAKE
  * </pre>
+ *
+ * <p>Why in Java: a wake file truncated under its mapping (by another process) faults at every access to a page
+ * past its new end. A fault in native code is a SIGBUS that ends the JVM; one in an Unsafe access is reported by
+ * the JVM as an {@link InternalError}, after which this instance no longer uses the file (readers poll, writers
+ * wake nobody; logged). A futex call on such an address fails (EFAULT) instead. JDK 17 raises a fault's report
+ * late, at the thread's next entry into the VM: each step ends with {@code MemoryMappedFile.raiseFaultReports()} so
+ * that it comes here, not in the bus reader's code; only the writer's one load after each commit (wakeNeeded) goes
+ * without, being too hot for it.
  *
  * <p>The library is loaded with {@link System#load} from the system property {@value #LIBRARY_PROPERTY} when set,
  * else from beside the jar this class came from, else from {@code build/jvm} of the checkout named by the
@@ -54,30 +65,41 @@ public final class WakeFile implements AutoCloseable {
     static final int FUTILE_RECLAIM = 4096;
     // A parker looks for dead parkers at most this often (as the Python reader).
     private static final long RECLAIM_EVERY_NS = 1_000_000_000L;
+    // A writer's look (wakeNeeded) is one load, with no raiseFaultReports of its own (a call into the VM: more than
+    // a write costs): one look in LOOK_CHECK_MASK + 1 raises a report the JVM may still hold from a look that
+    // faulted and checks the file's length, so that a file truncated under a writer is no longer looked at even
+    // if the reports of its looks were raised elsewhere.
+    private static final int LOOK_CHECK_MASK = 4095;
     private static final System.Logger LOG = System.getLogger(WakeFile.class.getName());
     private static final int PID = (int) ProcessHandle.current().pid();
     // Paths whose wake file could not be opened, logged once each.
     private static final Set<String> WARNED = ConcurrentHashMap.newKeySet();
 
+    // _wake.h's WAKE_STATE_IDLE and WAKE_STATE_PARKED: a slot's state.
+    private static final int STATE_IDLE = 0;
+    private static final int STATE_PARKED = 1;
+
     // A page of zeros standing in for a wake file that could not be opened (or went bad): nobody is ever parked
     // on it and nothing writes to it, so wakeNeeded() stays one load with no branch of its own.
     private static final ByteBuffer ZEROS = ByteBuffer.allocateDirect(Layout.WAKE_FILE_SIZE);
     private static final long ZEROS_ADDRESS = MemoryMappedFile.addressOf(ZEROS);
+    private static final long ZEROS_ARMED = ZEROS_ADDRESS + Layout.WAKE_ARMED_OFFSET;
     /** The wake file of no bus: wakes nobody, parks by polling. Closing it does nothing. */
     public static final WakeFile NONE = new WakeFile("<no wake file>", null, false);
 
     private final String path;
     private final MemoryMappedFile mem;
-    // The buffers that keep the mapping alive as long as this instance is (its addresses go to native code).
+    // The buffers that keep the mapping alive as long as this instance is (accessed by address).
     private final Object keep;
     private long base;
     private long armedAddress;     // what a writer loads after each commit
-    // Parks and wakes through the library (false: polls, wakes nobody).
+    // Parks and wakes (the library's futex calls; false: polls, wakes nobody).
     private boolean nat;
     private int slot = -1;
     private long claimFailedNs;
     private boolean registered;
     private int futile;
+    private int looks;             // wakeNeeded() calls, for LOOK_CHECK_MASK
     private long reclaimedNs = System.nanoTime();
     private boolean closed;
 
@@ -153,7 +175,16 @@ public final class WakeFile implements AutoCloseable {
         o.allowForeign = allowForeign;
         o.perms = perms;
         o.afterMap = f -> {
-            int rc = nat ? nInit(f.baseAddress()) : initJava(f);
+            int rc;
+            try {
+                rc = wakeInit(f);
+                MemoryMappedFile.raiseFaultReports();
+            } catch (InternalError e) {
+                if (!MemoryMappedFile.isMappingFault(e)) {
+                    throw e;
+                }
+                throw new IOException(file + " was truncated while being opened", e);
+            }
             if (rc != 0) {
                 throw new CorruptBusException(file + " is not a bus wake file: " + (rc == -1
                         ? "its magic is not a wake file's" : rc == -2 ? "its version is unknown"
@@ -163,8 +194,9 @@ public final class WakeFile implements AutoCloseable {
         return new WakeFile(file.toString(), MemoryMappedFile.open(file.toString(), Layout.WAKE_FILE_SIZE, o), nat);
     }
 
-    // wake_init of _wake.h, for a JVM without the library: the same compare-and-swaps.
-    private static int initJava(MemoryMappedFile f) {
+    // wake_init: the magic and the version set by compare-and-swap from 0 (seq-cst; a failed swap loads the value
+    // it found, as cas_i64/cas_i32 return it), then the parked count checked. 0, or -1/-2/-3 as in C.
+    private static int wakeInit(MemoryMappedFile f) {
         if (!f.compareAndSetLong(Layout.WAKE_MAGIC_OFFSET, 0, Layout.WAKE_MAGIC)
                 && f.getLongAcquire(Layout.WAKE_MAGIC_OFFSET) != Layout.WAKE_MAGIC) {
             return -1;
@@ -216,11 +248,32 @@ public final class WakeFile implements AutoCloseable {
      */
     public boolean wakeNeeded() {
         try {
-            return MemoryMappedFile.getIntVolatileAt(armedAddress) != 0;
+            long a = armedAddress;
+            boolean armed = MemoryMappedFile.getIntVolatileAt(a) != 0; // wake_needed: load_seq_cst_i32(armed)
+            if (a != ZEROS_ARMED && (++looks & LOOK_CHECK_MASK) == 0) { // (NONE is shared: no count there)
+                MemoryMappedFile.raiseFaultReports();
+                check();
+            }
+            return armed;
         } catch (InternalError e) {
             return fault(e);
         } finally {
             Reference.reachabilityFence(this);
+        }
+    }
+
+    /**
+     * The writers' step after each commit: {@code if (wakeNeeded()) wake();}, with the branch inside: a fault's
+     * report raised there (the first wake may recompile the caller, which enters the VM) comes here, not in the
+     * writer's code, where it would pass for its bus's.
+     */
+    void wakeIfNeeded() {
+        try {
+            if (wakeNeeded()) {
+                wake();
+            }
+        } catch (InternalError e) {
+            fault(e);
         }
     }
 
@@ -233,14 +286,17 @@ public final class WakeFile implements AutoCloseable {
             return;
         }
         try {
-            if (nWakeAll(base) == 0) {
+            if (wakeAll(base) == 0) {
                 if (++futile >= FUTILE_RECLAIM) {
                     futile = 0;
-                    nReclaim(base, PID, 1);
+                    wakeReclaim(base, PID, true);
                 }
             } else {
                 futile = 0;
             }
+            MemoryMappedFile.raiseFaultReports();
+        } catch (InternalError e) {
+            fault(e);
         } finally {
             Reference.reachabilityFence(this);
         }
@@ -263,7 +319,9 @@ public final class WakeFile implements AutoCloseable {
                 if (claimFailedNs != 0 && now - claimFailedNs < RECLAIM_EVERY_NS) {
                     return 0;
                 }
-                slot = nClaim(base, PID, nProcStart(PID));
+                int claimed = wakeClaim(base, PID, nProcStart(PID));
+                MemoryMappedFile.raiseFaultReports(); // before the slot is used
+                slot = claimed;
                 if (slot < 0) {
                     claimFailedNs = now; // all slots taken: poll, and try again in a second
                     return 0;
@@ -271,11 +329,15 @@ public final class WakeFile implements AutoCloseable {
             }
             if (now - reclaimedNs > RECLAIM_EVERY_NS) {
                 reclaimedNs = now;
-                nReclaim(base, PID, 1);
+                wakeReclaim(base, PID, true);
             }
-            int v = nPrepare(base, slot);
+            int v = wakePrepare(base, slot);
+            MemoryMappedFile.raiseFaultReports();
             registered = true;
             return v;
+        } catch (InternalError e) {
+            fault(e);
+            return 0;
         } finally {
             Reference.reachabilityFence(this);
         }
@@ -293,7 +355,13 @@ public final class WakeFile implements AutoCloseable {
             return false;
         }
         try {
-            return nWait(base, v, ns) != 0;
+            wakeWait(base, v, ns);
+            boolean woken = wakeSeq(base) != v; // the wake word moved: wake_backoff_after's `woken`
+            MemoryMappedFile.raiseFaultReports();
+            return woken;
+        } catch (InternalError e) {
+            fault(e);
+            return false;
         } finally {
             Reference.reachabilityFence(this);
         }
@@ -304,7 +372,10 @@ public final class WakeFile implements AutoCloseable {
         if (registered) {
             registered = false;
             try {
-                nDone(base, slot);
+                wakeDone(base, slot);
+                MemoryMappedFile.raiseFaultReports();
+            } catch (InternalError e) {
+                fault(e);
             } finally {
                 Reference.reachabilityFence(this);
             }
@@ -327,11 +398,13 @@ public final class WakeFile implements AutoCloseable {
     }
 
     /**
-     * A waiting reader's look at the file (with the bus's, every few milliseconds): one truncated under its
-     * mapping is no longer used (a native call on a truncated page would crash the JVM).
+     * A look at the file's length, by a waiting reader (with the bus's, every few milliseconds) and a writer (every
+     * {@code LOOK_CHECK_MASK + 1} looks): one truncated under its mapping is no longer used (its pages past the new
+     * end would fault; a file cut inside its first page, which stays mapped, has its words zeroed under the protocol
+     * by each truncation).
      */
     void check() {
-        if (nat && mem != null) {
+        if (mem != null && base != ZEROS_ADDRESS) {
             try {
                 mem.checkLength();
             } catch (BusTruncatedException e) {
@@ -340,6 +413,9 @@ public final class WakeFile implements AutoCloseable {
         }
     }
 
+    // A fault report raised in a step of the protocol: a page of this file was gone (a report that the JVM held
+    // from an access of this thread elsewhere, a bus's, is taken for this file's too: the bus's own length checks
+    // see its truncation). Anything else is not ours.
     private boolean fault(InternalError e) {
         if (!MemoryMappedFile.isMappingFault(e)) {
             throw e;
@@ -354,7 +430,7 @@ public final class WakeFile implements AutoCloseable {
         nat = false;
         registered = false;
         base = ZEROS_ADDRESS;
-        armedAddress = ZEROS_ADDRESS + Layout.WAKE_ARMED_OFFSET;
+        armedAddress = ZEROS_ARMED;
     }
 
     // ---- state ----
@@ -366,7 +442,12 @@ public final class WakeFile implements AutoCloseable {
      */
     public int parked() {
         try {
-            return MemoryMappedFile.getIntVolatileAt(base + Layout.WAKE_PARKED_OFFSET);
+            int n = MemoryMappedFile.getIntVolatileAt(base + Layout.WAKE_PARKED_OFFSET);
+            MemoryMappedFile.raiseFaultReports();
+            return n;
+        } catch (InternalError e) {
+            fault(e);
+            return 0;
         } finally {
             Reference.reachabilityFence(this);
         }
@@ -382,7 +463,12 @@ public final class WakeFile implements AutoCloseable {
             return 0;
         }
         try {
-            return nReclaim(base, PID, 0);
+            int freed = wakeReclaim(base, PID, false);
+            MemoryMappedFile.raiseFaultReports();
+            return freed;
+        } catch (InternalError e) {
+            fault(e);
+            return 0;
         } finally {
             Reference.reachabilityFence(this);
         }
@@ -410,8 +496,11 @@ public final class WakeFile implements AutoCloseable {
         }
         try {
             if (nat && slot >= 0) {
-                nRelease(base, slot, PID);
+                wakeRelease(base, slot, PID);
+                MemoryMappedFile.raiseFaultReports();
             }
+        } catch (InternalError e) {
+            fault(e);
         } finally {
             Reference.reachabilityFence(this);
         }
@@ -423,6 +512,144 @@ public final class WakeFile implements AutoCloseable {
     @Override
     public String toString() {
         return "WakeFile[" + path + (nat ? "" : ", polling") + (closed ? ", closed" : "") + "]";
+    }
+
+    // ---- the protocol: _wake.h, statement by statement ----
+    //
+    // Each takes the address w of the mapped file (or of ZEROS), as the C functions take its char *. The memory
+    // orders are _atomic.h's: its seq-cst compare-and-swap, fetch-add, exchange, load and store are Unsafe's
+    // compareAndSwapInt, getAndAddInt, getAndSetInt, getIntVolatile and putIntVolatile (all sequentially
+    // consistent); an acquire load is a volatile load (as strong); a release store is putOrderedLong (release).
+    // Nothing here checks for a fault: the public steps above raise its report (raiseFaultReports) before they
+    // use what came of it, and then stop using the file.
+
+    // wake_slot: the address of slot i.
+    private static long wakeSlot(long w, int i) {
+        return w + Layout.WAKE_SLOTS_OFFSET + (long) i * Layout.WAKE_SLOT_SIZE;
+    }
+
+    // wake_alive: false if the process is gone (kill(pid, 0) fails with ESRCH), or if its start time is known
+    // (start > 0) and /proc/PID/stat now gives another (the pid was reused).
+    private static boolean wakeAlive(int pid, long start) {
+        if (nNoSuchProcess(pid) != 0) {
+            return false;
+        }
+        if (start > 0) {
+            long now = nProcStart(pid);
+            if (now >= 0 && now != start) {
+                return false; // the pid was reused
+            }
+        }
+        return true;
+    }
+
+    // wake_done: undo a parked slot, state 1 -> 0 (cas_i32), then parked -= 1 (fetch_add_i32). Exactly one caller
+    // wins.
+    private static void wakeDone(long w, int i) {
+        if (MemoryMappedFile.compareAndSetIntAt(wakeSlot(w, i) + Layout.WAKE_SLOT_STATE_OFFSET, STATE_PARKED,
+                STATE_IDLE)) {
+            MemoryMappedFile.getAndAddIntAt(w + Layout.WAKE_PARKED_OFFSET, -1);
+        }
+    }
+
+    // wake_reclaim: slots of processes that are gone, parked ones undone, all freed. parkedOnly looks only at
+    // parked slots and asks only kill(). Returns how many slots it freed.
+    private static int wakeReclaim(long w, int selfPid, boolean parkedOnly) {
+        int freed = 0;
+        for (int i = 0; i < Layout.WAKE_SLOT_COUNT; i++) {
+            long s = wakeSlot(w, i);
+            int pid = MemoryMappedFile.getIntVolatileAt(s + Layout.WAKE_SLOT_PID_OFFSET); // load_acquire_i32
+            if (pid <= 0 || pid == selfPid) {
+                continue;
+            }
+            if (parkedOnly && MemoryMappedFile.getIntVolatileAt(s + Layout.WAKE_SLOT_STATE_OFFSET) // load_acquire_i32
+                    != STATE_PARKED) {
+                continue;
+            }
+            long start = parkedOnly ? 0                                                           // load_acquire_i64
+                    : MemoryMappedFile.getLongVolatileAt(s + Layout.WAKE_SLOT_START_OFFSET);
+            if (wakeAlive(pid, start)) {
+                continue;
+            }
+            wakeDone(w, i);
+            if (MemoryMappedFile.compareAndSetIntAt(s + Layout.WAKE_SLOT_PID_OFFSET, pid, 0)) { // cas_i32
+                freed++;
+            }
+        }
+        return freed;
+    }
+
+    // wake_claim: a slot for this process (pid, start), or -1 if all are taken (after one reclaim that freed some).
+    private static int wakeClaim(long w, int pid, long start) {
+        for (int pass = 0; pass < 2; pass++) {
+            for (int i = 0; i < Layout.WAKE_SLOT_COUNT; i++) {
+                long s = wakeSlot(w, i);
+                if (MemoryMappedFile.getIntVolatileAt(s + Layout.WAKE_SLOT_PID_OFFSET) != 0) { // load_acquire_i32
+                    continue;
+                }
+                if (MemoryMappedFile.compareAndSetIntAt(s + Layout.WAKE_SLOT_PID_OFFSET, 0, pid)) { // cas_i32
+                    MemoryMappedFile.putLongReleaseAt(s + Layout.WAKE_SLOT_START_OFFSET, start); // store_release_i64
+                    return i;
+                }
+            }
+            if (wakeReclaim(w, pid, false) == 0) {
+                break;
+            }
+        }
+        return -1;
+    }
+
+    // wake_release: undo a park left open, clear the start time (store_release_i64), free the slot if still ours
+    // (cas_i32).
+    private static void wakeRelease(long w, int i, int pid) {
+        long s = wakeSlot(w, i);
+        wakeDone(w, i);
+        MemoryMappedFile.putLongReleaseAt(s + Layout.WAKE_SLOT_START_OFFSET, 0);
+        MemoryMappedFile.compareAndSetIntAt(s + Layout.WAKE_SLOT_PID_OFFSET, pid, 0);
+    }
+
+    // wake_prepare: register as parked, returning the seq value to wait on. state 0 -> 1 (cas_i32) and if so
+    // parked += 1 (fetch_add_i32); armed = 1 (store_seq_cst_i32); a full fence (fence_seq_cst), which orders the
+    // caller's look at the bus after the registration; seq (load_acquire_i32).
+    private static int wakePrepare(long w, int i) {
+        if (MemoryMappedFile.compareAndSetIntAt(wakeSlot(w, i) + Layout.WAKE_SLOT_STATE_OFFSET, STATE_IDLE,
+                STATE_PARKED)) {
+            MemoryMappedFile.getAndAddIntAt(w + Layout.WAKE_PARKED_OFFSET, 1);
+        }
+        MemoryMappedFile.putIntVolatileAt(w + Layout.WAKE_ARMED_OFFSET, 1);
+        VarHandle.fullFence();
+        return MemoryMappedFile.getIntVolatileAt(w + Layout.WAKE_SEQ_OFFSET);
+    }
+
+    // wake_seq: the futex word (load_acquire_i32), as the same 32 bits.
+    private static int wakeSeq(long w) {
+        return MemoryMappedFile.getIntVolatileAt(w + Layout.WAKE_SEQ_OFFSET);
+    }
+
+    // wake_wait: a parker's sleep, after wakePrepare and its look at the bus. If a writer took the arming meanwhile
+    // (armed is 0: load_seq_cst_i32), return at once: its wake may be for a record the look missed, bumped before
+    // v; the caller looks and parks again. Otherwise FUTEX_WAIT while seq holds v, at most ns (wake_wait_raw).
+    private static void wakeWait(long w, int v, long ns) {
+        if (MemoryMappedFile.getIntVolatileAt(w + Layout.WAKE_ARMED_OFFSET) == 0) {
+            return;
+        }
+        nFutexWait(w, v, ns);
+    }
+
+    // wake_bump: seq += 1 (fetch_add_i32), then FUTEX_WAKE every waiter on it; how many the kernel woke (0 on an
+    // error, as a truncated page's EFAULT).
+    private static int wakeBump(long w) {
+        MemoryMappedFile.getAndAddIntAt(w + Layout.WAKE_SEQ_OFFSET, 1);
+        return nFutexWake(w);
+    }
+
+    // wake_all: a writer's wake after wakeNeeded said armed. -1 if another writer took the arming first
+    // (exchange_i32 armed 1 -> 0 found 0: its wake serves us), else how many the kernel woke.
+    private static int wakeAll(long w) {
+        if (MemoryMappedFile.getAndSetIntAt(w + Layout.WAKE_ARMED_OFFSET, 0) == 0) {
+            return -1;
+        }
+        return wakeBump(w);
     }
 
     // ---- the library ----
@@ -481,9 +708,17 @@ public final class WakeFile implements AutoCloseable {
                     why.append(why.length() == 0 ? "" : "; ").append(p).append(": no such file");
                     continue;
                 }
+                boolean opened = false;
                 try {
                     System.load(p.toAbsolutePath().toString());
+                    opened = true;
                     if (java.util.Arrays.equals(nativeConstants(), expectedConstants())) {
+                        // Each function bound now (JNI binds at the first call): a library from before the
+                        // protocol moved to Java lacks these, and must not fail a reader's park later.
+                        nNoSuchProcess(PID);
+                        nFutexWake(ZEROS_ADDRESS); // nobody waits on the page of zeros
+                        nFutexWait(ZEROS_ADDRESS, 1, 0); // it does not hold 1: returns at once
+                        nProcStart(PID);
                         ok = true;
                         loaded = p.toAbsolutePath().toString();
                     } else {
@@ -491,7 +726,9 @@ public final class WakeFile implements AutoCloseable {
                                 .append(": built from another _wake.h (its constants differ from Layout's)");
                     }
                 } catch (UnsatisfiedLinkError | SecurityException e) {
-                    why.append(why.length() == 0 ? "" : "; ").append(p).append(": ").append(e.getMessage());
+                    why.append(why.length() == 0 ? "" : "; ").append(p).append(": ").append(e.getMessage())
+                            .append(opened ? " (built from another wake_jni.c: interop/build_native.sh rebuilds it)"
+                                    : "");
                 }
                 break; // the first file found is the one meant
             }
@@ -534,22 +771,19 @@ public final class WakeFile implements AutoCloseable {
         }
     }
 
-    private static native int nInit(long w);
+    // The system calls (wake_jni.c). None reads or writes the mapping from user space: a futex call on an address
+    // past the end of a truncated file fails with EFAULT, where a load or store would fault.
 
-    private static native int nClaim(long w, int pid, long start);
+    // FUTEX_WAIT on the futex word of the file at w while it holds v, at most ns (wake_wait_raw).
+    private static native void nFutexWait(long w, int v, long ns);
 
-    private static native void nRelease(long w, int slot, int pid);
+    // FUTEX_WAKE of every waiter on the futex word of the file at w; how many were woken, 0 on an error.
+    private static native int nFutexWake(long w);
 
-    private static native int nPrepare(long w, int slot);
+    // 1 if kill(pid, 0) fails with ESRCH: no such process.
+    private static native int nNoSuchProcess(int pid);
 
-    private static native int nWait(long w, int v, long ns);
-
-    private static native void nDone(long w, int slot);
-
-    private static native int nWakeAll(long w);
-
-    private static native int nReclaim(long w, int self, int parkedOnly);
-
+    // wake_proc_start: the start time of process pid (clock ticks since boot), or -1 if there is none.
     private static native long nProcStart(int pid);
 
     private static native long nConstant(int i);

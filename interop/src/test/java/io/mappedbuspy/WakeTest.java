@@ -1,6 +1,7 @@
 package io.mappedbuspy;
 
 import java.io.IOException;
+import java.io.RandomAccessFile;
 import java.nio.channels.FileChannel;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
@@ -8,18 +9,24 @@ import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.locks.LockSupport;
 
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 
 import static io.mappedbuspy.Buses.assertContains;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertDoesNotThrow;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertSame;
@@ -419,6 +426,237 @@ public final class WakeTest {
             assertEquals(2, probe.parked(), "counted until someone looks");
             assertEquals(2, probe.reclaim(), "the dead parkers' slots freed");
             assertEquals(0, probe.parked(), "reclaimed");
+        }
+    }
+
+    /** One step of the protocol on a wake file, with a second instance on the same file. */
+    private interface Step {
+        void run(WakeFile w, WakeFile other) throws Exception;
+    }
+
+    /**
+     * Every step of the protocol on a wake file truncated to 0 bytes under its mapping (as another process may do):
+     * the JVM survives (the steps are Unsafe accesses, whose fault the JVM reports as an InternalError; the library
+     * only makes futex calls, which fail with EFAULT there), nothing is thrown, the fault's report is taken inside
+     * the step (none is left pending for the caller's code) and the file is no longer used. The writer's look after
+     * each commit (wakeNeeded, one load) is the one step that may leave its report pending (docs/jvm.md).
+     */
+    @Test
+    public void everyStepSurvivesTheFileTruncatedUnderIt() throws Exception {
+        int[] v = new int[1];
+        Map<String, Step[]> steps = new LinkedHashMap<>(); // {before the truncation, after it}
+        steps.put("claim and prepare", new Step[] {(w, o) -> { }, (w, o) -> w.prepare()});
+        steps.put("prepare", new Step[] {(w, o) -> w.park(10_000), (w, o) -> w.prepare()});
+        steps.put("await", new Step[] {(w, o) -> v[0] = w.prepare(), (w, o) -> assertFalse(w.await(v[0], 1_000_000))});
+        steps.put("done", new Step[] {(w, o) -> w.prepare(), (w, o) -> w.done()});
+        steps.put("park", new Step[] {(w, o) -> w.park(10_000), (w, o) -> assertFalse(w.park(1_000_000))});
+        steps.put("wake", new Step[] {(w, o) -> o.prepare(), (w, o) -> w.wake()});
+        steps.put("parked", new Step[] {(w, o) -> { }, (w, o) -> assertEquals(0, w.parked())});
+        steps.put("reclaim", new Step[] {(w, o) -> { }, (w, o) -> assertEquals(0, w.reclaim())});
+        steps.put("close", new Step[] {(w, o) -> w.park(10_000), (w, o) -> w.close()});
+        int k = 0;
+        for (Map.Entry<String, Step[]> e : steps.entrySet()) {
+            String step = e.getKey();
+            Path file = tmp.resolve("step" + k++ + ".wake");
+            try (WakeFile w = WakeFile.open(file, false, "rw-------");
+                 WakeFile o = WakeFile.open(file, false, "rw-------")) {
+                assertTrue(w.isNative(), step);
+                e.getValue()[0].run(w, o);
+                truncate(file, 0);
+                assertDoesNotThrow(() -> e.getValue()[1].run(w, o), step);
+                assertNoFaultReportPending(step);
+                assertFalse(w.isNative(), step + ": the file is no longer used");
+                assertFalse(w.park(10_000), step + ": a park polls");
+                w.wake();
+                assertNoFaultReportPending(step + ", then");
+            }
+            assertNoFaultReportPending(step + ", closed");
+        }
+
+        // The writer's look: it may leave its report pending, to be raised at this thread's next entry into the VM
+        // (here, in this try), unless what the faulted load left sends it to wake(), which takes the report.
+        Path file = tmp.resolve("look.wake");
+        try (WakeFile w = WakeFile.open(file, false, "rw-------");
+             WakeFile o = WakeFile.open(file, false, "rw-------")) {
+            o.prepare();
+            truncate(file, 0);
+            try {
+                if (w.wakeNeeded()) {
+                    w.wake();
+                }
+                MemoryMappedFile.raiseFaultReports();
+            } catch (InternalError e) {
+                assertContains(e.getMessage(), "unsafe memory access");
+            }
+        }
+        assertNoFaultReportPending("wakeNeeded, closed");
+
+        // Cut inside its first page, which stays mapped: nothing faults, the words past the cut read 0 (the slots,
+        // seq), and a waiting reader's look at the length drops the file.
+        Path cut = tmp.resolve("cut.wake");
+        try (WakeFile w = WakeFile.open(cut, false, "rw-------")) {
+            w.park(10_000);
+            truncate(cut, 100);
+            assertFalse(w.park(1_000_000));
+            assertTrue(w.isNative());
+            w.check();
+            assertFalse(w.isNative(), "dropped at the reader's look");
+        }
+        assertNoFaultReportPending("cut at 100 bytes");
+    }
+
+    /**
+     * Readers parked in waitNext and a writer writing while another thread truncates the wake file under them, to 0
+     * bytes and to 100 (inside its first page), and lets it grow back, over and over: the JVM survives, every reader
+     * gets every record, in order (by its own looks once it no longer uses the file), nothing is thrown by the port,
+     * and no write fails. Each round has a new bus, readers and writer, so that the truncations meet wake files in
+     * use. The writer's look after a commit (one load) may leave the JVM's report of its fault pending, raised at the
+     * thread's next entry into the VM (docs/jvm.md): here the application's code between two writes, which takes it.
+     */
+    @Test
+    public void truncatingTheWakeFileUnderReadersAndAWriterLosesNothing() throws Exception {
+        int rounds = 8;
+        int readers = 3;
+        int records = 300;
+        byte[][] patterns = new byte[records][];
+        for (int n = 0; n < records; n++) {
+            patterns[n] = Buses.pattern(RECORD, n);
+        }
+        int dropped = 0;
+        int lateReports = 0;
+        ExecutorService ex = Executors.newFixedThreadPool(readers + 2);
+        try {
+            for (int round = 0; round < rounds; round++) {
+                String path = tmp.resolve("cut" + round + ".bus").toString();
+                Path wake = Path.of(path + Layout.WAKE_SUFFIX);
+                List<MappedBusReader> rs = new ArrayList<>();
+                try (MappedBusWriter w = new MappedBusWriter(path, FILE, RECORD).open()) {
+                    List<Future<?>> done = new ArrayList<>();
+                    for (int i = 0; i < readers; i++) {
+                        MappedBusReader r = new MappedBusReader(path, FILE, RECORD).open();
+                        r.setIdleStrategy(IdleStrategy.PARK);
+                        rs.add(r);
+                        done.add(ex.submit(() -> {
+                            byte[] b = new byte[RECORD];
+                            for (int n = 0; n < records; n++) {
+                                assertTrue(r.waitNext(30, TimeUnit.SECONDS), "record " + n);
+                                assertEquals(RECORD, r.readBuffer(b, 0));
+                                assertArrayEquals(patterns[n], b, "record " + n);
+                            }
+                            return null;
+                        }));
+                    }
+                    AtomicBoolean stop = new AtomicBoolean();
+                    AtomicInteger cuts = new AtomicInteger();
+                    Future<?> cutter = ex.submit(() -> {
+                        try (RandomAccessFile f = new RandomAccessFile(wake.toFile(), "rw")) {
+                            long[] sizes = {0, Layout.WAKE_FILE_SIZE, 100, Layout.WAKE_FILE_SIZE};
+                            for (int i = 0; !stop.get(); i++) {
+                                f.setLength(sizes[i % sizes.length]);
+                                cuts.incrementAndGet();
+                                LockSupport.parkNanos(300_000 + (i % 7) * 100_000);
+                            }
+                        }
+                        return null;
+                    });
+                    Future<Integer> writer = ex.submit(() -> {
+                        int late = 0;
+                        for (int n = 0; n < records; n++) {
+                            boolean ok = w.write(patterns[n], 0, RECORD);
+                            try {
+                                MemoryMappedFile.raiseFaultReports(); // the application's entry into the VM
+                            } catch (InternalError e) {
+                                assertContains(e.getMessage(), "unsafe memory access");
+                                late++;
+                            }
+                            if (!ok) {
+                                throw new AssertionError("record " + n + " rolled back");
+                            }
+                            LockSupport.parkNanos(100_000); // time for the readers to park
+                        }
+                        return late;
+                    });
+                    try {
+                        lateReports += writer.get(60, TimeUnit.SECONDS);
+                        for (Future<?> f : done) {
+                            f.get(60, TimeUnit.SECONDS);
+                        }
+                    } finally {
+                        stop.set(true);
+                        cutter.get(10, TimeUnit.SECONDS);
+                    }
+                    assertTrue(cuts.get() >= 4, "truncated " + cuts.get() + " times");
+                    if (!w.wake.isNative()) {
+                        dropped++;
+                    }
+                } finally {
+                    rs.forEach(MappedBusReader::close);
+                }
+            }
+        } finally {
+            ex.shutdownNow();
+        }
+        // The writers met their files cut: one stopped using its file, or reports of looks came between writes.
+        assertTrue(dropped + lateReports > 0, "the writers never met a truncated wake file");
+    }
+
+    /**
+     * The JVM's report of a fault in another file (here one the message touches, truncated under its mapping, as a
+     * writer's look at a truncated wake file can leave one), raised inside a write: not taken for a truncation of the
+     * bus, which is whole; the record is written once and the writer goes on.
+     */
+    @Test
+    public void aFaultReportOfAnotherFileDoesNotEndAWrite() throws Exception {
+        String other = tmp.resolve("other").toString();
+        String path = tmp.resolve("late.bus").toString();
+        try (MemoryMappedFile cut = new MemoryMappedFile(other, Layout.PAGE_SIZE);
+             MappedBusWriter w = new MappedBusWriter(path, FILE, RECORD).open();
+             MappedBusReader r = new MappedBusReader(path, FILE, RECORD).open()) {
+            truncate(Path.of(other), 0);
+            int[] calls = new int[1];
+            MappedBusMessage m = new MappedBusMessage() {
+                @Override
+                public void write(MemoryMappedFile mem, long pos) {
+                    if (calls[0]++ == 0) {
+                        MemoryMappedFile.getIntVolatileAt(cut.baseAddress()); // a fault, its report left pending
+                        MemoryMappedFile.raiseFaultReports(); // and raised here, inside the write
+                    }
+                    mem.putInt(pos, 42);
+                }
+
+                @Override
+                public void read(MemoryMappedFile mem, long pos) {
+                }
+
+                @Override
+                public int type() {
+                    return 7;
+                }
+            };
+            assertTrue(w.write(m), "committed");
+            assertEquals(2, calls[0], "the message written again after the report");
+            assertTrue(w.write(new byte[] {1}, 0, 1), "the writer goes on");
+            assertTrue(r.next());
+            assertEquals(7, r.readType());
+            assertTrue(r.next());
+            assertEquals(1, r.readType());
+            assertFalse(r.next(), "nothing else");
+        }
+        assertNoFaultReportPending("after the writes");
+    }
+
+    private static void truncate(Path file, long size) throws IOException {
+        try (RandomAccessFile f = new RandomAccessFile(file.toFile(), "rw")) {
+            f.setLength(size);
+        }
+    }
+
+    // Raises here a fault's report that the JVM may still hold for this thread: none may be.
+    private static void assertNoFaultReportPending(String what) {
+        try {
+            MemoryMappedFile.raiseFaultReports();
+        } catch (InternalError e) {
+            throw new AssertionError(what + ": a fault's report was left for the caller", e);
         }
     }
 

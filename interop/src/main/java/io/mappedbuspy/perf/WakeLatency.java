@@ -18,8 +18,9 @@ import java.util.concurrent.TimeUnit;
  * (IdleStrategy.PARK, a park bound of 1 s, so only a wake delivers in time) and a writer thread that waits until the
  * reader is parked (and a millisecond more: asleep in the kernel), then writes a record holding
  * {@link System#nanoTime()}. Prints a JSON line: the wake-up latency (writer's commit to the reader's return from
- * {@code waitNext}) over {@code count} records, the cost of one {@code WakeFile.wake()} (the JNI call: a seq-cst
- * add and FUTEX_WAKE) with nobody parked, and a writer's {@code write} with nobody parked (the one load it adds).
+ * {@code waitNext}) over {@code count} records, the cost of one {@code WakeFile.wake()} (a seq-cst exchange and
+ * add, and the JNI call that makes FUTEX_WAKE) with nobody parked, and a writer's {@code write} with nobody parked
+ * (the one load it adds).
  *
  * <pre>
  *  java -cp build/jvm/mappedbuspy.jar io.mappedbuspy.perf.WakeLatency [dir] [count]
