@@ -10,12 +10,11 @@ import sys
 import pytest
 
 import procs
-from java_original import ORIGINAL_JAR
+from java_original import client_command
 from mappedbus_py import BusGapError, RollingBusReader, jvm
 
 ROLLING_CHILD = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                               "rolling_child.py")]
-OPENS = "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED"
 
 pytestmark = pytest.mark.java
 
@@ -171,17 +170,7 @@ public class OriginalClient {
 @pytest.fixture(scope="module")
 def original(tmp_path_factory, jar):
     """A java command line running OriginalClient against the original jar."""
-    if not os.path.isfile(ORIGINAL_JAR):
-        pytest.skip(f"the Java original is not at {ORIGINAL_JAR}")
-    javac = shutil.which("javac")
-    if javac is None:
-        pytest.skip("needs javac")
-    d = tmp_path_factory.mktemp("original")
-    (d / "OriginalClient.java").write_text(ORIGINAL_CLIENT)
-    subprocess.run([javac, "--add-exports", "java.base/sun.nio.ch=ALL-UNNAMED", "-cp", ORIGINAL_JAR,
-                    "-d", str(d), str(d / "OriginalClient.java")], check=True, timeout=120)
-    return [jvm.java_executable(), OPENS, "-cp", os.pathsep.join([ORIGINAL_JAR, str(d)]),
-            "OriginalClient"]
+    return client_command(tmp_path_factory.mktemp("original"), "OriginalClient", ORIGINAL_CLIENT)
 
 
 @pytest.mark.original

@@ -2,8 +2,6 @@
 file beside the bus and wakes nobody, so its records reach parked Python and Java readers by
 their own looks, within the park bound (DEFAULT_PARK_MAX_NS; 1 ms while such records keep
 coming). Latency is asserted loosely (a shared 2-core machine); the bound is what is checked."""
-import os
-import shutil
 import struct
 import subprocess
 import threading
@@ -12,12 +10,11 @@ import time
 import pytest
 
 import procs
-from java_original import ORIGINAL_JAR
+from java_original import client_command
 from mappedbus_py import MappedBusReader, MappedBusWriter, jvm, layout
 
 pytestmark = [pytest.mark.java, pytest.mark.original]
 
-OPENS = "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED"
 FILE_SIZE, RECORD_SIZE, COUNT, GAP_MS = 1 << 16, 16, 40, 25
 SLACK_S = 0.25             # scheduling on a loaded machine, on top of the bound
 
@@ -47,17 +44,7 @@ public class OriginalSporadicWriter {
 @pytest.fixture(scope="module")
 def original_writer(tmp_path_factory):
     procs.java_or_skip()
-    if not os.path.isfile(ORIGINAL_JAR):
-        pytest.skip(f"the Java original is not at {ORIGINAL_JAR}")
-    javac = shutil.which("javac")
-    if javac is None:
-        pytest.skip("needs javac")
-    d = tmp_path_factory.mktemp("original-wake")
-    (d / "OriginalSporadicWriter.java").write_text(WRITER)
-    subprocess.run([javac, "--add-exports", "java.base/sun.nio.ch=ALL-UNNAMED", "-cp", ORIGINAL_JAR,
-                    "-d", str(d), str(d / "OriginalSporadicWriter.java")], check=True, timeout=120)
-    return [jvm.java_executable(), OPENS, "-cp", os.pathsep.join([ORIGINAL_JAR, str(d)]),
-            "OriginalSporadicWriter"]
+    return client_command(tmp_path_factory.mktemp("original-wake"), "OriginalSporadicWriter", WRITER)
 
 
 def test_the_original_writing_reaches_parked_python_and_java_readers_within_the_bound(
