@@ -14,14 +14,16 @@ import time
 
 from .errors import BusMismatchError, CorruptBusError
 from .files import open_file, write_atomic
-from .layout import META_FORMAT, META_MAGIC, META_MAX_BYTES, META_SUFFIX
+from .layout import (DEFAULT_CONSUMER_BLOCK_MS, META_FORMAT, META_MAGIC, META_MAX_BYTES,
+                     META_SUFFIX, ON_CONSUMER_LAG)
 
 __all__ = ("BusMeta", "meta_path", "read_meta", "write_meta")
 
 KINDS = ("single", "rolling")
 # Integer keys in the order they are written; ``kind`` and ``id`` come first.
 _INT_KEYS = ("format", "created_ns", "record_size", "file_size", "inode", "segment_size",
-             "retain_segments", "retain_bytes", "retain_age_ms")
+             "retain_segments", "retain_bytes", "retain_age_ms", "max_consumer_lag",
+             "consumer_block_ms")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,7 +35,10 @@ class BusMeta:
     created), ``created_ns`` (Unix time of creation), ``record_size``, ``file_size`` and
     ``inode`` (single: the logical size and the file described), ``segment_size`` (rolling),
     ``retain_segments``, ``retain_bytes``, ``retain_age_ms`` (rolling retention; 0: no
-    limit), ``format`` (of the metadata file) and ``extra`` (``(key, value)`` pairs of keys
+    limit), ``max_consumer_lag`` (rolling: how many segments a registered consumer may lag
+    behind the writers and still keep them from retention; 0: consumers keep nothing),
+    ``on_consumer_lag`` (past it: ``"expire"`` the consumer, or ``"block"`` writers for up
+    to ``consumer_block_ms``), ``format`` (of the metadata file) and ``extra`` (``(key, value)`` pairs of keys
     this version does not know, written back by ``encode``).
     """
     kind: str                 # "single" or "rolling"
@@ -46,6 +51,9 @@ class BusMeta:
     retain_segments: int = 0  # rolling retention; 0 means no limit
     retain_bytes: int = 0
     retain_age_ms: int = 0
+    max_consumer_lag: int = 0     # rolling: segments a consumer may lag and still hold; 0: none
+    consumer_block_ms: int = DEFAULT_CONSUMER_BLOCK_MS   # on_consumer_lag="block": the wait
+    on_consumer_lag: str = "expire"                      # "expire" or "block"
     format: int = META_FORMAT
     extra: tuple = ()         # (key, value) pairs of keys this version does not know
 
@@ -64,6 +72,7 @@ class BusMeta:
         """The metadata file's bytes (``key=value`` lines; ``decode`` reads them back)."""
         lines = [META_MAGIC, f"format={self.format}", f"kind={self.kind}", f"id={self.id}"]
         lines += [f"{k}={getattr(self, k)}" for k in _INT_KEYS[1:]]
+        lines += [f"on_consumer_lag={self.on_consumer_lag}"]
         lines += [f"{k}={v}" for k, v in self.extra]
         return ("\n".join(lines) + "\n").encode()
 
@@ -94,7 +103,7 @@ class BusMeta:
                 if not (value.isascii() and value.isdigit()):
                     raise bad(f"{key}={value!r} is not a non-negative integer")
                 values[key] = int(value)
-            elif key in ("kind", "id"):
+            elif key in ("kind", "id", "on_consumer_lag"):
                 values[key] = value
             else:
                 extra.append((key, value))
@@ -105,6 +114,9 @@ class BusMeta:
             raise bad(f"format {values['format']}, this version reads {META_FORMAT}")
         if values["kind"] not in KINDS:
             raise bad(f"kind {values['kind']!r} (known: {', '.join(KINDS)})")
+        if values.get("on_consumer_lag", "expire") not in ON_CONSUMER_LAG:
+            raise bad(f"on_consumer_lag {values['on_consumer_lag']!r} (known: "
+                      f"{', '.join(ON_CONSUMER_LAG)})")
         if len(values["id"]) != 32 or any(c not in "0123456789abcdef" for c in values["id"]):
             raise bad(f"id {values['id']!r} is not 32 lowercase hex digits")
         size_key = "file_size" if values["kind"] == "single" else "segment_size"

@@ -63,6 +63,11 @@ kept and ignored, so later formats can add some::
     retain_segments=<int>          (rolling) retention; 0 means no limit
     retain_bytes=<int>
     retain_age_ms=<int>
+    max_consumer_lag=<int>         (rolling) segments a registered consumer may lag behind
+                                   the writers and still keep from retention; 0: none
+    consumer_block_ms=<int>        (rolling) how long a writer waits for a lagging consumer
+                                   (on_consumer_lag=block) before BusBackPressureError
+    on_consumer_lag=expire | block (rolling) what happens to a consumer past max_consumer_lag
 
 It is written to a temporary name in the same directory first, then linked into place
 (created exclusively: one creator wins a race) or renamed over the old one, so nobody ever
@@ -101,6 +106,57 @@ WAKE_FILE_SIZE bytes, all zero when new (a valid empty state), little-endian::
 
 The magic (WAKE_MAGIC, "MBUSWAK1") and version are set by compare-and-swap from zero by
 whoever opens the file first. The protocol is in ``_wake.h``.
+
+Named consumers keep their positions in a *consumer registry* beside the bus (``PATH +
+CONSUMERS_SUFFIX``, or ``DIR/CONSUMERS_FILE`` for a rolling bus), CONSUMERS_FILE_SIZE
+bytes, all zero when new, little-endian. The protocol is in ``_consumers.h``::
+
+      0            8             12               64                     72
+      +------------+-------------+-- zeros -------+----------------------+-- zeros --
+      | magic i64  | version i32 |                | lock i64             |
+      +------------+-------------+----------------+----------------------+-----------
+      ^ CONSUMERS_MAGIC_OFFSET   ^ CONSUMERS_VERSION_OFFSET
+                                                  ^ CONSUMERS_LOCK_OFFSET: 0 free, else the
+        holder: pid | (start & 0xFFFFFFFF) << 32 (start as in the wake file). Held for
+        structural changes only (an entry made, claimed, released, expired, removed), never
+        for a commit; a holder that is gone (no such pid, or another start) is replaced by
+        compare-and-swap
+
+      128            256            384
+      +--------------+--------------+-----+------------------------------------------
+      | entry 0      | entry 1      | ... | entry CONSUMER_ENTRY_COUNT - 1
+      +--------------+--------------+-----+------------------------------------------
+      ^ CONSUMERS_ENTRIES_OFFSET, CONSUMER_ENTRY_SIZE bytes each
+
+      one entry:
+      0          4          8          12         16            24              32
+      +----------+----------+----------+----------+-------------+---------------+
+      | gen i32  | flags i32| pid i32  | zero     | start i64   | position i64  |
+      +----------+----------+----------+----------+-------------+---------------+
+      32                  40                  48                       64                  128
+      +-------------------+-------------------+------------------------+-------------------+
+      | committed_ns i64  | created_ns i64    | bus id: 16 bytes       | name: 64 bytes    |
+      +-------------------+-------------------+------------------------+-------------------+
+      CONSUMER_GEN_OFFSET: even = free, odd = in use; +1 when an entry is made and when it
+        is removed (under the lock), so a lock-free reader of name, bus id and created_ns
+        (read between two equal odd gens) never sees a torn entry
+      CONSUMER_FLAGS_OFFSET: CONSUMER_FLAG_EXPIRED (bit 0) once a writer's retention
+        expired it (cleared by its next commit)
+      CONSUMER_PID_OFFSET, CONSUMER_START_OFFSET: the live holder (0: none); a second
+        live holder is refused, a holder that is gone is replaced
+      CONSUMER_POSITION_OFFSET: the committed position (where the consumer goes on reading,
+        a position as readers use them), stored with one atomic 8-byte store by its holder
+      CONSUMER_COMMITTED_NS_OFFSET: when it was last committed (Unix ns, a coarse clock)
+      CONSUMER_CREATED_NS_OFFSET: when the entry was made (Unix ns)
+      CONSUMER_BUS_ID_OFFSET: the bus's id (metadata ``id`` as 16 bytes; zeros for a file
+        without metadata): an entry of a bus since recreated under the path starts anew
+      CONSUMER_NAME_OFFSET: 1 to CONSUMER_NAME_MAX bytes of UTF-8, no NUL or control
+        characters, padded with NUL
+
+A rolling bus's consumers hold segments for retention up to ``max_consumer_lag`` segments
+(metadata), then by ``on_consumer_lag``: ``expire`` (the entry is flagged expired and no
+longer holds anything) or ``block`` (a writer about to roll waits up to
+``consumer_block_ms`` for the consumer, then raises BusBackPressureError).
 
 A position on a rolling bus is one int64 across segments::
 
@@ -186,6 +242,34 @@ DEFAULT_PARK_MAX_NS = 16_000_000
 #: was no better within this VM's noise and costs 0.8 % of a core more at 1 kHz.
 DEFAULT_SPIN_NS = 10_000
 
+#: The consumer registry (see the module docstring and _consumers.h).
+CONSUMERS_SUFFIX = ".consumers"
+CONSUMERS_FILE = "bus.consumers"
+CONSUMERS_FILE_SIZE = 32768
+CONSUMERS_MAGIC = int.from_bytes(b"MBUSCON1", "little")
+CONSUMERS_VERSION = 1
+CONSUMERS_MAGIC_OFFSET = 0
+CONSUMERS_VERSION_OFFSET = 8
+CONSUMERS_LOCK_OFFSET = 64
+CONSUMERS_ENTRIES_OFFSET = 128
+CONSUMER_ENTRY_SIZE = 128
+CONSUMER_ENTRY_COUNT = (CONSUMERS_FILE_SIZE - CONSUMERS_ENTRIES_OFFSET) // CONSUMER_ENTRY_SIZE
+CONSUMER_GEN_OFFSET = 0
+CONSUMER_FLAGS_OFFSET = 4
+CONSUMER_PID_OFFSET = 8
+CONSUMER_START_OFFSET = 16
+CONSUMER_POSITION_OFFSET = 24
+CONSUMER_COMMITTED_NS_OFFSET = 32
+CONSUMER_CREATED_NS_OFFSET = 40
+CONSUMER_BUS_ID_OFFSET = 48
+CONSUMER_BUS_ID_SIZE = 16
+CONSUMER_NAME_OFFSET = 64
+CONSUMER_NAME_MAX = 64
+CONSUMER_FLAG_EXPIRED = 1
+#: How a rolling bus treats a consumer more than max_consumer_lag segments behind.
+ON_CONSUMER_LAG = ("expire", "block")
+DEFAULT_CONSUMER_BLOCK_MS = 10_000
+
 CONSTANTS = {
     name: globals()[name]
     for name in (
@@ -200,6 +284,14 @@ CONSTANTS = {
         "WAKE_SLOTS_OFFSET", "WAKE_SLOT_SIZE", "WAKE_SLOT_COUNT", "WAKE_SLOT_PID_OFFSET",
         "WAKE_SLOT_STATE_OFFSET", "WAKE_SLOT_START_OFFSET", "DEFAULT_PARK_NS",
         "DEFAULT_PARK_MAX_NS", "DEFAULT_SPIN_NS",
+        "CONSUMERS_SUFFIX", "CONSUMERS_FILE", "CONSUMERS_FILE_SIZE", "CONSUMERS_MAGIC",
+        "CONSUMERS_VERSION", "CONSUMERS_MAGIC_OFFSET", "CONSUMERS_VERSION_OFFSET",
+        "CONSUMERS_LOCK_OFFSET", "CONSUMERS_ENTRIES_OFFSET", "CONSUMER_ENTRY_SIZE",
+        "CONSUMER_ENTRY_COUNT", "CONSUMER_GEN_OFFSET", "CONSUMER_FLAGS_OFFSET",
+        "CONSUMER_PID_OFFSET", "CONSUMER_START_OFFSET", "CONSUMER_POSITION_OFFSET",
+        "CONSUMER_COMMITTED_NS_OFFSET", "CONSUMER_CREATED_NS_OFFSET", "CONSUMER_BUS_ID_OFFSET",
+        "CONSUMER_BUS_ID_SIZE", "CONSUMER_NAME_OFFSET", "CONSUMER_NAME_MAX",
+        "CONSUMER_FLAG_EXPIRED", "DEFAULT_CONSUMER_BLOCK_MS",
     )
 }
 
