@@ -4,8 +4,11 @@
     mappedbus stat /dev/shm/prices.d --json         # a rolling bus: its directory
     mappedbus dump /dev/shm/prices --layout PriceUpdate --status 0,2
     mappedbus dump java.bus -r 16 -f 4096 --layout "id:int64,price:float64"
+    mappedbus consumers /dev/shm/prices             # named consumers: position, lag, alive
+    mappedbus exporter /dev/shm/prices /dev/shm/prices.d --port 9478   # Prometheus metrics
+    mappedbus top /dev/shm/prices                   # a live view: rates and lag
 
-Nothing is written: it is safe on a live bus. File names and payload bytes are printed
+Nothing is written (``dump --follow`` aside: its parking slot): it is safe on a live bus. File names and payload bytes are printed
 escaped (no raw control characters reach the terminal). Errors (no such file, not a bus,
 sizes that disagree with the metadata, ...) are one line on stderr and exit status 2. The
 JSON of ``--json`` is described in ``docs/cli.md``.
@@ -21,6 +24,7 @@ from . import inspect, inspect_rolling, messages
 from .errors import MappedBusError
 from .inspect import STATUS_NAMES, InspectError, escape
 from .layout import FIRST_RECORD_OFFSET, META_FILE
+from .metrics import DEFAULT_HOST, DEFAULT_PORT
 
 __all__ = ("main", "parse_layout")
 
@@ -117,6 +121,20 @@ def _non_negative_float(text):
     return value
 
 
+def _port(text):
+    value = _integer(text)
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"{value} is not a TCP port (0 to 65535)")
+    return value
+
+
+def _positive_float(text):
+    value = _non_negative_float(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("must be more than 0 seconds")
+    return value
+
+
 def _args(argv):
     p = _Parser(prog="mappedbus", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -159,6 +177,29 @@ def _args(argv):
                            help="the position of the first slot (a record boundary; on a "
                                 "rolling bus a position across segments, as "
                                 "RollingBusReader.seek takes it)")
+    c = sub.add_parser("consumers", help="the named consumers: position, lag, liveness",
+                       description="the named consumers of a bus (its registry beside it): "
+                                   "position, lag, liveness, last commit")
+    c.add_argument("path", help="a bus file, or a rolling bus's directory")
+    c.add_argument("--json", action="store_true", help="machine-readable output (docs/cli.md)")
+    e = sub.add_parser("exporter", help="serve metrics of buses for Prometheus",
+                       description="serve the metrics of the buses over HTTP in the Prometheus "
+                                   "text format (/metrics) until Ctrl-C or SIGTERM")
+    e.add_argument("paths", nargs="+", metavar="PATH",
+                   help="a bus file (with metadata), or a rolling bus's directory")
+    e.add_argument("--host", default=DEFAULT_HOST,
+                   help=f"the address to listen on (default {DEFAULT_HOST}: this machine "
+                        f"only; 0.0.0.0 or :: for every interface)")
+    e.add_argument("--port", type=_port, default=DEFAULT_PORT,
+                   help=f"the TCP port (default {DEFAULT_PORT}; 0: any free port, printed)")
+    t = sub.add_parser("top", help="a live view of a bus: rates and lag",
+                       description="a live view of a bus, refreshed every second: records "
+                                   "written per second, each consumer's lag and rate")
+    t.add_argument("path", help="a bus file (with metadata), or a rolling bus's directory")
+    t.add_argument("--interval", type=_positive_float, default=1.0, metavar="SECONDS",
+                   help="seconds between frames (default 1)")
+    t.add_argument("--once", action="store_true",
+                   help="print one frame (rates over one interval) without escape sequences")
     a = p.parse_args(argv)
     if a.command == "dump":
         dump = sub.choices["dump"]
@@ -218,6 +259,11 @@ def _print_stat(d, out):
                      f"slots) removed by retention" if lost else "nothing removed by retention")
     for problem in d["problems"]:
         line("note", escape(problem))
+    if d.get("consumers") is not None:
+        alive = sum(1 for c in d["consumers"] if c["alive"])
+        line("consumers", f"{len(d['consumers'])} registered, {alive} alive")
+        if d["consumers"]:
+            _print_consumers(d["consumers"], out, indent="  ")
     if rolling:
         print(f"{'segment':>8}  {'first position':>16}  {'limit':>10}  records", file=out)
         for s in d["segments"]:
@@ -287,11 +333,96 @@ def _follow(d, a, layout, type_id, out, shown):
 
 # -- the command ----------------------------------------------------------------------------
 
-def _run(a, out):
+def _check_bus(path):
+    """The lstat of ``path``: InspectError unless it exists and, as a directory, has a
+    bus.meta (a rolling bus)."""
     try:
-        st = os.lstat(a.path)
+        st = os.lstat(path)
     except FileNotFoundError:
-        raise InspectError(f"{escape(a.path)}: no such file or directory") from None
+        raise InspectError(f"{escape(path)}: no such file or directory") from None
+    if _stat.S_ISDIR(st.st_mode) and not os.path.isfile(os.path.join(path, META_FILE)):
+        raise InspectError(f"{escape(path)} is a directory without {META_FILE}: not a rolling "
+                           f"bus")
+    return st
+
+
+def _ago(seconds):
+    if seconds < 120:
+        return f"{seconds:.1f} s ago"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min ago"
+    return f"{seconds / 3600:.1f} h ago"
+
+
+def _print_consumers(rows, out, indent=""):
+    """The consumers table (``consumers``, and ``stat`` under its figures)."""
+    if not rows:
+        print(f"{indent}no consumers registered", file=out)
+        return
+    now = time.time()
+    print(f"{indent}{'consumer':<24} {'position':>16} {'lag':>12}  {'state':<8} {'pid':>8}  "
+          f"last commit", file=out)
+    for r in rows:
+        state = "expired" if r["expired"] else ("alive" if r["alive"] else "stopped")
+        last = _ago(max(0.0, now - r["committed_at"])) if r["committed_at"] else "never"
+        print(f"{indent}{escape(r['name']):<24} {r['position']:>16} {r['lag']:>12}  "
+              f"{state:<8} {r['pid'] or '-':>8}  {last}", file=out)
+
+
+def _consumers_cmd(a, out):
+    _check_bus(a.path)
+    rows = inspect.consumer_entries(a.path)
+    if a.json:
+        json.dump({"path": a.path, "consumers": rows}, out)
+        out.write("\n")
+    else:
+        _print_consumers(rows, out)
+    return 0
+
+
+def _exporter(a, out):
+    import signal
+    import threading
+    from .metrics import serve
+    for path in a.paths:
+        _check_bus(path)
+        inspect.consumer_entries(path)       # a corrupt registry: refused now, one line
+    try:
+        server, _, stop = serve(a.paths, a.host, a.port)
+    except OSError as e:
+        if e.filename is None:
+            raise InspectError(f"{escape(a.host)}:{a.port}: cannot listen: "
+                               f"{e.strerror or e}") from None
+        raise
+    done = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda *_: done.set())
+    host = a.host if ":" not in a.host else f"[{a.host}]"
+    print(f"serving the metrics of {len(a.paths)} bus(es) on "
+          f"http://{host}:{server.server_port}/metrics", file=out, flush=True)
+    try:
+        while not done.wait(3600):
+            pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        stop()
+    return 0
+
+
+def _top(a, out):
+    from . import top
+    _check_bus(a.path)
+    inspect.consumer_entries(a.path)
+    return top.run(a.path, out, interval=a.interval, once=a.once)
+
+
+def _run(a, out):
+    if a.command == "consumers":
+        return _consumers_cmd(a, out)
+    if a.command == "exporter":
+        return _exporter(a, out)
+    if a.command == "top":
+        return _top(a, out)
+    st = _check_bus(a.path)
     if _stat.S_ISDIR(st.st_mode):
         if a.file_size is not None:
             raise InspectError(f"{escape(a.path)}: --file-size does not apply to a rolling bus "
@@ -303,6 +434,11 @@ def _run(a, out):
         d = inspect.describe(a.path, a.record_size, a.file_size,
                              lengths=a.command == "dump" and a.bytes)
     if a.command == "stat":
+        try:
+            d["consumers"] = inspect.consumer_entries(a.path)
+        except InspectError as e:                   # a corrupt registry: a note, as for the bus
+            d["consumers"] = None
+            d["problems"].append(str(e))
         if a.json:
             json.dump(d, out)
             out.write("\n")

@@ -24,7 +24,8 @@ from .layout import (FIRST_RECORD_OFFSET, LIMIT_OFFSET, META_MAGIC, PAYLOAD_OFFS
                      slot_size)
 
 __all__ = ("Slot", "Summary", "Survey", "InspectError", "scan", "survey", "summarize",
-           "describe", "check_start", "slots", "record_counts", "escape", "STATUS_NAMES")
+           "describe", "check_start", "slots", "record_counts", "consumer_entries", "escape",
+           "STATUS_NAMES")
 
 STATUS_NAMES = {STATUS_NOT_SET: "not set", STATUS_COMMITTED: "committed",
                 STATUS_ROLLED_BACK: "rolled back"}
@@ -180,6 +181,22 @@ def record_counts(counts):
             "rolled_back": counts.get(STATUS_ROLLED_BACK, 0),
             "pending": counts.get(STATUS_NOT_SET, 0),
             "corrupt": sum(n for st, n in counts.items() if st not in STATUS_NAMES)}
+
+
+def consumer_entries(path):
+    """The consumers of the bus at ``path`` (a file or a rolling bus's directory) as the
+    ``consumers`` objects of the JSON schema (``docs/cli.md``), by name; [] without a
+    registry. A corrupt registry is InspectError, one line naming the bus."""
+    import mappedbus_py             # the package's face; it imports nothing of this module
+    try:
+        rows = mappedbus_py.consumers(path)
+    except mappedbus_py.CorruptBusError as e:
+        raise InspectError(f"{escape(path)}: its consumer registry is corrupt: "
+                           f"{escape(e)}") from None
+    return [{"name": c.name, "position": c.position, "lag": c.lag, "alive": bool(c.alive),
+             "pid": c.pid or None, "expired": bool(c.expired),
+             "committed_at": c.committed_at or None, "created_at": c.created_at}
+            for c in sorted(rows, key=lambda c: c.name)]
 
 
 def escape(text):

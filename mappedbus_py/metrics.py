@@ -16,8 +16,6 @@ import stat as _stat
 import threading
 import time
 
-import numpy as np
-
 from .busmeta import meta_path, read_meta
 from .files import open_file
 from .layout import (CONSUMERS_FILE, CONSUMERS_SUFFIX, FIRST_RECORD_OFFSET, LIMIT_OFFSET,
@@ -46,6 +44,7 @@ def _open_ro(path):
 
 def _statuses(data, step):
     """The int32 status of every whole slot in ``data`` (slots of ``step`` bytes)."""
+    import numpy as np                  # here: the CLI's other commands start without it
     n = len(data) // step
     return np.ndarray((n,), dtype="<i4", buffer=data, offset=0, strides=(step,))
 
@@ -92,6 +91,7 @@ class SlotCounter:
             self._fd = None
 
     def _tally(self, st):
+        import numpy as np
         c = np.bincount(np.clip(st, -1, 3) + 1, minlength=5)   # -1 and 3 stand for "other"
         self.committed += int(c[STATUS_COMMITTED + 1])
         self.rolled_back += int(c[STATUS_ROLLED_BACK + 1])
@@ -117,6 +117,7 @@ class SlotCounter:
                 status = int.from_bytes(data[at:at + 4], "little", signed=True)
                 (still if status == STATUS_NOT_SET else final).append(status)
             if final:
+                import numpy as np
                 self._tally(np.asarray(final, dtype=np.int32))
             i = j + 1
         self._pending = still
@@ -139,7 +140,7 @@ class SlotCounter:
             st = _statuses(data, self.step)
             if not len(st):
                 break                       # the file shrank under the limit
-            waiting = np.flatnonzero(st == STATUS_NOT_SET)
+            waiting = (st == STATUS_NOT_SET).nonzero()[0]
             self._tally(st)                 # status 0 lands in no total
             self._pending.extend(int(self.cursor + k * self.step) for k in waiting)
             self.cursor += len(st) * self.step
@@ -156,11 +157,12 @@ class BusSnapshot:
     ``not_set``, ``corrupt``, ``unscanned``, ``limit`` (a
     position), ``first`` (the oldest retained position), ``capacity`` (records; per segment
     on a rolling bus), ``full``, ``segments`` (None for a single file), ``record_size``,
-    ``segment_size`` (None for a single file), ``taken`` (time.time())."""
+    ``segment_size`` (None for a single file), ``taken`` (time.time()), ``parked`` (readers
+    parked on the wake file, when the caller filled it in; else None)."""
 
     __slots__ = ("kind", "bus_id", "allocated", "committed", "rolled_back", "not_set", "corrupt",
                  "unscanned", "limit", "first", "capacity", "full", "segments", "record_size",
-                 "segment_size", "taken")
+                 "segment_size", "taken", "parked")
 
     def __init__(self, **kw):
         for k in self.__slots__:
