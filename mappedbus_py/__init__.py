@@ -15,9 +15,11 @@ from ._reader import MappedBusReader
 from ._record import Record
 from ._writer import MappedBusWriter
 from .rolling import RollingBusReader, RollingBusWriter
-from .errors import (BusClosedError, BusFullError, BusGapError, BusLockTimeoutError,
-                     BusMismatchError, BusReplacedError, BusTruncatedError, CorruptBusError,
-                     MappedBusError, RecordsRolledBackError, UnsafeBusFileError)
+from .consumers import ConsumerInfo, consumers, remove_consumer
+from .errors import (BusBackPressureError, BusClosedError, BusFullError, BusGapError,
+                     BusLockTimeoutError, BusMismatchError, BusReplacedError,
+                     BusTruncatedError, ConsumerInUseError, CorruptBusError, MappedBusError,
+                     RecordsRolledBackError, UnsafeBusFileError)
 from .messages import (Field, Message, PriceUpdate, Token, Trade, fixed_bytes, float32,
                        float64, int8, int16, int32, int64, uint8, uint16, uint32, uint64)
 
@@ -31,4 +33,5 @@ __all__ = (
     "MappedBusError", "BusFullError", "CorruptBusError", "BusClosedError",
     "BusMismatchError", "UnsafeBusFileError", "BusLockTimeoutError", "BusTruncatedError",
     "BusReplacedError", "BusGapError", "RecordsRolledBackError",
+    "consumers", "remove_consumer", "ConsumerInfo", "ConsumerInUseError", "BusBackPressureError",
 )

@@ -6,6 +6,7 @@ from ._mapping cimport MappedFile
 from ._record cimport Record
 from ._wake cimport WakeFile, wake_backoff
 from ._wakefd cimport WakeFd
+from ._consumers cimport ConsumerRegistry
 
 
 cdef class MappedBusReader:
@@ -54,6 +55,14 @@ cdef class MappedBusReader:
     cdef int64_t _park_max_ns  # backing off to this while its looks find nothing
     cdef wake_backoff _backoff # the next park's bound (_wake.h)
     cdef WakeFd _fd            # fileno()'s watcher thread and eventfd; None until asked
+    cdef readonly object consumer
+    """The name this reader holds in the bus's consumer registry, or None."""
+    cdef ConsumerRegistry _creg  # the registry while a consumer is held; None otherwise
+    cdef char *_centry         # the held entry in _creg's mapping; NULL: no consumer
+    cdef int _cindex           # its index
+    cdef int *_cdead           # _creg's truncation flag and the fork counter, checked
+    cdef int *_cfork           # by commit() before its store
+    cdef int _cgen             # the fork counter when the entry was claimed
     cdef readonly int64_t rollbacks
     """Slots this reader rolled back (compare-and-swap of status 0 -> 2): their writer
     stalled past ``timeout`` between allocating and committing."""
@@ -79,3 +88,4 @@ cdef class MappedBusReader:
     cdef Record _record(self)
     cdef MappedFile _open_mapping(self)
     cdef _place(self, MappedFile f)
+    cdef int _commit_refused(self) except -1

@@ -21,12 +21,16 @@ from ._record cimport Record
 from ._wake cimport (WakeFile, wake_wait, wake_seq, wake_needed, wake_backoff_init,
                     wake_backoff_after, wake_now_ns)
 from ._wakefd cimport WakeFd
+from ._consumers cimport ConsumerRegistry, consumer_entry, consumer_commit
 
 from ._mapping import DEFAULT_LOCK_TIMEOUT, check_lock_timeout
 from ._writer import _check_sizes, _check_limit, _check_path, _reopen, _resolve_sizes
-from .errors import BusClosedError, BusFullError, BusReplacedError, CorruptBusError
+from .errors import (BusClosedError, BusFullError, BusReplacedError, BusTruncatedError,
+                     ConsumerInUseError, CorruptBusError)
 from .layout import (FIRST_RECORD_OFFSET, HEADER_SIZE, DEFAULT_TIMEOUT_MS, MIN_ROLLBACK_TIMEOUT_MS,
-                     DEFAULT_PARK_NS, DEFAULT_PARK_MAX_NS, DEFAULT_SPIN_NS, WAKE_SUFFIX)
+                     DEFAULT_PARK_NS, DEFAULT_PARK_MAX_NS, DEFAULT_SPIN_NS, WAKE_SUFFIX,
+                     CONSUMERS_SUFFIX)
+from ._consumers import check_name as _check_consumer_name
 
 cdef extern from "sched.h" nogil:
     int sched_yield()
@@ -133,7 +137,7 @@ cdef inline int64_t monotonic_ns() noexcept nogil:
 cdef class MappedBusReader:
     # The first lines are the signature that inspect.signature() reads (a static type's
     # __init__ has none it can see).
-    """MappedBusReader(path, file_size=None, record_size=None, *, timeout=2.0, start=None, read_only=False, prefault=False, allow_foreign=False, lock_timeout=10.0, _segment=False)
+    """MappedBusReader(path, file_size=None, record_size=None, *, timeout=2.0, start=None, read_only=False, prefault=False, allow_foreign=False, lock_timeout=10.0, idle="spin_park", spin=1e-05, park=0.001, park_max=0.016, consumer=None)
 --
 
     Reads every record of a bus file, in the one order all readers share.
@@ -174,6 +178,13 @@ cdef class MappedBusReader:
     reopens the bus by path with the same sizes and options, at this reader's position,
     open if this one was open.
 
+    **Consumers.** With ``consumer="name"`` the reader holds that name in the bus's consumer
+    registry (``PATH.consumers``): it opens at the name's committed position (the first
+    time, at ``start``, which is stored then), ``commit()`` stores its position (the slot
+    after the last record read) and ``close()`` lets the name go. One live reader holds a
+    name at a time (``ConsumerInUseError``). Commit after each record for exactly-once
+    across restarts; ``mappedbus_py.consumers(path)`` lists names, positions and lag.
+
     **Sizes.** Left out (None), they come from the bus's metadata file ``PATH.meta``; a
     size given that disagrees with it raises BusMismatchError naming both. A file without
     metadata (the Java original's), or a bus not made yet (``open(wait=...)``), needs both.
@@ -190,8 +201,13 @@ cdef class MappedBusReader:
                  start=None, bint read_only=False, bint prefault=False,
                  bint allow_foreign=False, lock_timeout=DEFAULT_LOCK_TIMEOUT,
                  idle="spin_park", spin=DEFAULT_SPIN, park=DEFAULT_PARK,
-                 park_max=DEFAULT_PARK_MAX, bint _segment=False, WakeFile _wake=None):
+                 park_max=DEFAULT_PARK_MAX, consumer=None, bint _segment=False,
+                 WakeFile _wake=None):
         path = _check_path(path)
+        if consumer is not None:
+            _check_consumer_name(consumer)
+            if _segment:
+                raise ValueError("a rolling bus's segment reader holds no consumer")
         file_size, record_size = _check_sizes(
             *_resolve_sizes(path, file_size, record_size, allow_foreign))
         check_lock_timeout(lock_timeout)
@@ -225,6 +241,11 @@ cdef class MappedBusReader:
         self._pos = FIRST
         self._cur = -1
         self._wait_pos = -1
+        self.consumer = consumer
+        self._creg = None
+        self._centry = NULL
+        self._cdead = &NEVER_DEAD
+        self._cfork = &NEVER_DEAD
 
     def open(self, wait=0.0):
         """Map the bus file and place the reader. A reader never creates a bus: with ``wait``
@@ -284,7 +305,81 @@ cdef class MappedBusReader:
             self.seek_end()
         else:
             self.seek(self._start)
+        if self.consumer is not None:
+            try:
+                self._claim_consumer()
+            except BaseException:
+                self.close()
+                raise
         return self
+
+    def _claim_consumer(self):
+        # Hold the name; go on from its committed position (the first time: from here).
+        reg = ConsumerRegistry(self.path + CONSUMERS_SUFFIX, allow_foreign=self._allow_foreign,
+                               lock_timeout=self._lock_timeout)
+        try:
+            index, position, made, reset = reg.acquire(self.consumer, self.bus_id, self._pos)
+        except BaseException:
+            reg.close()
+            raise
+        self._creg = reg
+        self._cindex = index
+        self._centry = consumer_entry(reg.base, index)
+        self._cdead = reg.dead_flag()
+        self._cfork = reg.fork_flag()
+        self._cgen = self._cfork[0]
+        if reset:
+            warnings.warn(f"{self.path!r}: consumer {self.consumer!r} was registered for "
+                          f"another bus of this path (since deleted and recreated): it starts "
+                          f"anew", RuntimeWarning, stacklevel=3)
+        if not made:
+            try:
+                self.seek(position)
+            except ValueError as e:
+                raise CorruptBusError(
+                    f"{reg.path!r}: consumer {self.consumer!r} has position {position}, not a "
+                    f"position of this bus ({e})") from None
+
+    def _release_consumer(self):
+        if self._creg is not None:
+            reg, self._creg = self._creg, None
+            self._centry = NULL
+            self._cdead = &NEVER_DEAD
+            self._cfork = &NEVER_DEAD
+            try:
+                reg.release(self._cindex)
+            finally:
+                reg.close()
+
+    def commit(self, position=None):
+        """Store this reader's position (the slot after the last record read), or
+        ``position``, as its consumer's committed position: one atomic store, no lock. A
+        restarted reader with the same ``consumer`` goes on from there."""
+        cdef int64_t pos
+        if position is None:
+            pos = self._pos
+        else:
+            pos = _check_position(position)
+            if pos < FIRST or (pos - FIRST) % self._slot != 0 or pos > self._end_boundary():
+                raise ValueError(f"commit({position!r}): not a record position of this bus "
+                                 f"(records start at {FIRST}, take {self._slot} bytes, end at "
+                                 f"{self._end_boundary()})")
+        if self._centry == NULL or self._cdead[0] or self._cfork[0] != self._cgen:
+            self._commit_refused()
+        consumer_commit(self._centry, pos)
+
+    cdef int _commit_refused(self) except -1:
+        if self.consumer is None:
+            raise ValueError("commit() needs a consumer: open the reader with consumer=\"name\"")
+        if self._centry == NULL:
+            raise BusClosedError(f"the MappedBusReader of consumer {self.consumer!r} is closed")
+        if self._cdead[0]:
+            raise BusTruncatedError(f"{self._creg.path!r}: the consumer registry was truncated "
+                                    f"under its mapping; consumer {self.consumer!r}'s commit "
+                                    f"was not stored")
+        raise ConsumerInUseError(f"consumer {self.consumer!r} is held by the process that "
+                                 f"opened this reader, not by this forked child: open a reader "
+                                 f"of its own here", None)
 
     def _open_wake(self):
         # The wake file beside the bus, made by the first reader or writer that needs it.
@@ -305,7 +400,9 @@ cdef class MappedBusReader:
                           segment=self._segment)
 
     def close(self):
-        """Unmap the file (and the wake file). Closing twice is harmless."""
+        """Unmap the file (and the wake file); let go of the consumer name. Closing twice is
+        harmless."""
+        self._release_consumer()
         if self._fd is not None:
             self._fd.close()        # its thread may read the mapping: stopped first
             self._fd = None
@@ -357,7 +454,7 @@ cdef class MappedBusReader:
                       prefault=self._prefault, allow_foreign=self._allow_foreign,
                       lock_timeout=self._lock_timeout, _segment=self._segment,
                       idle=self.idle, spin=self._spin_ns / 1e9, park=self._park_ns / 1e9,
-                      park_max=self._park_max_ns / 1e9)
+                      park_max=self._park_max_ns / 1e9, consumer=self.consumer)
         return (_reopen, (MappedBusReader, self.path, self.file_size, self.record_size,
                           kwargs, opened))
 

@@ -7,7 +7,8 @@ from typing import List, Optional
 
 __all__ = ("MappedBusError", "BusFullError", "CorruptBusError", "BusClosedError",
            "BusMismatchError", "UnsafeBusFileError", "BusLockTimeoutError",
-           "BusTruncatedError", "BusReplacedError", "BusGapError", "RecordsRolledBackError")
+           "BusTruncatedError", "BusReplacedError", "BusGapError", "RecordsRolledBackError",
+           "ConsumerInUseError", "BusBackPressureError")
 
 
 class MappedBusError(Exception):
@@ -86,3 +87,25 @@ class RecordsRolledBackError(MappedBusError):
         super().__init__(message)
         self.committed = committed
         self.rolled_back = rolled_back
+
+
+class ConsumerInUseError(MappedBusError):
+    """A named consumer is held by another live reader (another process, or another reader
+    of this one): one reader at a time may hold a name. ``holder_pid`` is its process."""
+
+    def __init__(self, message: str, holder_pid: Optional[int] = None) -> None:
+        super().__init__(message)
+        self.holder_pid = holder_pid
+
+
+class BusBackPressureError(MappedBusError, TimeoutError):
+    """A rolling-bus writer waited ``consumer_block_ms`` for a consumer that lags more than
+    the bus's ``max_consumer_lag`` segments (policy ``on_consumer_lag="block"``) and gave
+    up; nothing was written. ``consumer`` names it, ``position`` is its committed position,
+    ``lag`` its lag in segments."""
+
+    def __init__(self, message: str, consumer: str, position: int, lag: int) -> None:
+        super().__init__(message)
+        self.consumer = consumer
+        self.position = position
+        self.lag = lag

@@ -45,21 +45,24 @@ from ._reader import (DEFAULT_TIMEOUT, DEFAULT_SPIN, DEFAULT_PARK, DEFAULT_PARK_
                       _check_timeout, _check_rollback_timeout)
 from ._record import Record
 from ._wake import WakeFile
+from ._consumers import ConsumerRegistry, check_name as _check_consumer_name
 from ._wakefd import WakeFd
 from ._writer import MappedBusWriter, _as_size, _check_sizes
 from . import aio as _aio
 from .busmeta import BusMeta, read_meta, write_meta
-from .errors import (BusClosedError, BusFullError, BusGapError, BusMismatchError,
-                     BusReplacedError, RecordsRolledBackError, UnsafeBusFileError)
+from .errors import (BusBackPressureError, BusClosedError, BusFullError, BusGapError,
+                     BusMismatchError, BusReplacedError, CorruptBusError,
+                     RecordsRolledBackError, UnsafeBusFileError)
 from .files import check_trusted, open_file
 from .messages import Message
-from .layout import (WAKE_FILE, FIRST_RECORD_OFFSET, HEADER_SIZE, META_FILE, SEGMENT_SUFFIX, TMP_PREFIX,
+from .layout import (CONSUMERS_FILE, ON_CONSUMER_LAG, WAKE_FILE, FIRST_RECORD_OFFSET, HEADER_SIZE, META_FILE, SEGMENT_SUFFIX, TMP_PREFIX,
                      mapped_size, segment_index, segment_name, slot_size)
 
 __all__ = ("RollingBusWriter", "RollingBusReader", "open_dir", "read_bus_meta",
            "create_or_open_meta", "create_segment", "list_segments", "segment_path",
            "segment_limit", "apply_retention", "remove_stale_tmp", "gap_range",
-           "slots_per_segment", "end_boundary", "TMP_MAX_AGE_S")
+           "slots_per_segment", "end_boundary", "TMP_MAX_AGE_S", "consumer_segment",
+           "records_between", "consumer_retention", "consumer_blockers", "bus_consumer_entries")
 
 #: A temporary file older than this was left by a killed creator and may be removed.
 TMP_MAX_AGE_S = 60
@@ -122,16 +125,20 @@ def read_bus_meta(path, *, allow_foreign=False):
 
 
 def create_or_open_meta(path, segment_size, record_size, retention, *, mode=0o600,
-                        allow_foreign=False):
+                        allow_foreign=False, consumers=(0, "expire", None)):
     """``bus.meta`` of the directory ``path``: written (exclusively) if absent, else read
     and checked against the sizes (BusMismatchError) and retention (ValueError when both
-    sides set it and they differ). ``retention``: (segments, bytes, age_ms)."""
+    sides set it and they differ). ``retention``: (segments, bytes, age_ms);
+    ``consumers``: (max_consumer_lag, on_consumer_lag, consumer_block_ms or None), checked
+    the same way."""
     mpath = os.path.join(os.fspath(path), META_FILE)
     meta = read_bus_meta(path, allow_foreign=allow_foreign)
     if meta is None:
+        extra = {} if consumers[2] is None else {"consumer_block_ms": consumers[2]}
         fresh = BusMeta.create("rolling", record_size, segment_size=segment_size,
                                retain_segments=retention[0], retain_bytes=retention[1],
-                               retain_age_ms=retention[2])
+                               retain_age_ms=retention[2], max_consumer_lag=consumers[0],
+                               on_consumer_lag=consumers[1], **extra)
         if write_meta(mpath, fresh, mode=mode, exclusive=True):
             return fresh
         meta = read_bus_meta(path, allow_foreign=allow_foreign)   # lost the race: theirs
@@ -143,6 +150,15 @@ def create_or_open_meta(path, segment_size, record_size, retention, *, mode=0o60
             f"retain_bytes={stored[1]}, retain_age_ms={stored[2]}; this writer asked for "
             f"retain_segments={retention[0]}, retain_bytes={retention[1]}, "
             f"retain_age_ms={retention[2]}: retention is fixed when the bus is created")
+    lag, policy, block_ms = consumers
+    if (lag and lag != meta.max_consumer_lag) or (lag and policy != meta.on_consumer_lag) \
+            or (block_ms is not None and block_ms != meta.consumer_block_ms):
+        raise ValueError(
+            f"{mpath!r} was created with max_consumer_lag={meta.max_consumer_lag}, "
+            f"on_consumer_lag={meta.on_consumer_lag!r}, consumer_block_ms="
+            f"{meta.consumer_block_ms}; this writer asked for max_consumer_lag={lag}, "
+            f"on_consumer_lag={policy!r}, consumer_block_ms={block_ms}: the consumer policy "
+            f"is fixed when the bus is created")
     return meta
 
 
@@ -231,10 +247,11 @@ def remove_stale_tmp(path, max_age_s=TMP_MAX_AGE_S):
                     pass
 
 
-def apply_retention(path, meta, newest, keep_from, now_ns=None):
+def apply_retention(path, meta, newest, keep_from, now_ns=None, hold_from=None):
     """Remove the oldest segments of history beyond ``meta``'s retention. History is the
     segments below ``keep_from`` (the one being written): those at or above it (the current
-    and the spare, up to ``newest``) are neither counted nor removed. Returns the removed
+    and the spare, up to ``newest``) are neither counted nor removed, nor are those at or
+    above ``hold_from`` (the oldest segment a consumer still needs). Returns the removed
     indices."""
     if not (meta.retain_segments or meta.retain_bytes or meta.retain_age_ms):
         return []
@@ -243,6 +260,8 @@ def apply_retention(path, meta, newest, keep_from, now_ns=None):
     removed = []
     while segs:
         oldest, count = segs[0], len(segs)
+        if hold_from is not None and oldest >= hold_from:
+            break
         drop = bool(meta.retain_segments and count > meta.retain_segments)
         drop |= bool(meta.retain_bytes and count * meta.segment_size > meta.retain_bytes)
         if not drop and meta.retain_age_ms:
@@ -260,6 +279,80 @@ def apply_retention(path, meta, newest, keep_from, now_ns=None):
             pass
         segs.pop(0)
     return removed
+
+
+# -- consumers (docs/files-and-rolling.md, "Retention that holds consumers") ---------------
+
+def consumer_segment(position, segment_size, record_size):
+    """The segment a consumer at ``position`` needs next: its own, or the one after when it
+    has read all of it (its offset is at the end boundary)."""
+    k, off = divmod(position, segment_size)
+    return k + 1 if off >= end_boundary(segment_size, record_size) else k
+
+
+def records_between(position, head_index, head_limit, segment_size, record_size):
+    """Record slots from ``position`` to the end of the bus (segment ``head_index``, whose
+    limit is ``head_limit``): a consumer's lag in records."""
+    slot = slot_size(record_size)
+    end = end_boundary(segment_size, record_size)
+    k, off = divmod(position, segment_size)
+    head = min(max(head_limit, _FIRST), end)
+    if k > head_index:
+        return 0
+    if k == head_index:
+        return max(0, (head - off) // slot)
+    per = slots_per_segment(segment_size, record_size)
+    return (max(0, (end - off) // slot) + (head_index - k - 1) * per + (head - _FIRST) // slot)
+
+
+def consumer_retention(entries, meta, current):
+    """What retention does about consumers when the writers are in segment ``current``:
+    ``(hold_from, expire)``: the oldest segment a consumer that is not expired needs (None:
+    none holds any), and the entries to flag expired first (policy ``expire``: those more
+    than ``max_consumer_lag`` segments behind). Nothing when ``max_consumer_lag`` is 0."""
+    if not meta.max_consumer_lag:
+        return None, []
+    hold, expire = None, []
+    for e in entries:
+        if e["flags"] & 1:
+            continue
+        need = consumer_segment(e["position"], meta.segment_size, meta.record_size)
+        if meta.on_consumer_lag == "expire" and current - need > meta.max_consumer_lag:
+            expire.append(e)
+            continue
+        hold = need if hold is None else min(hold, need)
+    return hold, expire
+
+
+def consumer_blockers(entries, meta, target):
+    """Policy ``block``: the consumers (not expired) that would lag more than
+    ``max_consumer_lag`` segments once the writers are in segment ``target``, most behind
+    first."""
+    if not meta.max_consumer_lag or meta.on_consumer_lag != "block":
+        return []
+    out = []
+    for e in entries:
+        if e["flags"] & 1:
+            continue
+        lag = target - consumer_segment(e["position"], meta.segment_size, meta.record_size)
+        if lag > meta.max_consumer_lag:
+            out.append((lag, e))
+    out.sort(key=lambda le: -le[0])
+    return [e for _, e in out]
+
+
+def bus_consumer_entries(registry, meta):
+    """The registry's entries that belong to this bus (its id)."""
+    return [e for e in registry.entries() if e["bus_id"] == meta.id]
+
+
+def _open_registry(path, allow_foreign, *, create, mode=0o600):
+    """``DIR/bus.consumers`` of the rolling bus ``path``; None if absent and not ``create``."""
+    try:
+        return ConsumerRegistry(os.path.join(path, CONSUMERS_FILE), create=create, mode=mode,
+                                allow_foreign=allow_foreign)
+    except FileNotFoundError:
+        return None
 
 
 def gap_range(from_index, from_offset, oldest, segment_size, record_size):
@@ -289,6 +382,23 @@ def _check_retention_args(retain_segments, retain_bytes, retain_age):
     if retain_age is not None and (not isinstance(retain_age, (int, float)) or retain_age < 0):
         raise ValueError(f"retain_age must be a non-negative number of seconds, got {retain_age!r}")
     return (retain_segments, retain_bytes, int(round((retain_age or 0) * 1000)))
+
+
+def _check_consumer_args(max_consumer_lag, on_consumer_lag, block_timeout):
+    if isinstance(max_consumer_lag, bool) or not isinstance(max_consumer_lag, int) \
+            or max_consumer_lag < 0:
+        raise ValueError(f"max_consumer_lag must be a non-negative number of segments, got "
+                         f"{max_consumer_lag!r}")
+    if on_consumer_lag not in ON_CONSUMER_LAG:
+        raise ValueError(f"on_consumer_lag must be one of {', '.join(map(repr, ON_CONSUMER_LAG))}, "
+                         f"got {on_consumer_lag!r}")
+    if block_timeout is not None and (isinstance(block_timeout, bool)
+                                      or not isinstance(block_timeout, (int, float))
+                                      or not 0 <= block_timeout < 2**31 / 1000):
+        raise ValueError(f"consumer_block_timeout must be a number of seconds, got "
+                         f"{block_timeout!r}")
+    return (max_consumer_lag, on_consumer_lag,
+            None if block_timeout is None else int(round(block_timeout * 1000)))
 
 
 def _open_wake(path, allow_foreign, mode=0o600):
@@ -348,7 +458,8 @@ class RollingBusWriter:
     """
 
     def __init__(self, path, segment_size=None, record_size=None, *, retain_segments=0,
-                 retain_bytes=0, retain_age=None, mode=0o600, allow_foreign=False,
+                 retain_bytes=0, retain_age=None, max_consumer_lag=0, on_consumer_lag="expire",
+                 consumer_block_timeout=None, mode=0o600, allow_foreign=False,
                  prefault=False):
         # The single-file writer checks the sizes the same way; fail here, before any file.
         if segment_size is not None:
@@ -359,12 +470,17 @@ class RollingBusWriter:
             *_writer_sizes(os.fspath(path), segment_size, record_size, allow_foreign))
         MappedBusWriter(os.fspath(path), segment_size, record_size, mode=mode)
         self._kwargs = dict(retain_segments=retain_segments, retain_bytes=retain_bytes,
-                            retain_age=retain_age, mode=mode, allow_foreign=allow_foreign,
-                            prefault=prefault)
+                            retain_age=retain_age, max_consumer_lag=max_consumer_lag,
+                            on_consumer_lag=on_consumer_lag,
+                            consumer_block_timeout=consumer_block_timeout, mode=mode,
+                            allow_foreign=allow_foreign, prefault=prefault)
         self.path = os.fspath(path)
         self.segment_size = segment_size
         self.record_size = record_size
         self._retention = _check_retention_args(retain_segments, retain_bytes, retain_age)
+        self._consumer_policy = _check_consumer_args(max_consumer_lag, on_consumer_lag,
+                                                     consumer_block_timeout)
+        self._registry = None     # DIR/bus.consumers once it exists (retention reads it)
         self._mode = mode
         self._allow_foreign = allow_foreign
         self._prefault = prefault
@@ -406,7 +522,8 @@ class RollingBusWriter:
         open_dir(self.path, create=True, allow_foreign=self._allow_foreign)
         self.meta = create_or_open_meta(self.path, self.segment_size, self.record_size,
                                         self._retention, mode=self._mode,
-                                        allow_foreign=self._allow_foreign)
+                                        allow_foreign=self._allow_foreign,
+                                        consumers=self._consumer_policy)
         segs = list_segments(self.path)
         if not segs:
             create_segment(self.path, 0, self.segment_size, mode=self._mode)
@@ -430,6 +547,9 @@ class RollingBusWriter:
         if self._wake is not None:
             self._wake.close()
             self._wake = None
+        if self._registry is not None:
+            self._registry.close()
+            self._registry = None
 
     def __enter__(self):
         return self.open()
@@ -483,6 +603,7 @@ class RollingBusWriter:
         if self._w is None:
             raise BusClosedError("write to a closed RollingBusWriter (call open() first)")
         target = self._k + 1
+        self._wait_for_consumers(target)
         if self._spare is not None and self._spare[0] == target:
             self._mark_full()
             _, spare, fd = self._spare
@@ -522,14 +643,61 @@ class RollingBusWriter:
             os.utime(segment_path(self.path, index), ns=(when, when), follow_symlinks=False)
         except FileNotFoundError:
             pass
-        apply_retention(self.path, self.meta, self._k, self._k)
+        apply_retention(self.path, self.meta, self._k, self._k,
+                        hold_from=self._consumer_hold(self._k))
 
     def _create(self, index, current):
         created = create_segment(self.path, index, self.segment_size, mode=self._mode)
         if created:
-            apply_retention(self.path, self.meta, index, min(current, index))
+            apply_retention(self.path, self.meta, index, min(current, index),
+                            hold_from=self._consumer_hold(current))
             remove_stale_tmp(self.path)
         return created
+
+    def _consumer_entries(self):
+        # The registry is made by the first consumer; until then there is nothing to hold.
+        if self._registry is None:
+            self._registry = _open_registry(self.path, self._allow_foreign, create=False)
+            if self._registry is None:
+                return []
+        return bus_consumer_entries(self._registry, self.meta)
+
+    def _consumer_hold(self, current):
+        """Expire (policy ``expire``) the consumers too far behind ``current``; the oldest
+        segment the others need, which retention keeps (None: no hold)."""
+        if not self.meta.max_consumer_lag:
+            return None
+        hold, expire = consumer_retention(self._consumer_entries(), self.meta, current)
+        if expire:
+            self._registry.expire([(e["index"], e["name"]) for e in expire])
+        return hold
+
+    def _wait_for_consumers(self, target):
+        """Policy ``block``: before rolling into ``target``, wait while a consumer would lag
+        more than ``max_consumer_lag`` segments; BusBackPressureError after
+        ``consumer_block_ms``."""
+        meta = self.meta
+        if not meta.max_consumer_lag or meta.on_consumer_lag != "block":
+            return
+        deadline = None
+        while True:
+            blockers = consumer_blockers(self._consumer_entries(), meta, target)
+            if not blockers:
+                return
+            now = time.monotonic()
+            if deadline is None:
+                deadline = now + meta.consumer_block_ms / 1000
+            elif now >= deadline:
+                e = blockers[0]
+                lag = target - consumer_segment(e["position"], meta.segment_size,
+                                                meta.record_size)
+                raise BusBackPressureError(
+                    f"{self.path!r}: consumer {e['name']!r} (position {e['position']}) would "
+                    f"lag {lag} segments behind segment {target}, more than max_consumer_lag="
+                    f"{meta.max_consumer_lag}; waited {meta.consumer_block_ms} ms for it "
+                    f"(on_consumer_lag=block): nothing was written", e["name"], e["position"],
+                    lag)
+            time.sleep(0.001)
 
     def _look_ahead(self):
         """Past the middle of the segment: have the next one created and mapped."""
@@ -600,7 +768,11 @@ class RollingBusWriter:
                 committed += getattr(e, "committed", 0)
                 rolled_back += [done + i for i in getattr(e, "rolled_back", ())]
                 done += fit
-                self._roll()
+                try:
+                    self._roll()
+                except BusBackPressureError as bp:
+                    bp.committed, bp.rolled_back = committed, rolled_back
+                    raise
             except RecordsRolledBackError as e:
                 committed += e.committed
                 rolled_back += [done + i for i in e.rolled_back]
@@ -632,7 +804,9 @@ class RollingBusReader:
     def __init__(self, path, segment_size=None, record_size=None, *, timeout=DEFAULT_TIMEOUT,
                  start=None, read_only=False, on_gap="raise", allow_foreign=False,
                  idle="spin_park", spin=DEFAULT_SPIN, park=DEFAULT_PARK,
-                 park_max=DEFAULT_PARK_MAX):
+                 park_max=DEFAULT_PARK_MAX, consumer=None):
+        if consumer is not None:
+            _check_consumer_name(consumer)
         if on_gap not in ("raise", "skip"):
             raise ValueError(f"on_gap must be 'raise' or 'skip', got {on_gap!r}")
         if segment_size is not None or record_size is not None:
@@ -670,6 +844,11 @@ class RollingBusReader:
         self._id_at = 0
         self._idle = 0
         self._initial_end = 0
+        self.consumer = consumer
+        self._creg = None         # DIR/bus.consumers while the consumer name is held
+        self._cindex = -1
+        self._cgen = 0
+        self._pending_gap = None  # (segment, offset): a consumer's position lost to retention
 
     # -- opening and placing ---------------------------------------------------------
 
@@ -704,7 +883,71 @@ class RollingBusReader:
             self.seek_end()
         else:
             self.seek(start)
+        if self.consumer is not None:
+            try:
+                self._claim_consumer()
+            except BaseException:
+                self.close()
+                raise
         return self
+
+    def _claim_consumer(self):
+        # Hold the name; go on from its committed position (the first time: from here).
+        reg = _open_registry(self.path, self._allow_foreign, create=True)
+        try:
+            index, position, made, reset = reg.acquire(self.consumer, self.meta.id,
+                                                       self.position)
+        except BaseException:
+            reg.close()
+            raise
+        self._creg, self._cindex, self._cgen = reg, index, reg.fork_gen()
+        if reset:
+            import warnings
+            warnings.warn(f"{self.path!r}: consumer {self.consumer!r} was registered for "
+                          f"another bus of this path (since deleted and recreated): it starts "
+                          f"anew", RuntimeWarning, stacklevel=3)
+        if made:
+            return
+        k, off = divmod(position, self.segment_size)
+        segs = self._segments()
+        if off < _FIRST or (off - _FIRST) % self._slot or off > self._end or k > segs[-1]:
+            raise CorruptBusError(
+                f"{reg.path!r}: consumer {self.consumer!r} has position {position}, not a "
+                f"position of this bus (segment {k}, offset {off}; newest segment "
+                f"{segs[-1]})")
+        if k >= segs[0] and os.path.lexists(segment_path(self.path, k)):
+            self.seek(position)
+            return
+        # Its segment is gone (retention expired it): the next read reports the gap. Until
+        # then the reader waits at the end of the oldest segment, where reading calls
+        # _follow(), which raises it (or skips, with on_gap="skip").
+        self._open_segment(segs[0], self._end)
+        self._pending_gap = (k, off)
+
+    def _release_consumer(self):
+        if self._creg is not None:
+            reg, self._creg = self._creg, None
+            try:
+                reg.release(self._cindex)
+            finally:
+                reg.close()
+
+    def commit(self, position=None):
+        """Store this reader's position (the slot after the last record read), or
+        ``position``, as its consumer's committed position (see ``MappedBusReader.commit``)."""
+        if self._creg is None:
+            if self.consumer is None:
+                raise ValueError("commit() needs a consumer: open the reader with "
+                                 "consumer=\"name\"")
+            raise BusClosedError(f"the RollingBusReader of consumer {self.consumer!r} is closed")
+        if position is None:
+            position = self.position
+        else:
+            position = _check_position(position)
+            k, off = divmod(position, self.segment_size)
+            if position < 0 or off < _FIRST or (off - _FIRST) % self._slot or off > self._end:
+                raise ValueError(f"commit({position!r}): not a record position of this bus")
+        self._creg.commit(self._cindex, position, self._cgen)
 
     def _segments(self):
         segs = list_segments(self.path)
@@ -769,6 +1012,7 @@ class RollingBusReader:
         position = _check_position(position)
         if position < 0:
             raise ValueError(f"position must be a non-negative int, got {position!r}")
+        self._pending_gap = None
         k, off = divmod(position, self.segment_size)
         if off < _FIRST or (off - _FIRST) % self._slot or off > self._end:
             raise ValueError(f"position {position} is not a record boundary (offset {off} in "
@@ -793,6 +1037,7 @@ class RollingBusReader:
         """Skip to the current end of the bus: only records allocated from now on."""
         if self.meta is None:
             raise BusClosedError("the RollingBusReader is not open")
+        self._pending_gap = None
         while True:
             k, limit = _choose_current(self.path, self._segments(), self._allow_foreign)
             try:
@@ -802,7 +1047,9 @@ class RollingBusReader:
 
     def close(self):
         """Unmap the segment the reader is in; ``skipped``, ``rollbacks`` and ``lost`` keep
-        their counts. Closing twice is harmless."""
+        their counts; the consumer name is let go. Closing twice is harmless."""
+        self._release_consumer()
+        self._pending_gap = None
         self._drop_current()
         if self._wakefd is not None:
             self._wakefd.close()
@@ -815,7 +1062,8 @@ class RollingBusReader:
         opened = self._r is not None
         kwargs = dict(timeout=self._timeout, start=self.position if opened else self._start,
                       read_only=self.read_only, on_gap=self._on_gap,
-                      allow_foreign=self._allow_foreign, **self._idle_kw)
+                      allow_foreign=self._allow_foreign, consumer=self.consumer,
+                      **self._idle_kw)
         return (_reopen_rolling, (RollingBusReader, self.path, self.segment_size,
                                   self.record_size, kwargs, opened))
 
@@ -851,6 +1099,8 @@ class RollingBusReader:
     @property
     def position(self):
         """The position of the next slot this reader will look at."""
+        if self._pending_gap is not None:
+            return self._pending_gap[0] * self.segment_size + self._pending_gap[1]
         return self._base_pos + self._live().position
 
     @property
@@ -916,6 +1166,11 @@ class RollingBusReader:
     def _follow(self):
         """At the end of segment ``_k``: move on if the next segment is there (throttled).
         True when the reader moved (to k+1 or, skipping a gap, further)."""
+        if self._pending_gap is not None:
+            k, off = self._pending_gap
+            self._gap(k, off)
+            self._pending_gap = None
+            return True
         now = time.monotonic_ns()
         if not self._at_end:
             self._at_end = True

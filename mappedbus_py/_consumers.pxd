@@ -1,0 +1,24 @@
+# cython: language_level=3
+from libc.stdint cimport int32_t, int64_t
+
+from ._mapping cimport MappedFile
+
+cdef extern from "_consumers.h" nogil:
+    int CONSUMERS_FILE_SIZE
+    char *consumer_entry(char *c, int i)
+    void consumer_commit(char *e, int64_t position)
+
+
+cdef class ConsumerRegistry:
+    cdef MappedFile _file      # the registry's mapping; None once closed
+    cdef char *base            # _file.base; NULL once closed
+    cdef readonly object path
+    cdef int _pid              # this process, and its start time: the holder it claims as
+    cdef int64_t _start
+    cdef readonly double lock_timeout
+
+    cdef int _lock(self) except -1
+    cdef void _unlock(self) noexcept
+    cdef int _check(self) except -1
+    cdef int *dead_flag(self)
+    cdef int *fork_flag(self)

@@ -1,0 +1,347 @@
+# cython: language_level=3, embedsignature=True
+"""The consumer registry beside a bus: named readers' positions (see _consumers.h)."""
+import os
+import time
+
+from libc.stdint cimport int32_t, int64_t
+from libc.string cimport memcpy
+
+from ._atomic cimport load_acquire_i32, load_acquire_i64
+from ._mapping cimport MappedFile
+from ._wake cimport wake_proc_start
+from .errors import (BusLockTimeoutError, BusTruncatedError, ConsumerInUseError,
+                     CorruptBusError)
+from .layout import CONSUMERS_FILE_SIZE as _LAYOUT_SIZE
+
+cdef extern from "_consumers.h" nogil:
+    int CONSUMERS_MAGIC_OFFSET, CONSUMERS_VERSION_OFFSET, CONSUMERS_LOCK_OFFSET
+    int CONSUMERS_ENTRIES_OFFSET, CONSUMER_ENTRY_SIZE, CONSUMER_ENTRY_COUNT
+    int CONSUMER_GEN_OFFSET, CONSUMER_FLAGS_OFFSET, CONSUMER_PID_OFFSET, CONSUMER_START_OFFSET
+    int CONSUMER_POSITION_OFFSET, CONSUMER_COMMITTED_NS_OFFSET, CONSUMER_CREATED_NS_OFFSET
+    int CONSUMER_BUS_ID_OFFSET, CONSUMER_BUS_ID_SIZE, CONSUMER_NAME_OFFSET, CONSUMER_NAME_MAX
+    int CONSUMER_FLAG_EXPIRED, CONSUMERS_VERSION
+    long long CONSUMERS_MAGIC
+    int consumers_init(char *c)
+    int64_t consumers_lock_word(int pid, int64_t start)
+    int consumers_lock(char *c, int64_t word, int64_t timeout_ns)
+    void consumers_unlock(char *c, int64_t word)
+    int consumers_find(char *c, const char *name, int len)
+    int consumers_make(char *c, const char *name, int len, const char *bus_id,
+                       int64_t position, int64_t now_ns)
+    void consumers_remove(char *c, int i)
+    int consumer_other_holder(char *c, int i, int pid, int64_t start)
+    void consumer_claim(char *c, int i, int pid, int64_t start)
+    void consumer_release(char *c, int i, int pid, int64_t start)
+    void consumer_expire(char *c, int i)
+
+cdef extern from "_wake.h" nogil:
+    int wake_alive(int pid, int64_t start)
+
+#: The header's constants as compiled, for the test that checks them against layout.py.
+C_CONSTANTS = {
+    "CONSUMERS_FILE_SIZE": CONSUMERS_FILE_SIZE, "CONSUMERS_MAGIC": CONSUMERS_MAGIC,
+    "CONSUMERS_VERSION": CONSUMERS_VERSION, "CONSUMERS_MAGIC_OFFSET": CONSUMERS_MAGIC_OFFSET,
+    "CONSUMERS_VERSION_OFFSET": CONSUMERS_VERSION_OFFSET,
+    "CONSUMERS_LOCK_OFFSET": CONSUMERS_LOCK_OFFSET,
+    "CONSUMERS_ENTRIES_OFFSET": CONSUMERS_ENTRIES_OFFSET,
+    "CONSUMER_ENTRY_SIZE": CONSUMER_ENTRY_SIZE, "CONSUMER_ENTRY_COUNT": CONSUMER_ENTRY_COUNT,
+    "CONSUMER_GEN_OFFSET": CONSUMER_GEN_OFFSET, "CONSUMER_FLAGS_OFFSET": CONSUMER_FLAGS_OFFSET,
+    "CONSUMER_PID_OFFSET": CONSUMER_PID_OFFSET, "CONSUMER_START_OFFSET": CONSUMER_START_OFFSET,
+    "CONSUMER_POSITION_OFFSET": CONSUMER_POSITION_OFFSET,
+    "CONSUMER_COMMITTED_NS_OFFSET": CONSUMER_COMMITTED_NS_OFFSET,
+    "CONSUMER_CREATED_NS_OFFSET": CONSUMER_CREATED_NS_OFFSET,
+    "CONSUMER_BUS_ID_OFFSET": CONSUMER_BUS_ID_OFFSET,
+    "CONSUMER_BUS_ID_SIZE": CONSUMER_BUS_ID_SIZE,
+    "CONSUMER_NAME_OFFSET": CONSUMER_NAME_OFFSET, "CONSUMER_NAME_MAX": CONSUMER_NAME_MAX,
+    "CONSUMER_FLAG_EXPIRED": CONSUMER_FLAG_EXPIRED,
+}
+assert CONSUMERS_FILE_SIZE == _LAYOUT_SIZE
+
+DEFAULT_LOCK_TIMEOUT = 10.0
+
+# Bumped in a forked child: a registry entry claimed by the parent is not the child's.
+cdef int _fork_gen = 0
+
+def _after_fork():
+    global _fork_gen
+    _fork_gen += 1
+
+os.register_at_fork(after_in_child=_after_fork)
+
+# Entries held by readers of this process: (st_dev, st_ino, index). Two readers of one
+# process share a pid and start time, so the file cannot tell them apart; this set can.
+_HELD = set()
+
+
+def holder_alive(int pid, int64_t start):
+    """Whether process ``pid`` with start time ``start`` (clock ticks since boot; 0: not
+    known) is alive: the liveness rule of the wake file and the registry."""
+    return pid > 0 and wake_alive(pid, start) != 0
+
+
+def check_name(name):
+    """The consumer name as UTF-8 bytes; ValueError unless it is 1..64 bytes of text
+    without NUL or control characters."""
+    if not isinstance(name, str):
+        raise TypeError(f"a consumer name is a str, got {type(name).__name__}")
+    data = name.encode("utf-8", "surrogatepass")
+    if not 1 <= len(data) <= CONSUMER_NAME_MAX:
+        raise ValueError(f"a consumer name is 1 to {CONSUMER_NAME_MAX} bytes of UTF-8, got "
+                         f"{len(data)} ({name!r})")
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in name):
+        raise ValueError(f"a consumer name may not hold control characters: {name!r}")
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"a consumer name must be valid UTF-8: {name!r}") from None
+    return data
+
+
+def bus_id_bytes(bus_id):
+    """16 bytes of a metadata id (32 hex digits); zeros for None (no metadata)."""
+    return bytes(16) if bus_id is None else bytes.fromhex(bus_id)
+
+
+cdef class ConsumerRegistry:
+    """ConsumerRegistry(path, *, create=True, read_only=False, allow_foreign=False, mode=0o600, lock_timeout=10.0)
+
+    The registry file at ``path`` (with ``create``, made all zero if absent), mapped shared
+    and opened as bus files are (no links, regular files, owner and mode). Entries are
+    read lock-free (``entries()``); ``acquire``/``release``/``remove``/``expire`` change
+    them under the file's lock word."""
+
+    def __cinit__(self, path, *, bint create=True, bint read_only=False,
+                  bint allow_foreign=False, mode=0o600, double lock_timeout=DEFAULT_LOCK_TIMEOUT):
+        self.path = os.fspath(path)
+        self.base = NULL
+        self.lock_timeout = lock_timeout
+        if read_only:
+            create = False
+        self._file = MappedFile(self.path, CONSUMERS_FILE_SIZE, create=create, init=False,
+                                read_only=read_only, preallocate=create,
+                                allow_foreign=allow_foreign, mode=mode)
+        cdef int rc
+        if read_only:
+            magic = load_acquire_i64(self._file.base + CONSUMERS_MAGIC_OFFSET)
+            version = load_acquire_i32(self._file.base + CONSUMERS_VERSION_OFFSET)
+            rc = 0 if (magic in (0, CONSUMERS_MAGIC) and version in (0, CONSUMERS_VERSION)) \
+                else (-1 if magic not in (0, CONSUMERS_MAGIC) else -2)
+        else:
+            rc = consumers_init(self._file.base)
+        if rc != 0:
+            self._file.close()
+            why = {-1: "its magic is not a consumer registry's", -2: "its version is unknown"}[rc]
+            raise CorruptBusError(f"{self.path!r} is not a bus consumer registry: {why}")
+        self.base = self._file.base
+        self._pid = os.getpid()
+        self._start = wake_proc_start(self._pid)
+
+    def close(self):
+        """Unmap. Entries this object claimed are released by their readers first."""
+        self.base = NULL
+        if self._file is not None:
+            self._file.close()
+        self._file = None
+
+    @property
+    def closed(self):
+        return self.base == NULL
+
+    @property
+    def identity(self):
+        """``(st_dev, st_ino)`` of the mapped file."""
+        return (self._file.st_dev, self._file.st_ino)
+
+    cdef int *dead_flag(self):
+        return &self._file.dead
+
+    cdef int *fork_flag(self):
+        return &_fork_gen
+
+    def fork_gen(self):
+        return _fork_gen
+
+    cdef int _check(self) except -1:
+        if self.base == NULL:
+            raise ValueError(f"{self.path!r}: the consumer registry is closed")
+        if self._file.dead:
+            raise BusTruncatedError(f"{self.path!r}: the consumer registry was truncated "
+                                    f"under its mapping")
+        if self._pid != os.getpid():
+            self._pid = os.getpid()
+            self._start = wake_proc_start(self._pid)
+        return 0
+
+    cdef int _lock(self) except -1:
+        self._check()
+        if self._file.read_only:
+            raise PermissionError(f"{self.path!r}: the consumer registry is open read-only")
+        cdef int64_t word = consumers_lock_word(self._pid, self._start)
+        cdef int64_t ns = <int64_t>(self.lock_timeout * 1e9)
+        cdef int holder
+        with nogil:
+            holder = consumers_lock(self.base, word, ns)
+        if holder != 0:
+            raise BusLockTimeoutError(
+                f"{self.path!r}: process {holder} held the consumer registry's lock for more "
+                f"than {self.lock_timeout:g} s", holder)
+        return 0
+
+    cdef void _unlock(self) noexcept:
+        consumers_unlock(self.base, consumers_lock_word(self._pid, self._start))
+
+    def _entry_fields(self, int i):
+        """One entry read lock-free, or None if it is free: a dict of its fields."""
+        cdef char *e = consumer_entry(self.base, i)
+        cdef int32_t gen, gen2
+        for _ in range(1000):
+            gen = load_acquire_i32(e + CONSUMER_GEN_OFFSET)
+            if not gen & 1:
+                return None
+            raw = bytes((e + CONSUMER_BUS_ID_OFFSET)[:CONSUMER_BUS_ID_SIZE + CONSUMER_NAME_MAX])
+            created = load_acquire_i64(e + CONSUMER_CREATED_NS_OFFSET)
+            pid = load_acquire_i32(e + CONSUMER_PID_OFFSET)
+            start = load_acquire_i64(e + CONSUMER_START_OFFSET)
+            position = load_acquire_i64(e + CONSUMER_POSITION_OFFSET)
+            committed = load_acquire_i64(e + CONSUMER_COMMITTED_NS_OFFSET)
+            flags = load_acquire_i32(e + CONSUMER_FLAGS_OFFSET)
+            gen2 = load_acquire_i32(e + CONSUMER_GEN_OFFSET)
+            if gen2 == gen:
+                break
+        else:
+            raise BusLockTimeoutError(f"{self.path!r}: entry {i} kept changing while read")
+        name_raw = raw[CONSUMER_BUS_ID_SIZE:].rstrip(b"\0")
+        try:
+            name = name_raw.decode("utf-8")
+            check_name(name)
+            if b"\0" in name_raw:
+                raise ValueError("a NUL inside the name")
+        except (UnicodeDecodeError, ValueError, TypeError):
+            raise CorruptBusError(f"{self.path!r}: entry {i} has no valid consumer name "
+                                  f"({name_raw[:64]!r}): the registry is corrupt") from None
+        bus_id = raw[:CONSUMER_BUS_ID_SIZE]
+        return dict(index=i, name=name, position=position, pid=pid, start=start,
+                    committed_ns=committed, created_ns=created, flags=flags,
+                    bus_id=None if bus_id == bytes(16) else bus_id.hex())
+
+    def entries(self):
+        """Every entry in use, read lock-free: a list of dicts (index, name, position, pid,
+        start, committed_ns, created_ns, flags, bus_id)."""
+        self._check()
+        out = []
+        for i in range(CONSUMER_ENTRY_COUNT):
+            fields = self._entry_fields(i)
+            if fields is not None:
+                out.append(fields)
+        if self._file.dead:
+            raise BusTruncatedError(f"{self.path!r}: the consumer registry was truncated "
+                                    f"under its mapping")
+        return out
+
+    def acquire(self, name, bus_id, int64_t position):
+        """Claim the consumer ``name`` for this process: made at ``position`` if new (or if
+        its entry belongs to another bus id: then ``reset`` is True). Returns
+        ``(index, position, made, reset)``; ConsumerInUseError if another live holder has it."""
+        cdef bytes data = check_name(name)
+        cdef bytes bid = bus_id_bytes(bus_id)
+        cdef int i, holder
+        cdef bint made = False, reset = False
+        self._lock()
+        try:
+            i = consumers_find(self.base, data, len(data))
+            if i >= 0:
+                have = bytes((consumer_entry(self.base, i) + CONSUMER_BUS_ID_OFFSET)[:16])
+                if have != bid:
+                    holder = consumer_other_holder(self.base, i, self._pid, self._start)
+                    if holder == 0:
+                        consumers_remove(self.base, i)
+                        i = -1
+                        reset = True
+                    else:
+                        raise ConsumerInUseError(
+                            f"{self.path!r}: consumer {name!r} (of another bus, {have.hex()}) "
+                            f"is held by live process {holder}", holder)
+            if i < 0:
+                i = consumers_make(self.base, data, len(data), bid, position, time.time_ns())
+                if i < 0:
+                    raise OverflowError(f"{self.path!r}: all {CONSUMER_ENTRY_COUNT} consumer "
+                                        f"entries are in use (remove_consumer frees one)")
+                made = True
+            key = (self._file.st_dev, self._file.st_ino, i)
+            holder = consumer_other_holder(self.base, i, self._pid, self._start)
+            if holder == 0 and key in _HELD:
+                holder = self._pid
+            if holder != 0:
+                who = ("another reader of this process" if holder == self._pid
+                       else f"live process {holder}")
+                raise ConsumerInUseError(f"{self.path!r}: consumer {name!r} is held by {who}; "
+                                         f"one reader at a time may hold a name", holder)
+            consumer_claim(self.base, i, self._pid, self._start)
+            _HELD.add(key)
+            position = load_acquire_i64(consumer_entry(self.base, i) + CONSUMER_POSITION_OFFSET)
+        finally:
+            self._unlock()
+        self._check()
+        return i, position, made, reset
+
+    def release(self, int i):
+        """Let go of entry ``i`` (claimed by ``acquire``)."""
+        if self._file is None:
+            return
+        _HELD.discard((self._file.st_dev, self._file.st_ino, i))
+        if self.base == NULL or self._file.dead:
+            return
+        if self._pid != os.getpid():
+            return      # a forked child: the parent's claim is not ours to release
+        self._lock()
+        try:
+            consumer_release(self.base, i, self._pid, self._start)
+        finally:
+            self._unlock()
+
+    def remove(self, name, *, bint force=False):
+        """Remove the consumer ``name``: KeyError if there is none, ConsumerInUseError if a
+        live process holds it (unless ``force``)."""
+        cdef bytes data = check_name(name)
+        cdef int i, holder
+        self._lock()
+        try:
+            i = consumers_find(self.base, data, len(data))
+            if i < 0:
+                raise KeyError(f"{self.path!r} has no consumer {name!r}")
+            holder = consumer_other_holder(self.base, i, self._pid, self._start)
+            if holder == 0 and (self._file.st_dev, self._file.st_ino, i) in _HELD:
+                holder = self._pid
+            if holder != 0 and not force:
+                raise ConsumerInUseError(f"{self.path!r}: consumer {name!r} is held by live "
+                                         f"process {holder}: stop it first", holder)
+            consumers_remove(self.base, i)
+        finally:
+            self._unlock()
+
+    def expire(self, indices_names):
+        """Flag entries expired: ``[(index, name), ...]``, each only if it still holds that
+        name (checked under the lock)."""
+        cdef int i
+        cdef bytes data
+        self._lock()
+        try:
+            for i, name in indices_names:
+                data = check_name(name)
+                if consumers_find(self.base, data, len(data)) == i:
+                    consumer_expire(self.base, i)
+        finally:
+            self._unlock()
+
+    def commit(self, int i, int64_t position, int gen):
+        """Store ``position`` as entry ``i``'s committed position: its holder's call, with
+        the ``fork_gen()`` it claimed the entry under (a forked child is not the holder)."""
+        if self.base == NULL or self._file.dead:
+            self._check()
+        if gen != _fork_gen:
+            raise ConsumerInUseError(f"{self.path!r}: entry {i} is held by the process that "
+                                     f"claimed it, not by this forked child", None)
+        consumer_commit(consumer_entry(self.base, i), position)
+
+    def __dealloc__(self):
+        self.base = NULL
