@@ -28,17 +28,23 @@ public final class BusMeta {
 
     private static final SecureRandom RANDOM = new SecureRandom();
     private static final String[] INT_KEYS = {"format", "created_ns", "record_size", "file_size", "inode",
-        "segment_size", "retain_segments", "retain_bytes", "retain_age_ms"};
+        "segment_size", "retain_segments", "retain_bytes", "retain_age_ms", "max_consumer_lag", "consumer_block_ms"};
+    /** {@code on_consumer_lag}: a consumer past {@code max_consumer_lag} is expired (the default). */
+    public static final String EXPIRE = "expire";
+    /** {@code on_consumer_lag}: writers wait for a consumer past {@code max_consumer_lag}, then fail. */
+    public static final String BLOCK = "block";
 
     private final String kind;
     private final String id;
     private final Map<String, Long> ints;
+    private final String onConsumerLag;
     private final List<String[]> extra;
 
-    private BusMeta(String kind, String id, Map<String, Long> ints, List<String[]> extra) {
+    private BusMeta(String kind, String id, Map<String, Long> ints, String onConsumerLag, List<String[]> extra) {
         this.kind = kind;
         this.id = id;
         this.ints = ints;
+        this.onConsumerLag = onConsumerLag;
         this.extra = extra;
     }
 
@@ -54,7 +60,7 @@ public final class BusMeta {
         Map<String, Long> v = base(recordSize);
         v.put("file_size", fileSize);
         v.put("inode", inode);
-        return new BusMeta(SINGLE, newId(), v, List.of());
+        return new BusMeta(SINGLE, newId(), v, EXPIRE, List.of());
     }
 
     /**
@@ -69,12 +75,51 @@ public final class BusMeta {
      */
     public static BusMeta rolling(int recordSize, long segmentSize, long retainSegments, long retainBytes,
                                   long retainAgeMs) {
+        return rolling(recordSize, segmentSize, retainSegments, retainBytes, retainAgeMs, 0, EXPIRE,
+                Layout.DEFAULT_CONSUMER_BLOCK_MS);
+    }
+
+    /**
+     * A new rolling bus's metadata with retention that holds consumers (docs/files-and-rolling.md, "Retention that
+     * holds consumers").
+     *
+     * @param recordSize      payload bytes per record
+     * @param segmentSize     logical size of every segment
+     * @param retainSegments  most segments kept (0: no limit)
+     * @param retainBytes     most bytes of segments kept (0: no limit)
+     * @param retainAgeMs     oldest data kept, in milliseconds (0: no limit)
+     * @param maxConsumerLag  segments a registered consumer may lag and still hold from retention (0: none)
+     * @param onConsumerLag   {@link #EXPIRE} or {@link #BLOCK}
+     * @param consumerBlockMs how long a writer waits for a lagging consumer under {@link #BLOCK}
+     * @return the metadata
+     */
+    public static BusMeta rolling(int recordSize, long segmentSize, long retainSegments, long retainBytes,
+                                  long retainAgeMs, long maxConsumerLag, String onConsumerLag, long consumerBlockMs) {
+        checkPolicy(onConsumerLag);
+        if (maxConsumerLag < 0 || consumerBlockMs < 0) {
+            throw new IllegalArgumentException("maxConsumerLag and consumerBlockMs must not be negative, got "
+                    + maxConsumerLag + " and " + consumerBlockMs);
+        }
         Map<String, Long> v = base(recordSize);
         v.put("segment_size", segmentSize);
         v.put("retain_segments", retainSegments);
         v.put("retain_bytes", retainBytes);
         v.put("retain_age_ms", retainAgeMs);
-        return new BusMeta(ROLLING, newId(), v, List.of());
+        v.put("max_consumer_lag", maxConsumerLag);
+        v.put("consumer_block_ms", consumerBlockMs);
+        return new BusMeta(ROLLING, newId(), v, onConsumerLag, List.of());
+    }
+
+    /**
+     * Refuses an {@code on_consumer_lag} value other than {@link #EXPIRE} and {@link #BLOCK}.
+     *
+     * @param policy the value
+     * @throws IllegalArgumentException if it is another
+     */
+    static void checkPolicy(String policy) {
+        if (!EXPIRE.equals(policy) && !BLOCK.equals(policy)) {
+            throw new IllegalArgumentException("onConsumerLag must be \"expire\" or \"block\", got " + policy);
+        }
     }
 
     private static Map<String, Long> base(int recordSize) {
@@ -83,6 +128,7 @@ public final class BusMeta {
             v.put(k, 0L);
         }
         v.put("format", (long) Layout.META_FORMAT);
+        v.put("consumer_block_ms", Layout.DEFAULT_CONSUMER_BLOCK_MS);
         java.time.Instant now = java.time.Instant.now();
         v.put("created_ns", now.getEpochSecond() * 1_000_000_000L + now.getNano());
         v.put("record_size", (long) recordSize);
@@ -154,8 +200,23 @@ public final class BusMeta {
         return ints.get("retain_age_ms");
     }
 
+    /** @return segments a registered consumer may lag behind the writers and still hold from retention; 0: none */
+    public long maxConsumerLag() {
+        return ints.get("max_consumer_lag");
+    }
+
+    /** @return how long a writer waits for a lagging consumer under {@link #BLOCK}, in milliseconds */
+    public long consumerBlockMs() {
+        return ints.get("consumer_block_ms");
+    }
+
+    /** @return what happens to a consumer past {@link #maxConsumerLag()}: {@link #EXPIRE} or {@link #BLOCK} */
+    public String onConsumerLag() {
+        return onConsumerLag;
+    }
+
     /**
-     * The file's bytes.
+     * The file's bytes (byte for byte what {@code busmeta.py}'s {@code BusMeta.encode} writes).
      *
      * @return UTF-8 text, one key=value per line
      */
@@ -167,6 +228,7 @@ public final class BusMeta {
         for (int i = 1; i < INT_KEYS.length; i++) {
             s.append(INT_KEYS[i]).append('=').append(ints.get(INT_KEYS[i])).append('\n');
         }
+        s.append("on_consumer_lag=").append(onConsumerLag).append('\n');
         for (String[] kv : extra) {
             s.append(kv[0]).append('=').append(kv[1]).append('\n');
         }
@@ -200,6 +262,8 @@ public final class BusMeta {
         for (String k : INT_KEYS) {
             ints.put(k, 0L);
         }
+        ints.put("consumer_block_ms", Layout.DEFAULT_CONSUMER_BLOCK_MS);
+        String onConsumerLag = EXPIRE;
         java.util.Set<String> seen = new java.util.HashSet<>();
         String kind = null;
         String id = null;
@@ -231,6 +295,8 @@ public final class BusMeta {
                 kind = value;
             } else if (key.equals("id")) {
                 id = value;
+            } else if (key.equals("on_consumer_lag")) {
+                onConsumerLag = value;
             } else {
                 extra.add(new String[] {key, value});
             }
@@ -246,6 +312,9 @@ public final class BusMeta {
         if (!SINGLE.equals(kind) && !ROLLING.equals(kind)) {
             throw bad(path, "kind '" + kind + "' (known: single, rolling)");
         }
+        if (!EXPIRE.equals(onConsumerLag) && !BLOCK.equals(onConsumerLag)) {
+            throw bad(path, "on_consumer_lag '" + onConsumerLag + "' (known: expire, block)");
+        }
         if (!id.matches("[0-9a-f]{32}")) {
             throw bad(path, "id '" + id + "' is not 32 lowercase hex digits");
         }
@@ -253,7 +322,7 @@ public final class BusMeta {
         if (ints.get("record_size") <= 0 || ints.get("record_size") > Integer.MAX_VALUE || ints.get(sizeKey) <= 0) {
             throw bad(path, "record_size and " + sizeKey + " must be positive");
         }
-        return new BusMeta(kind, id, ints, extra);
+        return new BusMeta(kind, id, ints, onConsumerLag, extra);
     }
 
     private static CorruptBusException bad(String path, String why) {
@@ -401,7 +470,8 @@ public final class BusMeta {
             return false;
         }
         BusMeta m = (BusMeta) o;
-        return Objects.equals(kind, m.kind) && Objects.equals(id, m.id) && ints.equals(m.ints);
+        return Objects.equals(kind, m.kind) && Objects.equals(id, m.id) && ints.equals(m.ints)
+                && onConsumerLag.equals(m.onConsumerLag);
     }
 
     @Override

@@ -55,6 +55,39 @@ package io.mappedbuspy;
  *  +-------------+---------------+--------------------------------+
  *  0 = free      0 idle, 1 parked
  * </pre>
+ *
+ * <p>Named consumers keep their positions in a <em>consumer registry</em> beside the bus ({@code PATH +
+ * CONSUMERS_SUFFIX}, or {@code DIR/CONSUMERS_FILE} for a rolling bus), {@link #CONSUMERS_FILE_SIZE} bytes, all zero
+ * when new ({@link ConsumerRegistry}; the protocol is {@code mappedbus_py/_consumers.h}):
+ *
+ * <pre>
+ *  0            8             12               64                     72
+ *  +------------+-------------+-- zeros -------+----------------------+-- zeros --
+ *  | magic i64  | version i32 |                | lock i64             |
+ *  +------------+-------------+----------------+----------------------+-----------
+ *  CONSUMERS_MAGIC_OFFSET, CONSUMERS_VERSION_OFFSET
+ *                                              CONSUMERS_LOCK_OFFSET: 0 free, else the holder,
+ *                                              pid | (start &amp; 0xFFFFFFFF) &lt;&lt; 32; structural changes only
+ *  128            256            384
+ *  +--------------+--------------+-----+-----------------------------------------+
+ *  | entry 0      | entry 1      | ... | entry CONSUMER_ENTRY_COUNT - 1          |
+ *  +--------------+--------------+-----+-----------------------------------------+
+ *  CONSUMERS_ENTRIES_OFFSET, CONSUMER_ENTRY_SIZE bytes each
+ *
+ *  one entry:
+ *  +0         +4         +8         +12        +16           +24             +32
+ *  +----------+----------+----------+----------+-------------+---------------+
+ *  | gen i32  | flags i32| pid i32  | zero     | start i64   | position i64  |
+ *  +----------+----------+----------+----------+-------------+---------------+
+ *  +32                 +40                 +48                      +64                 +128
+ *  +-------------------+-------------------+------------------------+-------------------+
+ *  | committed_ns i64  | created_ns i64    | bus id: 16 bytes       | name: 64 bytes    |
+ *  +-------------------+-------------------+------------------------+-------------------+
+ *  gen: even = free, odd = in use (+1 at make and at remove, under the lock)
+ *  flags: CONSUMER_FLAG_EXPIRED once a writer's retention expired it (cleared by its next commit)
+ *  pid, start: the live holder (0: none); position: the committed position (one atomic 8-byte store)
+ *  name: 1 to CONSUMER_NAME_MAX bytes of UTF-8, NUL padded
+ * </pre>
  */
 public final class Layout {
     /** Offset of the int64 limit field (offset just past the last allocated record). */
@@ -162,6 +195,57 @@ public final class Layout {
      * both sides of a round trip; longer ones cost CPU on a sporadic stream for no measurable gain).
      */
     public static final long DEFAULT_SPIN_NS = 10_000;
+
+    // ---- the consumer registry beside a bus (the diagram above; _consumers.h the protocol) ----
+
+    /** Suffix of a single-file bus's consumer registry: {@code PATH + CONSUMERS_SUFFIX}. */
+    public static final String CONSUMERS_SUFFIX = ".consumers";
+    /** Name of a rolling bus's consumer registry inside its directory. */
+    public static final String CONSUMERS_FILE = "bus.consumers";
+    /** Size of a consumer registry; all zero when new (a valid empty registry). */
+    public static final int CONSUMERS_FILE_SIZE = 32768;
+    /** int64 at {@link #CONSUMERS_MAGIC_OFFSET}: "MBUSCON1" little-endian, set by CAS from 0 by the first opener. */
+    public static final long CONSUMERS_MAGIC = 0x314E4F435355424DL;
+    /** int32 at {@link #CONSUMERS_VERSION_OFFSET}, set by CAS from 0 by the first opener. */
+    public static final int CONSUMERS_VERSION = 1;
+    /** Offset of the registry's int64 magic. */
+    public static final int CONSUMERS_MAGIC_OFFSET = 0;
+    /** Offset of the registry's int32 version. */
+    public static final int CONSUMERS_VERSION_OFFSET = 8;
+    /** Offset of the int64 lock word of structural changes: 0, or {@code pid | (start & 0xFFFFFFFF) << 32}. */
+    public static final int CONSUMERS_LOCK_OFFSET = 64;
+    /** Offset of entry 0. */
+    public static final int CONSUMERS_ENTRIES_OFFSET = 128;
+    /** Size of one consumer entry. */
+    public static final int CONSUMER_ENTRY_SIZE = 128;
+    /** Number of entries: {@code (CONSUMERS_FILE_SIZE - CONSUMERS_ENTRIES_OFFSET) / CONSUMER_ENTRY_SIZE}. */
+    public static final int CONSUMER_ENTRY_COUNT = (CONSUMERS_FILE_SIZE - CONSUMERS_ENTRIES_OFFSET) / CONSUMER_ENTRY_SIZE;
+    /** Offset in an entry of the int32 generation: odd while in use. */
+    public static final int CONSUMER_GEN_OFFSET = 0;
+    /** Offset in an entry of the int32 flags ({@link #CONSUMER_FLAG_EXPIRED}). */
+    public static final int CONSUMER_FLAGS_OFFSET = 4;
+    /** Offset in an entry of the int32 pid of its live holder (0: none). */
+    public static final int CONSUMER_PID_OFFSET = 8;
+    /** Offset in an entry of the int64 start time of its holder (clock ticks since boot, as in the wake file). */
+    public static final int CONSUMER_START_OFFSET = 16;
+    /** Offset in an entry of the int64 committed position. */
+    public static final int CONSUMER_POSITION_OFFSET = 24;
+    /** Offset in an entry of the int64 time of the last commit, Unix epoch nanoseconds (a coarse clock). */
+    public static final int CONSUMER_COMMITTED_NS_OFFSET = 32;
+    /** Offset in an entry of the int64 time the entry was made, Unix epoch nanoseconds. */
+    public static final int CONSUMER_CREATED_NS_OFFSET = 40;
+    /** Offset in an entry of the bus's id (16 bytes; zeros for a bus file without metadata). */
+    public static final int CONSUMER_BUS_ID_OFFSET = 48;
+    /** Size of the bus id in an entry. */
+    public static final int CONSUMER_BUS_ID_SIZE = 16;
+    /** Offset in an entry of the name: UTF-8, NUL padded. */
+    public static final int CONSUMER_NAME_OFFSET = 64;
+    /** Longest consumer name, in UTF-8 bytes. */
+    public static final int CONSUMER_NAME_MAX = 64;
+    /** Bit of the flags set once a writer's retention expired the consumer. */
+    public static final int CONSUMER_FLAG_EXPIRED = 1;
+    /** How long a writer waits for a lagging consumer (on_consumer_lag=block) by default, in milliseconds. */
+    public static final long DEFAULT_CONSUMER_BLOCK_MS = 10_000;
 
     private Layout() {
     }
@@ -297,6 +381,30 @@ public final class Layout {
                 + "WAKE_SLOT_START_OFFSET=" + WAKE_SLOT_START_OFFSET + "\n"
                 + "DEFAULT_PARK_NS=" + DEFAULT_PARK_NS + "\n"
                 + "DEFAULT_PARK_MAX_NS=" + DEFAULT_PARK_MAX_NS + "\n"
-                + "DEFAULT_SPIN_NS=" + DEFAULT_SPIN_NS + "\n";
+                + "DEFAULT_SPIN_NS=" + DEFAULT_SPIN_NS + "\n"
+                + "CONSUMERS_SUFFIX=" + CONSUMERS_SUFFIX + "\n"
+                + "CONSUMERS_FILE=" + CONSUMERS_FILE + "\n"
+                + "CONSUMERS_FILE_SIZE=" + CONSUMERS_FILE_SIZE + "\n"
+                + "CONSUMERS_MAGIC=" + CONSUMERS_MAGIC + "\n"
+                + "CONSUMERS_VERSION=" + CONSUMERS_VERSION + "\n"
+                + "CONSUMERS_MAGIC_OFFSET=" + CONSUMERS_MAGIC_OFFSET + "\n"
+                + "CONSUMERS_VERSION_OFFSET=" + CONSUMERS_VERSION_OFFSET + "\n"
+                + "CONSUMERS_LOCK_OFFSET=" + CONSUMERS_LOCK_OFFSET + "\n"
+                + "CONSUMERS_ENTRIES_OFFSET=" + CONSUMERS_ENTRIES_OFFSET + "\n"
+                + "CONSUMER_ENTRY_SIZE=" + CONSUMER_ENTRY_SIZE + "\n"
+                + "CONSUMER_ENTRY_COUNT=" + CONSUMER_ENTRY_COUNT + "\n"
+                + "CONSUMER_GEN_OFFSET=" + CONSUMER_GEN_OFFSET + "\n"
+                + "CONSUMER_FLAGS_OFFSET=" + CONSUMER_FLAGS_OFFSET + "\n"
+                + "CONSUMER_PID_OFFSET=" + CONSUMER_PID_OFFSET + "\n"
+                + "CONSUMER_START_OFFSET=" + CONSUMER_START_OFFSET + "\n"
+                + "CONSUMER_POSITION_OFFSET=" + CONSUMER_POSITION_OFFSET + "\n"
+                + "CONSUMER_COMMITTED_NS_OFFSET=" + CONSUMER_COMMITTED_NS_OFFSET + "\n"
+                + "CONSUMER_CREATED_NS_OFFSET=" + CONSUMER_CREATED_NS_OFFSET + "\n"
+                + "CONSUMER_BUS_ID_OFFSET=" + CONSUMER_BUS_ID_OFFSET + "\n"
+                + "CONSUMER_BUS_ID_SIZE=" + CONSUMER_BUS_ID_SIZE + "\n"
+                + "CONSUMER_NAME_OFFSET=" + CONSUMER_NAME_OFFSET + "\n"
+                + "CONSUMER_NAME_MAX=" + CONSUMER_NAME_MAX + "\n"
+                + "CONSUMER_FLAG_EXPIRED=" + CONSUMER_FLAG_EXPIRED + "\n"
+                + "DEFAULT_CONSUMER_BLOCK_MS=" + DEFAULT_CONSUMER_BLOCK_MS + "\n";
     }
 }

@@ -20,6 +20,10 @@ import java.util.concurrent.TimeUnit;
  * bound passes (a record from a writer that wakes nobody, such as the Java original, waits at most that long);
  * {@link #setIdleStrategy} chooses how much of each.
  *
+ * <p>A reader given a consumer name ({@link #setConsumer}, before {@link #open()}) is a <em>named consumer</em>: it
+ * opens where that name last committed ({@link #commit()}), so a process that restarts goes on there; its position is
+ * kept in the registry {@code PATH.consumers} ({@link Consumers}).
+ *
  * <p>Not thread-safe: use one reader per thread.
  */
 public final class MappedBusReader implements AutoCloseable {
@@ -87,6 +91,10 @@ public final class MappedBusReader implements AutoCloseable {
     private WakeFile wake;
     // Tests: park by polling, as without the JNI library.
     boolean wakeNative = true;
+    // A named consumer: its name and first start (before open), its hold on the registry (once open).
+    private String consumerName;
+    private long consumerStart = Consumers.OLDEST;
+    private ConsumerRegistry.Held consumer;
 
     /**
      * Creates a reader of an existing bus that may roll back uncommitted records, with the sizes its metadata
@@ -217,7 +225,114 @@ public final class MappedBusReader implements AutoCloseable {
         busId = id[0];
         limitSeen = initialLimit;
         lastCheck = System.nanoTime();
+        if (consumerName != null && !segment) {
+            try {
+                attachConsumer();
+            } catch (IOException | RuntimeException e) {
+                close();
+                throw e;
+            }
+        }
         return this;
+    }
+
+    // Opens the consumer (made at its first start if new) and moves to its committed position.
+    private void attachConsumer() throws IOException {
+        long start = consumerStart;
+        if (start == Consumers.END) {
+            seekToEnd();
+            start = position;
+        } else if (start == Consumers.OLDEST) {
+            start = Layout.FIRST_RECORD_OFFSET;
+        }
+        consumer = Consumers.hold(java.nio.file.Path.of(path), false, allowForeign, consumerName, busId, start);
+        long p = consumer.position();
+        long end = Math.max(loadLimit(mem()), Layout.FIRST_RECORD_OFFSET);
+        if (!Layout.isRecordBoundary(p, recordSize) || p > fileSize) {
+            throw Consumers.badPosition(consumer, p, "not a record boundary within fileSize " + fileSize
+                    + " for recordSize " + recordSize);
+        }
+        if (p > end) {
+            throw Consumers.badPosition(consumer, p, "past the end of the bus (" + end + ")");
+        }
+        seek(p);
+    }
+
+    /**
+     * Makes this reader the named consumer {@code name}, which starts at the oldest record the first time. Call before
+     * {@link #open()}.
+     *
+     * @param name 1 to 64 bytes of UTF-8, no control characters
+     * @return this
+     * @see #setConsumer(String, long)
+     */
+    public MappedBusReader setConsumer(String name) {
+        return setConsumer(name, Consumers.OLDEST);
+    }
+
+    /**
+     * Makes this reader the named consumer {@code name}: {@link #open()} registers it in {@code PATH.consumers} (at
+     * {@code start} the first time) and holds it until {@link #close()}, then moves to its committed position. A name
+     * held by another live reader (another process, or another reader of this one) makes {@code open()} throw
+     * {@link ConsumerInUseException}. Call before {@code open()}.
+     *
+     * @param name  1 to 64 bytes of UTF-8, no control characters
+     * @param start where a new consumer starts: a record boundary, {@link Consumers#OLDEST} or {@link Consumers#END}
+     * @return this
+     */
+    public MappedBusReader setConsumer(String name, long start) {
+        if (closed || mem != null) {
+            throw new IllegalStateException("set the consumer of " + path + " before open()");
+        }
+        ConsumerRegistry.nameBytes(name);
+        if (start != Consumers.OLDEST && start != Consumers.END
+                && (!Layout.isRecordBoundary(start, recordSize) || start > fileSize)) {
+            throw new IllegalArgumentException("consumer start " + start + " is not a record boundary within fileSize "
+                    + fileSize + " for recordSize " + recordSize);
+        }
+        consumerName = name;
+        consumerStart = start;
+        return this;
+    }
+
+    /** @return the consumer name set with {@link #setConsumer}, or null */
+    public String consumer() {
+        return consumerName;
+    }
+
+    /**
+     * Commits this consumer's position: {@link #position()}, the slot after the last record read. A restart by the
+     * same name goes on there. One ordered 8-byte store (a SIGKILL leaves the old or the new position), no lock;
+     * committing after each record gives exactly-once delivery across restarts.
+     *
+     * @throws IllegalStateException if this reader is not a named consumer, or not open
+     */
+    public void commit() {
+        held().commit(position);
+    }
+
+    /**
+     * Commits a given position for this consumer (where a restart goes on).
+     *
+     * @param position a record boundary within the file
+     * @throws IllegalArgumentException if it is not one
+     * @throws IllegalStateException    if this reader is not a named consumer, or not open
+     */
+    public void commit(long position) {
+        if (!Layout.isRecordBoundary(position, recordSize) || position > fileSize) {
+            throw new IllegalArgumentException("position " + position + " is not a record boundary within fileSize "
+                    + fileSize + " for recordSize " + recordSize);
+        }
+        held().commit(position);
+    }
+
+    private ConsumerRegistry.Held held() {
+        ConsumerRegistry.Held h = consumer;
+        if (h == null) {
+            throw new IllegalStateException("reader for " + path + " is " + (consumerName == null
+                    ? "not a named consumer (setConsumer before open)" : closed ? "closed" : "not open"));
+        }
+        return h;
     }
 
     /**
@@ -715,6 +830,11 @@ public final class MappedBusReader implements AutoCloseable {
     public void close() {
         closed = true;
         current = NO_RECORD;
+        if (consumer != null) {
+            ConsumerRegistry.Held h = consumer;
+            consumer = null;
+            Consumers.release(h);
+        }
         if (wake != null) {
             wake.close();
             wake = null;

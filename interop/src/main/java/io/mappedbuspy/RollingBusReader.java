@@ -20,6 +20,10 @@ import java.util.concurrent.TimeUnit;
  * ({@code DIR/bus.wake}, see {@link WakeFile}), which writers wake after each commit and after moving to a new
  * segment.
  *
+ * <p>A reader given a consumer name ({@link #setConsumer}, before {@link #open()}) opens where that name last
+ * committed ({@link #commit()}); its position is kept in {@code DIR/bus.consumers} ({@link Consumers}), and a bus
+ * created with {@code max_consumer_lag} keeps the segments it still needs from retention, within that bound.
+ *
  * <p>Not thread-safe: one reader per thread.
  */
 public final class RollingBusReader implements AutoCloseable {
@@ -91,6 +95,10 @@ public final class RollingBusReader implements AutoCloseable {
     private WakeFile wake;
     // Tests: park by polling, as without the JNI library.
     boolean wakeNative = true;
+    // A named consumer: its name and first start (before open), its hold on the registry (once open).
+    private String consumerName;
+    private long consumerStart = Consumers.OLDEST;
+    private ConsumerRegistry.Held consumer;
 
     /**
      * Creates a reader of an existing rolling bus that may roll back uncommitted records, with the sizes its
@@ -227,11 +235,120 @@ public final class RollingBusReader implements AutoCloseable {
                     // removed by retention after the listing: the oldest retained is a later one
                 }
             }
+            if (consumerName != null) {
+                attachConsumer();
+            }
         } catch (IOException | RuntimeException e) {
             close();
             throw e;
         }
         return this;
+    }
+
+    // Opens the consumer (made at its first start if new) and moves to its committed position. Segments removed
+    // since (an expired consumer) are the gap rule's at the first next(), not an error of open().
+    private void attachConsumer() throws IOException {
+        long start = consumerStart;
+        if (start == Consumers.END) {
+            seekToEnd();
+            start = position();
+        } else if (start == Consumers.OLDEST) {
+            start = position();
+        }
+        consumer = Consumers.hold(java.nio.file.Path.of(dir), true, allowForeign, consumerName, bus.meta.id(), start);
+        long p = consumer.position();
+        long off = p % segmentSize;
+        if (p < 0 || !Layout.isRecordBoundary(off, recordSize)) {
+            throw Consumers.badPosition(consumer, p, "not a record boundary of segmentSize " + segmentSize
+                    + " and recordSize " + recordSize);
+        }
+        long g = global(p / segmentSize, off);
+        long end = currentEnd();
+        if (g > end) {
+            throw Consumers.badPosition(consumer, p, "past the end of the bus (" + end + ")");
+        }
+        try {
+            seek(g);
+        } catch (BusGapException e) {
+            enterPending(g / segmentSize, g % segmentSize);
+        }
+    }
+
+    /**
+     * Makes this reader the named consumer {@code name}, which starts at the oldest retained record the first time.
+     * Call before {@link #open()}.
+     *
+     * @param name 1 to 64 bytes of UTF-8, no control characters
+     * @return this
+     * @see #setConsumer(String, long)
+     */
+    public RollingBusReader setConsumer(String name) {
+        return setConsumer(name, Consumers.OLDEST);
+    }
+
+    /**
+     * Makes this reader the named consumer {@code name}: {@link #open()} registers it in {@code DIR/bus.consumers} (at
+     * {@code start} the first time) and holds it until {@link #close()}, then moves to its committed position (records
+     * removed since are a {@link BusGapException} at the first {@link #next()}, or skipped with
+     * {@code setFailOnGap(false)}). A name held by another live reader (another process, or another reader of this
+     * one) makes {@code open()} throw {@link ConsumerInUseException}. Call before {@code open()}.
+     *
+     * @param name  1 to 64 bytes of UTF-8, no control characters
+     * @param start where a new consumer starts: a global position, {@link Consumers#OLDEST} or {@link Consumers#END}
+     * @return this
+     */
+    public RollingBusReader setConsumer(String name, long start) {
+        if (bus != null || closed) {
+            throw new IllegalStateException("set the consumer of " + dir + " before open()");
+        }
+        ConsumerRegistry.nameBytes(name);
+        if (start != Consumers.OLDEST && start != Consumers.END
+                && (start < 0 || !Layout.isRecordBoundary(start % segmentSize, recordSize))) {
+            throw new IllegalArgumentException("consumer start " + start + " is not a record boundary of segmentSize "
+                    + segmentSize + " and recordSize " + recordSize);
+        }
+        consumerName = name;
+        consumerStart = start;
+        return this;
+    }
+
+    /** @return the consumer name set with {@link #setConsumer}, or null */
+    public String consumer() {
+        return consumerName;
+    }
+
+    /**
+     * Commits this consumer's position: {@link #position()}, the slot after the last record read. A restart by the
+     * same name goes on there. One ordered 8-byte store (a SIGKILL leaves the old or the new position), no lock.
+     *
+     * @throws IllegalStateException if this reader is not a named consumer, or not open
+     */
+    public void commit() {
+        held().commit(position());
+    }
+
+    /**
+     * Commits a given global position for this consumer (where a restart goes on).
+     *
+     * @param position a record boundary in some segment, or a segment's end
+     * @throws IllegalArgumentException if it is not one
+     * @throws IllegalStateException    if this reader is not a named consumer, or not open
+     */
+    public void commit(long position) {
+        if (position < 0 || !Layout.isRecordBoundary(position % segmentSize, recordSize)) {
+            throw new IllegalArgumentException("position " + position + " is not a record boundary of segmentSize "
+                    + segmentSize + " and recordSize " + recordSize);
+        }
+        held().commit(global(position / segmentSize, position % segmentSize));
+    }
+
+    private ConsumerRegistry.Held held() {
+        ConsumerRegistry.Held h = consumer;
+        if (h == null) {
+            throw new IllegalStateException("rolling reader for " + dir + " is " + (consumerName == null
+                    ? "not a named consumer (setConsumer before open)" : closed ? "closed" : "not open"));
+        }
+        return h;
     }
 
     // The global position just past the last record allocated now (in the newest segment with records).
@@ -622,6 +739,11 @@ public final class RollingBusReader implements AutoCloseable {
     @Override
     public void close() {
         closed = true;
+        if (consumer != null) {
+            ConsumerRegistry.Held h = consumer;
+            consumer = null;
+            Consumers.release(h);
+        }
         switchTo(segment, null);
         bus = null;
         if (wake != null) {

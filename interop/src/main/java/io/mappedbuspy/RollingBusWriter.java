@@ -25,6 +25,8 @@ public final class RollingBusWriter implements AutoCloseable {
     private final long segmentSize;
     private final int recordSize;
     private final long[] retention = new long[3];
+    // The consumer policy of a bus this writer creates: {maxConsumerLag, onConsumerLag, consumerBlockMs}, or null.
+    private Object[] consumerPolicy;
     private final long half;
     private final int every;
     private boolean allowForeign;
@@ -111,6 +113,62 @@ public final class RollingBusWriter implements AutoCloseable {
     }
 
     /**
+     * Sets how far a registered consumer may lag and still hold segments from retention, on a bus this writer creates
+     * (stored in its bus.meta as {@code max_consumer_lag}; Python: {@code max_consumer_lag=}). Call before
+     * {@link #open()}. On an existing bus, a policy set must equal the bus's.
+     *
+     * @param segments segments behind the writers (0: consumers hold nothing)
+     * @return this
+     */
+    public RollingBusWriter setMaxConsumerLag(long segments) {
+        if (segments < 0) {
+            throw new IllegalArgumentException("maxConsumerLag must not be negative, got " + segments);
+        }
+        policy()[0] = segments;
+        return this;
+    }
+
+    /**
+     * What happens to a consumer more than {@code max_consumer_lag} segments behind, on a bus this writer creates
+     * (Python: {@code on_consumer_lag=}): {@link BusMeta#EXPIRE} (the default: it is flagged expired and its segments
+     * go) or {@link BusMeta#BLOCK} (writers wait before rolling, then throw {@link BusBackPressureException}). Call
+     * before {@link #open()}.
+     *
+     * @param policy "expire" or "block"
+     * @return this
+     */
+    public RollingBusWriter setOnConsumerLag(String policy) {
+        BusMeta.checkPolicy(policy);
+        policy()[1] = policy;
+        return this;
+    }
+
+    /**
+     * How long a writer waits for a lagging consumer under {@code block} before it throws
+     * {@link BusBackPressureException}, on a bus this writer creates (stored in milliseconds as
+     * {@code consumer_block_ms}; Python: {@code consumer_block_timeout=} seconds). Call before {@link #open()}.
+     *
+     * @param timeout the wait (default {@link Layout#DEFAULT_CONSUMER_BLOCK_MS} ms)
+     * @param unit    its unit
+     * @return this
+     */
+    public RollingBusWriter setConsumerBlockTimeout(long timeout, java.util.concurrent.TimeUnit unit) {
+        if (timeout < 0) {
+            throw new IllegalArgumentException("consumer block timeout must not be negative, got " + timeout);
+        }
+        policy()[2] = unit.toMillis(timeout);
+        return this;
+    }
+
+    private Object[] policy() {
+        openCheck();
+        if (consumerPolicy == null) {
+            consumerPolicy = new Object[] {0L, BusMeta.EXPIRE, Layout.DEFAULT_CONSUMER_BLOCK_MS};
+        }
+        return consumerPolicy;
+    }
+
+    /**
      * Accepts a directory, bus.meta or segments owned by another user or writable by group or others. Call
      * before {@link #open()}.
      *
@@ -139,7 +197,7 @@ public final class RollingBusWriter implements AutoCloseable {
      */
     public RollingBusWriter open() throws IOException {
         openCheck();
-        RollingDir b = RollingDir.forWriter(dir, segmentSize, recordSize, retention, allowForeign);
+        RollingDir b = RollingDir.forWriter(dir, segmentSize, recordSize, retention, consumerPolicy, allowForeign);
         wake = WakeFile.forRollingBus(dir, allowForeign); // never fails: without it, readers find records by polling
         try {
             for (;;) {
@@ -361,6 +419,10 @@ public final class RollingBusWriter implements AutoCloseable {
         long t0 = System.nanoTime();
         long full = segment;
         writer();
+        ConsumerRetention held = bus.consumers();
+        if (held != null && held.blocks()) {
+            held.awaitRoom(full + 1); // before anything moves: a BusBackPressureException leaves the write retryable
+        }
         takeFaultReports();
         applyMark(); // a previous roll's, not yet applied: rolls came faster than look-aheads
         markIndex = full;
@@ -483,6 +545,9 @@ public final class RollingBusWriter implements AutoCloseable {
         spare = null;
         retired = null;
         wake.close();
+        if (bus != null) {
+            bus.close();
+        }
         if (limitChannel != null) {
             try {
                 limitChannel.close();

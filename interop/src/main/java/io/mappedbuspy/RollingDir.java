@@ -37,6 +37,8 @@ final class RollingDir {
     final long perSegment;
     final boolean allowForeign;
     final BusMeta meta;
+    // Retention that holds consumers (max_consumer_lag > 0), made at its first use.
+    private ConsumerRetention consumers;
 
     private RollingDir(Path dir, long segmentSize, int recordSize, boolean allowForeign, BusMeta meta) {
         this.dir = dir;
@@ -54,6 +56,16 @@ final class RollingDir {
      */
     static RollingDir forWriter(String dir, long segmentSize, int recordSize, long[] retention,
                                 boolean allowForeign) throws IOException {
+        return forWriter(dir, segmentSize, recordSize, retention, null, allowForeign);
+    }
+
+    /**
+     * As {@link #forWriter(String, long, int, long[], boolean)}, with the consumer policy of a bus this call creates:
+     * {@code policy} is {maxConsumerLag, onConsumerLag, consumerBlockMs} or null for none given; on an existing bus,
+     * one given must equal the bus's.
+     */
+    static RollingDir forWriter(String dir, long segmentSize, int recordSize, long[] retention, Object[] policy,
+                                boolean allowForeign) throws IOException {
         MappedBusWriter.checkSizes(segmentSize, recordSize);
         Path d = Path.of(dir);
         boolean made = false;
@@ -70,7 +82,10 @@ final class RollingDir {
             Path metaPath = d.resolve(Layout.META_FILE);
             BusMeta m = BusMeta.read(metaPath, allowForeign);
             if (m == null) {
-                BusMeta mine = BusMeta.rolling(recordSize, segmentSize, retention[0], retention[1], retention[2]);
+                BusMeta mine = policy == null
+                        ? BusMeta.rolling(recordSize, segmentSize, retention[0], retention[1], retention[2])
+                        : BusMeta.rolling(recordSize, segmentSize, retention[0], retention[1], retention[2],
+                                (Long) policy[0], (String) policy[1], (Long) policy[2]);
                 madeMeta = mine.write(metaPath, FILE_PERMS, true);
                 // The loser of a creation race reads the winner's and checks it like any existing bus.
                 m = madeMeta ? mine : BusMeta.read(metaPath, allowForeign);
@@ -87,6 +102,13 @@ final class RollingDir {
                         + m.retainSegments() + " bytes=" + m.retainBytes() + " ageMs=" + m.retainAgeMs()
                         + ", not segments=" + retention[0] + " bytes=" + retention[1] + " ageMs=" + retention[2]
                         + ": retention is fixed when a rolling bus is created (pass 0s to accept it)");
+            }
+            if (!madeMeta && policy != null && (!policy[0].equals(m.maxConsumerLag())
+                    || !policy[1].equals(m.onConsumerLag()) || !policy[2].equals(m.consumerBlockMs()))) {
+                throw new IllegalArgumentException(dir + " was created with max_consumer_lag=" + m.maxConsumerLag()
+                        + " on_consumer_lag=" + m.onConsumerLag() + " consumer_block_ms=" + m.consumerBlockMs()
+                        + ", not " + policy[0] + " " + policy[1] + " " + policy[2] + ": the consumer policy is fixed"
+                        + " when a rolling bus is created (set none to accept it)");
             }
             RollingDir r = new RollingDir(d, segmentSize, recordSize, allowForeign, m);
             if (r.list().length == 0) {
@@ -232,6 +254,8 @@ final class RollingDir {
         if ((rs | rb | age) == 0) {
             return;
         }
+        ConsumerRetention c = consumers();
+        long hold = c == null ? Long.MAX_VALUE : c.hold(keepFrom);
         long[] all = list();
         int n = 0;
         long history = Math.min(keepFrom, newest + 1);
@@ -239,7 +263,7 @@ final class RollingDir {
             n++;
         }
         long now = System.currentTimeMillis();
-        for (int first = 0; first < n; first++) {
+        for (int first = 0; first < n && all[first] < hold; first++) {
             long count = n - first;
             boolean remove = (rs > 0 && count > rs) || (rb > 0 && count * segmentSize > rb);
             if (!remove && age > 0) {
@@ -249,6 +273,22 @@ final class RollingDir {
                 break;
             }
             Files.deleteIfExists(segmentPath(all[first]));
+        }
+    }
+
+    /** Retention that holds consumers, or null when the bus was created without (max_consumer_lag 0). */
+    ConsumerRetention consumers() {
+        if (consumers == null && meta.maxConsumerLag() > 0) {
+            consumers = new ConsumerRetention(this);
+        }
+        return consumers;
+    }
+
+    /** Closes the consumer registry a writer's retention opened. */
+    void close() {
+        if (consumers != null) {
+            consumers.close();
+            consumers = null;
         }
     }
 

@@ -1,0 +1,664 @@
+package io.mappedbuspy;
+
+import java.io.IOException;
+import java.lang.ref.Reference;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.locks.LockSupport;
+
+/**
+ * The consumer registry beside a bus ({@code PATH.consumers}, or {@code DIR/bus.consumers}; layout in {@link Layout}).
+ * The protocol is {@code mappedbus_py/_consumers.h}'s, ported step by step with the same memory orders (each step
+ * names the C function it mirrors), through {@link MemoryMappedFile}'s Unsafe accessors as {@link WakeFile} ports
+ * {@code _wake.h}. Liveness (a holder's pid and its start time, /proc/PID/stat field 22) is pure Java here: no JNI.
+ *
+ * <p>Structural changes (an entry made, removed, claimed, released, expired) run under the file's lock word
+ * ({@link #locked}); a commit is the holder's one ordered 8-byte store ({@link Held#commit}); readers of the registry
+ * take no lock ({@link #entries()}: an entry is taken between two equal odd generations). A file truncated under the
+ * mapping is a {@link BusTruncatedException}, never a crash: each step raises the JVM's late fault report itself.
+ */
+final class ConsumerRegistry implements AutoCloseable {
+    /** Bound on waiting for the registry's lock. */
+    static final long LOCK_TIMEOUT_MS = 10_000;
+    static final int PID = (int) ProcessHandle.current().pid();
+    /** This process's start time, clock ticks since boot (what the lock word and a holder record). */
+    static final long START = procStart(PID);
+    private static final System.Logger LOG = System.getLogger(ConsumerRegistry.class.getName());
+    // Commits between looks at the file's length (a commit itself is two stores and a load).
+    private static final int COMMIT_CHECK_MASK = 4095;
+    // Names held by readers of this process, as "dev:ino:name" of the registry: the file only knows the process.
+    private static final Set<String> HELD = ConcurrentHashMap.newKeySet();
+    // Threads of this process take the lock word one at a time (they share its value).
+    private static final Object JVM_LOCK = new Object();
+
+    final String path;
+    private final MemoryMappedFile mem;
+    private final Object keep;      // the buffers that keep the mapping alive (accessed by address)
+    private final long base;
+    private boolean closed;
+
+    private ConsumerRegistry(String path, MemoryMappedFile mem) {
+        this.path = path;
+        this.mem = mem;
+        this.keep = mem.mapping();
+        this.base = mem.baseAddress();
+    }
+
+    /**
+     * Opens and maps a registry as bus files are opened (never through a link, a regular file, owner and mode checked
+     * unless {@code allowForeign}); a short one is grown with zeros, a new one (if {@code create}) made all zero with
+     * {@code perms}, then given its magic and version.
+     *
+     * @throws java.nio.file.NoSuchFileException if absent and not {@code create}
+     * @throws CorruptBusException               if the file holds something else (its magic or version)
+     */
+    static ConsumerRegistry open(Path file, boolean allowForeign, String perms, boolean create) throws IOException {
+        MemoryMappedFile.OpenOptions o = new MemoryMappedFile.OpenOptions();
+        o.create = create;
+        o.grow = true;
+        o.exclusive = true;
+        o.allowForeign = allowForeign;
+        o.perms = perms;
+        o.afterMap = f -> {
+            int rc;
+            try {
+                rc = init(f);
+                MemoryMappedFile.raiseFaultReports();
+            } catch (InternalError e) {
+                if (!MemoryMappedFile.isMappingFault(e)) {
+                    throw e;
+                }
+                throw new java.io.IOException(file + " was truncated while being opened", e);
+            }
+            if (rc != 0) {
+                throw new CorruptBusException(file + " is not a consumer registry: " + (rc == -1
+                        ? "its magic is not a registry's (\"MBUSCON1\")" : "its version is unknown (this reads "
+                        + Layout.CONSUMERS_VERSION + ")"));
+            }
+        };
+        return new ConsumerRegistry(file.toString(), MemoryMappedFile.open(file.toString(), Layout.CONSUMERS_FILE_SIZE, o));
+    }
+
+    /** The registry of a bus: {@code PATH.consumers} beside a file, {@code DIR/bus.consumers} in a directory. */
+    static Path pathOf(Path bus, boolean rolling) {
+        return rolling ? bus.resolve(Layout.CONSUMERS_FILE) : Path.of(bus + Layout.CONSUMERS_SUFFIX);
+    }
+
+    // ---- what readers of the registry and a reader's consumer use ----
+
+    /** One entry as read lock-free (between two equal odd generations). */
+    static final class Entry {
+        final int index;
+        final int gen;
+        final int flags;
+        final int pid;
+        final long start;
+        final long position;
+        final long committedNs;
+        final long createdNs;
+        final byte[] busId;
+        final String name;
+
+        Entry(int index, int gen, int flags, int pid, long start, long position, long committedNs, long createdNs,
+              byte[] busId, String name) {
+            this.index = index;
+            this.gen = gen;
+            this.flags = flags;
+            this.pid = pid;
+            this.start = start;
+            this.position = position;
+            this.committedNs = committedNs;
+            this.createdNs = createdNs;
+            this.busId = busId;
+            this.name = name;
+        }
+
+        boolean expired() {
+            return (flags & Layout.CONSUMER_FLAG_EXPIRED) != 0;
+        }
+
+        /** Whether its holder is a live process (pid and start time). */
+        boolean alive() {
+            return pid > 0 && ConsumerRegistry.alive(pid, start);
+        }
+    }
+
+    /**
+     * Every entry in use, lock-free: each taken only when its generation is the same odd value before and after.
+     *
+     * @throws BusTruncatedException if the file was truncated under the mapping
+     */
+    List<Entry> entries() {
+        mem.checkLength();
+        List<Entry> out = new ArrayList<>();
+        try {
+            for (int i = 0; i < Layout.CONSUMER_ENTRY_COUNT; i++) {
+                Entry e = read(i);
+                if (e != null) {
+                    out.add(e);
+                }
+            }
+            MemoryMappedFile.raiseFaultReports();
+        } catch (InternalError x) {
+            throw fault(x);
+        } finally {
+            Reference.reachabilityFence(keep);
+        }
+        return out;
+    }
+
+    private Entry read(int i) {
+        long e = entry(i);
+        for (int attempt = 0; attempt < 16; attempt++) {
+            int gen = MemoryMappedFile.getIntVolatileAt(e + Layout.CONSUMER_GEN_OFFSET);
+            if ((gen & 1) == 0) {
+                return null;
+            }
+            int flags = MemoryMappedFile.getIntVolatileAt(e + Layout.CONSUMER_FLAGS_OFFSET);
+            int pid = MemoryMappedFile.getIntVolatileAt(e + Layout.CONSUMER_PID_OFFSET);
+            long start = MemoryMappedFile.getLongVolatileAt(e + Layout.CONSUMER_START_OFFSET);
+            long position = MemoryMappedFile.getLongVolatileAt(e + Layout.CONSUMER_POSITION_OFFSET);
+            long committed = MemoryMappedFile.getLongVolatileAt(e + Layout.CONSUMER_COMMITTED_NS_OFFSET);
+            long created = MemoryMappedFile.getLongVolatileAt(e + Layout.CONSUMER_CREATED_NS_OFFSET);
+            byte[] id = new byte[Layout.CONSUMER_BUS_ID_SIZE];
+            mem.getBytes(offset(i) + Layout.CONSUMER_BUS_ID_OFFSET, id, 0, id.length);
+            byte[] n = new byte[Layout.CONSUMER_NAME_MAX];
+            mem.getBytes(offset(i) + Layout.CONSUMER_NAME_OFFSET, n, 0, n.length);
+            if (MemoryMappedFile.getIntVolatileAt(e + Layout.CONSUMER_GEN_OFFSET) == gen) {
+                int len = 0;
+                while (len < n.length && n[len] != 0) {
+                    len++;
+                }
+                return new Entry(i, gen, flags, pid, start, position, committed, created, id,
+                        new String(n, 0, len, StandardCharsets.UTF_8));
+            }
+        }
+        return null; // made and removed over and over meanwhile: not there for this look
+    }
+
+    /** A step run under the lock. */
+    interface Step<T> {
+        T run() throws IOException;
+    }
+
+    /**
+     * Runs {@code step} under the registry's lock word (and this process's monitor: its threads share the word).
+     *
+     * @throws BusLockTimeoutException if another live process held the lock for {@link #LOCK_TIMEOUT_MS}
+     * @throws BusTruncatedException   if the file was truncated under the mapping
+     */
+    <T> T locked(Step<T> step) throws IOException {
+        synchronized (JVM_LOCK) {
+            if (closed) {
+                throw new IllegalStateException("consumer registry " + path + " is closed");
+            }
+            mem.checkLength();
+            long word = lockWord(PID, START);
+            int holder;
+            try {
+                holder = lock(word, LOCK_TIMEOUT_MS * 1_000_000L);
+                MemoryMappedFile.raiseFaultReports();
+            } catch (InternalError e) {
+                throw fault(e);
+            }
+            if (holder != 0) {
+                throw new BusLockTimeoutException(path + ": the consumer registry's lock was held by pid " + holder
+                        + " for longer than " + LOCK_TIMEOUT_MS + " ms", holder);
+            }
+            try {
+                T v = step.run();
+                MemoryMappedFile.raiseFaultReports();
+                return v;
+            } catch (InternalError e) {
+                throw fault(e);
+            } finally {
+                try {
+                    unlock(word);
+                    MemoryMappedFile.raiseFaultReports();
+                } catch (InternalError e) {
+                    if (!MemoryMappedFile.isMappingFault(e)) {
+                        throw e;
+                    }
+                }
+                Reference.reachabilityFence(keep);
+            }
+        }
+    }
+
+    /**
+     * Opens consumer {@code name} for this process (docs/files-and-rolling.md, "Open by name"): found, or made at
+     * {@code start}; a name of another bus id is made anew (logged); a second live holder is refused.
+     *
+     * @param busIdHex the bus's id (32 hex digits), or null for a file without metadata
+     * @throws ConsumerInUseException if another live process, or another reader of this one, holds it
+     */
+    Held acquire(String name, String busIdHex, long start) throws IOException {
+        byte[] n = nameBytes(name);
+        byte[] id = busIdBytes(busIdHex);
+        String key = mem.device() + ":" + mem.inode() + ":" + name;
+        return locked(() -> {
+            int i = find(n);
+            if (i >= 0) {
+                byte[] had = new byte[Layout.CONSUMER_BUS_ID_SIZE];
+                mem.getBytes(offset(i) + Layout.CONSUMER_BUS_ID_OFFSET, had, 0, had.length);
+                if (!Arrays.equals(had, id)) {
+                    LOG.log(System.Logger.Level.WARNING, "mappedbus: consumer '" + name + "' of " + path
+                            + " belonged to another bus (deleted and recreated since): made anew at " + start);
+                    remove(i);
+                    i = -1;
+                }
+            }
+            if (i < 0) {
+                i = make(n, id, start, nowNs());
+                if (i < 0) {
+                    throw new IOException(path + ": no free entry for consumer '" + name + "': all "
+                            + Layout.CONSUMER_ENTRY_COUNT + " are in use (Consumers.removeConsumer frees one)");
+                }
+            } else {
+                if (HELD.contains(key)) {
+                    throw new ConsumerInUseException("consumer '" + name + "' of " + path + " is held by another "
+                            + "reader of this process (pid " + PID + "): one holder per name", PID);
+                }
+                int other = otherHolder(i, PID, START);
+                if (other != 0) {
+                    throw new ConsumerInUseException("consumer '" + name + "' of " + path + " is held by pid "
+                            + other + " (a live process): one holder per name", other);
+                }
+            }
+            claim(i, PID, START);
+            HELD.add(key);
+            return new Held(name, i, key);
+        });
+    }
+
+    /**
+     * Removes consumer {@code name}; one with a live holder is refused.
+     *
+     * @throws java.util.NoSuchElementException if there is no such consumer
+     * @throws ConsumerInUseException           if a live process (this one included) holds it
+     */
+    void removeConsumer(String name) throws IOException {
+        byte[] n = nameBytes(name);
+        locked(() -> {
+            int i = find(n);
+            if (i < 0) {
+                throw new java.util.NoSuchElementException("no consumer '" + name + "' in " + path);
+            }
+            int holder = otherHolder(i, 0, 0);
+            if (holder != 0) {
+                throw new ConsumerInUseException("consumer '" + name + "' of " + path + " is held by pid " + holder
+                        + " (a live process): close its reader first", holder);
+            }
+            remove(i);
+            return null;
+        });
+    }
+
+    /** A writer's retention: flags entry {@code e} expired, if it is still the same entry. */
+    void expire(Entry e) throws IOException {
+        locked(() -> {
+            if (MemoryMappedFile.getIntVolatileAt(entry(e.index) + Layout.CONSUMER_GEN_OFFSET) == e.gen) {
+                expire(e.index);
+                LOG.log(System.Logger.Level.INFO, "mappedbus: consumer '" + e.name + "' of " + path + " expired at "
+                        + "position " + e.position + ": it lagged more than max_consumer_lag segments");
+            }
+            return null;
+        });
+    }
+
+    /** A reader's hold on one consumer: its commits, and its release. */
+    final class Held implements AutoCloseable {
+        final String name;
+        private final int index;
+        private final long address;   // the entry's
+        private final String key;
+        private int commits;
+        private boolean released;
+
+        private Held(String name, int index, String key) {
+            this.name = name;
+            this.index = index;
+            this.address = entry(index);
+            this.key = key;
+        }
+
+        /** @return the registry's path */
+        String registryPath() {
+            return path;
+        }
+
+        /** @return the committed position */
+        long position() {
+            try {
+                long p = MemoryMappedFile.getLongVolatileAt(address + Layout.CONSUMER_POSITION_OFFSET);
+                MemoryMappedFile.raiseFaultReports();
+                return p;
+            } catch (InternalError e) {
+                throw fault(e);
+            } finally {
+                Reference.reachabilityFence(keep);
+            }
+        }
+
+        /**
+         * consumer_commit: the position with one release store, then the time (a coarse clock); an expired flag is
+         * cleared by compare-and-swap only if set. Every {@code COMMIT_CHECK_MASK + 1} commits, a look at the file's
+         * length and at the JVM's late fault reports.
+         */
+        void commit(long position) {
+            if (released) {
+                throw new IllegalStateException("consumer '" + name + "' of " + path + " was released");
+            }
+            long e = address;
+            try {
+                MemoryMappedFile.putLongReleaseAt(e + Layout.CONSUMER_POSITION_OFFSET, position);  // store_release_i64
+                MemoryMappedFile.putLongReleaseAt(e + Layout.CONSUMER_COMMITTED_NS_OFFSET,
+                        System.currentTimeMillis() * 1_000_000L);                                    // store_release_i64
+                if ((MemoryMappedFile.getIntVolatileAt(e + Layout.CONSUMER_FLAGS_OFFSET)           // load_acquire_i32
+                        & Layout.CONSUMER_FLAG_EXPIRED) != 0) {
+                    MemoryMappedFile.compareAndSetIntAt(e + Layout.CONSUMER_FLAGS_OFFSET,            // cas_i32
+                            Layout.CONSUMER_FLAG_EXPIRED, 0);
+                }
+                if ((++commits & COMMIT_CHECK_MASK) == 0) {
+                    MemoryMappedFile.raiseFaultReports();
+                    mem.checkLength();
+                }
+            } catch (InternalError x) {
+                throw fault(x);
+            } finally {
+                Reference.reachabilityFence(keep);
+            }
+        }
+
+        /** Releases the hold (under the lock) and closes the registry. Idempotent. */
+        @Override
+        public void close() throws IOException {
+            if (released) {
+                return;
+            }
+            released = true;
+            HELD.remove(key);
+            try {
+                locked(() -> {
+                    release(index, PID, START);
+                    return null;
+                });
+            } finally {
+                ConsumerRegistry.this.close();
+            }
+        }
+    }
+
+    /** Closes the file; the mapping goes with this instance (garbage collected). Idempotent. */
+    @Override
+    public void close() {
+        synchronized (JVM_LOCK) {
+            if (!closed) {
+                closed = true;
+                mem.close();
+            }
+        }
+    }
+
+    // A fault report raised in a step: the file was truncated under the mapping. Anything else is not ours.
+    private BusTruncatedException fault(InternalError e) {
+        if (!MemoryMappedFile.isMappingFault(e)) {
+            throw e;
+        }
+        return new BusTruncatedException(path + " (a consumer registry) was truncated under its mapping", e);
+    }
+
+    // ---- names, ids, clocks and processes ----
+
+    /** The UTF-8 bytes of a consumer name: 1 to CONSUMER_NAME_MAX of them, no NUL or control characters. */
+    static byte[] nameBytes(String name) {
+        if (name == null || name.isEmpty() || name.chars().anyMatch(Character::isISOControl)) {
+            throw new IllegalArgumentException("a consumer name is 1 to " + Layout.CONSUMER_NAME_MAX + " bytes of UTF-8"
+                    + " without NUL or control characters, got " + (name == null ? "null" : "'" + name + "'"));
+        }
+        byte[] b = name.getBytes(StandardCharsets.UTF_8);
+        if (b.length > Layout.CONSUMER_NAME_MAX) {
+            throw new IllegalArgumentException("consumer name '" + name + "' is " + b.length + " bytes of UTF-8, more "
+                    + "than " + Layout.CONSUMER_NAME_MAX);
+        }
+        return b;
+    }
+
+    /** A bus id of 32 hex digits as its 16 bytes; zeros for null (a file without metadata). */
+    static byte[] busIdBytes(String hex) {
+        byte[] b = new byte[Layout.CONSUMER_BUS_ID_SIZE];
+        if (hex != null) {
+            for (int i = 0; i < b.length; i++) {
+                b[i] = (byte) Integer.parseInt(hex.substring(2 * i, 2 * i + 2), 16);
+            }
+        }
+        return b;
+    }
+
+    private static long nowNs() {
+        java.time.Instant now = java.time.Instant.now();
+        return now.getEpochSecond() * 1_000_000_000L + now.getNano();
+    }
+
+    /** wake_proc_start: the start time of process {@code pid} (clock ticks since boot), or -1 if there is none. */
+    static long procStart(int pid) {
+        String s;
+        try {
+            s = Files.readString(Path.of("/proc/" + pid + "/stat"), StandardCharsets.ISO_8859_1);
+        } catch (IOException | RuntimeException e) {
+            return -1;
+        }
+        int close = s.lastIndexOf(')');  // the command name may hold spaces and parentheses
+        if (close < 0) {
+            return -1;
+        }
+        String[] f = s.substring(close + 1).trim().split(" ");
+        try {
+            return f.length > 19 ? Long.parseLong(f[19]) : -1;  // f[0] is field 3: field 22 is f[19]
+        } catch (NumberFormatException e) {
+            return -1;
+        }
+    }
+
+    /** wake_alive: false if there is no process {@code pid}, or its start time is known and another now (reused). */
+    static boolean alive(int pid, long start) {
+        if (!ProcessHandle.of(pid).isPresent()) {
+            return false;
+        }
+        if (start > 0) {
+            long now = procStart(pid);
+            return now < 0 || now == start;
+        }
+        return true;
+    }
+
+    // ---- the protocol: _consumers.h, step by step ----
+    //
+    // Memory orders as in WakeFile: an acquire load is a volatile load, a release store of an int64 is putOrderedLong
+    // (putLongReleaseAt), of an int32 setIntRelease; compare-and-swap is seq-cst.
+
+    private long entry(int i) {
+        return base + offset(i);
+    }
+
+    private static long offset(int i) {
+        return Layout.CONSUMERS_ENTRIES_OFFSET + (long) i * Layout.CONSUMER_ENTRY_SIZE;
+    }
+
+    // consumers_init: magic and version set by compare-and-swap from 0. 0, or -1 (magic) / -2 (version).
+    private static int init(MemoryMappedFile f) {
+        if (!f.compareAndSetLong(Layout.CONSUMERS_MAGIC_OFFSET, 0, Layout.CONSUMERS_MAGIC)
+                && f.getLongAcquire(Layout.CONSUMERS_MAGIC_OFFSET) != Layout.CONSUMERS_MAGIC) {
+            return -1;
+        }
+        if (!f.compareAndSetInt(Layout.CONSUMERS_VERSION_OFFSET, 0, Layout.CONSUMERS_VERSION)
+                && f.getIntAcquire(Layout.CONSUMERS_VERSION_OFFSET) != Layout.CONSUMERS_VERSION) {
+            return -2;
+        }
+        return 0;
+    }
+
+    // consumers_lock_word
+    static long lockWord(int pid, long start) {
+        return (pid & 0xFFFFFFFFL) | ((start & 0xFFFFFFFFL) << 32);
+    }
+
+    // consumers_word_alive: whether the holder a lock word names is still there (its pid, with the same start).
+    static boolean wordAlive(long word) {
+        int pid = (int) (word & 0xFFFFFFFFL);
+        long start32 = word >>> 32;
+        if (pid <= 0 || !ProcessHandle.of(pid).isPresent()) {
+            return false;
+        }
+        long now = procStart(pid);
+        return now < 0 || (now & 0xFFFFFFFFL) == start32; // another start: the pid was reused
+    }
+
+    // consumers_lock: 0 once held, else the pid holding it after timeoutNs. A holder seen for more than 1 ms is asked
+    // whether it is alive (the checks read /proc), and replaced by compare-and-swap when it is gone.
+    private int lock(long word, long timeoutNs) {
+        long deadline = System.nanoTime() + timeoutNs;
+        long seen = 0;
+        long seenSince = 0;
+        for (;;) {
+            long cur = mem.getLongAcquire(Layout.CONSUMERS_LOCK_OFFSET);                 // load_acquire_i64
+            if (cur == 0) {
+                if (mem.compareAndSetLong(Layout.CONSUMERS_LOCK_OFFSET, 0, word)) {    // cas_i64
+                    return 0;
+                }
+                continue;
+            }
+            long now = System.nanoTime();
+            if (cur != seen) {
+                seen = cur;
+                seenSince = now;
+            } else if (now - seenSince > 1_000_000 && !wordAlive(cur)) {
+                if (mem.compareAndSetLong(Layout.CONSUMERS_LOCK_OFFSET, cur, word)) {  // cas_i64
+                    return 0;
+                }
+                continue;
+            }
+            if (now - deadline >= 0) {
+                return (int) (cur & 0xFFFFFFFFL);
+            }
+            LockSupport.parkNanos(20_000);
+            MemoryMappedFile.raiseFaultReports();
+        }
+    }
+
+    // consumers_unlock
+    private void unlock(long word) {
+        mem.compareAndSetLong(Layout.CONSUMERS_LOCK_OFFSET, word, 0);
+    }
+
+    // consumer_in_use: the generation is odd (load_acquire_i32).
+    private boolean inUse(int i) {
+        return (MemoryMappedFile.getIntVolatileAt(entry(i) + Layout.CONSUMER_GEN_OFFSET) & 1) != 0;
+    }
+
+    // consumers_find: the entry named `name`, or -1.
+    private int find(byte[] name) {
+        byte[] n = new byte[Layout.CONSUMER_NAME_MAX];
+        int len = name.length;
+        for (int i = 0; i < Layout.CONSUMER_ENTRY_COUNT; i++) {
+            if (!inUse(i)) {
+                continue;
+            }
+            mem.getBytes(offset(i) + Layout.CONSUMER_NAME_OFFSET, n, 0, n.length);
+            if (Arrays.equals(n, 0, len, name, 0, len) && (len == Layout.CONSUMER_NAME_MAX || n[len] == 0)) {
+                return i;
+            }
+        }
+        return -1;
+    }
+
+    // consumers_make: under the lock, an entry (no holder, not expired) at `position`; its index or -1. The fields are
+    // written while the generation is even (nobody reads them), then the generation is published odd.
+    private int make(byte[] name, byte[] busId, long position, long nowNs) {
+        for (int i = 0; i < Layout.CONSUMER_ENTRY_COUNT; i++) {
+            long e = entry(i);
+            long o = offset(i);
+            int gen = MemoryMappedFile.getIntVolatileAt(e + Layout.CONSUMER_GEN_OFFSET);  // load_acquire_i32
+            if ((gen & 1) != 0) {
+                continue;
+            }
+            mem.setIntRelease(o + Layout.CONSUMER_FLAGS_OFFSET, 0);
+            mem.setIntRelease(o + Layout.CONSUMER_PID_OFFSET, 0);
+            MemoryMappedFile.putLongReleaseAt(e + Layout.CONSUMER_START_OFFSET, 0);
+            MemoryMappedFile.putLongReleaseAt(e + Layout.CONSUMER_POSITION_OFFSET, position);
+            MemoryMappedFile.putLongReleaseAt(e + Layout.CONSUMER_COMMITTED_NS_OFFSET, nowNs);
+            MemoryMappedFile.putLongReleaseAt(e + Layout.CONSUMER_CREATED_NS_OFFSET, nowNs);
+            mem.putBytes(o + Layout.CONSUMER_BUS_ID_OFFSET, busId, 0, Layout.CONSUMER_BUS_ID_SIZE);
+            mem.putBytes(o + Layout.CONSUMER_NAME_OFFSET, new byte[Layout.CONSUMER_NAME_MAX], 0, Layout.CONSUMER_NAME_MAX);
+            mem.putBytes(o + Layout.CONSUMER_NAME_OFFSET, name, 0, name.length);
+            mem.setIntRelease(o + Layout.CONSUMER_GEN_OFFSET, gen + 1);                  // store_release_i32
+            return i;
+        }
+        return -1;
+    }
+
+    // consumers_remove: under the lock, entry i goes (the generation even first: lock-free readers drop it).
+    private void remove(int i) {
+        long e = entry(i);
+        long o = offset(i);
+        int gen = MemoryMappedFile.getIntVolatileAt(e + Layout.CONSUMER_GEN_OFFSET);
+        if ((gen & 1) == 0) {
+            return;
+        }
+        mem.setIntRelease(o + Layout.CONSUMER_GEN_OFFSET, gen + 1);
+        mem.setIntRelease(o + Layout.CONSUMER_PID_OFFSET, 0);
+        MemoryMappedFile.putLongReleaseAt(e + Layout.CONSUMER_START_OFFSET, 0);
+        int n = Layout.CONSUMER_BUS_ID_SIZE + Layout.CONSUMER_NAME_MAX;
+        mem.putBytes(o + Layout.CONSUMER_BUS_ID_OFFSET, new byte[n], 0, n);
+    }
+
+    // consumer_other_holder: under the lock, the live holder of entry i other than (pid, start), or 0 (a holder that
+    // is gone is forgotten).
+    private int otherHolder(int i, int pid, long start) {
+        long e = entry(i);
+        int holder = MemoryMappedFile.getIntVolatileAt(e + Layout.CONSUMER_PID_OFFSET);
+        if (holder == 0) {
+            return 0;
+        }
+        long hstart = MemoryMappedFile.getLongVolatileAt(e + Layout.CONSUMER_START_OFFSET);
+        if (holder == pid && hstart == start) {
+            return 0;
+        }
+        return holder > 0 && alive(holder, hstart) ? holder : 0;
+    }
+
+    // consumer_claim: under the lock, entry i held by (pid, start); the start first, so whoever sees the pid sees it.
+    private void claim(int i, int pid, long start) {
+        MemoryMappedFile.putLongReleaseAt(entry(i) + Layout.CONSUMER_START_OFFSET, start);
+        mem.setIntRelease(offset(i) + Layout.CONSUMER_PID_OFFSET, pid);
+    }
+
+    // consumer_release: under the lock, entry i held by nobody (if (pid, start) still holds it).
+    private void release(int i, int pid, long start) {
+        long e = entry(i);
+        if (MemoryMappedFile.getIntVolatileAt(e + Layout.CONSUMER_PID_OFFSET) != pid
+                || MemoryMappedFile.getLongVolatileAt(e + Layout.CONSUMER_START_OFFSET) != start) {
+            return;
+        }
+        mem.setIntRelease(offset(i) + Layout.CONSUMER_PID_OFFSET, 0);
+        MemoryMappedFile.putLongReleaseAt(e + Layout.CONSUMER_START_OFFSET, 0);
+    }
+
+    // consumer_expire: under the lock, the expired bit set by compare-and-swap.
+    private void expire(int i) {
+        long f = entry(i) + Layout.CONSUMER_FLAGS_OFFSET;
+        int cur = MemoryMappedFile.getIntVolatileAt(f);
+        while ((cur & Layout.CONSUMER_FLAG_EXPIRED) == 0) {
+            if (MemoryMappedFile.compareAndSetIntAt(f, cur, cur | Layout.CONSUMER_FLAG_EXPIRED)) {
+                break;
+            }
+            cur = MemoryMappedFile.getIntVolatileAt(f);
+        }
+    }
+}
