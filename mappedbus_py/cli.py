@@ -8,8 +8,9 @@
     mappedbus exporter /dev/shm/prices /dev/shm/prices.d --port 9478   # Prometheus metrics
     mappedbus top /dev/shm/prices                   # a live view: rates and lag
 
-Nothing is written (``dump --follow`` aside: its parking slot): it is safe on a live bus. File names and payload bytes are printed
-escaped (no raw control characters reach the terminal). Errors (no such file, not a bus,
+Nothing is written (``dump --follow`` aside: its parking slot): it is safe on a live bus.
+File names and payload bytes are printed escaped (no raw control characters reach the
+terminal). Errors (no such file, not a bus,
 sizes that disagree with the metadata, ...) are one line on stderr and exit status 2. The
 JSON of ``--json`` is described in ``docs/cli.md``.
 """
@@ -365,7 +366,8 @@ def _print_consumers(rows, out, indent=""):
     for r in rows:
         state = "expired" if r["expired"] else ("alive" if r["alive"] else "stopped")
         last = _ago(max(0.0, now - r["committed_at"])) if r["committed_at"] else "never"
-        print(f"{indent}{escape(r['name']):<24} {r['position']:>16} {r['lag']:>12}  "
+        lag = "-" if r["lag"] is None else r["lag"]
+        print(f"{indent}{escape(r['name']):<24} {r['position']:>16} {lag:>12}  "
               f"{state:<8} {r['pid'] or '-':>8}  {last}", file=out)
 
 

@@ -186,13 +186,18 @@ def record_counts(counts):
 def consumer_entries(path):
     """The consumers of the bus at ``path`` (a file or a rolling bus's directory) as the
     ``consumers`` objects of the JSON schema (``docs/cli.md``), by name; [] without a
-    registry. A corrupt registry is InspectError, one line naming the bus."""
-    import mappedbus_py             # the package's face; it imports nothing of this module
+    registry. A corrupt registry is InspectError, one line naming the registry."""
+    from .consumers import registry_path
+    from .errors import MappedBusError
+    from .metrics import list_consumers
     try:
-        rows = mappedbus_py.consumers(path)
-    except mappedbus_py.CorruptBusError as e:
-        raise InspectError(f"{escape(path)}: its consumer registry is corrupt: "
-                           f"{escape(e)}") from None
+        rows = list_consumers(path)
+    except MappedBusError as e:     # CorruptBusError; a registry too short to map is another
+        reg, text = registry_path(path), str(e)
+        if text.startswith(repr(reg)):              # "'PATH' is not a ...": PATH: not a ...
+            text = text[len(repr(reg)):].lstrip(":").strip()
+            text = text[3:] if text.startswith("is ") else text
+        raise InspectError(f"{escape(reg)}: {escape(text)}") from None
     return [{"name": c.name, "position": c.position, "lag": c.lag, "alive": bool(c.alive),
              "pid": c.pid or None, "expired": bool(c.expired),
              "committed_at": c.committed_at or None, "created_at": c.created_at}

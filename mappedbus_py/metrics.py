@@ -18,14 +18,15 @@ import time
 
 from .busmeta import meta_path, read_meta
 from .files import open_file
-from .layout import (CONSUMERS_FILE, CONSUMERS_SUFFIX, FIRST_RECORD_OFFSET, LIMIT_OFFSET,
+from .layout import (FIRST_RECORD_OFFSET, LIMIT_OFFSET,
                      STATUS_COMMITTED, STATUS_NOT_SET, STATUS_ROLLED_BACK, WAKE_FILE,
                      WAKE_MAGIC, WAKE_PARKED_OFFSET, WAKE_SUFFIX, join_position, slot_size)
-from .rolling import (end_boundary, gap_range, list_segments, open_dir, read_bus_meta,
-                      segment_path, slots_per_segment)
+from .rolling import (end_boundary, list_segments, open_dir, read_bus_meta, segment_path,
+                      slots_per_segment)
+from .rolling import records_between as _records_to
 
 __all__ = ("SlotCounter", "BusCounter", "BusSnapshot", "open_bus", "parked_readers",
-           "list_consumers", "registry_path", "records_between", "BusCollector", "serve",
+           "list_consumers", "records_between", "BusCollector", "serve",
            "DEFAULT_PORT", "DEFAULT_HOST")
 
 #: Where ``mappedbus exporter`` listens unless told otherwise: this machine only.
@@ -160,12 +161,12 @@ class BusSnapshot:
     ``segment_size`` (None for a single file), ``taken`` (time.time()), ``parked`` (readers
     parked on the wake file, when the caller filled it in; else None)."""
 
-    __slots__ = ("kind", "bus_id", "allocated", "committed", "rolled_back", "not_set", "corrupt",
-                 "unscanned", "limit", "first", "capacity", "full", "segments", "record_size",
-                 "segment_size", "taken", "parked")
+    _FIELDS = ("kind", "bus_id", "allocated", "committed", "rolled_back", "not_set", "corrupt",
+               "unscanned", "limit", "first", "capacity", "full", "segments", "record_size",
+               "segment_size", "taken", "parked")
 
     def __init__(self, **kw):
-        for k in self.__slots__:
+        for k in self._FIELDS:
             setattr(self, k, kw.get(k))
 
 
@@ -362,13 +363,8 @@ def parked_readers(path, rolling):
 def list_consumers(path):
     """``mappedbus_py.consumers(path)``: the bus's registered consumers ([] without a
     registry). A corrupt registry raises CorruptBusError."""
-    import mappedbus_py                 # the package's face; it imports nothing of this module
-    return mappedbus_py.consumers(path)
-
-
-def registry_path(path, rolling):
-    """The consumer registry of the bus at ``path``."""
-    return os.path.join(path, CONSUMERS_FILE) if rolling else os.fspath(path) + CONSUMERS_SUFFIX
+    from .consumers import consumers
+    return consumers(path, allow_foreign=True)
 
 
 def records_between(a, b, record_size, segment_size=None):
@@ -376,15 +372,9 @@ def records_between(a, b, record_size, segment_size=None):
     segments on a rolling bus (``segment_size``)."""
     if b <= a:
         return 0
-    step = slot_size(record_size)
     if segment_size is None:
-        return (b - a) // step
-    ka, oa = divmod(a, segment_size)
-    kb, ob = divmod(b, segment_size)
-    if ka == kb:
-        return (ob - oa) // step
-    return gap_range(ka, oa, kb, segment_size, record_size)[2] + \
-        max(0, ob - FIRST_RECORD_OFFSET) // step
+        return (b - a) // slot_size(record_size)
+    return _records_to(a, *divmod(b, segment_size), segment_size, record_size)
 
 
 # -- Prometheus ----------------------------------------------------------------------------
@@ -504,7 +494,8 @@ class BusCollector:
             n_cons.add_metric([p], len(rows))
             for r in rows:
                 lab = [p, r.name]
-                lag.add_metric(lab, r.lag)
+                if r.lag is not None:               # None: the entry is of an earlier bus
+                    lag.add_metric(lab, r.lag)
                 pos.add_metric(lab, r.position)
                 alive.add_metric(lab, int(bool(r.alive)))
                 expired.add_metric(lab, int(bool(r.expired)))
@@ -512,9 +503,9 @@ class BusCollector:
         took = gauge("mappedbus_exporter_collect_seconds",
                      "how long the exporter took to gather this scrape's figures", ())
         took.add_metric([], time.perf_counter() - t0)
-        return [up, info, allocated, committed, rolled, uncounted, not_set, corrupt, unscanned, limit, first,
-                capacity, full, segments, parked, n_cons, lag, pos, alive, expired, age,
-                errors, took]
+        return [up, info, allocated, committed, rolled, uncounted, not_set, corrupt, unscanned,
+                limit, first, capacity, full, segments, parked, n_cons, lag, pos, alive,
+                expired, age, errors, took]
 
 
 def serve(paths, host=DEFAULT_HOST, port=DEFAULT_PORT, *, interval=1.0):

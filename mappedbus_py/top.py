@@ -55,7 +55,8 @@ def frame(path, before, after, cons_before, cons_after, dt):
         rate = "-" if p is None else _rate(records_between(p.position, c.position,
                                                            s.record_size, seg), dt)
         state = "expired" if c.expired else ("alive" if c.alive else "stopped")
-        lines.append(f"{escape(c.name):<24} {c.position:>16} {c.lag:>12,} {rate:>10}  "
+        lag = "-" if c.lag is None else f"{c.lag:,}"
+        lines.append(f"{escape(c.name):<24} {c.position:>16} {lag:>12} {rate:>10}  "
                      f"{state:<10} {c.pid or '-':>8}  {_ago(now, c.committed_at)}")
     return lines
 
