@@ -342,6 +342,8 @@ cdef class ConsumerRegistry:
             raise ConsumerInUseError(f"{self.path!r}: entry {i} is held by the process that "
                                      f"claimed it, not by this forked child", None)
         consumer_commit(consumer_entry(self.base, i), position)
+        if self._file.dead:
+            self._check()
 
     def __dealloc__(self):
         self.base = NULL

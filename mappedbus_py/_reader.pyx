@@ -364,16 +364,18 @@ cdef class MappedBusReader:
                 raise ValueError(f"commit({position!r}): not a record position of this bus "
                                  f"(records start at {FIRST}, take {self._slot} bytes, end at "
                                  f"{self._end_boundary()})")
-        if self._centry == NULL or self._cdead[0] or self._cfork[0] != self._cgen:
+        if self._centry == NULL or self._cfork[0] != self._cgen:
             self._commit_refused()
         consumer_commit(self._centry, pos)
+        if self._cdead[0]:          # the registry shrank under us: the store went nowhere
+            self._commit_refused()
 
     cdef int _commit_refused(self) except -1:
         if self.consumer is None:
             raise ValueError("commit() needs a consumer: open the reader with consumer=\"name\"")
         if self._centry == NULL:
             raise BusClosedError(f"the MappedBusReader of consumer {self.consumer!r} is closed")
-        if self._cdead[0]:
+        if self._cdead[0] and self._cfork[0] == self._cgen:
             raise BusTruncatedError(f"{self._creg.path!r}: the consumer registry was truncated "
                                     f"under its mapping; consumer {self.consumer!r}'s commit "
                                     f"was not stored")
