@@ -116,7 +116,10 @@ class SlotCounter:
                     still.append(off)               # the file shrank: look again later
                     continue
                 status = int.from_bytes(data[at:at + 4], "little", signed=True)
-                (still if status == STATUS_NOT_SET else final).append(status)
+                if status == STATUS_NOT_SET:
+                    still.append(off)
+                else:
+                    final.append(status)
             if final:
                 import numpy as np
                 self._tally(np.asarray(final, dtype=np.int32))
