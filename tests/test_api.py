@@ -11,6 +11,7 @@ PUBLIC = {
     "BusMismatchError", "UnsafeBusFileError", "BusLockTimeoutError", "BusTruncatedError",
     "BusReplacedError", "BusGapError", "RecordsRolledBackError",
     "RollingBusWriter", "RollingBusReader",
+    "consumers", "remove_consumer", "ConsumerInfo", "ConsumerInUseError", "BusBackPressureError",
 }
 
 
