@@ -15,9 +15,10 @@ public final class ConsumerInfo {
     private final Instant committedAt;
     private final Instant createdAt;
     private final boolean expired;
+    private final String busId;
 
     ConsumerInfo(String name, long position, long lag, boolean alive, int pid, long committedNs, long createdNs,
-                 boolean expired) {
+                 boolean expired, String busId) {
         this.name = name;
         this.position = position;
         this.lag = lag;
@@ -26,6 +27,17 @@ public final class ConsumerInfo {
         this.committedAt = Instant.ofEpochSecond(0, committedNs);
         this.createdAt = Instant.ofEpochSecond(0, createdNs);
         this.expired = expired;
+        this.busId = busId;
+    }
+
+    /**
+     * The bus the consumer was registered for: another id than the bus's own means the bus was deleted and recreated
+     * since (its lag is then -1, and the entry starts anew when a reader opens it).
+     *
+     * @return 32 hex digits, or null (a bus file without metadata)
+     */
+    public String busId() {
+        return busId;
     }
 
     /** @return the consumer's name */
@@ -41,7 +53,8 @@ public final class ConsumerInfo {
     /**
      * How far behind the bus's end (now) the committed position is.
      *
-     * @return record slots, or -1 when it cannot be known (a single-file bus without metadata: no record size)
+     * @return record slots, or -1 when it cannot be known (a single-file bus without metadata: no record size; an entry
+     *         of a bus since recreated)
      */
     public long lag() {
         return lag;

@@ -59,16 +59,36 @@ final class ConsumerRegistry implements AutoCloseable {
      * @throws CorruptBusException               if the file holds something else (its magic or version)
      */
     static ConsumerRegistry open(Path file, boolean allowForeign, String perms, boolean create) throws IOException {
+        return open(file, allowForeign, perms, create, false);
+    }
+
+    /**
+     * As {@link #open(Path, boolean, String, boolean)}; {@code readOnly} maps the file read-only and writes nothing
+     * (an all-zero file is an empty registry): for {@link #entries()} only.
+     *
+     * @throws CorruptBusException if the file is shorter than a registry ({@code readOnly}), or holds something else
+     */
+    static ConsumerRegistry open(Path file, boolean allowForeign, String perms, boolean create, boolean readOnly)
+            throws IOException {
+        if (readOnly) {
+            long size = Files.size(file); // NoSuchFileException when absent
+            if (size < Layout.CONSUMERS_FILE_SIZE) {
+                throw new CorruptBusException(file + " is not a consumer registry: it is " + size + " bytes, not "
+                        + Layout.CONSUMERS_FILE_SIZE + " (truncated?)");
+            }
+        }
         MemoryMappedFile.OpenOptions o = new MemoryMappedFile.OpenOptions();
-        o.create = create;
-        o.grow = true;
-        o.exclusive = true;
+        o.create = create && !readOnly;
+        o.readOnly = readOnly;
+        o.allowShort = readOnly;
+        o.grow = !readOnly;
+        o.exclusive = !readOnly;
         o.allowForeign = allowForeign;
         o.perms = perms;
         o.afterMap = f -> {
             int rc;
             try {
-                rc = init(f);
+                rc = readOnly ? check(f) : init(f);
                 MemoryMappedFile.raiseFaultReports();
             } catch (InternalError e) {
                 if (!MemoryMappedFile.isMappingFault(e)) {
@@ -126,6 +146,17 @@ final class ConsumerRegistry implements AutoCloseable {
         /** Whether its holder is a live process (pid and start time). */
         boolean alive() {
             return pid > 0 && ConsumerRegistry.alive(pid, start);
+        }
+
+        /** @return the bus id as 32 hex digits, or null for zeros (a bus file without metadata) */
+        String busIdHex() {
+            StringBuilder s = new StringBuilder(32);
+            boolean zero = true;
+            for (byte x : busId) {
+                zero &= x == 0;
+                s.append(Character.forDigit((x >> 4) & 15, 16)).append(Character.forDigit(x & 15, 16));
+            }
+            return zero ? null : s.toString();
         }
     }
 
@@ -418,7 +449,7 @@ final class ConsumerRegistry implements AutoCloseable {
 
     /** The UTF-8 bytes of a consumer name: 1 to CONSUMER_NAME_MAX of them, no NUL or control characters. */
     static byte[] nameBytes(String name) {
-        if (name == null || name.isEmpty() || name.chars().anyMatch(Character::isISOControl)) {
+        if (name == null || name.isEmpty() || name.chars().anyMatch(c -> c < 32 || c == 127)) {
             throw new IllegalArgumentException("a consumer name is 1 to " + Layout.CONSUMER_NAME_MAX + " bytes of UTF-8"
                     + " without NUL or control characters, got " + (name == null ? "null" : "'" + name + "'"));
         }
@@ -502,6 +533,16 @@ final class ConsumerRegistry implements AutoCloseable {
             return -2;
         }
         return 0;
+    }
+
+    // consumers_init without writing: 0 if the magic and version are a registry's or still zero, else -1 / -2.
+    private static int check(MemoryMappedFile f) {
+        long magic = f.getLongAcquire(Layout.CONSUMERS_MAGIC_OFFSET);
+        if (magic != 0 && magic != Layout.CONSUMERS_MAGIC) {
+            return -1;
+        }
+        int version = f.getIntAcquire(Layout.CONSUMERS_VERSION_OFFSET);
+        return version != 0 && version != Layout.CONSUMERS_VERSION ? -2 : 0;
     }
 
     // consumers_lock_word

@@ -12,7 +12,6 @@ import java.nio.file.StandardOpenOption;
 import java.nio.file.attribute.PosixFilePermission;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.util.ArrayList;
-import java.util.Comparator;
 import java.util.EnumSet;
 import java.util.List;
 import java.util.NoSuchElementException;
@@ -34,7 +33,7 @@ public final class Consumers {
     }
 
     /**
-     * Every consumer registered on a bus, read without a lock, sorted by name.
+     * Every consumer registered on a bus, in registry order, read without a lock and without writing anything.
      *
      * @param path a single-file bus's path, or a rolling bus's directory
      * @return one entry per consumer (empty when the bus has no registry)
@@ -47,21 +46,25 @@ public final class Consumers {
         boolean rolling = Files.isDirectory(p, LinkOption.NOFOLLOW_LINKS);
         ConsumerRegistry reg;
         try {
-            reg = ConsumerRegistry.open(ConsumerRegistry.pathOf(p, rolling), false, "rw-------", false);
+            reg = ConsumerRegistry.open(ConsumerRegistry.pathOf(p, rolling), false, "rw-------", false, true);
         } catch (NoSuchFileException e) {
             return List.of();
         }
-        List<ConsumerInfo> out = new ArrayList<>();
+        List<ConsumerRegistry.Entry> entries;
         try {
-            Lag lag = rolling ? rollingLag(p) : singleLag(path);
-            for (ConsumerRegistry.Entry e : reg.entries()) {
-                out.add(new ConsumerInfo(e.name, e.position, lag.of(e.position), e.alive(), e.pid, e.committedNs,
-                        e.createdNs, e.expired()));
-            }
+            entries = reg.entries();
         } finally {
             reg.close();
         }
-        out.sort(Comparator.comparing(ConsumerInfo::name));
+        String[] busId = new String[1];
+        Lag lag = rolling ? rollingLag(p, busId) : singleLag(path, busId);
+        List<ConsumerInfo> out = new ArrayList<>();
+        for (ConsumerRegistry.Entry e : entries) {
+            String id = e.busIdHex();
+            boolean stale = busId[0] != null && !busId[0].equals(id); // an entry of a bus since recreated here
+            out.add(new ConsumerInfo(e.name, e.position, stale ? -1 : lag.of(e.position), e.alive(), e.pid,
+                    e.committedNs, e.createdNs, e.expired(), id));
+        }
         return out;
     }
 
@@ -95,7 +98,7 @@ public final class Consumers {
         long of(long position);
     }
 
-    private static Lag singleLag(String path) throws IOException {
+    private static Lag singleLag(String path, String[] busId) throws IOException {
         BusMeta m;
         try {
             m = BusMeta.read(BusMeta.metaPath(path), true);
@@ -105,6 +108,7 @@ public final class Consumers {
         if (m == null || !BusMeta.SINGLE.equals(m.kind())) {
             return position -> -1; // no record size: the Java original's file
         }
+        busId[0] = m.id();
         long slot = Layout.slotSize(m.recordSize());
         long last = Layout.FIRST_RECORD_OFFSET + (m.fileSize() - Layout.FIRST_RECORD_OFFSET) / slot * slot;
         long limit = readLimit(Path.of(path));
@@ -112,11 +116,12 @@ public final class Consumers {
         return position -> Math.max(0, (end - position) / slot);
     }
 
-    private static Lag rollingLag(Path dir) throws IOException {
+    private static Lag rollingLag(Path dir, String[] busId) throws IOException {
         BusMeta m = BusMeta.read(dir.resolve(Layout.META_FILE), true);
         if (m == null || !BusMeta.ROLLING.equals(m.kind())) {
             return position -> -1;
         }
+        busId[0] = m.id();
         RollingDir bus = RollingDir.forReader(dir.toString(), m.segmentSize(), m.recordSize(), true);
         long[] c = bus.chooseCurrent();
         long end = bus.slotIndex(c == null ? Layout.FIRST_RECORD_OFFSET : bus.position(c[0], Math.min(c[1],
