@@ -254,15 +254,16 @@ public final class RollingBusReader implements AutoCloseable {
             start = position();
         } else if (start == Consumers.OLDEST) {
             start = position();
+        } else {
+            start = normalize(start);
         }
         consumer = Consumers.hold(java.nio.file.Path.of(dir), true, allowForeign, consumerName, bus.meta.id(), start);
         long p = consumer.position();
-        long off = p % segmentSize;
-        if (p < 0 || !Layout.isRecordBoundary(off, recordSize)) {
+        long g = normalize(p);
+        if (g < 0) {
             throw Consumers.badPosition(consumer, p, "not a record boundary of segmentSize " + segmentSize
                     + " and recordSize " + recordSize);
         }
-        long g = global(p / segmentSize, off);
         long end = currentEnd();
         if (g > end) {
             throw Consumers.badPosition(consumer, p, "past the end of the bus (" + end + ")");
@@ -272,6 +273,21 @@ public final class RollingBusReader implements AutoCloseable {
         } catch (BusGapException e) {
             enterPending(g / segmentSize, g % segmentSize);
         }
+    }
+
+    // A consumer's position as position() gives them (a segment's end is the next one's first record), or -1 if it is
+    // not one. Python's reader gives the end of a segment that records fill exactly as the next one's offset 0.
+    private long normalize(long p) {
+        if (p <= 0) {
+            return -1;
+        }
+        long index = p / segmentSize;
+        long off = p % segmentSize;
+        if (off == 0) {
+            index--;
+            off = segmentSize;
+        }
+        return Layout.isRecordBoundary(off, recordSize) ? global(index, off) : -1;
     }
 
     /**
@@ -302,8 +318,7 @@ public final class RollingBusReader implements AutoCloseable {
             throw new IllegalStateException("set the consumer of " + dir + " before open()");
         }
         ConsumerRegistry.nameBytes(name);
-        if (start != Consumers.OLDEST && start != Consumers.END
-                && (start < 0 || !Layout.isRecordBoundary(start % segmentSize, recordSize))) {
+        if (start != Consumers.OLDEST && start != Consumers.END && normalize(start) < 0) {
             throw new IllegalArgumentException("consumer start " + start + " is not a record boundary of segmentSize "
                     + segmentSize + " and recordSize " + recordSize);
         }
@@ -335,11 +350,12 @@ public final class RollingBusReader implements AutoCloseable {
      * @throws IllegalStateException    if this reader is not a named consumer, or not open
      */
     public void commit(long position) {
-        if (position < 0 || !Layout.isRecordBoundary(position % segmentSize, recordSize)) {
+        long g = normalize(position);
+        if (g < 0) {
             throw new IllegalArgumentException("position " + position + " is not a record boundary of segmentSize "
                     + segmentSize + " and recordSize " + recordSize);
         }
-        held().commit(global(position / segmentSize, position % segmentSize));
+        held().commit(g);
     }
 
     private ConsumerRegistry.Held held() {

@@ -22,6 +22,14 @@ import java.nio.file.Path;
  *      record, prints "got V" (V: the record's first 8 bytes, little-endian), commits; prints "done" at the end
  *  ConsumerChild list PATH
  *      prints each consumer as "NAME POSITION LAG ALIVE PID EXPIRED"
+ *  ConsumerChild create DIR SEGMENT_SIZE RECORD_SIZE MAX_CONSUMER_LAG ON_CONSUMER_LAG BLOCK_MS
+ *      creates a rolling bus with that consumer policy; prints "created"
+ *  ConsumerChild meta FILE
+ *      decodes a metadata file and prints "same" when encoding it again gives its bytes, then
+ *      "MAX_CONSUMER_LAG ON_CONSUMER_LAG CONSUMER_BLOCK_MS"
+ *  ConsumerChild write DIR COUNT
+ *      writes records 0..COUNT-1 (8-byte little-endian values) to a rolling bus; prints "wrote COUNT", or
+ *      "backpressure V NAME POSITION LAG" when the write of value V gave up on a consumer
  * </pre>
  * Errors are printed as "error CLASS MESSAGE" (exit status 3).
  */
@@ -45,6 +53,23 @@ public final class ConsumerChild {
                         System.out.println(c.name() + " " + c.position() + " " + c.lag() + " " + c.alive() + " "
                                 + c.pid() + " " + c.expired());
                     }
+                    break;
+                case "create":
+                    new RollingBusWriter(path, Long.parseLong(args[2]), Integer.parseInt(args[3]))
+                            .setMaxConsumerLag(Long.parseLong(args[4])).setOnConsumerLag(args[5])
+                            .setConsumerBlockTimeout(Long.parseLong(args[6]), java.util.concurrent.TimeUnit.MILLISECONDS)
+                            .open().close();
+                    System.out.println("created");
+                    break;
+                case "meta": {
+                    byte[] data = Files.readAllBytes(Path.of(path));
+                    BusMeta m = BusMeta.decode(data, path);
+                    System.out.println(java.util.Arrays.equals(data, m.encode()) ? "same" : "different");
+                    System.out.println(m.maxConsumerLag() + " " + m.onConsumerLag() + " " + m.consumerBlockMs());
+                    break;
+                }
+                case "write":
+                    write(path, Long.parseLong(args[2]));
                     break;
                 default:
                     throw new IllegalArgumentException("usage: ConsumerChild hold|read|list PATH ...");
@@ -121,6 +146,21 @@ public final class ConsumerChild {
                 r.close();
             }
         };
+    }
+
+    private static void write(String dir, long count) throws Exception {
+        try (RollingBusWriter w = new RollingBusWriter(dir).open()) {
+            for (long v = 0; v < count; v++) {
+                byte[] b = ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN).putLong(0, v).array();
+                try {
+                    w.write(b, 0, 8);
+                } catch (BusBackPressureException e) {
+                    System.out.println("backpressure " + v + " " + e.consumer() + " " + e.position() + " " + e.lag());
+                    return;
+                }
+            }
+            System.out.println("wrote " + count);
+        }
     }
 
     private static void hold(String path, String name, boolean rolling) throws Exception {
