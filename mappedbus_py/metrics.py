@@ -219,12 +219,10 @@ class BusCounter:
         self._ident = st.st_ino
 
     def _replaced(self):
-        """True if the bus at the path is not the one counted (deleted and recreated)."""
-        try:
-            where = os.path.join(self.path, "bus.meta") if self.rolling else self.path
-            return os.stat(where).st_ino != self._ident
-        except FileNotFoundError:
-            return False         # gone: keep what was counted; the next refresh fails
+        """True if the bus at the path is not the one counted (deleted and recreated);
+        FileNotFoundError if it is gone."""
+        where = os.path.join(self.path, "bus.meta") if self.rolling else self.path
+        return os.stat(where).st_ino != self._ident
 
     def close(self):
         """Close every file held."""

@@ -16,7 +16,7 @@ import uuid
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from conftest import SHM
+from conftest import GOLDEN, SHM
 from mappedbus_py import MappedBusReader, MappedBusWriter, RollingBusWriter
 from mappedbus_py import metrics
 from mappedbus_py.consumers import registry_path
@@ -256,6 +256,8 @@ def test_start_errors_are_one_line_and_exit_2(bus_path, tmp_path):
     assert code == 2 and out == "" and one_line(err) and "no such file or directory" in err
     code, out, err = run_exporter(tmp_path, "--port", "0")
     assert code == 2 and one_line(err) and "without bus.meta" in err
+    code, out, err = run_exporter(GOLDEN / "uncommitted-r12.bus", "--port", "0")
+    assert code == 2 and one_line(err) and "no metadata" in err      # the Java original's
     code, out, err = run_exporter(bus_path, "--port", "70000")
     assert code == 2 and one_line(err) and "not a TCP port" in err
     # a port taken by someone else
@@ -287,6 +289,9 @@ def test_a_bus_that_breaks_later_is_down_and_the_others_are_served(bus_path, rol
         assert value(s, "mappedbus_exporter_errors_total", bus=bus_path) == 1
         assert value(s, "mappedbus_up", bus=rolling_path) == 1
         assert value(s, "mappedbus_records_committed_total", bus=rolling_path) == 3
+        os.unlink(rolling_path + "/bus.meta")          # the rolling bus goes
+        s = ex.scrape()
+        assert value(s, "mappedbus_up", bus=rolling_path) == 0
     finally:
         code, err = ex.stop(signal.SIGINT)
     assert code == 130 and err == ""
