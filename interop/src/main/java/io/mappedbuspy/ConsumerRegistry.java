@@ -36,6 +36,12 @@ final class ConsumerRegistry implements AutoCloseable {
     private static final Set<String> HELD = ConcurrentHashMap.newKeySet();
     // Threads of this process take the lock word one at a time (they share its value).
     private static final Object JVM_LOCK = new Object();
+    // The commits' coarse clock (CLOCK_REALTIME_COARSE's role in _consumers.h; Java has none that costs less than a
+    // read of the real-time clock, 20-30 ns here): Unix ns, refreshed every COARSE_TICK_NS by a daemon thread that
+    // runs while this process holds consumers.
+    private static final long COARSE_TICK_NS = 4_000_000L;
+    private static volatile long coarseNs;
+    private static final java.util.concurrent.atomic.AtomicBoolean TICKING = new java.util.concurrent.atomic.AtomicBoolean();
 
     final String path;
     private final MemoryMappedFile mem;
@@ -304,6 +310,7 @@ final class ConsumerRegistry implements AutoCloseable {
             }
             claim(i, PID, START);
             HELD.add(key);
+            startClock();
             return new Held(name, i, key);
         });
     }
@@ -378,7 +385,8 @@ final class ConsumerRegistry implements AutoCloseable {
         }
 
         /**
-         * consumer_commit: the position with one release store, then the time (a coarse clock); an expired flag is
+         * consumer_commit: the position with one release store, then the time (a coarse clock, at most
+         * {@code COARSE_TICK_NS} old); an expired flag is
          * cleared by compare-and-swap only if set. Every {@code COMMIT_CHECK_MASK + 1} commits, a look at the file's
          * length and at the JVM's late fault reports.
          */
@@ -389,8 +397,7 @@ final class ConsumerRegistry implements AutoCloseable {
             long e = address;
             try {
                 MemoryMappedFile.putLongReleaseAt(e + Layout.CONSUMER_POSITION_OFFSET, position);  // store_release_i64
-                MemoryMappedFile.putLongReleaseAt(e + Layout.CONSUMER_COMMITTED_NS_OFFSET,
-                        System.currentTimeMillis() * 1_000_000L);                                    // store_release_i64
+                MemoryMappedFile.putLongReleaseAt(e + Layout.CONSUMER_COMMITTED_NS_OFFSET, coarseNs); // store_release_i64
                 if ((MemoryMappedFile.getIntVolatileAt(e + Layout.CONSUMER_FLAGS_OFFSET)           // load_acquire_i32
                         & Layout.CONSUMER_FLAG_EXPIRED) != 0) {
                     MemoryMappedFile.compareAndSetIntAt(e + Layout.CONSUMER_FLAGS_OFFSET,            // cas_i32
@@ -435,6 +442,29 @@ final class ConsumerRegistry implements AutoCloseable {
                 mem.close();
             }
         }
+    }
+
+    // Starts the coarse clock's thread unless it runs; it ends once this process holds no consumer.
+    private static void startClock() {
+        coarseNs = System.currentTimeMillis() * 1_000_000L;
+        if (!TICKING.compareAndSet(false, true)) {
+            return;
+        }
+        Thread t = new Thread(() -> {
+            for (;;) {
+                coarseNs = System.currentTimeMillis() * 1_000_000L;
+                if (HELD.isEmpty()) {
+                    TICKING.set(false);
+                    // a consumer held meanwhile found the clock running: run on for it, unless it started another
+                    if (HELD.isEmpty() || !TICKING.compareAndSet(false, true)) {
+                        return;
+                    }
+                }
+                LockSupport.parkNanos(COARSE_TICK_NS);
+            }
+        }, "mappedbus-consumer-clock");
+        t.setDaemon(true);
+        t.start();
     }
 
     // A fault report raised in a step: the file was truncated under the mapping. Anything else is not ours.
