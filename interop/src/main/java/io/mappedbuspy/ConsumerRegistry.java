@@ -19,7 +19,7 @@ import java.util.concurrent.locks.LockSupport;
  * {@code _wake.h}. Liveness (a holder's pid and its start time, /proc/PID/stat field 22) is pure Java here: no JNI.
  *
  * <p>Structural changes (an entry made, removed, claimed, released, expired) run under the file's lock word
- * ({@link #locked}); a commit is the holder's one ordered 8-byte store ({@link Held#commit}); readers of the registry
+ * ({@link #locked}); a commit is the holder's one ordered 8-byte store ({@link ConsumerHold#commit}); readers of the registry
  * take no lock ({@link #entries()}: an entry is taken between two equal odd generations). A file truncated under the
  * mapping is a {@link BusTruncatedException}, never a crash: each step raises the JVM's late fault report itself.
  */
@@ -28,24 +28,16 @@ final class ConsumerRegistry implements AutoCloseable {
     static final long LOCK_TIMEOUT_MS = 10_000;
     static final int PID = (int) ProcessHandle.current().pid();
     /** This process's start time, clock ticks since boot (what the lock word and a holder record). */
-    static final long START = procStart(PID);
+    static final long START = ConsumerEntry.procStart(PID);
     private static final System.Logger LOG = System.getLogger(ConsumerRegistry.class.getName());
-    // Commits between looks at the file's length (a commit itself is two stores and a load).
-    private static final int COMMIT_CHECK_MASK = 4095;
     // Names held by readers of this process, as "dev:ino:name" of the registry: the file only knows the process.
-    private static final Set<String> HELD = ConcurrentHashMap.newKeySet();
+    static final Set<String> HELD = ConcurrentHashMap.newKeySet();
     // Threads of this process take the lock word one at a time (they share its value).
     private static final Object JVM_LOCK = new Object();
-    // The commits' coarse clock (CLOCK_REALTIME_COARSE's role in _consumers.h; Java has none that costs less than a
-    // read of the real-time clock, 20-30 ns here): Unix ns, refreshed every COARSE_TICK_NS by a daemon thread that
-    // runs while this process holds consumers.
-    private static final long COARSE_TICK_NS = 4_000_000L;
-    private static volatile long coarseNs;
-    private static final java.util.concurrent.atomic.AtomicBoolean TICKING = new java.util.concurrent.atomic.AtomicBoolean();
 
     final String path;
     private final MemoryMappedFile mem;
-    private final Object keep;      // the buffers that keep the mapping alive (accessed by address)
+    final Object keep;              // the buffers that keep the mapping alive (accessed by address)
     private final long base;
     private boolean closed;
 
@@ -59,20 +51,12 @@ final class ConsumerRegistry implements AutoCloseable {
     /**
      * Opens and maps a registry as bus files are opened (never through a link, a regular file, owner and mode checked
      * unless {@code allowForeign}); a short one is grown with zeros, a new one (if {@code create}) made all zero with
-     * {@code perms}, then given its magic and version.
+     * {@code perms}, then given its magic and version. {@code readOnly} maps it read-only and writes nothing (an
+     * all-zero file is an empty registry): for {@link #entries()} only.
      *
      * @throws java.nio.file.NoSuchFileException if absent and not {@code create}
-     * @throws CorruptBusException               if the file holds something else (its magic or version)
-     */
-    static ConsumerRegistry open(Path file, boolean allowForeign, String perms, boolean create) throws IOException {
-        return open(file, allowForeign, perms, create, false);
-    }
-
-    /**
-     * As {@link #open(Path, boolean, String, boolean)}; {@code readOnly} maps the file read-only and writes nothing
-     * (an all-zero file is an empty registry): for {@link #entries()} only.
-     *
-     * @throws CorruptBusException if the file is shorter than a registry ({@code readOnly}), or holds something else
+     * @throws CorruptBusException               if the file holds something else (its magic or version), or is
+     *                                           shorter than a registry ({@code readOnly})
      */
     static ConsumerRegistry open(Path file, boolean allowForeign, String perms, boolean create, boolean readOnly)
             throws IOException {
@@ -111,72 +95,19 @@ final class ConsumerRegistry implements AutoCloseable {
         return new ConsumerRegistry(file.toString(), MemoryMappedFile.open(file.toString(), Layout.CONSUMERS_FILE_SIZE, o));
     }
 
-    /** The registry of a bus: {@code PATH.consumers} beside a file, {@code DIR/bus.consumers} in a directory. */
-    static Path pathOf(Path bus, boolean rolling) {
-        return rolling ? bus.resolve(Layout.CONSUMERS_FILE) : Path.of(bus + Layout.CONSUMERS_SUFFIX);
-    }
-
     // ---- what readers of the registry and a reader's consumer use ----
-
-    /** One entry as read lock-free (between two equal odd generations). */
-    static final class Entry {
-        final int index;
-        final int gen;
-        final int flags;
-        final int pid;
-        final long start;
-        final long position;
-        final long committedNs;
-        final long createdNs;
-        final byte[] busId;
-        final String name;
-
-        Entry(int index, int gen, int flags, int pid, long start, long position, long committedNs, long createdNs,
-              byte[] busId, String name) {
-            this.index = index;
-            this.gen = gen;
-            this.flags = flags;
-            this.pid = pid;
-            this.start = start;
-            this.position = position;
-            this.committedNs = committedNs;
-            this.createdNs = createdNs;
-            this.busId = busId;
-            this.name = name;
-        }
-
-        boolean expired() {
-            return (flags & Layout.CONSUMER_FLAG_EXPIRED) != 0;
-        }
-
-        /** Whether its holder is a live process (pid and start time). */
-        boolean alive() {
-            return pid > 0 && ConsumerRegistry.alive(pid, start);
-        }
-
-        /** @return the bus id as 32 hex digits, or null for zeros (a bus file without metadata) */
-        String busIdHex() {
-            StringBuilder s = new StringBuilder(32);
-            boolean zero = true;
-            for (byte x : busId) {
-                zero &= x == 0;
-                s.append(Character.forDigit((x >> 4) & 15, 16)).append(Character.forDigit(x & 15, 16));
-            }
-            return zero ? null : s.toString();
-        }
-    }
 
     /**
      * Every entry in use, lock-free: each taken only when its generation is the same odd value before and after.
      *
      * @throws BusTruncatedException if the file was truncated under the mapping
      */
-    List<Entry> entries() {
+    List<ConsumerEntry> entries() {
         mem.checkLength();
-        List<Entry> out = new ArrayList<>();
+        List<ConsumerEntry> out = new ArrayList<>();
         try {
             for (int i = 0; i < Layout.CONSUMER_ENTRY_COUNT; i++) {
-                Entry e = read(i);
+                ConsumerEntry e = read(i);
                 if (e != null) {
                     out.add(e);
                 }
@@ -190,7 +121,7 @@ final class ConsumerRegistry implements AutoCloseable {
         return out;
     }
 
-    private Entry read(int i) {
+    private ConsumerEntry read(int i) {
         long e = entry(i);
         for (int attempt = 0; attempt < 16; attempt++) {
             int gen = MemoryMappedFile.getIntVolatileAt(e + Layout.CONSUMER_GEN_OFFSET);
@@ -212,7 +143,7 @@ final class ConsumerRegistry implements AutoCloseable {
                 while (len < n.length && n[len] != 0) {
                     len++;
                 }
-                return new Entry(i, gen, flags, pid, start, position, committed, created, id,
+                return new ConsumerEntry(i, gen, flags, pid, start, position, committed, created, id,
                         new String(n, 0, len, StandardCharsets.UTF_8));
             }
         }
@@ -236,7 +167,7 @@ final class ConsumerRegistry implements AutoCloseable {
                 throw new IllegalStateException("consumer registry " + path + " is closed");
             }
             mem.checkLength();
-            long word = lockWord(PID, START);
+            long word = ConsumerEntry.lockWord(PID, START);
             int holder;
             try {
                 holder = lock(word, LOCK_TIMEOUT_MS * 1_000_000L);
@@ -275,9 +206,9 @@ final class ConsumerRegistry implements AutoCloseable {
      * @param busIdHex the bus's id (32 hex digits), or null for a file without metadata
      * @throws ConsumerInUseException if another live process, or another reader of this one, holds it
      */
-    Held acquire(String name, String busIdHex, long start) throws IOException {
-        byte[] n = nameBytes(name);
-        byte[] id = busIdBytes(busIdHex);
+    ConsumerHold acquire(String name, String busIdHex, long start) throws IOException {
+        byte[] n = ConsumerEntry.nameBytes(name);
+        byte[] id = ConsumerEntry.busIdBytes(busIdHex);
         String key = mem.device() + ":" + mem.inode() + ":" + name;
         return locked(() -> {
             int i = find(n);
@@ -292,7 +223,7 @@ final class ConsumerRegistry implements AutoCloseable {
                 }
             }
             if (i < 0) {
-                i = make(n, id, start, nowNs());
+                i = make(n, id, start, ConsumerEntry.nowNs());
                 if (i < 0) {
                     throw new IOException(path + ": no free entry for consumer '" + name + "': all "
                             + Layout.CONSUMER_ENTRY_COUNT + " are in use (Consumers.removeConsumer frees one)");
@@ -310,8 +241,7 @@ final class ConsumerRegistry implements AutoCloseable {
             }
             claim(i, PID, START);
             HELD.add(key);
-            startClock();
-            return new Held(name, i, key);
+            return new ConsumerHold(this, name, i, key);
         });
     }
 
@@ -322,7 +252,7 @@ final class ConsumerRegistry implements AutoCloseable {
      * @throws ConsumerInUseException           if a live process (this one included) holds it
      */
     void removeConsumer(String name) throws IOException {
-        byte[] n = nameBytes(name);
+        byte[] n = ConsumerEntry.nameBytes(name);
         locked(() -> {
             int i = find(n);
             if (i < 0) {
@@ -339,7 +269,7 @@ final class ConsumerRegistry implements AutoCloseable {
     }
 
     /** A writer's retention: flags entry {@code e} expired, if it is still the same entry. */
-    void expire(Entry e) throws IOException {
+    void expire(ConsumerEntry e) throws IOException {
         locked(() -> {
             if (MemoryMappedFile.getIntVolatileAt(entry(e.index) + Layout.CONSUMER_GEN_OFFSET) == e.gen) {
                 expire(e.index);
@@ -350,88 +280,6 @@ final class ConsumerRegistry implements AutoCloseable {
         });
     }
 
-    /** A reader's hold on one consumer: its commits, and its release. */
-    final class Held implements AutoCloseable {
-        final String name;
-        private final int index;
-        private final long address;   // the entry's
-        private final String key;
-        private int commits;
-        private boolean released;
-
-        private Held(String name, int index, String key) {
-            this.name = name;
-            this.index = index;
-            this.address = entry(index);
-            this.key = key;
-        }
-
-        /** @return the registry's path */
-        String registryPath() {
-            return path;
-        }
-
-        /** @return the committed position */
-        long position() {
-            try {
-                long p = MemoryMappedFile.getLongVolatileAt(address + Layout.CONSUMER_POSITION_OFFSET);
-                MemoryMappedFile.raiseFaultReports();
-                return p;
-            } catch (InternalError e) {
-                throw fault(e);
-            } finally {
-                Reference.reachabilityFence(keep);
-            }
-        }
-
-        /**
-         * consumer_commit: the position with one release store, then the time (a coarse clock, at most
-         * {@code COARSE_TICK_NS} old); an expired flag is
-         * cleared by compare-and-swap only if set. Every {@code COMMIT_CHECK_MASK + 1} commits, a look at the file's
-         * length and at the JVM's late fault reports.
-         */
-        void commit(long position) {
-            if (released) {
-                throw new IllegalStateException("consumer '" + name + "' of " + path + " was released");
-            }
-            long e = address;
-            try {
-                MemoryMappedFile.putLongReleaseAt(e + Layout.CONSUMER_POSITION_OFFSET, position);  // store_release_i64
-                MemoryMappedFile.putLongReleaseAt(e + Layout.CONSUMER_COMMITTED_NS_OFFSET, coarseNs); // store_release_i64
-                if ((MemoryMappedFile.getIntVolatileAt(e + Layout.CONSUMER_FLAGS_OFFSET)           // load_acquire_i32
-                        & Layout.CONSUMER_FLAG_EXPIRED) != 0) {
-                    MemoryMappedFile.compareAndSetIntAt(e + Layout.CONSUMER_FLAGS_OFFSET,            // cas_i32
-                            Layout.CONSUMER_FLAG_EXPIRED, 0);
-                }
-                if ((++commits & COMMIT_CHECK_MASK) == 0) {
-                    MemoryMappedFile.raiseFaultReports();
-                    mem.checkLength();
-                }
-            } catch (InternalError x) {
-                throw fault(x);
-            } finally {
-                Reference.reachabilityFence(keep);
-            }
-        }
-
-        /** Releases the hold (under the lock) and closes the registry. Idempotent. */
-        @Override
-        public void close() throws IOException {
-            if (released) {
-                return;
-            }
-            released = true;
-            HELD.remove(key);
-            try {
-                locked(() -> {
-                    release(index, PID, START);
-                    return null;
-                });
-            } finally {
-                ConsumerRegistry.this.close();
-            }
-        }
-    }
 
     /** Closes the file; the mapping goes with this instance (garbage collected). Idempotent. */
     @Override
@@ -444,99 +292,26 @@ final class ConsumerRegistry implements AutoCloseable {
         }
     }
 
-    // Starts the coarse clock's thread unless it runs; it ends once this process holds no consumer.
-    private static void startClock() {
-        coarseNs = System.currentTimeMillis() * 1_000_000L;
-        if (!TICKING.compareAndSet(false, true)) {
-            return;
-        }
-        Thread t = new Thread(() -> {
-            for (;;) {
-                coarseNs = System.currentTimeMillis() * 1_000_000L;
-                if (HELD.isEmpty()) {
-                    TICKING.set(false);
-                    // a consumer held meanwhile found the clock running: run on for it, unless it started another
-                    if (HELD.isEmpty() || !TICKING.compareAndSet(false, true)) {
-                        return;
-                    }
-                }
-                LockSupport.parkNanos(COARSE_TICK_NS);
-            }
-        }, "mappedbus-consumer-clock");
-        t.setDaemon(true);
-        t.start();
+
+    /** Releases entry {@code i} held by this process (under the lock). */
+    void release(int i) throws IOException {
+        locked(() -> {
+            release(i, PID, START);
+            return null;
+        });
+    }
+
+    /** @throws BusTruncatedException if the file is now shorter than the mapping */
+    void checkLength() {
+        mem.checkLength();
     }
 
     // A fault report raised in a step: the file was truncated under the mapping. Anything else is not ours.
-    private BusTruncatedException fault(InternalError e) {
+    BusTruncatedException fault(InternalError e) {
         if (!MemoryMappedFile.isMappingFault(e)) {
             throw e;
         }
         return new BusTruncatedException(path + " (a consumer registry) was truncated under its mapping", e);
-    }
-
-    // ---- names, ids, clocks and processes ----
-
-    /** The UTF-8 bytes of a consumer name: 1 to CONSUMER_NAME_MAX of them, no NUL or control characters. */
-    static byte[] nameBytes(String name) {
-        if (name == null || name.isEmpty() || name.chars().anyMatch(c -> c < 32 || c == 127)) {
-            throw new IllegalArgumentException("a consumer name is 1 to " + Layout.CONSUMER_NAME_MAX + " bytes of UTF-8"
-                    + " without NUL or control characters, got " + (name == null ? "null" : "'" + name + "'"));
-        }
-        byte[] b = name.getBytes(StandardCharsets.UTF_8);
-        if (b.length > Layout.CONSUMER_NAME_MAX) {
-            throw new IllegalArgumentException("consumer name '" + name + "' is " + b.length + " bytes of UTF-8, more "
-                    + "than " + Layout.CONSUMER_NAME_MAX);
-        }
-        return b;
-    }
-
-    /** A bus id of 32 hex digits as its 16 bytes; zeros for null (a file without metadata). */
-    static byte[] busIdBytes(String hex) {
-        byte[] b = new byte[Layout.CONSUMER_BUS_ID_SIZE];
-        if (hex != null) {
-            for (int i = 0; i < b.length; i++) {
-                b[i] = (byte) Integer.parseInt(hex.substring(2 * i, 2 * i + 2), 16);
-            }
-        }
-        return b;
-    }
-
-    private static long nowNs() {
-        java.time.Instant now = java.time.Instant.now();
-        return now.getEpochSecond() * 1_000_000_000L + now.getNano();
-    }
-
-    /** wake_proc_start: the start time of process {@code pid} (clock ticks since boot), or -1 if there is none. */
-    static long procStart(int pid) {
-        String s;
-        try {
-            s = Files.readString(Path.of("/proc/" + pid + "/stat"), StandardCharsets.ISO_8859_1);
-        } catch (IOException | RuntimeException e) {
-            return -1;
-        }
-        int close = s.lastIndexOf(')');  // the command name may hold spaces and parentheses
-        if (close < 0) {
-            return -1;
-        }
-        String[] f = s.substring(close + 1).trim().split(" ");
-        try {
-            return f.length > 19 ? Long.parseLong(f[19]) : -1;  // f[0] is field 3: field 22 is f[19]
-        } catch (NumberFormatException e) {
-            return -1;
-        }
-    }
-
-    /** wake_alive: false if there is no process {@code pid}, or its start time is known and another now (reused). */
-    static boolean alive(int pid, long start) {
-        if (!ProcessHandle.of(pid).isPresent()) {
-            return false;
-        }
-        if (start > 0) {
-            long now = procStart(pid);
-            return now < 0 || now == start;
-        }
-        return true;
     }
 
     // ---- the protocol: _consumers.h, step by step ----
@@ -544,7 +319,7 @@ final class ConsumerRegistry implements AutoCloseable {
     // Memory orders as in WakeFile: an acquire load is a volatile load, a release store of an int64 is putOrderedLong
     // (putLongReleaseAt), of an int32 setIntRelease; compare-and-swap is seq-cst.
 
-    private long entry(int i) {
+    long entry(int i) {
         return base + offset(i);
     }
 
@@ -575,22 +350,6 @@ final class ConsumerRegistry implements AutoCloseable {
         return version != 0 && version != Layout.CONSUMERS_VERSION ? -2 : 0;
     }
 
-    // consumers_lock_word
-    static long lockWord(int pid, long start) {
-        return (pid & 0xFFFFFFFFL) | ((start & 0xFFFFFFFFL) << 32);
-    }
-
-    // consumers_word_alive: whether the holder a lock word names is still there (its pid, with the same start).
-    static boolean wordAlive(long word) {
-        int pid = (int) (word & 0xFFFFFFFFL);
-        long start32 = word >>> 32;
-        if (pid <= 0 || !ProcessHandle.of(pid).isPresent()) {
-            return false;
-        }
-        long now = procStart(pid);
-        return now < 0 || (now & 0xFFFFFFFFL) == start32; // another start: the pid was reused
-    }
-
     // consumers_lock: 0 once held, else the pid holding it after timeoutNs. A holder seen for more than 1 ms is asked
     // whether it is alive (the checks read /proc), and replaced by compare-and-swap when it is gone.
     private int lock(long word, long timeoutNs) {
@@ -609,7 +368,7 @@ final class ConsumerRegistry implements AutoCloseable {
             if (cur != seen) {
                 seen = cur;
                 seenSince = now;
-            } else if (now - seenSince > 1_000_000 && !wordAlive(cur)) {
+            } else if (now - seenSince > 1_000_000 && !ConsumerEntry.wordAlive(cur)) {
                 if (mem.compareAndSetLong(Layout.CONSUMERS_LOCK_OFFSET, cur, word)) {  // cas_i64
                     return 0;
                 }
@@ -701,7 +460,7 @@ final class ConsumerRegistry implements AutoCloseable {
         if (holder == pid && hstart == start) {
             return 0;
         }
-        return holder > 0 && alive(holder, hstart) ? holder : 0;
+        return holder > 0 && ConsumerEntry.alive(holder, hstart) ? holder : 0;
     }
 
     // consumer_claim: under the lock, entry i held by (pid, start); the start first, so whoever sees the pid sees it.

@@ -30,7 +30,7 @@ final class ConsumerRetention implements AutoCloseable {
         this.bus = bus;
         this.maxLag = bus.meta.maxConsumerLag();
         this.block = BusMeta.BLOCK.equals(bus.meta.onConsumerLag());
-        this.busId = ConsumerRegistry.busIdBytes(bus.meta.id());
+        this.busId = ConsumerEntry.busIdBytes(bus.meta.id());
     }
 
     /** Whether writers wait for lagging consumers before they roll. */
@@ -46,7 +46,7 @@ final class ConsumerRetention implements AutoCloseable {
                 return null;
             }
             try {
-                registry = ConsumerRegistry.open(f, bus.allowForeign, "rw-------", false);
+                registry = ConsumerRegistry.open(f, bus.allowForeign, "rw-------", false, false);
             } catch (NoSuchFileException e) {
                 return null;
             }
@@ -76,7 +76,7 @@ final class ConsumerRetention implements AutoCloseable {
             return Long.MAX_VALUE;
         }
         long min = Long.MAX_VALUE;
-        for (ConsumerRegistry.Entry e : r.entries()) {
+        for (ConsumerEntry e : r.entries()) {
             if (e.expired() || !Arrays.equals(e.busId, busId)) {
                 continue; // expired, or an entry of a bus since deleted and recreated here: holds nothing
             }
@@ -102,10 +102,10 @@ final class ConsumerRetention implements AutoCloseable {
         long deadline = System.nanoTime() + bus.meta.consumerBlockMs() * 1_000_000L;
         for (;;) {
             ConsumerRegistry r = registry();
-            ConsumerRegistry.Entry worst = null;
+            ConsumerEntry worst = null;
             long worstNeeds = Long.MAX_VALUE;
             if (r != null) {
-                for (ConsumerRegistry.Entry e : r.entries()) {
+                for (ConsumerEntry e : r.entries()) {
                     if (e.expired() || !Arrays.equals(e.busId, busId)) {
                         continue;
                     }

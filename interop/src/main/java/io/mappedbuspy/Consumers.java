@@ -46,11 +46,11 @@ public final class Consumers {
         boolean rolling = Files.isDirectory(p, LinkOption.NOFOLLOW_LINKS);
         ConsumerRegistry reg;
         try {
-            reg = ConsumerRegistry.open(ConsumerRegistry.pathOf(p, rolling), false, "rw-------", false, true);
+            reg = ConsumerRegistry.open(registryPath(p, rolling), false, "rw-------", false, true);
         } catch (NoSuchFileException e) {
             return List.of();
         }
-        List<ConsumerRegistry.Entry> entries;
+        List<ConsumerEntry> entries;
         try {
             entries = reg.entries();
         } finally {
@@ -59,7 +59,7 @@ public final class Consumers {
         String[] busId = new String[1];
         Lag lag = rolling ? rollingLag(p, busId) : singleLag(path, busId);
         List<ConsumerInfo> out = new ArrayList<>();
-        for (ConsumerRegistry.Entry e : entries) {
+        for (ConsumerEntry e : entries) {
             String id = e.busIdHex();
             boolean stale = busId[0] != null && !busId[0].equals(id); // an entry of a bus since recreated here
             out.add(new ConsumerInfo(e.name, e.position, stale ? -1 : lag.of(e.position), e.alive(), e.pid,
@@ -82,7 +82,7 @@ public final class Consumers {
         boolean rolling = Files.isDirectory(p, LinkOption.NOFOLLOW_LINKS);
         ConsumerRegistry reg;
         try {
-            reg = ConsumerRegistry.open(ConsumerRegistry.pathOf(p, rolling), false, "rw-------", false);
+            reg = ConsumerRegistry.open(registryPath(p, rolling), false, "rw-------", false, false);
         } catch (NoSuchFileException e) {
             throw new NoSuchElementException("no consumer '" + name + "' in " + path + " (it has no registry)");
         }
@@ -91,6 +91,11 @@ public final class Consumers {
         } finally {
             reg.close();
         }
+    }
+
+    /** The registry of a bus: {@code PATH.consumers} beside a file, {@code DIR/bus.consumers} in a directory. */
+    static Path registryPath(Path bus, boolean rolling) {
+        return rolling ? bus.resolve(Layout.CONSUMERS_FILE) : Path.of(bus + Layout.CONSUMERS_SUFFIX);
     }
 
     // Record slots from a position to the bus's end now.
@@ -145,7 +150,7 @@ public final class Consumers {
      */
     static ConsumerRegistry openFor(Path bus, boolean rolling, boolean allowForeign) throws IOException {
         Path permsOf = rolling ? bus.resolve(Layout.META_FILE) : bus;
-        return ConsumerRegistry.open(ConsumerRegistry.pathOf(bus, rolling), allowForeign, perms(permsOf), true);
+        return ConsumerRegistry.open(registryPath(bus, rolling), allowForeign, perms(permsOf), true, false);
     }
 
     // The read and write bits of a file (a group-shared bus gets a group-shared registry), at least rw for the owner.
@@ -168,7 +173,7 @@ public final class Consumers {
      * Opens consumer {@code name} for a reader: the registry (created if absent), the hold (made at {@code start} the
      * first time). The caller closes the hold (which closes the registry).
      */
-    static ConsumerRegistry.Held hold(Path bus, boolean rolling, boolean allowForeign, String name, String busId,
+    static ConsumerHold hold(Path bus, boolean rolling, boolean allowForeign, String name, String busId,
                                       long start) throws IOException {
         ConsumerRegistry reg = openFor(bus, rolling, allowForeign);
         try {
@@ -180,7 +185,7 @@ public final class Consumers {
     }
 
     /** Releases a reader's hold at its close: a failure is logged (the next claimant replaces a holder that is gone). */
-    static void release(ConsumerRegistry.Held h) {
+    static void release(ConsumerHold h) {
         try {
             h.close();
         } catch (IOException | RuntimeException e) {
@@ -191,7 +196,7 @@ public final class Consumers {
     }
 
     /** The error for a stored position a reader cannot go to (off the record grid, or past the end). */
-    static CorruptBusException badPosition(ConsumerRegistry.Held h, long position, String why) {
+    static CorruptBusException badPosition(ConsumerHold h, long position, String why) {
         return new CorruptBusException(h.registryPath() + ": consumer '" + h.name + "' has position " + position
                 + ", " + why + " (a corrupt registry)");
     }

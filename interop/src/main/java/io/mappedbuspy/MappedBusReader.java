@@ -94,7 +94,7 @@ public final class MappedBusReader implements AutoCloseable {
     // A named consumer: its name and first start (before open), its hold on the registry (once open).
     private String consumerName;
     private long consumerStart = Consumers.OLDEST;
-    private ConsumerRegistry.Held consumer;
+    private ConsumerHold consumer;
 
     /**
      * Creates a reader of an existing bus that may roll back uncommitted records, with the sizes its metadata
@@ -284,7 +284,7 @@ public final class MappedBusReader implements AutoCloseable {
         if (closed || mem != null) {
             throw new IllegalStateException("set the consumer of " + path + " before open()");
         }
-        ConsumerRegistry.nameBytes(name);
+        ConsumerEntry.nameBytes(name);
         if (start != Consumers.OLDEST && start != Consumers.END
                 && (!Layout.isRecordBoundary(start, recordSize) || start > fileSize)) {
             throw new IllegalArgumentException("consumer start " + start + " is not a record boundary within fileSize "
@@ -326,8 +326,8 @@ public final class MappedBusReader implements AutoCloseable {
         held().commit(position);
     }
 
-    private ConsumerRegistry.Held held() {
-        ConsumerRegistry.Held h = consumer;
+    private ConsumerHold held() {
+        ConsumerHold h = consumer;
         if (h == null) {
             throw new IllegalStateException("reader for " + path + " is " + (consumerName == null
                     ? "not a named consumer (setConsumer before open)" : closed ? "closed" : "not open"));
@@ -831,7 +831,7 @@ public final class MappedBusReader implements AutoCloseable {
         closed = true;
         current = NO_RECORD;
         if (consumer != null) {
-            ConsumerRegistry.Held h = consumer;
+            ConsumerHold h = consumer;
             consumer = null;
             Consumers.release(h);
         }

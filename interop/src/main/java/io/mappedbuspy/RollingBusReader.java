@@ -98,7 +98,7 @@ public final class RollingBusReader implements AutoCloseable {
     // A named consumer: its name and first start (before open), its hold on the registry (once open).
     private String consumerName;
     private long consumerStart = Consumers.OLDEST;
-    private ConsumerRegistry.Held consumer;
+    private ConsumerHold consumer;
 
     /**
      * Creates a reader of an existing rolling bus that may roll back uncommitted records, with the sizes its
@@ -317,7 +317,7 @@ public final class RollingBusReader implements AutoCloseable {
         if (bus != null || closed) {
             throw new IllegalStateException("set the consumer of " + dir + " before open()");
         }
-        ConsumerRegistry.nameBytes(name);
+        ConsumerEntry.nameBytes(name);
         if (start != Consumers.OLDEST && start != Consumers.END && normalize(start) < 0) {
             throw new IllegalArgumentException("consumer start " + start + " is not a record boundary of segmentSize "
                     + segmentSize + " and recordSize " + recordSize);
@@ -358,8 +358,8 @@ public final class RollingBusReader implements AutoCloseable {
         held().commit(g);
     }
 
-    private ConsumerRegistry.Held held() {
-        ConsumerRegistry.Held h = consumer;
+    private ConsumerHold held() {
+        ConsumerHold h = consumer;
         if (h == null) {
             throw new IllegalStateException("rolling reader for " + dir + " is " + (consumerName == null
                     ? "not a named consumer (setConsumer before open)" : closed ? "closed" : "not open"));
@@ -756,7 +756,7 @@ public final class RollingBusReader implements AutoCloseable {
     public void close() {
         closed = true;
         if (consumer != null) {
-            ConsumerRegistry.Held h = consumer;
+            ConsumerHold h = consumer;
             consumer = null;
             Consumers.release(h);
         }
