@@ -2,6 +2,8 @@ package io.mappedbuspy.spark;
 
 import io.mappedbuspy.BusGapException;
 import io.mappedbuspy.BusMeta;
+import io.mappedbuspy.ConsumerInUseException;
+import io.mappedbuspy.Consumers;
 import io.mappedbuspy.Layout;
 import io.mappedbuspy.MappedBusReader;
 import io.mappedbuspy.MappedBusWriter;
@@ -59,6 +61,12 @@ import java.util.Optional;
  * the batch's start on, read by a {@link BusRealTimeReader} that hands Spark each record as it commits; its
  * position when the batch ends is the batch's end offset ({@link #mergeOffsets}). One partition because a
  * bus is one totally ordered stream with no end to split at.
+ *
+ * <p>A named consumer of the bus (docs/files-and-rolling.md, "Consumers: the registry file"): the driver's
+ * reader holds the query's consumer name ({@link BusOptions#consumerName}) while the query runs and commits
+ * the end offset of each committed batch to it, so the query's lag shows in {@code mappedbus consumers} and a
+ * rolling bus's retention (with {@code max_consumer_lag}) keeps what a stopped query still needs. Spark's
+ * checkpoint alone decides where a query reads; the registry only follows it.
  */
 final class BusMicroBatchStream implements MicroBatchStream, SupportsTriggerAvailableNow, ReportsSourceMetrics,
         SupportsRealTimeMode {
@@ -88,9 +96,22 @@ final class BusMicroBatchStream implements MicroBatchStream, SupportsTriggerAvai
     private String lastReplacedFrom;
     /** Real-time Mode: the start of the batch being run, its end if its reader reported none. */
     private BusOffset realTimeStart;
+    /** The query's consumer name (held by the driver's reader), or null (registerConsumer=false). */
+    private final String consumer;
+    /** Whether the consumer is removed at {@link #stop()}: a temporary checkpoint's, which no restart resumes. */
+    private final boolean ephemeral;
+    /** The position last committed to the consumer (by this reader), or -1. */
+    private long consumerCommitted = -1;
 
+    /** A stream that registers no consumer. */
     BusMicroBatchStream(BusOptions options, PartitionReaderFactory factory) {
+        this(options, factory, null, false);
+    }
+
+    BusMicroBatchStream(BusOptions options, PartitionReaderFactory factory, String consumer, boolean ephemeral) {
         this.options = options;
+        this.consumer = consumer;
+        this.ephemeral = ephemeral;
         this.factory = factory instanceof BusReaderFactory
                 ? new BusRealTimeReaderFactory((BusReaderFactory) factory) : factory;
         if (options.rolling) {
@@ -109,6 +130,9 @@ final class BusMicroBatchStream implements MicroBatchStream, SupportsTriggerAvai
             if (options.rolling) {
                 RollingBusReader r = new RollingBusReader(options.path, options.segmentSize, options.recordSize);
                 r.setTimeout(options.timeoutMs);
+                if (consumer != null) {
+                    r.setConsumer(consumer, Consumers.OLDEST); // a new entry holds everything until the first commit
+                }
                 r.open();
                 rolling = r;
                 readerId = r.busId();
@@ -119,13 +143,56 @@ final class BusMicroBatchStream implements MicroBatchStream, SupportsTriggerAvai
                     new MappedBusWriter(options.path, fileSize, options.recordSize).open().close();
                 }
                 MappedBusReader r = new MappedBusReader(options.path, fileSize, options.recordSize);
+                if (consumer != null) {
+                    r.setConsumer(consumer, Consumers.OLDEST);
+                }
                 r.open();
                 r.setTimeout(options.timeoutMs);
                 single = r;
                 readerId = r.busId();
             }
+        } catch (ConsumerInUseException e) {
+            throw new IllegalStateException("mappedbus: " + e.getMessage() + "; this query registers as consumer '"
+                    + consumer + "' of " + options.path + ": give it another name (option consumer), or "
+                    + "registerConsumer=false", e);
         } catch (IOException e) {
             throw new UncheckedIOException("mappedbus: cannot open " + options.path + ": " + e.getMessage(), e);
+        }
+        consumerCommitted = -1;
+    }
+
+    /**
+     * Commits {@code o} as the consumer's position: the end of the query's last committed batch (or its start).
+     * Skipped for an offset of another bus than the reader's (the bus was replaced: the new one's entry is
+     * committed from its first batch on). A failure is logged, never the query's.
+     */
+    void commitConsumer(BusOffset o) {
+        if (consumer == null || o == null) {
+            return;
+        }
+        try {
+            refreshReader();
+        } catch (RuntimeException e) {
+            LOG.warn("mappedbus: consumer '" + consumer + "' of " + options.path + " not committed at " + o.position
+                    + ": " + e.getMessage());
+            return;
+        }
+        if (o.position == consumerCommitted || (o.busId != null && !o.busId.equals(readerId))) {
+            return;
+        }
+        try {
+            if (rolling != null) {
+                rolling.commit(o.position);
+            } else if (single != null) {
+                single.commit(o.position);
+            } else {
+                return;
+            }
+            consumerCommitted = o.position;
+        } catch (IllegalArgumentException | IllegalStateException | io.mappedbuspy.BusTruncatedException e) {
+            // Never fails a query: its checkpoint, not the registry, says where it reads.
+            LOG.warn("mappedbus: consumer '" + consumer + "' of " + options.path + " not committed at "
+                    + o.position + ": " + e.getMessage());
         }
     }
 
@@ -288,6 +355,12 @@ final class BusMicroBatchStream implements MicroBatchStream, SupportsTriggerAvai
 
     @Override
     public Offset initialOffset() {
+        BusOffset o = initial();
+        commitConsumer(o); // a query without a checkpoint: its consumer (new, or of an earlier run) starts here
+        return o;
+    }
+
+    private BusOffset initial() {
         refreshReader();
         try {
             switch (options.startingPosition) {
@@ -342,8 +415,19 @@ final class BusMicroBatchStream implements MicroBatchStream, SupportsTriggerAvai
         }
     }
 
+    /**
+     * {@inheritDoc} {@code startOffset} is the end of the last committed batch (Spark runs one batch at a time),
+     * or the query's start: committed to the consumer first.
+     */
     @Override
     public Offset latestOffset(Offset startOffset, ReadLimit limit) {
+        refreshReader();
+        commitConsumer(BusOffset.of(startOffset));
+        return latestOffsetFrom(startOffset, limit);
+    }
+
+    /** The end of the next batch from {@code startOffset}, without committing anything. */
+    Offset latestOffsetFrom(Offset startOffset, ReadLimit limit) {
         long max = limit instanceof ReadMaxRows ? ((ReadMaxRows) limit).maxRows() : Long.MAX_VALUE;
         refreshReader();
         long count = 0;
@@ -406,6 +490,7 @@ final class BusMicroBatchStream implements MicroBatchStream, SupportsTriggerAvai
             return new InputPartition[0];
         }
         long from = s.busId != null && e.busId != null && !s.busId.equals(e.busId) ? earliest() : s.position;
+        commitConsumer(s); // the batch before this one is committed (a restart re-runs an uncommitted last one)
         if (!options.rolling) {
             return BusPartition.split(options, options.path, fileSize, 0, from, e.position, false);
         }
@@ -461,6 +546,7 @@ final class BusMicroBatchStream implements MicroBatchStream, SupportsTriggerAvai
         }
         from = position();
         realTimeStart = new BusOffset(from, readerId);
+        commitConsumer(realTimeStart); // the previous long-running batch ended here and is committed
         String required = options.checkHost ? BusPartition.localHostName() : null;
         return new InputPartition[] {
             new BusRealTimePartition(options, fileSize, from, readerId, BusPartition.executorHost(), required)
@@ -492,7 +578,8 @@ final class BusMicroBatchStream implements MicroBatchStream, SupportsTriggerAvai
 
     @Override
     public void commit(Offset end) {
-        // Nothing to release: records stay in the bus for every other reader.
+        // Records stay in the bus for every other reader: only the query's consumer moves on.
+        commitConsumer(BusOffset.of(end));
     }
 
     /**
@@ -537,10 +624,19 @@ final class BusMicroBatchStream implements MicroBatchStream, SupportsTriggerAvai
         return Math.max(0, (limit - consumed) / Layout.slotSize(options.recordSize));
     }
 
+    /** Closes the driver's reader, which releases the query's consumer (the entry stays: its position holds). */
     @Override
     public void stop() {
         closeReader();
         BusRealTimeReader.closeParked(options.path);
+        if (ephemeral) {
+            try {
+                Consumers.removeConsumer(options.path, consumer);
+            } catch (IOException | RuntimeException e) {
+                LOG.warn("mappedbus: consumer '" + consumer + "' of " + options.path + " (a query with a temporary "
+                        + "checkpoint) not removed: " + e.getMessage());
+            }
+        }
     }
 
     @Override

@@ -73,6 +73,10 @@ public final class BusOptions implements Serializable {
     String[] buses;
     /** Writes: null (the default: streaming yes, batch no), or the option's value. */
     final Boolean exactlyOnce;
+    /** Streaming: the consumer name given (option {@code consumer}), or null (derived from the checkpoint). */
+    final String consumer;
+    /** Streaming: whether the query registers as a named consumer of the bus (option {@code registerConsumer}). */
+    final boolean registerConsumer;
 
     private BusOptions(Map<String, String> raw) {
         Map<String, String> o = new HashMap<>();
@@ -181,6 +185,69 @@ public final class BusOptions implements Serializable {
         hosts = h == null || h.isEmpty() ? null : java.util.Arrays.stream(h.split(","))
                 .map(String::trim).filter(x -> !x.isEmpty()).distinct().toArray(String[]::new);
         exactlyOnce = o.containsKey("exactlyonce") ? boolOpt(o, "exactlyonce", false) : null;
+        consumer = o.get("consumer");
+        if (consumer != null) {
+            checkConsumerName(consumer);
+        }
+        registerConsumer = boolOpt(o, "registerconsumer", true);
+    }
+
+    /** The consumer name rule of the registry: 1 to 64 bytes of UTF-8, no NUL or control characters. */
+    private static void checkConsumerName(String name) {
+        int n = name.getBytes(java.nio.charset.StandardCharsets.UTF_8).length;
+        if (n == 0 || n > Layout.CONSUMER_NAME_MAX || name.chars().anyMatch(c -> c < 32 || c == 127)) {
+            throw new IllegalArgumentException("mappedbus: option 'consumer' is 1 to " + Layout.CONSUMER_NAME_MAX
+                    + " bytes of UTF-8 without control characters, got '" + name + "' (" + n + " bytes)");
+        }
+    }
+
+    /**
+     * The name a streaming query registers as on its bus: option {@code consumer}, else one derived from the
+     * source's checkpoint location, stable across restarts from that checkpoint: {@code spark-} + the checkpoint
+     * directory's name (at most 40 characters of it) + {@code -} + 12 hex digits of the location's SHA-256. Null
+     * with {@code registerConsumer=false}.
+     *
+     * @param checkpointLocation what Spark passes to {@code toMicroBatchStream}: {@code ROOT/sources/N}
+     */
+    String consumerName(String checkpointLocation) {
+        if (!registerConsumer) {
+            return null;
+        }
+        if (consumer != null) {
+            return consumer;
+        }
+        String label = checkpointRootName(checkpointLocation).replaceAll("[^A-Za-z0-9._-]", "_");
+        if (label.length() > 40) {
+            label = label.substring(0, 40);
+        }
+        byte[] h;
+        try {
+            h = java.security.MessageDigest.getInstance("SHA-256")
+                    .digest(checkpointLocation.getBytes(java.nio.charset.StandardCharsets.UTF_8));
+        } catch (java.security.NoSuchAlgorithmException e) {
+            throw new IllegalStateException(e); // every JVM has SHA-256
+        }
+        StringBuilder hex = new StringBuilder(12);
+        for (int i = 0; i < 6; i++) {
+            hex.append(Character.forDigit((h[i] >> 4) & 15, 16)).append(Character.forDigit(h[i] & 15, 16));
+        }
+        return "spark-" + (label.isEmpty() ? "" : label + "-") + hex;
+    }
+
+    /**
+     * Whether a query's consumer goes with the query: a derived name under a checkpoint Spark made for this run
+     * only (a {@code temporary-*} directory, deleted when the query stops), which no restart can resume from.
+     */
+    boolean ephemeralConsumer(String checkpointLocation) {
+        return registerConsumer && consumer == null && checkpointRootName(checkpointLocation).startsWith("temporary-");
+    }
+
+    // The last component of the checkpoint root: what precedes "/sources/N" in a source's checkpoint location.
+    private static String checkpointRootName(String location) {
+        String s = location.replaceAll("/+$", "");
+        s = s.replaceAll("/sources/[^/]*$", "");
+        int slash = s.lastIndexOf('/');
+        return slash < 0 ? s : s.substring(slash + 1);
     }
 
     private void checkPosition(String name, String v, String word1, String word2, String raw) {

@@ -90,10 +90,13 @@ final class BusScan implements Scan, Batch {
             throw new IllegalArgumentException("mappedbus: option 'hosts' (per-host reads) is for batch reads; "
                     + "a stream reads the driver's bus " + options.path);
         }
+        // The query's consumer name, stable per checkpoint (each source of a query has its own location).
+        String consumer = options.consumerName(checkpointLocation);
+        boolean ephemeral = options.ephemeralConsumer(checkpointLocation);
         if (options.buses != null) {
-            return new MultiBusMicroBatchStream(options, createReaderFactory());
+            return new MultiBusMicroBatchStream(options, createReaderFactory(), consumer, ephemeral);
         }
-        return new BusMicroBatchStream(options, createReaderFactory());
+        return new BusMicroBatchStream(options, createReaderFactory(), consumer, ephemeral);
     }
 
     @Override

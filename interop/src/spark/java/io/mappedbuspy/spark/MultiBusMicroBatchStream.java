@@ -50,9 +50,9 @@ final class MultiBusMicroBatchStream implements MicroBatchStream, SupportsTrigge
         final BusOptions options;
         final BusMicroBatchStream stream;
 
-        Bus(BusOptions options) {
+        Bus(BusOptions options, String consumer, boolean ephemeral) {
             this.options = options;
-            this.stream = new BusMicroBatchStream(options, null);
+            this.stream = new BusMicroBatchStream(options, null, consumer, ephemeral);
         }
     }
 
@@ -70,17 +70,22 @@ final class MultiBusMicroBatchStream implements MicroBatchStream, SupportsTrigge
     private final Map<String, String> removedCounted = new HashMap<>();
     /** Turns the order buses are offered a trigger's records in, so none is always last. */
     private int rotation;
+    /** The query's consumer name on each bus (each bus has its own registry), or null; see BusMicroBatchStream. */
+    private final String consumer;
+    private final boolean ephemeral;
 
-    MultiBusMicroBatchStream(BusOptions options, PartitionReaderFactory factory) {
+    MultiBusMicroBatchStream(BusOptions options, PartitionReaderFactory factory, String consumer, boolean ephemeral) {
         this.options = options;
         this.spec = options.raw.get("path");
         this.factory = factory;
+        this.consumer = consumer;
+        this.ephemeral = ephemeral;
     }
 
     private Bus bus(String path) {
         Bus b = buses.get(path);
         if (b == null) {
-            b = new Bus(options.forBus(path));
+            b = new Bus(options.forBus(path), consumer, ephemeral);
             buses.put(path, b);
         }
         return b;
@@ -176,6 +181,7 @@ final class MultiBusMicroBatchStream implements MicroBatchStream, SupportsTrigge
             }
             end.put(e.getKey(), e.getValue());
             reading.add(e.getKey());
+            bus(e.getKey()).stream.commitConsumer(e.getValue()); // the end of the last committed batch
         }
         for (String p : fixed != null ? new ArrayList<>(fixed) : current()) {
             if (end.containsKey(p) || !exists(p)) {
@@ -197,7 +203,7 @@ final class MultiBusMicroBatchStream implements MicroBatchStream, SupportsTrigge
         long max = limit instanceof ReadMaxRows ? ((ReadMaxRows) limit).maxRows() : Long.MAX_VALUE;
         if (max == Long.MAX_VALUE) {
             for (String p : reading) {
-                end.put(p, BusOffset.of(bus(p).stream.latestOffset(end.get(p), ReadLimit.allAvailable())));
+                end.put(p, BusOffset.of(bus(p).stream.latestOffsetFrom(end.get(p), ReadLimit.allAvailable())));
             }
             return new MultiBusOffset(end);
         }
@@ -229,7 +235,7 @@ final class MultiBusMicroBatchStream implements MicroBatchStream, SupportsTrigge
     /** Moves bus {@code p}'s end on by at most {@code rows} records; returns the slots it moved over. */
     private long take(String p, Map<String, BusOffset> end, long rows) {
         BusOffset from = end.get(p);
-        BusOffset to = BusOffset.of(bus(p).stream.latestOffset(from, ReadLimit.maxRows(rows)));
+        BusOffset to = BusOffset.of(bus(p).stream.latestOffsetFrom(from, ReadLimit.maxRows(rows)));
         end.put(p, to);
         // Slots, not records: rolled-back slots count as taken, so the trigger never exceeds its limit.
         long moved = java.util.Objects.equals(from.busId, to.busId) ? bus(p).stream.slots(from.position, to.position)
@@ -267,7 +273,13 @@ final class MultiBusMicroBatchStream implements MicroBatchStream, SupportsTrigge
 
     @Override
     public void commit(Offset end) {
-        // Nothing to release: records stay in the buses for every other reader.
+        // Records stay in the buses for every other reader: only the query's consumer on each bus moves on.
+        for (Map.Entry<String, BusOffset> e : MultiBusOffset.of(end).buses.entrySet()) {
+            Bus b = buses.get(e.getKey());
+            if (b != null) {
+                b.stream.commitConsumer(e.getValue());
+            }
+        }
     }
 
     // -- Real-time Mode: refused (a long-running batch reads one bus) ---------------------------------
