@@ -8,7 +8,9 @@
 
 A rolling bus is read (and written) the same way with ``option("path", directory)``: its sizes come
 from its ``bus.meta``; streaming offsets carry the bus id, and ``failOnDataLoss`` says what a query does
-when records it had not read are gone.
+when records it had not read are gone. A streaming query is a named consumer of its bus (option
+``consumer``, default ``spark-<checkpoint directory>-<hash>``): ``mappedbus_py.consumers(path)`` shows
+it at the end of its last committed batch, held by the driver while it runs.
 
 Real-time Mode (Spark 4.1+, per-record latency): ``realtime_passthrough`` and ``realtime_aggregate``
 start a query from one bus to another in one call, ``start_realtime`` writes any streaming DataFrame
