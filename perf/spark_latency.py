@@ -164,7 +164,7 @@ def run_mode(spark, mode, phases, args, ctx, work):
         if query is not None:
             query.stop()
         for p in (a, b):
-            for f in (p, p + ".meta", p + ".commits", p + ".wake"):
+            for f in (p, p + ".meta", p + ".commits", p + ".wake", p + ".consumers"):
                 if os.path.exists(f):
                     os.unlink(f)
 

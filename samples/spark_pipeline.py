@@ -284,8 +284,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         if spark is not None:
             spark.stop()
         for path in (bus_a, bus_b):
-            # the bus, its metadata, a sink commit log, the wake file of its readers
-            for f in (path, path + ".meta", path + ".commits", path + ".wake"):
+            # the bus, its metadata, a sink commit log, its readers' wake file, the queries' consumers
+            for f in (path, path + ".meta", path + ".commits", path + ".wake", path + ".consumers"):
                 if os.path.exists(f):
                     os.unlink(f)
         shutil.rmtree(work, ignore_errors=True)
