@@ -11,8 +11,12 @@ import java.util.concurrent.locks.LockSupport;
  * releases the entry and closes the registry.
  */
 final class ConsumerHold implements AutoCloseable {
-    // Commits between looks at the file's length (a commit itself is two stores and a load).
-    private static final int COMMIT_CHECK_MASK = 4095;
+    // Commits between raises of the JVM's late fault reports (a registry truncated under the mapping: 40-100 ns each),
+    // and between looks at the file's length (an fstat; a cut inside the first page faults nowhere). A commit itself
+    // is two stores and a load: a report of its fault is raised wherever the thread next enters the VM, at most
+    // FAULT_CHECK_MASK commits later here, perhaps earlier in the caller's code (a pending safepoint).
+    private static final int FAULT_CHECK_MASK = 63;
+    private static final int LENGTH_CHECK_MASK = 4095;
     // The commits' coarse clock (CLOCK_REALTIME_COARSE's role in _consumers.h; Java has none that costs less than a
     // read of the real-time clock, 20-30 ns here): Unix ns, refreshed every COARSE_TICK_NS by a daemon thread that
     // runs while this process holds consumers.
@@ -58,8 +62,8 @@ final class ConsumerHold implements AutoCloseable {
     /**
      * consumer_commit: the position with one release store, then the time (a coarse clock, at most
      * {@code COARSE_TICK_NS} old); an expired flag is
-     * cleared by compare-and-swap only if set. Every {@code COMMIT_CHECK_MASK + 1} commits, a look at the file's
-     * length and at the JVM's late fault reports.
+     * cleared by compare-and-swap only if set. Every {@code FAULT_CHECK_MASK + 1} commits, a look at the JVM's late
+     * fault reports; every {@code LENGTH_CHECK_MASK + 1}, at the file's length.
      */
     void commit(long position) {
         if (released) {
@@ -74,9 +78,11 @@ final class ConsumerHold implements AutoCloseable {
                 MemoryMappedFile.compareAndSetIntAt(e + Layout.CONSUMER_FLAGS_OFFSET,            // cas_i32
                         Layout.CONSUMER_FLAG_EXPIRED, 0);
             }
-            if ((++commits & COMMIT_CHECK_MASK) == 0) {
+            if ((++commits & FAULT_CHECK_MASK) == 0) {
                 MemoryMappedFile.raiseFaultReports();
-                registry.checkLength();
+                if ((commits & LENGTH_CHECK_MASK) == 0) {
+                    registry.checkLength();
+                }
             }
         } catch (InternalError x) {
             throw registry.fault(x);

@@ -303,12 +303,20 @@ public final class ConsumersTest {
             }
             boolean raised = false;
             try {
-                for (int i = 0; i < 10_000; i++) {
-                    r.commit(8);
+                try {
+                    for (int i = 0; i < 10_000; i++) {
+                        r.commit(8);
+                    }
+                } catch (BusTruncatedException x) {
+                    raised = true;
+                    assertContains(x.getMessage(), reg.toString());
                 }
-            } catch (BusTruncatedException x) {
+                MemoryMappedFile.raiseFaultReports();
+            } catch (InternalError x) {
+                // The JVM's late report of a commit's fault, raised here between commits (a pending safepoint)
+                // before the commit that raises it itself (docs/jvm.md, "Consumers").
+                assertTrue(MemoryMappedFile.isMappingFault(x), x.toString());
                 raised = true;
-                assertContains(x.getMessage(), reg.toString());
             }
             assertTrue(raised, "truncation to " + cut + " noticed");
             r.close();
@@ -318,6 +326,74 @@ public final class ConsumersTest {
             }
             assertEquals(Layout.CONSUMERS_FILE_SIZE, Files.size(reg));
         }
+    }
+
+    /** Registrations racing in threads of this JVM and in other processes all land, each name once. */
+    @Test
+    public void concurrentRegistrationsAllLand() throws Exception {
+        String path = bus(1);
+        List<Process> children = new ArrayList<>();
+        for (int c = 0; c < 3; c++) {
+            children.add(child("hold", path, "proc" + c));
+        }
+        List<Thread> threads = new ArrayList<>();
+        List<Throwable> errors = java.util.Collections.synchronizedList(new ArrayList<>());
+        for (int t = 0; t < 8; t++) {
+            final int id = t;
+            threads.add(new Thread(() -> {
+                try {
+                    for (int k = 0; k < 8; k++) {
+                        try (MappedBusReader r = new MappedBusReader(path).setConsumer("t" + id + "-" + k).open()) {
+                            r.commit(8 + SLOT);
+                        }
+                    }
+                } catch (Throwable e) {
+                    errors.add(e);
+                }
+            }));
+        }
+        threads.forEach(Thread::start);
+        for (Thread t : threads) {
+            t.join();
+        }
+        assertTrue(errors.isEmpty(), errors.toString());
+        for (Process p : children) {
+            String line = out(p).readLine();
+            assertTrue(line != null && line.startsWith("held "), line);
+            p.getOutputStream().close();
+            assertTrue(p.waitFor(30, TimeUnit.SECONDS));
+        }
+        List<ConsumerInfo> all = Consumers.consumers(path);
+        assertEquals(8 * 8 + 3, all.size());
+        assertEquals(all.size(), all.stream().map(ConsumerInfo::name).distinct().count());
+        assertTrue(all.stream().filter(c -> c.name().startsWith("t")).allMatch(c -> c.position() == 8 + SLOT));
+    }
+
+    /** A lock word left by a process that died inside a structural change is taken over; a link is refused. */
+    @Test
+    public void deadLockHolderIsReplacedAndLinksRefused() throws Exception {
+        String path = bus(1);
+        try (MappedBusReader r = new MappedBusReader(path).setConsumer("a").open()) {
+            assertEquals(0, read(r));
+        }
+        Process gone = new ProcessBuilder("true").start();
+        assertTrue(gone.waitFor(30, TimeUnit.SECONDS));
+        Path reg = Path.of(path + Layout.CONSUMERS_SUFFIX);
+        try (FileChannel ch = FileChannel.open(reg, StandardOpenOption.WRITE)) {
+            ByteBuffer b = ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN)
+                    .putLong(0, ConsumerEntry.lockWord((int) gone.pid(), 12345));
+            ch.write(b, Layout.CONSUMERS_LOCK_OFFSET);
+        }
+        long t0 = System.nanoTime();
+        try (MappedBusReader r = new MappedBusReader(path).setConsumer("a").open()) {
+            assertEquals(8, r.position(), "nothing committed before");
+        }
+        assertTrue(System.nanoTime() - t0 < 5_000_000_000L, "taken over well before the lock timeout");
+        Path other = tmp.resolve("elsewhere");
+        Files.move(reg, other);
+        Files.createSymbolicLink(reg, other);
+        assertThrows(UnsafeBusFileException.class, () -> new MappedBusReader(path).setConsumer("a").open());
+        assertThrows(UnsafeBusFileException.class, () -> Consumers.consumers(path));
     }
 
     /** removeConsumer: refused while held, unknown names are NoSuchElementException, gone from the listing. */
