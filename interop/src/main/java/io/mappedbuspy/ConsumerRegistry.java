@@ -216,6 +216,11 @@ final class ConsumerRegistry implements AutoCloseable {
                 byte[] had = new byte[Layout.CONSUMER_BUS_ID_SIZE];
                 mem.getBytes(offset(i) + Layout.CONSUMER_BUS_ID_OFFSET, had, 0, had.length);
                 if (!Arrays.equals(had, id)) {
+                    int other = otherHolder(i, PID, START);
+                    if (other != 0) {
+                        throw new ConsumerInUseException("consumer '" + name + "' of " + path + " (of another bus, "
+                                + "since deleted and recreated) is held by pid " + other + " (a live process)", other);
+                    }
                     LOG.log(System.Logger.Level.WARNING, "mappedbus: consumer '" + name + "' of " + path
                             + " belonged to another bus (deleted and recreated since): made anew at " + start);
                     remove(i);

@@ -396,6 +396,27 @@ public final class ConsumersTest {
         assertThrows(UnsafeBusFileException.class, () -> Consumers.consumers(path));
     }
 
+    /** A bus deleted and recreated under its path: its consumers' entries are of another bus id (lag -1) and start
+     *  anew when opened. */
+    @Test
+    public void recreatedBusStartsConsumersAnew() throws Exception {
+        String path = bus(5);
+        try (MappedBusReader r = new MappedBusReader(path).setConsumer("r").open()) {
+            r.commit(8 + 3 * SLOT);
+        }
+        String oldId = info(path, "r").busId();
+        Files.delete(Path.of(path));
+        Files.delete(BusMeta.metaPath(path));
+        bus(2);
+        ConsumerInfo stale = info(path, "r");
+        assertEquals(-1, stale.lag());
+        assertEquals(oldId, stale.busId());
+        try (MappedBusReader r = new MappedBusReader(path).setConsumer("r").open()) {
+            assertEquals(8, r.position(), "made anew at the start");
+            assertEquals(r.busId(), info(path, "r").busId());
+        }
+    }
+
     /** removeConsumer: refused while held, unknown names are NoSuchElementException, gone from the listing. */
     @Test
     public void removeConsumer() throws Exception {
