@@ -47,7 +47,7 @@ NATIVE = {
 
 DEBUG = os.environ.get("MAPPEDBUS_DEBUG") == "1"   # annotate, linetrace, bounds checks
 
-MODULES = ["_mapping", "_message", "_record", "_wake", "_wakefd", "_consumers", "_writer", "_reader"]
+MODULES = ["_mapping", "_message", "_record", "_wake", "_wakefd", "_consumers", "_writer", "_reader", "_rolling"]
 
 extensions = [
     Extension(
@@ -56,7 +56,7 @@ extensions = [
         include_dirs=["mappedbus_py"],
         depends=["mappedbus_py/_atomic.h", "mappedbus_py/_atomic.pxd", "mappedbus_py/_guard.h",
                  "mappedbus_py/_guard.pxd", "mappedbus_py/_wake.h", "mappedbus_py/_wakefd.h",
-                 "mappedbus_py/_consumers.h"],
+                 "mappedbus_py/_consumers.h", "mappedbus_py/_layout.pxd"],
         extra_compile_args=["-O0", "-g"] if DEBUG else ["-O3"],
         define_macros=[("CYTHON_TRACE_NOGIL", "1")] if DEBUG else [],
     )

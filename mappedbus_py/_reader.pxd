@@ -89,3 +89,4 @@ cdef class MappedBusReader:
     cdef MappedFile _open_mapping(self)
     cdef _place(self, MappedFile f)
     cdef int _commit_refused(self) except -1
+    cdef bint _read_into(self, object message) except -1

@@ -13,6 +13,7 @@ from libc.stdint cimport int32_t, int64_t, uint32_t
 from libc.string cimport memcpy
 from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC, nanosleep
 
+from ._layout cimport METADATA_OFFSET, PAYLOAD_OFFSET
 from ._atomic cimport load_acquire_i64, status_load_acquire, status_cas, cpu_relax
 from ._guard cimport guard_is_dead
 from ._mapping cimport MappedFile, copy_payload
@@ -821,7 +822,7 @@ cdef class MappedBusReader:
 
     cdef int32_t _meta(self, int64_t rec) noexcept:
         cdef int32_t meta
-        memcpy(&meta, self._base + rec + 4, 4)
+        memcpy(&meta, self._base + rec + METADATA_OFFSET, 4)
         return meta
 
     def next(self):
@@ -850,13 +851,16 @@ cdef class MappedBusReader:
         if m._size > self.record_size:
             raise ValueError(f"{type(message).__name__} takes {m._size} bytes, more than "
                              f"record_size {self.record_size}")
-        copy_payload(m._buf, self._base + rec + 8, m._size)
+        copy_payload(m._buf, self._base + rec + PAYLOAD_OFFSET, m._size)
         if guard_is_dead(self._dead):
             self._truncated()
         return message
 
     def read_into(self, message):
         """``next()`` and ``read_message(message)`` in one call: True if a record was read."""
+        return self._read_into(message)
+
+    cdef bint _read_into(self, object message) except -1:
         if not isinstance(message, MessageBase):
             raise TypeError(f"read_into() needs a Message, got {type(message).__name__}")
         cdef MessageBase m = <MessageBase>message
@@ -865,7 +869,7 @@ cdef class MappedBusReader:
                              f"record_size {self.record_size}")
         if not self._next():
             return False
-        copy_payload(m._buf, self._base + self._cur + 8, m._size)
+        copy_payload(m._buf, self._base + self._cur + PAYLOAD_OFFSET, m._size)
         if guard_is_dead(self._dead):
             self._truncated()
         return True
@@ -891,7 +895,7 @@ cdef class MappedBusReader:
             if offset < 0 or offset > size or n > size - offset:
                 raise ValueError(f"a {n}-byte record does not fit at offset {offset} of a "
                                  f"{size}-byte buffer")
-            copy_payload(dst + offset, self._base + rec + 8, n)
+            copy_payload(dst + offset, self._base + rec + PAYLOAD_OFFSET, n)
             if guard_is_dead(self._dead):
                 self._truncated()
             return n
@@ -900,7 +904,7 @@ cdef class MappedBusReader:
             if offset < 0 or offset > view.len or n > view.len - offset:
                 raise ValueError(f"a {n}-byte record does not fit at offset {offset} of a "
                                  f"{view.len}-byte buffer")
-            memcpy(<char *>view.buf + offset, self._base + rec + 8, n)
+            memcpy(<char *>view.buf + offset, self._base + rec + PAYLOAD_OFFSET, n)
         finally:
             PyBuffer_Release(&view)
         if guard_is_dead(self._dead):
@@ -911,14 +915,15 @@ cdef class MappedBusReader:
         """The current byte-array record's bytes (its stored length of them)."""
         cdef int64_t rec = self._current()
         cdef int32_t n = self._length(rec)
-        data = self._base[rec + 8:rec + 8 + n]
+        data = self._base[rec + PAYLOAD_OFFSET:rec + PAYLOAD_OFFSET + n]
         if guard_is_dead(self._dead):
             self._truncated()
         return data
 
     cdef Record _record(self):
         cdef int64_t rec = self._cur
-        record = Record(rec, self._meta(rec), self._base[rec + 8:rec + 8 + self.record_size])
+        cdef int64_t payload = rec + PAYLOAD_OFFSET
+        record = Record(rec, self._meta(rec), self._base[payload:payload + self.record_size])
         if guard_is_dead(self._dead):
             self._truncated()
         return record
@@ -995,7 +1000,7 @@ cdef class MappedBusReader:
                         if n == 0:
                             raise
                         break
-                    memcpy(dst, self._base + self._cur + 8, rowlen)
+                    memcpy(dst, self._base + self._cur + PAYLOAD_OFFSET, rowlen)
                     dst += rowlen
                     if have_meta:
                         metas[n] = self._meta(self._cur)

@@ -42,5 +42,6 @@ cdef class MappedBusWriter:
     cdef bint _commit(self, char *rec) except -1
     @cython.final
     cdef void _populate(self, int64_t pos, int64_t end) noexcept
+    cdef bint _write(self, object data, Py_ssize_t offset, Py_ssize_t length) except -1
     cdef bint _write_bytes(self, const char *src, Py_ssize_t n, Py_ssize_t offset,
                            Py_ssize_t length) except -1

@@ -10,6 +10,7 @@ from libc.string cimport memcpy
 import os
 from operator import index
 
+from ._layout cimport METADATA_OFFSET, PAYLOAD_OFFSET
 from ._atomic cimport load_acquire_i64, fetch_add_i64, status_cas
 from ._guard cimport guard_is_dead
 from ._mapping cimport MappedFile, copy_payload
@@ -343,6 +344,9 @@ cdef class MappedBusWriter:
     def write(self, data, Py_ssize_t offset=0, Py_ssize_t length=-1):
         """Write one record: an object message, or ``data[offset:offset+length]`` of a
         bytes-like object (all of it by default). Returns True once committed."""
+        return self._write(data, offset, length)
+
+    cdef bint _write(self, object data, Py_ssize_t offset, Py_ssize_t length) except -1:
         cdef MessageBase msg
         cdef Py_buffer view
         cdef const char *src
@@ -355,8 +359,8 @@ cdef class MappedBusWriter:
                 raise ValueError(f"{type(data).__name__} takes {msg._size} bytes, more than "
                                  f"record_size {self.record_size}")
             rec = self._alloc(1)
-            memcpy(rec + 4, &msg._type, 4)
-            copy_payload(rec + 8, msg._buf, msg._size)
+            memcpy(rec + METADATA_OFFSET, &msg._type, 4)
+            copy_payload(rec + PAYLOAD_OFFSET, msg._buf, msg._size)
             return self._commit(rec)
         if PyBytes_CheckExact(data):
             return self._write_bytes(PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), offset, length)
@@ -383,8 +387,8 @@ cdef class MappedBusWriter:
                              f"{self.record_size}")
         cdef char *rec = self._alloc(1)
         cdef int32_t meta = <int32_t>length
-        memcpy(rec + 4, &meta, 4)
-        copy_payload(rec + 8, src + offset, length)
+        memcpy(rec + METADATA_OFFSET, &meta, 4)
+        copy_payload(rec + PAYLOAD_OFFSET, src + offset, length)
         return self._commit(rec)
 
     def fields_writer(self, message_class):
@@ -447,8 +451,8 @@ cdef class MappedBusWriter:
                     self._populate(rec - self._base, rec - self._base + self._slot)
                 if metas != NULL:
                     m = metas[i]
-                memcpy(rec + 4, &m, 4)
-                memcpy(rec + 8, <char *>view.buf + i * rowlen, rowlen)
+                memcpy(rec + METADATA_OFFSET, &m, 4)
+                memcpy(rec + PAYLOAD_OFFSET, <char *>view.buf + i * rowlen, rowlen)
                 if self._commit(rec):
                     committed += 1
                 else:
@@ -484,8 +488,8 @@ cdef class MappedBusWriter:
         cdef int32_t meta = len(payload)
         cdef int64_t i
         for i in range(min(count, (self._last - (first - self._base)) // self._slot + 1)):
-            memcpy(rec + 4, &meta, 4)
-            memcpy(rec + 8, <char *>payload, len(payload))
+            memcpy(rec + METADATA_OFFSET, &meta, 4)
+            memcpy(rec + PAYLOAD_OFFSET, <char *>payload, len(payload))
             rec += self._slot
         return first - self._base
 
@@ -590,6 +594,6 @@ cdef class _FieldsWriter:
     cdef object _emit(self):
         cdef MappedBusWriter w = self._w
         cdef char *rec = w._alloc(1)
-        memcpy(rec + 4, &self._type, 4)
-        copy_payload(rec + 8, self._scratch, self._size)
+        memcpy(rec + METADATA_OFFSET, &self._type, 4)
+        copy_payload(rec + PAYLOAD_OFFSET, self._scratch, self._size)
         return w._commit(rec)

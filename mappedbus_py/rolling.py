@@ -44,6 +44,7 @@ from ._reader import (DEFAULT_TIMEOUT, DEFAULT_SPIN, DEFAULT_PARK, DEFAULT_PARK_
                       _check_idle, MappedBusReader, _check_position, _check_start,
                       _check_timeout, _check_rollback_timeout)
 from ._record import Record
+from ._rolling import RollingReaderBase, RollingWriterBase
 from ._wake import WakeFile
 from ._consumers import ConsumerRegistry, check_name as _check_consumer_name
 from ._wakefd import WakeFd
@@ -444,7 +445,7 @@ def _writer_sizes(path, segment_size, record_size, allow_foreign):
     return meta.segment_size, meta.record_size
 
 
-class RollingBusWriter:
+class RollingBusWriter(RollingWriterBase):
     """Writes records onto a rolling bus; many writers (processes) may share one.
 
     Same use as ``MappedBusWriter``: ``write(message_or_bytes[, offset, length])`` -> bool,
@@ -456,6 +457,12 @@ class RollingBusWriter:
     sizes left out (None) come from its ``bus.meta`` (``RollingBusWriter(path)``), as the
     reader takes them, and a size given that differs from it is a BusMismatchError.
     """
+
+    # No instance __dict__: a per-record call finds its method without a dict lookup.
+    # (The public attributes are the base class's, with their docstrings.)
+    __slots__ = ('_allow_foreign', '_consumer_policy', '_every', '_fd', '_half', '_k',
+                 '_kwargs', '_mark', '_mode', '_prefault', '_registry', '_retention',
+                 '_retired', '_slot', '_spare', '_wake')
 
     def __init__(self, path, segment_size=None, record_size=None, *, retain_segments=0,
                  retain_bytes=0, retain_age=None, max_consumer_lag=0, on_consumer_lag="expire",
@@ -722,22 +729,6 @@ class RollingBusWriter:
                           allow_foreign=self._allow_foreign)
         self._spare = (nxt, w, fd)
 
-    def write(self, data, offset=0, length=-1):
-        """Write one record (see ``MappedBusWriter.write``); True once committed."""
-        self._countdown -= 1
-        if self._countdown <= 0 and self._w is not None:
-            self._look_ahead()
-        while True:
-            try:
-                return self._w.write(data, offset, length)
-            except BusFullError:
-                self._roll()
-            except AttributeError:
-                if self._w is None:
-                    raise BusClosedError("write to a closed RollingBusWriter "
-                                         "(call open() first)") from None
-                raise
-
     def write_batch(self, rows, meta=0):
         """Write every row of a C-contiguous array as one record each (see
         ``MappedBusWriter.write_batch``), rolling between rows as segments fill up."""
@@ -786,7 +777,7 @@ class RollingBusWriter:
 
 # -- the reader ---------------------------------------------------------------------------
 
-class RollingBusReader:
+class RollingBusReader(RollingReaderBase):
     """Reads every record of a rolling bus in the one order all readers share.
 
     The read API of ``MappedBusReader``; ``position``/``seek``/``start=`` use positions
@@ -800,6 +791,13 @@ class RollingBusReader:
     seconds. ``read_async``/``records_async`` wait without blocking an asyncio loop. A
     reader pickles: the copy reopens the bus by path at this reader's position.
     """
+
+    # No instance __dict__: a per-record call finds its method without a dict lookup.
+    # (The public attributes are the base class's, with their docstrings.)
+    __slots__ = ('_allow_foreign', '_at_end', '_cgen', '_cindex', '_creg', '_done_rollbacks',
+                 '_done_skipped', '_end', '_follow_at', '_follow_wait', '_id_at', '_idle_kw',
+                 '_initial_end', '_k', '_on_gap', '_park', '_pending_gap', '_raw', '_slot',
+                 '_start', '_timeout', '_wake', '_wakefd')
 
     def __init__(self, path, segment_size=None, record_size=None, *, timeout=DEFAULT_TIMEOUT,
                  start=None, read_only=False, on_gap="raise", allow_foreign=False,
@@ -1192,29 +1190,7 @@ class RollingBusReader:
         self._follow_wait = min(self._follow_wait * 2, FOLLOW_MAX_NS)
         return False
 
-    def _idle_poll(self):
-        self._idle += 1
-        if not self._idle & 0xFFFF:
-            self._check_id(time.monotonic_ns())
-
     # -- the read API ----------------------------------------------------------------------
-
-    def next(self):
-        """Move to the next committed record; True if there is one (it becomes current)."""
-        r = self._r
-        while True:
-            try:
-                if r.next():
-                    return True
-                self._idle_poll()
-                return False
-            except BusFullError:
-                if not self._follow():
-                    return False
-                r = self._r
-            except AttributeError:
-                self._live()
-                raise
 
     def wait(self, timeout=None):
         """Like ``next()``, but wait up to ``timeout`` seconds (None: until a record
@@ -1283,13 +1259,6 @@ class RollingBusReader:
         if self._wakefd is not None:
             self._wakefd.stop_watching()
 
-    def read(self, timeout=None):
-        """The next committed record as a ``Record`` (position across segments), waiting up
-        to ``timeout`` seconds (None: until one comes, 0: not at all); None if none came."""
-        if not self.wait(timeout):
-            return None
-        return self._record()
-
     def _record(self):
         r = self._r
         off = r.position - self._slot
@@ -1324,23 +1293,6 @@ class RollingBusReader:
     def read_message(self, message):
         """Fill ``message`` from the current record's payload, in place; returns it."""
         return self._live().read_message(message)
-
-    def read_into(self, message):
-        """``next()`` and ``read_message(message)`` in one call: True if a record was read."""
-        r = self._r
-        while True:
-            try:
-                if r.read_into(message):
-                    return True
-                self._idle_poll()
-                return False
-            except BusFullError:
-                if not self._follow():
-                    return False
-                r = self._r
-            except AttributeError:
-                self._live()
-                raise
 
     def read_buffer(self, buffer, offset=0):
         """Copy the current byte-array record into ``buffer`` at ``offset``; returns its

@@ -1,0 +1,44 @@
+# cython: language_level=3
+from libc.stdint cimport int64_t
+
+from ._reader cimport MappedBusReader
+from ._writer cimport MappedBusWriter
+
+
+cdef class RollingWriterBase:
+    cdef public MappedBusWriter _w    # the segment being written; None while closed
+    cdef public long _countdown       # writes until the next look at the limit
+    cdef public object path
+    """The bus directory."""
+    cdef public object segment_size
+    """The logical size of every segment (from ``bus.meta`` once opened)."""
+    cdef public object record_size
+    """Payload bytes per record (from ``bus.meta`` once opened)."""
+    cdef public object meta
+    """The bus's ``BusMeta`` (its ``bus.meta``); None until opened."""
+
+
+cdef class RollingReaderBase:
+    cdef public MappedBusReader _r    # the segment being read; None while closed
+    cdef public int64_t _base_pos     # the position of the segment's offset 0
+    cdef public unsigned long _idle   # empty polls, for the bus id check every 65536
+    cdef public object path
+    """The bus directory."""
+    cdef public object segment_size
+    """The logical size of every segment (from ``bus.meta`` once opened)."""
+    cdef public object record_size
+    """Payload bytes per record (from ``bus.meta`` once opened)."""
+    cdef public object meta
+    """The bus's ``BusMeta`` (its ``bus.meta``); None until opened."""
+    cdef public object consumer
+    """The consumer name this reader holds in the bus's registry, or None."""
+    cdef public object idle
+    """How this reader waits when there is nothing to read: "busy_spin", "spin_park" or
+    "park"."""
+    cdef public object read_only
+    """True: the reader never writes the segments (a stalled slot is skipped after the
+    timeout, not rolled back)."""
+    cdef public object lost
+    """Record slots skipped at gaps (``on_gap="skip"``): records lost to retention."""
+
+    cdef int _empty(self) except -1

@@ -1,0 +1,104 @@
+# cython: language_level=3, embedsignature=True
+"""The rolling bus's per-record paths, at C level: a write or a read goes straight to the
+segment's single-file writer or reader (their cdef methods), as it would on a single file.
+Everything else (opening, rolling, following, retention, gaps, consumers) is rolling.py's,
+in the subclasses RollingBusWriter and RollingBusReader; these bases call back into it only
+at a segment's end (``_roll``, ``_follow``), every ``_countdown`` writes (``_look_ahead``)
+and every 65536 empty polls (``_check_id``)."""
+import time
+
+from ._record cimport Record
+from ._reader cimport MappedBusReader
+from ._writer cimport MappedBusWriter
+from ._layout cimport (LIMIT_OFFSET, FIRST_RECORD_OFFSET, STATUS_OFFSET, METADATA_OFFSET,
+                       PAYLOAD_OFFSET, HEADER_SIZE)
+from ._guard cimport guard_is_dead
+
+from .errors import BusClosedError, BusFullError
+
+#: _layout.pxd's offsets as compiled, for the test that checks them against layout.py.
+PXD_CONSTANTS = {
+    "LIMIT_OFFSET": LIMIT_OFFSET, "FIRST_RECORD_OFFSET": FIRST_RECORD_OFFSET,
+    "STATUS_OFFSET": STATUS_OFFSET, "METADATA_OFFSET": METADATA_OFFSET,
+    "PAYLOAD_OFFSET": PAYLOAD_OFFSET, "HEADER_SIZE": HEADER_SIZE,
+}
+
+
+cdef class RollingWriterBase:
+    """The write path of ``RollingBusWriter`` (see rolling.py)."""
+
+    def write(self, data, Py_ssize_t offset=0, Py_ssize_t length=-1):
+        """Write one record (see ``MappedBusWriter.write``); True once committed."""
+        self._countdown -= 1
+        if self._countdown <= 0 and self._w is not None:
+            self._look_ahead()
+        while True:
+            if self._w is None:
+                raise BusClosedError("write to a closed RollingBusWriter (call open() first)")
+            try:
+                return self._w._write(data, offset, length)
+            except BusFullError:
+                self._roll()
+
+
+cdef class RollingReaderBase:
+    """The read paths of ``RollingBusReader`` (see rolling.py)."""
+
+    cdef int _empty(self) except -1:
+        self._idle += 1
+        if not self._idle & 0xFFFF:
+            self._check_id(time.monotonic_ns())
+        return 0
+
+    def next(self):
+        """Move to the next committed record; True if there is one (it becomes current)."""
+        cdef MappedBusReader r
+        while True:
+            r = self._r
+            if r is None:
+                self._live()
+            try:
+                if r._next() == 1:
+                    return True
+                self._empty()
+                return False
+            except BusFullError:
+                if not self._follow():
+                    return False
+
+    def read_into(self, message):
+        """``next()`` and ``read_message(message)`` in one call: True if a record was read."""
+        cdef MappedBusReader r
+        while True:
+            r = self._r
+            if r is None:
+                self._live()
+            try:
+                if r._read_into(message):
+                    return True
+                self._empty()
+                return False
+            except BusFullError:
+                if not self._follow():
+                    return False
+
+    def read(self, timeout=None):
+        """The next committed record as a ``Record`` (position across segments), waiting up
+        to ``timeout`` seconds (None: until one comes, 0: not at all); None if none came."""
+        cdef MappedBusReader r = self._r
+        cdef int found = 0
+        if r is not None:
+            try:
+                found = r._next()
+            except BusFullError:
+                found = 0
+        if found != 1 and not self.wait(timeout):
+            return None
+        r = self._r
+        cdef int64_t rec = r._cur
+        cdef int64_t payload = rec + PAYLOAD_OFFSET
+        record = Record(self._base_pos + rec, r._meta(rec),
+                        r._base[payload:payload + r.record_size])
+        if guard_is_dead(r._dead):
+            r._truncated()
+        return record

@@ -1,0 +1,17 @@
+"""The offsets Cython code compiles in (_layout.pxd) are layout.py's."""
+from mappedbus_py import layout
+from mappedbus_py._rolling import PXD_CONSTANTS
+
+
+def test_the_cimportable_layout_matches_layout_py():
+    assert PXD_CONSTANTS == {k: layout.CONSTANTS[k] for k in PXD_CONSTANTS}
+    assert len(PXD_CONSTANTS) == 6
+
+
+def test_no_literal_record_offsets_in_the_hot_paths():
+    import pathlib
+    import re
+    root = pathlib.Path(layout.__file__).parent
+    for name in ("_writer.pyx", "_reader.pyx", "_rolling.pyx"):
+        text = (root / name).read_text()
+        assert not re.search(r"\brec \+ [48]\b|_cur \+ 8\b", text), name
