@@ -3,6 +3,7 @@ from libc.stdint cimport int64_t
 
 from ._reader cimport MappedBusReader
 from ._writer cimport MappedBusWriter
+from ._consumers cimport ConsumerRegistry
 
 
 cdef class RollingWriterBase:
@@ -22,6 +23,13 @@ cdef class RollingReaderBase:
     cdef public MappedBusReader _r    # the segment being read; None while closed
     cdef public int64_t _base_pos     # the position of the segment's offset 0
     cdef public unsigned long _idle   # empty polls, for the bus id check every 65536
+    cdef public object _pending_gap   # (segment, offset): a consumer's position lost to
+                                      # retention, reported by the next read; or None
+    cdef char *_centry                # the consumer's registry entry; NULL: none held
+    cdef int *_cdead                  # the registry's truncation flag and the fork counter,
+    cdef int *_cfork                  # checked by commit() around its store
+    cdef public int _cgen             # the fork counter when the entry was claimed
+    cdef object _creg_keep            # keeps the registry mapped while _centry points in it
     cdef public object path
     """The bus directory."""
     cdef public object segment_size

@@ -13,6 +13,7 @@ from ._writer cimport MappedBusWriter
 from ._layout cimport (LIMIT_OFFSET, FIRST_RECORD_OFFSET, STATUS_OFFSET, METADATA_OFFSET,
                        PAYLOAD_OFFSET, HEADER_SIZE)
 from ._guard cimport guard_is_dead
+from ._consumers cimport ConsumerRegistry, consumer_entry, consumer_commit
 
 from .errors import BusClosedError, BusFullError
 
@@ -41,8 +42,46 @@ cdef class RollingWriterBase:
                 self._roll()
 
 
+cdef int NONE = 0
+
+
 cdef class RollingReaderBase:
     """The read paths of ``RollingBusReader`` (see rolling.py)."""
+
+    def __cinit__(self):
+        self._centry = NULL
+        self._cdead = &NONE
+        self._cfork = &NONE
+
+    def _set_consumer_entry(self, ConsumerRegistry reg, int index):
+        self._creg_keep = reg
+        self._centry = consumer_entry(reg.base, index)
+        self._cdead = reg.dead_flag()
+        self._cfork = reg.fork_flag()
+        self._cgen = self._cfork[0]
+
+    def _drop_consumer_entry(self):
+        self._centry = NULL
+        self._cdead = &NONE
+        self._cfork = &NONE
+        self._creg_keep = None
+
+    def commit(self, position=None):
+        """Store this reader's position (the slot after the last record read), or
+        ``position``, as its consumer's committed position: one atomic store, no lock (see
+        ``MappedBusReader.commit``)."""
+        cdef MappedBusReader r = self._r
+        cdef int64_t pos
+        if position is None and r is not None and self._pending_gap is None \
+                and self._centry != NULL:
+            pos = self._base_pos + r._pos
+        else:
+            pos = self._commit_position(position)
+        if self._centry == NULL or self._cfork[0] != self._cgen:
+            self._commit_refused()
+        consumer_commit(self._centry, pos)
+        if self._cdead[0]:          # the registry shrank under us: the store went nowhere
+            self._commit_refused()
 
     cdef int _empty(self) except -1:
         self._idle += 1

@@ -672,8 +672,10 @@ class RollingBusWriter(RollingWriterBase):
     def _consumer_hold(self, current):
         """Expire (policy ``expire``) the consumers too far behind ``current``; the oldest
         segment the others need, which retention keeps (None: no hold)."""
-        if not self.meta.max_consumer_lag:
-            return None
+        meta = self.meta
+        if not meta.max_consumer_lag or not (meta.retain_segments or meta.retain_bytes
+                                             or meta.retain_age_ms):
+            return None         # retention removes nothing: nothing to hold, nobody expires
         hold, expire = consumer_retention(self._consumer_entries(), self.meta, current)
         if expire:
             self._registry.expire([(e["index"], e["name"]) for e in expire])
@@ -796,7 +798,7 @@ class RollingBusReader(RollingReaderBase):
     # (The public attributes are the base class's, with their docstrings.)
     __slots__ = ('_allow_foreign', '_at_end', '_cgen', '_cindex', '_creg', '_done_rollbacks',
                  '_done_skipped', '_end', '_follow_at', '_follow_wait', '_id_at', '_idle_kw',
-                 '_initial_end', '_k', '_on_gap', '_park', '_pending_gap', '_raw', '_slot',
+                 '_initial_end', '_k', '_on_gap', '_park', '_raw', '_slot',
                  '_start', '_timeout', '_wake', '_wakefd')
 
     def __init__(self, path, segment_size=None, record_size=None, *, timeout=DEFAULT_TIMEOUT,
@@ -899,6 +901,7 @@ class RollingBusReader(RollingReaderBase):
             reg.close()
             raise
         self._creg, self._cindex, self._cgen = reg, index, reg.fork_gen()
+        self._set_consumer_entry(reg, index)
         if reset:
             import warnings
             warnings.warn(f"{self.path!r}: consumer {self.consumer!r} was registered for "
@@ -907,6 +910,8 @@ class RollingBusReader(RollingReaderBase):
         if made:
             return
         k, off = divmod(position, self.segment_size)
+        if off == 0 and k > 0 and self._end == self.segment_size:
+            k, off = k - 1, self._end       # the end of a segment that records fill exactly
         segs = self._segments()
         if off < _FIRST or (off - _FIRST) % self._slot or off > self._end or k > segs[-1]:
             raise CorruptBusError(
@@ -925,27 +930,34 @@ class RollingBusReader(RollingReaderBase):
     def _release_consumer(self):
         if self._creg is not None:
             reg, self._creg = self._creg, None
+            self._drop_consumer_entry()
             try:
                 reg.release(self._cindex)
             finally:
                 reg.close()
 
-    def commit(self, position=None):
-        """Store this reader's position (the slot after the last record read), or
-        ``position``, as its consumer's committed position (see ``MappedBusReader.commit``)."""
+    def _commit_position(self, position):
+        # commit()'s slow path (RollingReaderBase.commit): checks, a given position, a
+        # position lost to retention; the store is the caller's.
         if self._creg is None:
             if self.consumer is None:
                 raise ValueError("commit() needs a consumer: open the reader with "
                                  "consumer=\"name\"")
             raise BusClosedError(f"the RollingBusReader of consumer {self.consumer!r} is closed")
         if position is None:
-            position = self.position
-        else:
-            position = _check_position(position)
-            k, off = divmod(position, self.segment_size)
-            if position < 0 or off < _FIRST or (off - _FIRST) % self._slot or off > self._end:
-                raise ValueError(f"commit({position!r}): not a record position of this bus")
-        self._creg.commit(self._cindex, position, self._cgen)
+            return self.position
+        position = _check_position(position)
+        k, off = divmod(position, self.segment_size)
+        if off == 0 and k > 0 and self._end == self.segment_size:
+            off = self._end                 # the end of a segment that records fill exactly
+        if position < 0 or off < _FIRST or (off - _FIRST) % self._slot or off > self._end:
+            raise ValueError(f"commit({position!r}): not a record position of this bus")
+        return position
+
+    def _commit_refused(self):
+        if self._creg is not None and self._creg.closed is False:
+            self._creg.commit(self._cindex, self.position, self._cgen)   # raises what is wrong
+        raise BusClosedError(f"the RollingBusReader of consumer {self.consumer!r} is closed")
 
     def _segments(self):
         segs = list_segments(self.path)
@@ -1012,6 +1024,8 @@ class RollingBusReader(RollingReaderBase):
             raise ValueError(f"position must be a non-negative int, got {position!r}")
         self._pending_gap = None
         k, off = divmod(position, self.segment_size)
+        if off == 0 and k > 0 and self._end == self.segment_size:
+            k, off = k - 1, self._end       # the end of a segment that records fill exactly
         if off < _FIRST or (off - _FIRST) % self._slot or off > self._end:
             raise ValueError(f"position {position} is not a record boundary (offset {off} in "
                              f"segment {k}; records start at {_FIRST} and take {self._slot} "

@@ -552,3 +552,15 @@ def test_remove_consumer(bus):
     assert mb.consumers(bus) == []
     with pytest.raises(KeyError):
         mb.remove_consumer(bus + "-none", "a")
+
+
+def test_a_consumer_at_the_end_of_a_segment_that_records_fill_exactly_resumes(rolling_dir):
+    seg = 8 + 256 * SLOT             # 256 records fill a segment to its last byte
+    with RollingBusWriter(rolling_dir, seg, REC) as w:
+        write_seq(w, 0, 300)
+    with RollingBusReader(rolling_dir, consumer="c") as r:
+        assert [read_seq(r) for _ in range(256)] == list(range(256))
+        r.commit()                   # its position: seg + 0, the end of segment 0
+        r.commit(r.position)
+    with RollingBusReader(rolling_dir, consumer="c") as r:
+        assert read_seq(r) == 256
