@@ -188,6 +188,12 @@ def test_a_stream_of_several_buses_is_a_consumer_of_each(spark, bus_root, tmp_pa
                               consumer="both")
     assert [(c.name, c.position, c.lag) for c in consumers(a)] == [("both", end("single", 3), 0)]
     assert [(c.name, c.position, c.lag) for c in consumers(b)] == [("both", end("single", 7), 0)]
+    # A pattern never takes a registry (PATH.consumers) for a bus.
+    helpers.run_available_now(spark, os.path.join(bus_root, "*"), str(tmp_path / "out2"), str(tmp_path / "ck2"),
+                              "PriceUpdate", consumer="all")
+    assert {"a.consumers", "b.consumers"} <= set(os.listdir(bus_root))
+    assert [c.name for c in consumers(a)] == [c.name for c in consumers(b)] == ["both", "all"]
+    assert spark.read.parquet(str(tmp_path / "out2")).count() == 10
 
 
 @pytest.mark.slow
