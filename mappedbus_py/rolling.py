@@ -56,13 +56,14 @@ from .errors import (BusBackPressureError, BusClosedError, BusFullError, BusGapE
                      RecordsRolledBackError, UnsafeBusFileError)
 from .files import check_trusted, open_file
 from .messages import Message
-from .layout import (CONSUMERS_FILE, ON_CONSUMER_LAG, WAKE_FILE, FIRST_RECORD_OFFSET, HEADER_SIZE, META_FILE, SEGMENT_SUFFIX, TMP_PREFIX,
+from .layout import (CONSUMERS_FILE, ON_CONSUMER_LAG, WAKE_FILE, FIRST_RECORD_OFFSET,
+                     is_record_boundary, join_position, split_position, HEADER_SIZE, META_FILE, SEGMENT_SUFFIX, TMP_PREFIX,
                      mapped_size, segment_index, segment_name, slot_size)
 
 __all__ = ("RollingBusWriter", "RollingBusReader", "open_dir", "read_bus_meta",
            "create_or_open_meta", "create_segment", "list_segments", "segment_path",
-           "segment_limit", "apply_retention", "remove_stale_tmp", "gap_range",
-           "slots_per_segment", "end_boundary", "TMP_MAX_AGE_S", "consumer_segment",
+           "segment_limit", "apply_retention", "retention_plan", "remove_stale_tmp", "gap_range",
+           "slots_per_segment", "end_boundary", "locate", "on_grid", "TMP_MAX_AGE_S", "consumer_segment",
            "records_between", "consumer_retention", "consumer_blockers", "bus_consumer_entries")
 
 #: A temporary file older than this was left by a killed creator and may be removed.
@@ -88,6 +89,23 @@ def end_boundary(segment_size, record_size):
     """The offset just past the last record that fits in a segment."""
     slot = slot_size(record_size)
     return _FIRST + ((segment_size - _FIRST) // slot) * slot
+
+
+def locate(position, segment_size, record_size):
+    """``(segment, offset)`` of a rolling-bus position, as readers use them: the split of
+    ``layout.split_position``, except that the end of a segment that records fill to its
+    last byte (offset ``segment_size``) stays in that segment rather than reading as offset
+    0 of the next. Whether the offset is on the record grid is not checked here."""
+    k, off = split_position(position, segment_size)
+    if off == 0 and k > 0 and end_boundary(segment_size, record_size) == segment_size:
+        return k - 1, segment_size
+    return k, off
+
+
+def on_grid(offset, segment_size, record_size):
+    """True when ``offset`` (in a segment) is where a record starts or the segment's end."""
+    return (is_record_boundary(offset, record_size)
+            and offset <= end_boundary(segment_size, record_size))
 
 
 def slots_per_segment(segment_size, record_size):
@@ -248,37 +266,54 @@ def remove_stale_tmp(path, max_age_s=TMP_MAX_AGE_S):
                     pass
 
 
-def apply_retention(path, meta, newest, keep_from, now_ns=None, hold_from=None):
-    """Remove the oldest segments of history beyond ``meta``'s retention. History is the
-    segments below ``keep_from`` (the one being written): those at or above it (the current
-    and the spare, up to ``newest``) are neither counted nor removed, nor are those at or
-    above ``hold_from`` (the oldest segment a consumer still needs). Returns the removed
-    indices."""
+def retention_plan(segments, meta, newest, keep_from, now_ms, full_ms, hold_from=None):
+    """Which segments retention removes, oldest first (the decision alone; the arithmetic
+    the test vectors in tests/vectors/rolling.json pin for both languages). ``segments``:
+    the indices present, ascending; history is those below ``min(keep_from, newest + 1)``;
+    ``full_ms(index)``: when the writer rolled out of it (its mtime, Unix ms; None if
+    unknown); ``hold_from``: the oldest segment a consumer needs (None: no hold)."""
     if not (meta.retain_segments or meta.retain_bytes or meta.retain_age_ms):
         return []
-    now_ns = time.time_ns() if now_ns is None else now_ns
-    segs = [i for i in list_segments(path) if i < min(keep_from, newest + 1)]
+    history = [i for i in segments if i < min(keep_from, newest + 1)]
     removed = []
-    while segs:
-        oldest, count = segs[0], len(segs)
+    for n, oldest in enumerate(history):
         if hold_from is not None and oldest >= hold_from:
             break
+        count = len(history) - n
         drop = bool(meta.retain_segments and count > meta.retain_segments)
         drop |= bool(meta.retain_bytes and count * meta.segment_size > meta.retain_bytes)
         if not drop and meta.retain_age_ms:
-            try:
-                full_ns = os.stat(segment_path(path, oldest)).st_mtime_ns
-            except FileNotFoundError:
-                full_ns = None
-            drop = full_ns is not None and now_ns - full_ns > meta.retain_age_ms * 1_000_000
+            full = full_ms(oldest)
+            drop = full is not None and now_ms - full > meta.retain_age_ms
         if not drop:
             break
+        removed.append(oldest)
+    return removed
+
+
+def _full_ms(path, index):
+    try:
+        return os.stat(segment_path(path, index)).st_mtime_ns // 1_000_000
+    except FileNotFoundError:
+        return None
+
+
+def apply_retention(path, meta, newest, keep_from, now_ns=None, hold_from=None):
+    """Remove the oldest segments of history beyond ``meta``'s retention (``retention_plan``:
+    the segments below ``keep_from``, the one being written, and below ``hold_from``, the
+    oldest segment a consumer still needs). Returns the removed indices."""
+    if not (meta.retain_segments or meta.retain_bytes or meta.retain_age_ms):
+        return []
+    now_ms = (time.time_ns() if now_ns is None else now_ns) // 1_000_000
+    plan = retention_plan(list_segments(path), meta, newest, keep_from, now_ms,
+                          lambda i: _full_ms(path, i), hold_from)
+    removed = []
+    for index in plan:
         try:
-            os.unlink(segment_path(path, oldest))
-            removed.append(oldest)
+            os.unlink(segment_path(path, index))
+            removed.append(index)
         except FileNotFoundError:
             pass
-        segs.pop(0)
     return removed
 
 
@@ -287,7 +322,7 @@ def apply_retention(path, meta, newest, keep_from, now_ns=None, hold_from=None):
 def consumer_segment(position, segment_size, record_size):
     """The segment a consumer at ``position`` needs next: its own, or the one after when it
     has read all of it (its offset is at the end boundary)."""
-    k, off = divmod(position, segment_size)
+    k, off = locate(position, segment_size, record_size)
     return k + 1 if off >= end_boundary(segment_size, record_size) else k
 
 
@@ -296,7 +331,7 @@ def records_between(position, head_index, head_limit, segment_size, record_size)
     limit is ``head_limit``): a consumer's lag in records."""
     slot = slot_size(record_size)
     end = end_boundary(segment_size, record_size)
-    k, off = divmod(position, segment_size)
+    k, off = locate(position, segment_size, record_size)
     head = min(max(head_limit, _FIRST), end)
     if k > head_index:
         return 0
@@ -363,7 +398,8 @@ def gap_range(from_index, from_offset, oldest, segment_size, record_size):
     per = slots_per_segment(segment_size, record_size)
     first = max(0, (from_offset - _FIRST) // slot)
     lost = max(0, per - first) + (oldest - from_index - 1) * per
-    return (from_index * segment_size + from_offset, oldest * segment_size + _FIRST, lost)
+    return (join_position(from_index, from_offset, segment_size),
+            join_position(oldest, _FIRST, segment_size), lost)
 
 
 def _choose_current(path, candidates, allow_foreign):
@@ -875,7 +911,7 @@ class RollingBusReader(RollingReaderBase):
         self._raw = _raw_message(meta.record_size)
         segs = self._segments()
         k, limit = _choose_current(self.path, segs, self._allow_foreign)
-        self._initial_end = k * self.segment_size + min(limit, self._end)
+        self._initial_end = join_position(k, min(limit, self._end), self.segment_size)
         start = self._start
         if start is None:
             self._place_oldest()
@@ -909,11 +945,9 @@ class RollingBusReader(RollingReaderBase):
                           f"anew", RuntimeWarning, stacklevel=3)
         if made:
             return
-        k, off = divmod(position, self.segment_size)
-        if off == 0 and k > 0 and self._end == self.segment_size:
-            k, off = k - 1, self._end       # the end of a segment that records fill exactly
+        k, off = locate(position, self.segment_size, self.record_size)
         segs = self._segments()
-        if off < _FIRST or (off - _FIRST) % self._slot or off > self._end or k > segs[-1]:
+        if not on_grid(off, self.segment_size, self.record_size) or k > segs[-1]:
             raise CorruptBusError(
                 f"{reg.path!r}: consumer {self.consumer!r} has position {position}, not a "
                 f"position of this bus (segment {k}, offset {off}; newest segment "
@@ -947,10 +981,8 @@ class RollingBusReader(RollingReaderBase):
         if position is None:
             return self.position
         position = _check_position(position)
-        k, off = divmod(position, self.segment_size)
-        if off == 0 and k > 0 and self._end == self.segment_size:
-            off = self._end                 # the end of a segment that records fill exactly
-        if position < 0 or off < _FIRST or (off - _FIRST) % self._slot or off > self._end:
+        k, off = locate(position, self.segment_size, self.record_size)
+        if position < 0 or not on_grid(off, self.segment_size, self.record_size):
             raise ValueError(f"commit({position!r}): not a record position of this bus")
         return position
 
@@ -975,7 +1007,7 @@ class RollingBusReader(RollingReaderBase):
         r.open()
         self._drop_current()
         self._r, self._k = r, index
-        self._base_pos = index * self.segment_size
+        self._base_pos = join_position(index, 0, self.segment_size)
         self._at_end = False
         self._follow_wait = FOLLOW_MIN_NS
 
@@ -1023,10 +1055,8 @@ class RollingBusReader(RollingReaderBase):
         if position < 0:
             raise ValueError(f"position must be a non-negative int, got {position!r}")
         self._pending_gap = None
-        k, off = divmod(position, self.segment_size)
-        if off == 0 and k > 0 and self._end == self.segment_size:
-            k, off = k - 1, self._end       # the end of a segment that records fill exactly
-        if off < _FIRST or (off - _FIRST) % self._slot or off > self._end:
+        k, off = locate(position, self.segment_size, self.record_size)
+        if not on_grid(off, self.segment_size, self.record_size):
             raise ValueError(f"position {position} is not a record boundary (offset {off} in "
                              f"segment {k}; records start at {_FIRST} and take {self._slot} "
                              f"bytes)")
@@ -1112,7 +1142,7 @@ class RollingBusReader(RollingReaderBase):
     def position(self):
         """The position of the next slot this reader will look at."""
         if self._pending_gap is not None:
-            return self._pending_gap[0] * self.segment_size + self._pending_gap[1]
+            return join_position(*self._pending_gap, self.segment_size)
         return self._base_pos + self._live().position
 
     @property
