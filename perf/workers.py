@@ -1,8 +1,9 @@
 """The Python benchmark processes; the drivers (bench_*.py) start them, one role per process.
 
     workers.py bus-writer  PATH FILE_SIZE RECORD_SIZE API N [SOURCE] [mem] [noprefault]
+                           [rolling=SEGMENT_SIZE]
     workers.py bus-reader  PATH FILE_SIZE RECORD_SIZE API N WARMUP [mem] [noprefault] [idle=IDLE]
-                           [spin=S]
+                           [spin=S] [rolling=SEGMENT_SIZE]
     workers.py floor       API N [PATH FILE_SIZE]
     workers.py ping-echo   PING PONG FILE_SIZE TOTAL [idle=IDLE] [spin=S]
     workers.py ping-init   PING PONG FILE_SIZE N WARMUP RTT_FILE [idle=IDLE] [spin=S]
@@ -19,6 +20,9 @@ record with the library's blocking ``wait()`` and ``read_message`` instead of po
 spin=S (seconds, a float) opens the bus readers with that ``spin`` (the spin_park strategy's
 spin before it parks; the library's default otherwise): with idle= on the busy path, and on
 probe-reader's bus readers, for perf/bench_wake.py --spin-sweep.
+
+rolling=SEGMENT_SIZE opens a rolling bus (PATH a directory; it exists already) with the same
+API instead of a single file (perf/bench_rolling.py).
 
 floor runs the message loops of both roles in one process with each bus call replaced by a
 no-op call into a C extension taking the same arguments (operator.truth for one,
@@ -47,7 +51,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import numpy as np  # noqa: E402
 
-from mappedbus_py import MappedBusReader, MappedBusWriter, PriceUpdate  # noqa: E402
+from mappedbus_py import (MappedBusReader, MappedBusWriter, PriceUpdate,  # noqa: E402
+                          RollingBusReader, RollingBusWriter)
 
 BATCH = 4096
 
@@ -66,8 +71,21 @@ def proc_status():
     return out
 
 
-def bus_writer(path, file_size, record_size, api, n, source=1, mem=False, prefault=True):
-    with MappedBusWriter(path, file_size, record_size, prefault=prefault) as w:
+def _writer(path, file_size, record_size, prefault, rolling):
+    if rolling:
+        return RollingBusWriter(path, rolling, record_size, prefault=prefault)
+    return MappedBusWriter(path, file_size, record_size, prefault=prefault)
+
+
+def _reader(path, file_size, record_size, prefault, rolling, **idle):
+    if rolling:
+        return RollingBusReader(path, rolling, record_size, **idle)
+    return MappedBusReader(path, file_size, record_size, prefault=prefault, **idle)
+
+
+def bus_writer(path, file_size, record_size, api, n, source=1, mem=False, prefault=True,
+               rolling=0):
+    with _writer(path, file_size, record_size, prefault, rolling) as w:
         write = w.write
         if api == "message":
             # The message changes every time (its price), as a real feed's would.
@@ -100,10 +118,10 @@ def bus_writer(path, file_size, record_size, api, n, source=1, mem=False, prefau
 
 
 def bus_reader(path, file_size, record_size, api, n, warmup, mem=False, prefault=True, idle=None,
-               spin=None):
+               spin=None, rolling=0):
     warmup = min(warmup, n - 1)
-    with MappedBusReader(path, file_size, record_size, prefault=prefault,
-                         **_idle_kwargs(idle, spin)) as r:
+    with _reader(path, file_size, record_size, prefault, rolling,
+                 **_idle_kwargs(idle, spin)) as r:
         ready()
         if idle is not None:
             if api != "message":
@@ -453,8 +471,10 @@ def main(argv):
     flags = {x for x in a if x in ("mem", "noprefault")}
     idle = [x.partition("=")[2] for x in a if x.startswith("idle=")]
     spin = [float(x.partition("=")[2]) for x in a if x.startswith("spin=")]
-    a = [x for x in a if x not in flags and not x.startswith(("idle=", "spin="))]
-    opts = dict(mem="mem" in flags, prefault="noprefault" not in flags)
+    rolling = [int(x.partition("=")[2]) for x in a if x.startswith("rolling=")]
+    a = [x for x in a if x not in flags and not x.startswith(("idle=", "spin=", "rolling="))]
+    opts = dict(mem="mem" in flags, prefault="noprefault" not in flags,
+                rolling=rolling[-1] if rolling else 0)
     idle = idle[-1] if idle else None
     spin = spin[-1] if spin else None
     if role == "bus-writer":

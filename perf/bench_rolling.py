@@ -1,0 +1,154 @@
+"""A rolling bus against a single file, side by side in one run (issue 24).
+
+    python3 perf/bench_rolling.py            # 3 rounds, 5,000,000 records a run
+    python3 perf/bench_rolling.py --quick    # a smoke run (1 round, 300,000 records)
+
+Each run: one reader process and one or four writer processes on a fresh /dev/shm bus,
+PriceUpdate records (12 bytes), the writers writing as fast as they can, the reader polling
+(Python ``read_into``, Java ``next()`` + ``readMessage``); the figure is the reader's rate
+(records / time from its record number ``warmup`` to its last). The same run on a single file
+(sized for every record) and on a rolling bus of 64 MiB segments (about 3.4 M records each,
+so a 5 M run rolls once per writer's way through it). The pairs, Python (perf/workers.py) and
+Java (perf/java/RollingPerf.java, compiled here against build/jvm/mappedbuspy.jar):
+
+  py 1->1, py 4->1, java 1->1, java 4->1     each: single file and rolling
+
+Every round runs every pair on both kinds of bus, the order rotating from round to round and
+single/rolling alternating, so the machine's drift falls on both; reported: the median of the
+rounds for each, and the median of the rounds' ratios rolling / single (each round's two runs
+taken together). Target: rolling / single >= 0.95 in each pair.
+
+Results: perf/results/rolling.md and .json.
+"""
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import (PRICE_UPDATE_SIZE, ROOT, ShmFiles, bus_file_size, create_bus,  # noqa: E402
+                    machine, py_worker, reader_then_writers)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SEGMENT = 64 << 20
+TARGET = 0.95
+DRIVER = os.path.join(HERE, "java", "RollingPerf.java")
+BUILD = os.path.join(ROOT, "build", "perf-rolling")
+
+
+def java_classpath():
+    """Compile perf/java/RollingPerf.java against the project's jar (once, into build/)."""
+    from mappedbus_py import jvm
+    jar = str(jvm.jar_path())
+    out = os.path.join(BUILD, "RollingPerf.class")
+    if not os.path.exists(out) or os.path.getmtime(out) < max(os.path.getmtime(DRIVER),
+                                                              os.path.getmtime(jar)):
+        os.makedirs(BUILD, exist_ok=True)
+        javac = os.path.join(os.path.dirname(jvm.java_executable()), "javac")
+        subprocess.run([javac, "-d", BUILD, "-cp", jar, DRIVER], check=True,
+                       capture_output=True, text=True)
+    return [BUILD]
+
+
+def java(*args):
+    from mappedbus_py import jvm
+    return jvm.java_command("RollingPerf", *map(str, args), classpath=java_classpath(),
+                            jvm_args=["-Xms256m", "-Xmx256m"])
+
+
+def run(lang, writers, kind, n, warmup):
+    """One run: the reader's JSON result."""
+    with ShmFiles(f"{lang}-{writers}-{kind}") as shm:
+        path = shm("bus")
+        try:
+            if kind == "rolling":
+                from mappedbus_py import RollingBusWriter
+                RollingBusWriter(path, SEGMENT, PRICE_UPDATE_SIZE).open().close()
+                size = SEGMENT
+            else:
+                size = bus_file_size(n)
+                create_bus(path, size, PRICE_UPDATE_SIZE)
+            per = [n // writers + (1 if i < n % writers else 0) for i in range(writers)]
+            if lang == "py":
+                flag = [f"rolling={SEGMENT}"] if kind == "rolling" else []
+                rcmd = py_worker("bus-reader", path, size, PRICE_UPDATE_SIZE, "message", n,
+                                 warmup, *flag)
+                wcmds = [py_worker("bus-writer", path, size, PRICE_UPDATE_SIZE, "message", k,
+                                   i + 1, *flag) for i, k in enumerate(per)]
+            else:
+                rcmd = java("reader", kind, path, size, n, warmup)
+                wcmds = [java("writer", kind, path, size, k, i + 1) for i, k in enumerate(per)]
+            return reader_then_writers(rcmd, wcmds)
+        finally:
+            shutil.rmtree(path, ignore_errors=True)
+
+
+PAIRS = [("py", 1), ("py", 4), ("java", 1), ("java", 4)]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--rounds", type=int)
+    args = ap.parse_args()
+    n, k = (300_000, 1) if args.quick else (5_000_000, 3)
+    k = args.rounds or k
+    warmup = n // 10
+    info = machine()
+    started = time.strftime("%Y-%m-%d %H:%M:%S %z")
+    t0 = time.monotonic()
+    runs = {f"{lang} {w}->1": {"single": [], "rolling": []} for lang, w in PAIRS}
+    for rnd in range(k):
+        order = PAIRS[rnd % len(PAIRS):] + PAIRS[:rnd % len(PAIRS)]
+        for lang, w in order:
+            kinds = ("single", "rolling") if rnd % 2 == 0 else ("rolling", "single")
+            for kind in kinds:
+                res = run(lang, w, kind, n, warmup)
+                runs[f"{lang} {w}->1"][kind].append(res["msgs_per_s"])
+                print(f"round {rnd + 1} {lang} {w}->1 {kind}: {res['msgs_per_s'] / 1e6:.2f} M/s",
+                      flush=True)
+    info["load_avg_end"] = round(os.getloadavg()[0], 2)
+    table = []
+    for name, r in runs.items():
+        ratios = [b / a for a, b in zip(r["single"], r["rolling"])]
+        table.append(dict(pair=name, single=statistics.median(r["single"]),
+                          rolling=statistics.median(r["rolling"]),
+                          ratio=statistics.median(ratios), ratios=ratios,
+                          single_samples=r["single"], rolling_samples=r["rolling"]))
+    result = {"started": started, "mode": "quick" if args.quick else "full", "records": n,
+              "rounds": k, "segment_size": SEGMENT, "machine": info, "pairs": table,
+              "seconds": round(time.monotonic() - t0, 1), "target": TARGET}
+    lines = [
+        f"# Rolling bus against a single file (issue 24), {started}", "",
+        f"Machine: {info['machine_cpu']}, {info['machine_cores']} cores, "
+        f"{info['machine_ram_gb']} GB RAM, Linux {info['machine_kernel']}, "
+        f"{info['machine_python']}, {info['machine_java']}. Load average "
+        f"{info['machine_load_avg_start']} at start, {info['load_avg_end']} at end (the machine "
+        f"is shared). `{result['mode']}` mode: {k} rounds, {n:,} PriceUpdate records a run, "
+        f"rolling segments of {SEGMENT >> 20} MiB, /dev/shm, {result['seconds']} s.", "",
+        "The reader's rate, M records/s: medians of the rounds; the ratio is the median of each "
+        "round's rolling / single (the two runs of a round back to back).", "",
+        "| writers -> reader | single file | rolling | rolling / single | target |",
+        "| --- | ---: | ---: | ---: | --- |",
+    ]
+    for row in table:
+        ok = "met" if row["ratio"] >= TARGET else "NOT met"
+        lines.append(f"| {row['pair']} | {row['single'] / 1e6:.2f} | {row['rolling'] / 1e6:.2f} "
+                     f"| {row['ratio']:.2f} | >= {TARGET}: {ok} |")
+    lines += ["", "Each round's ratio: " + "; ".join(
+        f"{row['pair']}: " + " / ".join(f"{x:.2f}" for x in row["ratios"]) for row in table) + "."]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if not args.quick:
+        with open(os.path.join(HERE, "results", "rolling.json"), "w") as f:
+            json.dump(result, f, indent=1)
+        with open(os.path.join(HERE, "results", "rolling.md"), "w") as f:
+            f.write(text)
+
+
+if __name__ == "__main__":
+    main()
