@@ -828,6 +828,12 @@ class RollingBusReader(RollingReaderBase):
     ``timeout=None`` (the default: wait until a record comes), ``0`` (do not wait) or
     seconds. ``read_async``/``records_async`` wait without blocking an asyncio loop. A
     reader pickles: the copy reopens the bus by path at this reader's position.
+
+    ``consumer="name"`` holds that name in the bus's consumer registry (``DIR/bus.consumers``):
+    the reader opens at its committed position (the first time at ``start``), ``commit()``
+    stores the reader's position and ``close()`` lets the name go (see ``MappedBusReader``).
+    A consumer whose position retention removed (it lagged past ``max_consumer_lag`` and
+    expired) opens, and its first read raises ``BusGapError`` naming the range lost.
     """
 
     # No instance __dict__: a per-record call finds its method without a dict lookup.
