@@ -2,6 +2,7 @@
 """The consumer registry beside a bus: named readers' positions (see _consumers.h)."""
 import os
 import time
+import warnings
 
 from libc.stdint cimport int32_t, int64_t
 from libc.string cimport memcpy
@@ -283,6 +284,21 @@ cdef class ConsumerRegistry:
             self._unlock()
         self._check()
         return i, position, made, reset
+
+    def claim(self, name, bus_id, int64_t position, bus_path):
+        """``acquire`` for a reader of the bus at ``bus_path``: warns when the name's entry
+        belonged to a bus since recreated there (it starts anew), and closes this registry
+        if the name cannot be held. Returns ``(index, position, made)``."""
+        try:
+            index, position, made, reset = self.acquire(name, bus_id, position)
+        except BaseException:
+            self.close()
+            raise
+        if reset:
+            warnings.warn(f"{bus_path!r}: consumer {name!r} was registered for another bus of "
+                          f"this path (since deleted and recreated): it starts anew",
+                          RuntimeWarning, stacklevel=4)
+        return index, position, made
 
     def release(self, int i):
         """Let go of entry ``i`` (claimed by ``acquire``)."""

@@ -318,21 +318,13 @@ cdef class MappedBusReader:
         # Hold the name; go on from its committed position (the first time: from here).
         reg = ConsumerRegistry(self.path + CONSUMERS_SUFFIX, allow_foreign=self._allow_foreign,
                                lock_timeout=self._lock_timeout)
-        try:
-            index, position, made, reset = reg.acquire(self.consumer, self.bus_id, self._pos)
-        except BaseException:
-            reg.close()
-            raise
+        index, position, made = reg.claim(self.consumer, self.bus_id, self._pos, self.path)
         self._creg = reg
         self._cindex = index
         self._centry = consumer_entry(reg.base, index)
         self._cdead = reg.dead_flag()
         self._cfork = reg.fork_flag()
         self._cgen = self._cfork[0]
-        if reset:
-            warnings.warn(f"{self.path!r}: consumer {self.consumer!r} was registered for "
-                          f"another bus of this path (since deleted and recreated): it starts "
-                          f"anew", RuntimeWarning, stacklevel=3)
         if not made:
             try:
                 self.seek(position)

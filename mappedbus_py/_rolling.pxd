@@ -50,3 +50,4 @@ cdef class RollingReaderBase:
     """Record slots skipped at gaps (``on_gap="skip"``): records lost to retention."""
 
     cdef int _empty(self) except -1
+    cdef int _advance(self, object message) except -1

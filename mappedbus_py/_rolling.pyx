@@ -89,37 +89,30 @@ cdef class RollingReaderBase:
             self._check_id(time.monotonic_ns())
         return 0
 
-    def next(self):
-        """Move to the next committed record; True if there is one (it becomes current)."""
+    cdef int _advance(self, object message) except -1:
+        # 1 once a record is current (and, given ``message``, copied into it); 0 if none is
+        # ready. At a segment's end, rolling.py's _follow() moves on (or raises a gap).
         cdef MappedBusReader r
         while True:
             r = self._r
             if r is None:
                 self._live()
             try:
-                if r._next() == 1:
-                    return True
+                if (r._next() == 1) if message is None else r._read_into(message):
+                    return 1
                 self._empty()
-                return False
+                return 0
             except BusFullError:
                 if not self._follow():
-                    return False
+                    return 0
+
+    def next(self):
+        """Move to the next committed record; True if there is one (it becomes current)."""
+        return self._advance(None) == 1
 
     def read_into(self, message):
         """``next()`` and ``read_message(message)`` in one call: True if a record was read."""
-        cdef MappedBusReader r
-        while True:
-            r = self._r
-            if r is None:
-                self._live()
-            try:
-                if r._read_into(message):
-                    return True
-                self._empty()
-                return False
-            except BusFullError:
-                if not self._follow():
-                    return False
+        return self._advance(message) == 1
 
     def read(self, timeout=None):
         """The next committed record as a ``Record`` (position across segments), waiting up

@@ -936,19 +936,9 @@ class RollingBusReader(RollingReaderBase):
     def _claim_consumer(self):
         # Hold the name; go on from its committed position (the first time: from here).
         reg = _open_registry(self.path, self._allow_foreign, create=True)
-        try:
-            index, position, made, reset = reg.acquire(self.consumer, self.meta.id,
-                                                       self.position)
-        except BaseException:
-            reg.close()
-            raise
+        index, position, made = reg.claim(self.consumer, self.meta.id, self.position, self.path)
         self._creg, self._cindex, self._cgen = reg, index, reg.fork_gen()
         self._set_consumer_entry(reg, index)
-        if reset:
-            import warnings
-            warnings.warn(f"{self.path!r}: consumer {self.consumer!r} was registered for "
-                          f"another bus of this path (since deleted and recreated): it starts "
-                          f"anew", RuntimeWarning, stacklevel=3)
         if made:
             return
         k, off = locate(position, self.segment_size, self.record_size)
