@@ -6,7 +6,10 @@ import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Comparator;
+import java.util.List;
 import java.util.concurrent.locks.LockSupport;
 
 /**
@@ -55,75 +58,132 @@ final class ConsumerRetention implements AutoCloseable {
     }
 
     /**
-     * The segment a consumer at {@code position} needs: {@code position / segmentSize}, or the next one when the
-     * position is at the end boundary of its segment (it has read all of it).
+     * What retention does about consumers (Python: {@code rolling.consumer_retention}) when the writers are in segment
+     * {@code current}: the consumers to flag expired first (policy {@code expire}: those more than
+     * {@code max_consumer_lag} segments behind), and the oldest segment one that is not expired needs. Nothing when
+     * {@code max_consumer_lag} is 0. A pure decision: the caller expires them.
+     *
+     * @param entries the registry's entries of this bus
+     * @param meta    the bus's metadata (segment and record size, consumer policy)
+     * @param current the segment the writers are in
+     * @return the hold and the entries to expire
      */
-    long needed(long position) {
-        long n = position / bus.segmentSize;
-        return position % bus.segmentSize + bus.slot > bus.segmentSize ? n + 1 : n;
+    static Plan consumerRetention(List<ConsumerEntry> entries, BusMeta meta, long current) {
+        List<ConsumerEntry> expire = new ArrayList<>();
+        long hold = RollingLayout.NO_HOLD;
+        if (meta.maxConsumerLag() == 0) {
+            return new Plan(hold, expire);
+        }
+        boolean expires = BusMeta.EXPIRE.equals(meta.onConsumerLag());
+        for (ConsumerEntry e : entries) {
+            if (e.expired()) {
+                continue; // holds nothing, and is not expired again
+            }
+            long need = RollingLayout.consumerSegment(e.position, meta.segmentSize(), meta.recordSize());
+            if (expires && current - need > meta.maxConsumerLag()) {
+                expire.add(e);
+                continue;
+            }
+            hold = Math.min(hold, need);
+        }
+        return new Plan(hold, expire);
     }
 
     /**
-     * Retention's look at the consumers, by a writer in segment {@code k}: under {@code expire}, every consumer lagging
-     * more than {@code max_consumer_lag} segments is flagged expired; the others hold their segments.
+     * Policy {@code block} (Python: {@code rolling.consumer_blockers}): the consumers (not expired) that would lag more
+     * than {@code max_consumer_lag} segments once the writers are in segment {@code target}, most behind first (ties
+     * in registry order).
+     *
+     * @param entries the registry's entries of this bus
+     * @param meta    the bus's metadata
+     * @param target  the segment the writers would roll into
+     * @return the blockers; empty under policy {@code expire} or {@code max_consumer_lag} 0
+     */
+    static List<ConsumerEntry> consumerBlockers(List<ConsumerEntry> entries, BusMeta meta, long target) {
+        List<ConsumerEntry> out = new ArrayList<>();
+        if (meta.maxConsumerLag() == 0 || !BusMeta.BLOCK.equals(meta.onConsumerLag())) {
+            return out;
+        }
+        for (ConsumerEntry e : entries) {
+            if (!e.expired() && target - needs(e, meta) > meta.maxConsumerLag()) {
+                out.add(e);
+            }
+        }
+        out.sort(Comparator.comparingLong(e -> needs(e, meta))); // stable: ties keep registry order
+        return out;
+    }
+
+    private static long needs(ConsumerEntry e, BusMeta meta) {
+        return RollingLayout.consumerSegment(e.position, meta.segmentSize(), meta.recordSize());
+    }
+
+    /** What {@link #consumerRetention} decided. */
+    static final class Plan {
+        /** The oldest segment a consumer that is not expired needs, or {@link RollingLayout#NO_HOLD}. */
+        final long hold;
+        /** The consumers to flag expired, in registry order. */
+        final List<ConsumerEntry> expire;
+
+        Plan(long hold, List<ConsumerEntry> expire) {
+            this.hold = hold;
+            this.expire = expire;
+        }
+    }
+
+    // The registry's entries of this bus (an entry of a bus since deleted and recreated here holds nothing).
+    private List<ConsumerEntry> entries(ConsumerRegistry r) {
+        List<ConsumerEntry> out = new ArrayList<>();
+        for (ConsumerEntry e : r.entries()) {
+            if (Arrays.equals(e.busId, busId)) {
+                out.add(e);
+            }
+        }
+        return out;
+    }
+
+    /**
+     * Retention's look at the consumers, by a writer in segment {@code k} ({@link #consumerRetention}): under
+     * {@code expire}, every consumer lagging more than {@code max_consumer_lag} segments is flagged expired; the
+     * others hold their segments.
      *
      * @return the smallest segment a consumer that is not expired needs (retention removes none at or above it), or
-     *         {@link Long#MAX_VALUE} when none holds anything
+     *         {@link RollingLayout#NO_HOLD} when none holds anything
      */
     long hold(long k) throws IOException {
         ConsumerRegistry r = registry();
         if (r == null) {
-            return Long.MAX_VALUE;
+            return RollingLayout.NO_HOLD;
         }
-        long min = Long.MAX_VALUE;
-        for (ConsumerEntry e : r.entries()) {
-            if (e.expired() || !Arrays.equals(e.busId, busId)) {
-                continue; // expired, or an entry of a bus since deleted and recreated here: holds nothing
-            }
-            long n = needed(e.position);
-            if (!block && k - n > maxLag) {
-                r.expire(e);
-                continue;
-            }
-            min = Math.min(min, n);
+        Plan p = consumerRetention(entries(r), bus.meta, k);
+        for (ConsumerEntry e : p.expire) {
+            r.expire(e);
         }
-        return min;
+        return p.hold;
     }
 
     /**
      * Under {@code block}, before a writer rolls into segment {@code target}: waits (looking every millisecond) while a
-     * consumer that is not expired would lag more than {@code max_consumer_lag} segments, at most
-     * {@code consumer_block_ms}.
+     * consumer that is not expired would lag more than {@code max_consumer_lag} segments ({@link #consumerBlockers}),
+     * at most {@code consumer_block_ms}.
      *
-     * @throws BusBackPressureException naming the consumer, its position and its lag, after the wait
+     * @throws BusBackPressureException naming the consumer most behind, its position and its lag, after the wait
      * @throws InterruptedIOException   if the thread is interrupted while waiting
      */
     void awaitRoom(long target) throws IOException {
         long deadline = System.nanoTime() + bus.meta.consumerBlockMs() * 1_000_000L;
         for (;;) {
             ConsumerRegistry r = registry();
-            ConsumerEntry worst = null;
-            long worstNeeds = Long.MAX_VALUE;
-            if (r != null) {
-                for (ConsumerEntry e : r.entries()) {
-                    if (e.expired() || !Arrays.equals(e.busId, busId)) {
-                        continue;
-                    }
-                    long n = needed(e.position);
-                    if (target - n > maxLag && n < worstNeeds) {
-                        worst = e;
-                        worstNeeds = n;
-                    }
-                }
-            }
-            if (worst == null) {
+            List<ConsumerEntry> blockers = r == null ? List.of() : consumerBlockers(entries(r), bus.meta, target);
+            if (blockers.isEmpty()) {
                 return;
             }
+            ConsumerEntry worst = blockers.get(0);
             if (System.nanoTime() - deadline >= 0) {
-                long lag = Math.max(0, bus.slotIndex(target * bus.segmentSize) - bus.slotIndex(worst.position));
+                long lag = RollingLayout.recordsBetween(worst.position, target, Layout.FIRST_RECORD_OFFSET,
+                        bus.segmentSize, bus.recordSize);
                 throw new BusBackPressureException("rolling bus " + bus.dir + ": consumer '" + worst.name + "' at "
-                        + "position " + worst.position + " lags " + lag + " records (" + (target - 1 - worstNeeds)
-                        + " segments; max_consumer_lag " + maxLag + "): the writer waited "
+                        + "position " + worst.position + " lags " + lag + " records (" + (target - 1
+                        - needs(worst, bus.meta)) + " segments; max_consumer_lag " + maxLag + "): the writer waited "
                         + bus.meta.consumerBlockMs() + " ms to roll into segment " + target
                         + " (on_consumer_lag=block); no slot was taken", worst.name, worst.position, lag);
             }

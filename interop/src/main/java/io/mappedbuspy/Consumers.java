@@ -129,9 +129,9 @@ public final class Consumers {
         busId[0] = m.id();
         RollingDir bus = RollingDir.forReader(dir.toString(), m.segmentSize(), m.recordSize(), true);
         long[] c = bus.chooseCurrent();
-        long end = bus.slotIndex(c == null ? Layout.FIRST_RECORD_OFFSET : bus.position(c[0], Math.min(c[1],
-                m.segmentSize())));
-        return position -> Math.max(0, end - bus.slotIndex(position));
+        long head = c == null ? 0 : c[0];
+        long limit = c == null ? Layout.FIRST_RECORD_OFFSET : c[1];
+        return position -> RollingLayout.recordsBetween(position, head, limit, m.segmentSize(), m.recordSize());
     }
 
     private static long readLimit(Path file) throws IOException {

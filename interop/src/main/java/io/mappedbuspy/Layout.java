@@ -272,6 +272,29 @@ public final class Layout {
     }
 
     /**
+     * Index of the record starting at {@code offset} (Python: {@code layout.record_index}).
+     *
+     * @param offset     a record boundary
+     * @param recordSize payload size in bytes
+     * @return {@code (offset - FIRST_RECORD_OFFSET) / slotSize(recordSize)}
+     */
+    public static long recordIndex(long offset, int recordSize) {
+        return Math.floorDiv(offset - FIRST_RECORD_OFFSET, slotSize(recordSize));
+    }
+
+    /**
+     * The rolling-bus position of {@code offset} in segment {@code index} (Python: {@code layout.join_position}).
+     *
+     * @param index       segment index
+     * @param offset      offset in that segment
+     * @param segmentSize logical size of every segment
+     * @return {@code index * segmentSize + offset}
+     */
+    public static long joinPosition(long index, long offset, long segmentSize) {
+        return index * segmentSize + offset;
+    }
+
+    /**
      * The mapping size (and minimum file length) for a logical file size.
      *
      * @param fileSize logical file size in bytes

@@ -38,7 +38,6 @@ public final class RollingBusReader implements AutoCloseable {
     private final String dir;
     private final long segmentSize;
     private final int recordSize;
-    private final long slot;
     private final boolean readOnly;
     private boolean failOnGap = true;
     private int timeoutMs = Layout.DEFAULT_TIMEOUT_MS;
@@ -157,7 +156,6 @@ public final class RollingBusReader implements AutoCloseable {
         MappedBusWriter.checkSizes(segmentSize, recordSize);
         this.segmentSize = segmentSize;
         this.recordSize = recordSize;
-        this.slot = Layout.slotSize(recordSize);
         this.readOnly = readOnly;
     }
 
@@ -223,7 +221,7 @@ public final class RollingBusReader implements AutoCloseable {
         try {
             initialEnd = currentEnd();
             for (;;) {
-                long[] segs = b.list();
+                long[] segs = b.segments();
                 if (segs.length == 0) {
                     enterPending(0, Layout.FIRST_RECORD_OFFSET);
                     break;
@@ -271,23 +269,19 @@ public final class RollingBusReader implements AutoCloseable {
         try {
             seek(g);
         } catch (BusGapException e) {
-            enterPending(g / segmentSize, g % segmentSize);
+            long[] at = RollingLayout.locate(g, segmentSize, recordSize);
+            enterPending(at[0], at[1]);
         }
     }
 
-    // A consumer's position as position() gives them (a segment's end is the next one's first record), or -1 if it is
-    // not one. Python's reader gives the end of a segment that records fill exactly as the next one's offset 0.
+    // A position as position() gives them (a segment's end is the next one's first record), or -1 if it is not one.
+    // Python's reader gives the end of a segment as that segment's end boundary (RollingLayout.locate).
     private long normalize(long p) {
         if (p <= 0) {
             return -1;
         }
-        long index = p / segmentSize;
-        long off = p % segmentSize;
-        if (off == 0) {
-            index--;
-            off = segmentSize;
-        }
-        return Layout.isRecordBoundary(off, recordSize) ? global(index, off) : -1;
+        long[] at = RollingLayout.locate(p, segmentSize, recordSize);
+        return RollingLayout.onGrid(at[1], segmentSize, recordSize) ? global(at[0], at[1]) : -1;
     }
 
     /**
@@ -416,7 +410,7 @@ public final class RollingBusReader implements AutoCloseable {
             }
             long later = -1;
             boolean appeared = false;
-            for (long i : bus.list()) {
+            for (long i : bus.segments()) {
                 if (i == index) {
                     appeared = true;
                 } else if (i > index && later < 0) {
@@ -432,8 +426,7 @@ public final class RollingBusReader implements AutoCloseable {
                 }
                 return;
             }
-            BusGapException gap = bus.gap(global(index, offset), global(later, Layout.FIRST_RECORD_OFFSET),
-                    "segment " + index + " is gone");
+            BusGapException gap = bus.gap(index, offset, later, "segment " + index + " is gone");
             if (failOnGap) {
                 throw gap;
             }
@@ -591,10 +584,7 @@ public final class RollingBusReader implements AutoCloseable {
     }
 
     private long global(long index, long offset) {
-        if (offset + slot > segmentSize) {
-            return (index + 1) * segmentSize + Layout.FIRST_RECORD_OFFSET; // a segment's end is the next's start
-        }
-        return index * segmentSize + offset;
+        return RollingLayout.readerPosition(index, offset, segmentSize, recordSize); // a segment's end: the next's start
     }
 
     /**
@@ -617,7 +607,7 @@ public final class RollingBusReader implements AutoCloseable {
         if (r == null || r.recordPosition() < 0) {
             return -1;
         }
-        return segment * segmentSize + r.recordPosition();
+        return Layout.joinPosition(segment, r.recordPosition(), segmentSize);
     }
 
     /**
@@ -630,13 +620,13 @@ public final class RollingBusReader implements AutoCloseable {
      */
     public void seek(long pos) throws IOException {
         openState();
-        long off = pos % segmentSize;
-        if (pos < 0 || !Layout.isRecordBoundary(off, recordSize)) {
+        long g = normalize(pos);
+        if (pos < 0 || g < 0) {
             throw new IllegalArgumentException("position " + pos + " is not a record boundary of segmentSize "
                     + segmentSize + " and recordSize " + recordSize + " (" + dir + ")");
         }
-        long g = global(pos / segmentSize, off);
-        place(g / segmentSize, g % segmentSize);
+        long[] at = RollingLayout.locate(g, segmentSize, recordSize);
+        place(at[0], at[1]);
     }
 
     /**

@@ -87,8 +87,7 @@ public final class RollingBusWriter implements AutoCloseable {
         this.segmentSize = segmentSize;
         this.recordSize = recordSize;
         this.half = segmentSize / 2;
-        long perSegment = (segmentSize - Layout.FIRST_RECORD_OFFSET) / Layout.slotSize(recordSize);
-        this.every = (int) Math.max(1, Math.min(4096, perSegment / 8));
+        this.every = (int) Math.max(1, Math.min(4096, RollingLayout.slotsPerSegment(segmentSize, recordSize) / 8));
     }
 
     /**
@@ -333,7 +332,7 @@ public final class RollingBusWriter implements AutoCloseable {
             }
             long fit = first >= segmentSize ? 0 : Math.min(n, (segmentSize - first) / slot);
             if (fit > 0) {
-                return new long[] {segment * segmentSize + first, fit};
+                return new long[] {Layout.joinPosition(segment, first, segmentSize), fit};
             }
             roll();
         }
@@ -441,7 +440,7 @@ public final class RollingBusWriter implements AutoCloseable {
             next = null;
             while (next == null) {
                 if (!bus.exists(target)) {
-                    long[] segs = bus.list();
+                    long[] segs = bus.segments();
                     if (segs.length > 0 && segs[segs.length - 1] > target) {
                         target = segs[segs.length - 1];
                         markIndex = -1; // not full because of this writer's roll

@@ -1,6 +1,7 @@
 package io.mappedbuspy;
 
 import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.channels.FileChannel;
@@ -18,11 +19,16 @@ import java.util.Arrays;
 import java.util.Set;
 
 /**
- * The directory protocol of a rolling bus (docs/files-and-rolling.md, "Rolling bus"), shared by
- * {@link RollingBusWriter} and {@link RollingBusReader}: the checked directory and its {@code bus.meta},
- * segment creation (complete, then linked into place), listing, retention and gap arithmetic.
+ * The directory of a rolling bus (docs/files-and-rolling.md, "Rolling bus"): the checked directory and its
+ * {@code bus.meta}, the segments present, a segment's file and limit. The arithmetic and decisions on positions are
+ * {@link RollingLayout}'s.
+ *
+ * <p>Public, for what reads a rolling bus without a {@link RollingBusReader} (the Spark connector): {@link #open},
+ * {@link #meta()}, {@link #segments()}, {@link #segmentPath}, {@link #limitOf}, {@link #chooseCurrent()}. The rest
+ * (segment creation, complete and then linked into place; retention) is {@link RollingBusWriter}'s, and
+ * package-private. An instance reads the directory anew at each call; it holds no file open.
  */
-final class RollingDir {
+public final class RollingDir {
     private static final SecureRandom RANDOM = new SecureRandom();
     private static final String DIR_PERMS = "rwx------";
     private static final String FILE_PERMS = "rw-------";
@@ -32,9 +38,6 @@ final class RollingDir {
     final Path dir;
     final long segmentSize;
     final int recordSize;
-    final long slot;
-    /** Record slots in one segment. */
-    final long perSegment;
     final boolean allowForeign;
     final BusMeta meta;
     // Retention that holds consumers (max_consumer_lag > 0), made at its first use.
@@ -44,8 +47,6 @@ final class RollingDir {
         this.dir = dir;
         this.segmentSize = segmentSize;
         this.recordSize = recordSize;
-        this.slot = Layout.slotSize(recordSize);
-        this.perSegment = (segmentSize - Layout.FIRST_RECORD_OFFSET) / slot;
         this.allowForeign = allowForeign;
         this.meta = meta;
     }
@@ -111,7 +112,7 @@ final class RollingDir {
                         + " when a rolling bus is created (set none to accept it)");
             }
             RollingDir r = new RollingDir(d, segmentSize, recordSize, allowForeign, m);
-            if (r.list().length == 0) {
+            if (r.segments().length == 0) {
                 r.createSegment(0, 0);
             }
             return r;
@@ -129,6 +130,44 @@ final class RollingDir {
             }
             throw e;
         }
+    }
+
+    /**
+     * Opens the directory of an existing rolling bus, with the sizes its {@code bus.meta} records. Nothing is created.
+     *
+     * @param dir          the bus directory
+     * @param allowForeign accept a directory or bus.meta owned by another user or writable by group or others
+     * @return the directory
+     * @throws IllegalArgumentException if there is no rolling bus's bus.meta in {@code dir}
+     * @throws UnsafeBusFileException   if {@code dir} is a link, not a directory, or not to be trusted
+     * @throws IOException              if bus.meta cannot be read or is not a metadata file
+     */
+    public static RollingDir open(String dir, boolean allowForeign) throws IOException {
+        BusMeta m = BusMeta.ofRollingDir(dir, "RollingDir");
+        return forReader(dir, m.segmentSize(), m.recordSize(), allowForeign);
+    }
+
+    /**
+     * Opens the directory of an existing rolling bus created with these sizes. Nothing is created.
+     *
+     * @param dir          the bus directory
+     * @param segmentSize  logical size of every segment
+     * @param recordSize   payload size of every record
+     * @param allowForeign accept a directory or bus.meta owned by another user or writable by group or others
+     * @return the directory
+     * @throws NoSuchFileException      if there is no bus.meta (no bus, or its first writer is not done creating it)
+     * @throws BusMismatchException     if the bus was created with other sizes, or is a single-file bus
+     * @throws UnsafeBusFileException   if {@code dir} is a link, not a directory, or not to be trusted
+     * @throws IOException              if bus.meta cannot be read
+     */
+    public static RollingDir open(String dir, long segmentSize, int recordSize, boolean allowForeign)
+            throws IOException {
+        return forReader(dir, segmentSize, recordSize, allowForeign);
+    }
+
+    /** @return the bus's metadata, as read when opened */
+    public BusMeta meta() {
+        return meta;
     }
 
     /** Opens an existing rolling bus for reading; a reader never creates anything. */
@@ -160,7 +199,13 @@ final class RollingDir {
         BusFiles.checkTrustedDirectory(d, allowForeign);
     }
 
-    Path segmentPath(long index) {
+    /**
+     * The file of a segment (which may not exist).
+     *
+     * @param index segment index
+     * @return {@code DIR/} and its name ({@link Layout#segmentName})
+     */
+    public Path segmentPath(long index) {
         return dir.resolve(Layout.segmentName(index));
     }
 
@@ -168,8 +213,13 @@ final class RollingDir {
         return Files.exists(segmentPath(index), LinkOption.NOFOLLOW_LINKS);
     }
 
-    /** The indices of the segments present now, ascending. */
-    long[] list() throws IOException {
+    /**
+     * The segments present now.
+     *
+     * @return their indices, ascending
+     * @throws IOException if the directory cannot be listed
+     */
+    public long[] segments() throws IOException {
         long[] out = new long[16];
         int n = 0;
         try (DirectoryStream<Path> s = Files.newDirectoryStream(dir)) {
@@ -190,7 +240,7 @@ final class RollingDir {
 
     /** The smallest segment index above {@code k} present now, or -1. */
     long firstAfter(long k) throws IOException {
-        for (long i : list()) {
+        for (long i : segments()) {
             if (i > k) {
                 return i;
             }
@@ -242,37 +292,26 @@ final class RollingDir {
     }
 
     /**
-     * Removes the oldest segments of history beyond the bus's retention. History is the segments below
-     * {@code keepFrom} (the segment being written): those at or above it (the current and the spare, up to
-     * {@code newest}) are neither counted nor removed. Age: segment k's modification time is set when a
-     * writer rolls out of it (it is full), so k goes once that is older than the age.
+     * Removes the oldest segments of history beyond the bus's retention ({@link RollingLayout#retentionPlan}, with
+     * the consumers' hold). History is the segments below {@code keepFrom} (the segment being written): those at or
+     * above it (the current and the spare, up to {@code newest}) are neither counted nor removed. Age: segment k's
+     * modification time is set when a writer rolls out of it (it is full), so k goes once that is older than the age.
      */
     void applyRetention(long newest, long keepFrom) throws IOException {
-        long rs = meta.retainSegments();
-        long rb = meta.retainBytes();
-        long age = meta.retainAgeMs();
-        if ((rs | rb | age) == 0) {
-            return;
+        if (!RollingLayout.retains(meta)) {
+            return; // nothing is removed: nothing to hold, nobody expires
         }
         ConsumerRetention c = consumers();
-        long hold = c == null ? Long.MAX_VALUE : c.hold(keepFrom);
-        long[] all = list();
-        int n = 0;
-        long history = Math.min(keepFrom, newest + 1);
-        while (n < all.length && all[n] < history) {
-            n++;
+        long hold = c == null ? RollingLayout.NO_HOLD : c.hold(keepFrom);
+        long[] plan;
+        try {
+            plan = RollingLayout.retentionPlan(segments(), meta, newest, keepFrom, System.currentTimeMillis(),
+                    this::fullMs, hold);
+        } catch (UncheckedIOException e) {
+            throw e.getCause();
         }
-        long now = System.currentTimeMillis();
-        for (int first = 0; first < n && all[first] < hold; first++) {
-            long count = n - first;
-            boolean remove = (rs > 0 && count > rs) || (rb > 0 && count * segmentSize > rb);
-            if (!remove && age > 0) {
-                remove = now - modifiedMs(all[first]) > age;
-            }
-            if (!remove) {
-                break;
-            }
-            Files.deleteIfExists(segmentPath(all[first]));
+        for (long index : plan) {
+            Files.deleteIfExists(segmentPath(index));
         }
     }
 
@@ -301,16 +340,26 @@ final class RollingDir {
         }
     }
 
-    private long modifiedMs(long index) throws IOException {
+    // When the writers rolled out of segment `index` (its modification time, Unix ms); null once removed.
+    private Long fullMs(long index) {
         try {
             return Files.getLastModifiedTime(segmentPath(index), LinkOption.NOFOLLOW_LINKS).toMillis();
         } catch (NoSuchFileException e) {
-            return Long.MAX_VALUE; // another creator removed it
+            return null; // another creator removed it
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
         }
     }
 
-    /** The limit of segment {@code index} read from the file, or -1 if it does not exist. */
-    long limitOf(long index) throws IOException {
+    /**
+     * The limit of a segment, read from its file: the offset just past its last allocated slot (8 when it has none;
+     * past {@link RollingLayout#endBoundary} once writers found it full).
+     *
+     * @param index segment index
+     * @return its limit, or -1 if it does not exist
+     * @throws IOException if it cannot be read
+     */
+    public long limitOf(long index) throws IOException {
         ByteBuffer b = ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN);
         try (FileChannel ch = FileChannel.open(segmentPath(index), StandardOpenOption.READ, LinkOption.NOFOLLOW_LINKS)) {
             ch.read(b, Layout.LIMIT_OFFSET);
@@ -325,9 +374,10 @@ final class RollingDir {
      * the oldest (segments made ahead of time have no records yet).
      *
      * @return {index, limit}, or null if there is no segment
+     * @throws IOException if the directory or a limit cannot be read
      */
-    long[] chooseCurrent() throws IOException {
-        long[] segs = list();
+    public long[] chooseCurrent() throws IOException {
+        long[] segs = segments();
         for (int i = segs.length - 1; i >= 0; i--) {
             long limit = limitOf(segs[i]);
             if (limit > Layout.FIRST_RECORD_OFFSET) {
@@ -352,24 +402,14 @@ final class RollingDir {
         }
     }
 
-    /** The global position of {@code offset} in segment {@code index}. */
-    long position(long index, long offset) {
-        return index * segmentSize + offset;
-    }
-
-    /** The number of record slots before {@code position} (a record boundary or a segment's end). */
-    long slotIndex(long position) {
-        long seg = position / segmentSize;
-        long off = position % segmentSize;
-        long inSeg = off < Layout.FIRST_RECORD_OFFSET ? 0 : Math.min(perSegment, (off - Layout.FIRST_RECORD_OFFSET + slot - 1) / slot);
-        return seg * perSegment + inSeg;
-    }
-
-    /** The gap exception for the range {@code [from, to)}. */
-    BusGapException gap(long from, long to, String why) {
-        long lost = slotIndex(to) - slotIndex(from);
-        return new BusGapException("rolling bus " + dir + ": " + why + "; positions [" + from + ", " + to + ") ("
-                + lost + " record slots) were removed by retention", from, to, lost);
+    /**
+     * The gap exception of a reader at {@code fromOffset} in the removed segment {@code fromSegment} whose next
+     * retained segment is {@code oldest} ({@link RollingLayout#gapRange}).
+     */
+    BusGapException gap(long fromSegment, long fromOffset, long oldest, String why) {
+        long[] g = RollingLayout.gapRange(fromSegment, fromOffset, oldest, segmentSize, recordSize);
+        return new BusGapException("rolling bus " + dir + ": " + why + "; positions [" + g[0] + ", " + g[1] + ") ("
+                + g[2] + " record slots) were removed by retention", g[0], g[1], g[2]);
     }
 
     /** Re-reads {@code bus.meta}: BusReplacedException unless it still holds this bus's id. */
