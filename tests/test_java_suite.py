@@ -16,7 +16,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TEST_SH = os.path.join(ROOT, "interop", "test.sh")
 # Fewer tests than this means discovery broke (a renamed class, a missing jar), not that tests passed.
 # Core: 116 example tests + 1204 property cases (LayoutPropertiesTest, StatusPropertiesTest: 200 seeded
-# cases per property); spark: ~85 + 206 planning cases and the readers' and SparkSession tests.
+# cases per property) + one per case of tests/vectors/rolling.json (VectorsTest); spark: ~85 + 206 planning cases and the readers' and SparkSession tests.
 MIN_TESTS = {"core": 1300, "spark": 290}
 
 pytestmark = [
@@ -87,6 +87,25 @@ def run_suite(suite, java):
 def test_summary_parser_reads_failures_from_the_launcher_report():
     report = "Test run finished after 12 ms\n[         3 tests successful      ]\n[         2 tests failed          ]\n"
     assert summary_counts(report) == {"tests successful": 3, "tests failed": 2}
+
+
+def test_java_runs_every_vector(core_jars):
+    """VectorsTest runs every case of tests/vectors/rolling.json against the JVM side (tests/test_vectors.py
+    runs them against Python's): one JUnit test per case, plus the check that every section has a runner."""
+    import json
+    with open(os.path.join(ROOT, "tests", "vectors", "rolling.json")) as f:
+        sections = {k: len(v) for k, v in json.load(f).items() if isinstance(v, list)}
+    proc = subprocess.run(["bash", TEST_SH, "core", "--select-class", "io.mappedbuspy.VectorsTest"],
+                          capture_output=True, text=True, timeout=600, cwd=ROOT,
+                          env=dict(os.environ, JAVA="java"))
+    counts = summary_counts(proc.stdout)
+    failures = proc.stdout[proc.stdout.find("Failures ("):] if "Failures (" in proc.stdout else proc.stdout[-8000:]
+    assert proc.returncode == 0 and counts.get("tests failed") == 0, failures + proc.stderr[-4000:]
+    assert counts["tests successful"] == sum(sections.values()) + 1, (counts, sections)
+    ran = re.search(r"^vectors run by JUnit: (.*)$", proc.stdout, re.M)
+    assert ran, proc.stdout[-4000:]
+    print("JUnit", ran.group(0))
+    assert ran.group(1).startswith("{" + ", ".join(f"{k}={n}" for k, n in sorted(sections.items())) + "}")
 
 
 @pytest.mark.parametrize("java", list(_jdks()))
