@@ -16,7 +16,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TEST_SH = os.path.join(ROOT, "interop", "test.sh")
 # Fewer tests than this means discovery broke (a renamed class, a missing jar), not that tests passed.
 # Core: 116 example tests + 1204 property cases (LayoutPropertiesTest, StatusPropertiesTest: 200 seeded
-# cases per property) + one per case of tests/vectors/rolling.json (VectorsTest); spark: ~85 + 206 planning cases and the readers' and SparkSession tests.
+# cases per property) + one per case of tests/vectors/rolling.json (VectorsTest); spark: ~85 + 206
+# planning cases and the readers' and SparkSession tests.
 MIN_TESTS = {"core": 1300, "spark": 290}
 
 pytestmark = [
