@@ -1,6 +1,5 @@
 package io.mappedbuspy;
 
-import java.io.EOFException;
 import java.io.IOException;
 import java.nio.file.NoSuchFileException;
 import java.util.Objects;
@@ -27,14 +26,6 @@ import java.util.concurrent.TimeUnit;
  * <p>Not thread-safe: one reader per thread.
  */
 public final class RollingBusReader implements AutoCloseable {
-    // Polls between checks that the awaited segment exists, and between directory listings and identity
-    // checks while waiting for a segment; empty polls inside a segment between identity checks.
-    private static final int EXISTS_EVERY = 64;
-    private static final int LIST_EVERY = 1024;
-    private static final int IDENTITY_EVERY = 1 << 16;
-    // ... or at least this often (by the clock) for a caller that sleeps between polls.
-    private static final long CHECK_INTERVAL_NS = 100_000_000L;
-
     private final String dir;
     private final long segmentSize;
     private final int recordSize;
@@ -43,55 +34,11 @@ public final class RollingBusReader implements AutoCloseable {
     private int timeoutMs = Layout.DEFAULT_TIMEOUT_MS;
     private boolean allowForeign;
     private boolean closed;
-    private RollingDir bus;
-    // The current segment's reader; null while waiting for segment `segment` to appear (then reading starts
-    // at pendingOffset in it).
-    private MappedBusReader r;
-    private long segment;
-    // System.nanoTime of the last identity check (bus.meta still holds this bus's id).
-    private long lastIdentityCheck = System.nanoTime();
-    private long pendingOffset = Layout.FIRST_RECORD_OFFSET;
-    private long pendingPolls;
-    private int emptyPolls;
-    private long lost;
-    private long skippedBefore;
-    private long rollbacksBefore;
+    // Where it is in the bus, once open (kept after close() for the counts).
+    private RollingCursor c;
     private long initialEnd;
-    // The blocking wait (waitNext), as MappedBusReader's; the wake file is the bus's, opened at the first park.
+    // The blocking wait (waitNext), as MappedBusReader's: on the cursor, which parks on the bus's wake file.
     private final Waiter waiter = new Waiter();
-    private final Waiter.Reader waiting = new Waiter.Reader() {
-        @Override
-        public boolean poll(boolean thorough) throws IOException {
-            if (thorough && r == null) {
-                // Waiting for a segment: this look asks whether it exists (a poll of next() does one in 64).
-                pendingPolls = (pendingPolls + EXISTS_EVERY - 1) / EXISTS_EVERY * EXISTS_EVERY;
-            }
-            return next();
-        }
-
-        @Override
-        public void check() throws IOException {
-            openState();
-            if (r != null) {
-                r.waitCheck();
-            }
-            lastIdentityCheck = System.nanoTime();
-            bus.checkIdentity();
-            if (wake != null) {
-                wake.check();
-            }
-        }
-
-        @Override
-        public WakeFile wakeFile() {
-            openState();
-            if (wake == null) {
-                wake = WakeFile.forRollingBus(dir, allowForeign, wakeNative);
-            }
-            return wake;
-        }
-    };
-    private WakeFile wake;
     // Tests: park by polling, as without the JNI library.
     boolean wakeNative = true;
     // A named consumer: its name and first start (before open), its hold on the registry (once open).
@@ -168,6 +115,9 @@ public final class RollingBusReader implements AutoCloseable {
      */
     public RollingBusReader setFailOnGap(boolean fail) {
         this.failOnGap = fail;
+        if (c != null) {
+            c.failOnGap = fail;
+        }
         return this;
     }
 
@@ -183,8 +133,8 @@ public final class RollingBusReader implements AutoCloseable {
     public RollingBusReader setTimeout(int ms) {
         MappedBusReader.checkRollbackTimeout(ms);
         timeoutMs = ms;
-        if (r != null) {
-            r.setTimeout(ms);
+        if (c != null) {
+            c.setTimeout(ms);
         }
         return this;
     }
@@ -197,7 +147,7 @@ public final class RollingBusReader implements AutoCloseable {
      * @return this
      */
     public RollingBusReader setAllowForeign(boolean allow) {
-        if (bus != null || closed) {
+        if (c != null || closed) {
             throw new IllegalStateException("set allowForeign before open()");
         }
         this.allowForeign = allow;
@@ -213,75 +163,22 @@ public final class RollingBusReader implements AutoCloseable {
      * @throws IOException          if it cannot be opened or is not to be trusted
      */
     public RollingBusReader open() throws IOException {
-        if (bus != null || closed) {
+        if (c != null || closed) {
             throw new IllegalStateException("rolling reader for " + dir + " is " + (closed ? "closed" : "already open"));
         }
-        RollingDir b = RollingDir.forReader(dir, segmentSize, recordSize, allowForeign);
-        bus = b;
+        c = new RollingCursor(RollingDir.forReader(dir, segmentSize, recordSize, allowForeign), readOnly,
+                allowForeign, failOnGap, timeoutMs, wakeNative);
         try {
-            initialEnd = currentEnd();
-            for (;;) {
-                long[] segs = b.segments();
-                if (segs.length == 0) {
-                    enterPending(0, Layout.FIRST_RECORD_OFFSET);
-                    break;
-                }
-                try {
-                    switchTo(segs[0], openSegment(segs[0]));
-                    break;
-                } catch (NoSuchFileException e) {
-                    // removed by retention after the listing: the oldest retained is a later one
-                }
-            }
+            initialEnd = c.currentEnd();
+            c.openOldest();
             if (consumerName != null) {
-                attachConsumer();
+                consumer = c.attach(consumerName, consumerStart);
             }
         } catch (IOException | RuntimeException e) {
             close();
             throw e;
         }
         return this;
-    }
-
-    // Opens the consumer (made at its first start if new) and moves to its committed position. Segments removed
-    // since (an expired consumer) are the gap rule's at the first next(), not an error of open().
-    private void attachConsumer() throws IOException {
-        long start = consumerStart;
-        if (start == Consumers.END) {
-            seekToEnd();
-            start = position();
-        } else if (start == Consumers.OLDEST) {
-            start = position();
-        } else {
-            start = normalize(start);
-        }
-        consumer = Consumers.hold(java.nio.file.Path.of(dir), true, allowForeign, consumerName, bus.meta.id(), start);
-        long p = consumer.position();
-        long g = normalize(p);
-        if (g < 0) {
-            throw Consumers.badPosition(consumer, p, "not a record boundary of segmentSize " + segmentSize
-                    + " and recordSize " + recordSize);
-        }
-        long end = currentEnd();
-        if (g > end) {
-            throw Consumers.badPosition(consumer, p, "past the end of the bus (" + end + ")");
-        }
-        try {
-            seek(g);
-        } catch (BusGapException e) {
-            long[] at = RollingLayout.locate(g, segmentSize, recordSize);
-            enterPending(at[0], at[1]);
-        }
-    }
-
-    // A position as position() gives them (a segment's end is the next one's first record), or -1 if it is not one.
-    // Python's reader gives the end of a segment as that segment's end boundary (RollingLayout.locate).
-    private long normalize(long p) {
-        if (p <= 0) {
-            return -1;
-        }
-        long[] at = RollingLayout.locate(p, segmentSize, recordSize);
-        return RollingLayout.onGrid(at[1], segmentSize, recordSize) ? global(at[0], at[1]) : -1;
     }
 
     /**
@@ -308,13 +205,12 @@ public final class RollingBusReader implements AutoCloseable {
      * @return this
      */
     public RollingBusReader setConsumer(String name, long start) {
-        if (bus != null || closed) {
+        if (c != null || closed) {
             throw new IllegalStateException("set the consumer of " + dir + " before open()");
         }
         ConsumerEntry.nameBytes(name);
-        if (start != Consumers.OLDEST && start != Consumers.END && normalize(start) < 0) {
-            throw new IllegalArgumentException("consumer start " + start + " is not a record boundary of segmentSize "
-                    + segmentSize + " and recordSize " + recordSize);
+        if (start != Consumers.OLDEST && start != Consumers.END) {
+            RollingCursor.checkedPosition(start, segmentSize, recordSize, "consumer start of " + dir);
         }
         consumerName = name;
         consumerStart = start;
@@ -344,12 +240,7 @@ public final class RollingBusReader implements AutoCloseable {
      * @throws IllegalStateException    if this reader is not a named consumer, or not open
      */
     public void commit(long position) {
-        long g = normalize(position);
-        if (g < 0) {
-            throw new IllegalArgumentException("position " + position + " is not a record boundary of segmentSize "
-                    + segmentSize + " and recordSize " + recordSize);
-        }
-        held().commit(g);
+        held().commit(RollingCursor.checkedPosition(position, segmentSize, recordSize, dir));
     }
 
     private ConsumerHold held() {
@@ -361,81 +252,6 @@ public final class RollingBusReader implements AutoCloseable {
         return h;
     }
 
-    // The global position just past the last record allocated now (in the newest segment with records).
-    private long currentEnd() throws IOException {
-        long[] c = bus.chooseCurrent();
-        return c == null ? Layout.FIRST_RECORD_OFFSET : global(c[0], c[1]);
-    }
-
-    private MappedBusReader openSegment(long index) throws IOException {
-        MappedBusReader x = MappedBusReader.forSegment(bus.segmentPath(index).toString(), segmentSize, recordSize,
-                readOnly).setAllowForeign(allowForeign).open();
-        x.setTimeout(timeoutMs);
-        return x;
-    }
-
-    private void switchTo(long index, MappedBusReader next) {
-        if (r != null) {
-            skippedBefore += r.rolledBackSkipped();
-            rollbacksBefore += r.rollbacks();
-            r.close();
-        }
-        r = next;
-        segment = index;
-        emptyPolls = 0;
-    }
-
-    private void enterPending(long index, long offset) {
-        switchTo(index, null);
-        pendingOffset = offset;
-        pendingPolls = 0;
-    }
-
-    // Reading from `offset` in segment `index`: opens it, or waits for it if neither it nor a later one
-    // exists yet; if it was removed (a later one exists), the gap rule.
-    private void place(long index, long offset) throws IOException {
-        for (;;) {
-            MappedBusReader next = null;
-            try {
-                next = openSegment(index);
-            } catch (NoSuchFileException e) {
-                // absent: see what the directory holds
-            }
-            if (next != null) {
-                if (offset != Layout.FIRST_RECORD_OFFSET) {
-                    next.seek(offset);
-                }
-                switchTo(index, next);
-                return;
-            }
-            long later = -1;
-            boolean appeared = false;
-            for (long i : bus.segments()) {
-                if (i == index) {
-                    appeared = true;
-                } else if (i > index && later < 0) {
-                    later = i;
-                }
-            }
-            if (appeared) {
-                continue; // created since the open attempt
-            }
-            if (later < 0) {
-                if (r != null || segment != index || pendingOffset != offset) {
-                    enterPending(index, offset);
-                }
-                return;
-            }
-            BusGapException gap = bus.gap(index, offset, later, "segment " + index + " is gone");
-            if (failOnGap) {
-                throw gap;
-            }
-            lost += gap.lost();
-            index = later;
-            offset = Layout.FIRST_RECORD_OFFSET;
-        }
-    }
-
     /**
      * Moves to the next committed record, across segments.
      *
@@ -445,35 +261,8 @@ public final class RollingBusReader implements AutoCloseable {
      * @throws IOException          if the next segment cannot be opened, or a segment is corrupt
      */
     public boolean next() throws IOException {
-        for (;;) {
-            MappedBusReader x = r;
-            if (x == null) {
-                if (!awaitSegment()) {
-                    return false;
-                }
-                continue;
-            }
-            try {
-                if (x.next()) {
-                    return true;
-                }
-            } catch (EOFException e) {
-                // Every slot of this segment is settled: what follows is in the next one.
-                enterPending(segment + 1, Layout.FIRST_RECORD_OFFSET);
-                continue;
-            }
-            // The clock is read on one empty poll in 64 only: a caller that sleeps between polls still gets
-            // the check within about CHECK_INTERVAL_NS, a spinning one within IDENTITY_EVERY polls.
-            if ((++emptyPolls & 63) == 0) {
-                long now = System.nanoTime();
-                if (emptyPolls >= IDENTITY_EVERY || now - lastIdentityCheck >= CHECK_INTERVAL_NS) {
-                    emptyPolls = 0;
-                    lastIdentityCheck = now;
-                    bus.checkIdentity();
-                }
-            }
-            return false;
-        }
+        openState();
+        return c.next();
     }
 
     /**
@@ -492,7 +281,8 @@ public final class RollingBusReader implements AutoCloseable {
      * @throws IOException           as {@code next()}
      */
     public boolean waitNext(long timeout, TimeUnit unit) throws IOException, InterruptedException {
-        return waiter.await(waiting, timeout, unit);
+        openState();
+        return waiter.await(c, timeout, unit);
     }
 
     /**
@@ -563,30 +353,6 @@ public final class RollingBusReader implements AutoCloseable {
         return waiter.parkMaxNanos();
     }
 
-    // Waiting for segment `segment`: a cheap existence check now and then, a listing (for gaps) and an
-    // identity check more rarely.
-    private boolean awaitSegment() throws IOException {
-        long n = pendingPolls++;
-        if (n % EXISTS_EVERY != 0) {
-            return false;
-        }
-        long now = System.nanoTime();
-        if (n % LIST_EVERY == 0 || now - lastIdentityCheck >= CHECK_INTERVAL_NS) {
-            if (n > 0) {
-                lastIdentityCheck = now;
-                bus.checkIdentity();
-            }
-            place(segment, pendingOffset);
-        } else if (bus.exists(segment)) {
-            place(segment, pendingOffset);
-        }
-        return r != null;
-    }
-
-    private long global(long index, long offset) {
-        return RollingLayout.readerPosition(index, offset, segmentSize, recordSize); // a segment's end: the next's start
-    }
-
     /**
      * The global position of the next record to look at.
      *
@@ -594,7 +360,7 @@ public final class RollingBusReader implements AutoCloseable {
      */
     public long position() {
         openState();
-        return r == null ? global(segment, pendingOffset) : global(segment, r.position());
+        return c.position();
     }
 
     /**
@@ -604,10 +370,7 @@ public final class RollingBusReader implements AutoCloseable {
      */
     public long recordPosition() {
         openState();
-        if (r == null || r.recordPosition() < 0) {
-            return -1;
-        }
-        return Layout.joinPosition(segment, r.recordPosition(), segmentSize);
+        return c.recordPosition();
     }
 
     /**
@@ -620,13 +383,7 @@ public final class RollingBusReader implements AutoCloseable {
      */
     public void seek(long pos) throws IOException {
         openState();
-        long g = normalize(pos);
-        if (pos < 0 || g < 0) {
-            throw new IllegalArgumentException("position " + pos + " is not a record boundary of segmentSize "
-                    + segmentSize + " and recordSize " + recordSize + " (" + dir + ")");
-        }
-        long[] at = RollingLayout.locate(g, segmentSize, recordSize);
-        place(at[0], at[1]);
+        c.seek(RollingCursor.checkedPosition(pos, segmentSize, recordSize, dir));
     }
 
     /**
@@ -636,22 +393,7 @@ public final class RollingBusReader implements AutoCloseable {
      */
     public void seekToEnd() throws IOException {
         openState();
-        for (;;) {
-            long[] c = bus.chooseCurrent();
-            if (c == null) {
-                place(0, Layout.FIRST_RECORD_OFFSET);
-                return;
-            }
-            MappedBusReader x;
-            try {
-                x = openSegment(c[0]);
-            } catch (NoSuchFileException e) {
-                continue;
-            }
-            x.seekToEnd();
-            switchTo(c[0], x);
-            return;
-        }
+        c.seekToEnd();
     }
 
     /**
@@ -688,6 +430,7 @@ public final class RollingBusReader implements AutoCloseable {
 
     private MappedBusReader current() {
         openState();
+        MappedBusReader r = c.r;
         if (r == null) {
             throw new IllegalStateException("no current record: call next() and check that it returned true");
         }
@@ -695,35 +438,35 @@ public final class RollingBusReader implements AutoCloseable {
     }
 
     private void openState() {
-        if (bus == null) {
+        if (c == null || closed) {
             throw new IllegalStateException("rolling reader for " + dir + " is " + (closed ? "closed" : "not open"));
         }
     }
 
     /** @return record slots skipped because retention removed them (failOnGap false) */
     public long lost() {
-        return lost;
+        return c == null ? 0 : c.lost;
     }
 
     /** @return records skipped as rolled back or (read-only) timed out, all segments together */
     public long rolledBackSkipped() {
-        return skippedBefore + (r == null ? 0 : r.rolledBackSkipped());
+        return c == null ? 0 : c.rolledBackSkipped();
     }
 
     /** @return records this reader rolled back, all segments together */
     public long rollbacks() {
-        return rollbacksBefore + (r == null ? 0 : r.rollbacks());
+        return c == null ? 0 : c.rollbacks();
     }
 
     /** @return the bus's id (from bus.meta) */
     public String busId() {
         openState();
-        return bus.meta.id();
+        return c.bus.meta.id();
     }
 
     /** @return the index of the segment being read (or awaited) */
     public long segment() {
-        return segment;
+        return c == null ? 0 : c.segment;
     }
 
     /** @return the logical size of every segment (given, or from bus.meta) */
@@ -750,11 +493,8 @@ public final class RollingBusReader implements AutoCloseable {
             consumer = null;
             Consumers.release(h);
         }
-        switchTo(segment, null);
-        bus = null;
-        if (wake != null) {
-            wake.close();
-            wake = null;
+        if (c != null) {
+            c.close();
         }
     }
 }
