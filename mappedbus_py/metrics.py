@@ -510,15 +510,45 @@ class BusCollector:
 
 
 def serve(paths, host=DEFAULT_HOST, port=DEFAULT_PORT, *, interval=1.0):
-    """Serve the metrics of the buses ``paths`` over HTTP (``/metrics``, Prometheus text
-    format) on ``host:port`` from threads; returns ``(server, collector, stop)``: the
-    server's ``server_port`` is the port bound (``port=0``: a free one), and ``stop()``
-    shuts it down. A background thread reads new slots every ``interval`` seconds."""
-    from prometheus_client import CollectorRegistry, start_http_server
+    """Serve the metrics of the buses ``paths`` over HTTP (``/metrics``) on ``host:port``
+    from threads; returns ``(server, collector, stop)``: the server's ``server_port`` is the
+    port bound (``port=0``: a free one), and ``stop()`` shuts it down. A background thread
+    reads new slots every ``interval`` seconds.
+
+    The answer is always the Prometheus text format, uncompressed, whatever the scraper
+    asks for: prometheus_client's OpenMetrics writer and gzip would add about 60 % to the
+    cost of a scrape (perf/results/exporter.md), for an answer of some 50 KB on a local
+    link."""
+    import socket
+    from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+    from prometheus_client import CollectorRegistry, make_wsgi_app
+    from prometheus_client.exposition import ThreadingWSGIServer
     collector = BusCollector(paths)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)
-    server, thread = start_http_server(port, addr=host, registry=registry)
+    app = make_wsgi_app(registry, disable_compression=True)
+
+    def text_format(environ, start_response):
+        environ["HTTP_ACCEPT"] = "text/plain"
+        return app(environ, start_response)
+
+    class Quiet(WSGIRequestHandler):
+        def log_message(self, format, *args):
+            """Log nothing: a scrape every few seconds is no news."""
+
+    class Server(ThreadingWSGIServer):
+        address_family = socket.AF_INET6 if ":" in host else socket.AF_INET
+
+    try:
+        server = make_server(host, port, text_format, Server, handler_class=Quiet)
+    except BaseException:
+        for c in collector.counters.values():
+            c.close()
+        raise
+    thread = threading.Thread(target=server.serve_forever, name="mappedbus-exporter-http",
+                              daemon=True)
+    thread.start()
     done = threading.Event()
 
     def background():

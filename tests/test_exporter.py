@@ -140,6 +140,25 @@ def test_a_scrape_shows_records_rollbacks_consumers_and_limits(bus_path, rolling
     assert code == 0 and err == ""
 
 
+def test_the_text_format_uncompressed_whatever_prometheus_asks(bus_path):
+    write(bus_path, 7)
+    ex = Exporter(bus_path)
+    try:
+        req = urllib.request.Request(ex.url, headers={      # what Prometheus 2.x sends
+            "Accept": "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5",
+            "Accept-Encoding": "gzip"})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            assert r.headers.get("Content-Encoding") is None
+            assert r.headers["Content-Type"].startswith("text/plain; version=0.0.4")
+            text = r.read().decode()
+        families = {f.name: f for f in text_string_to_metric_families(text)}
+        committed = families["mappedbus_records_committed"]
+        assert committed.type == "counter" and committed.samples[0].value == 7
+        assert "# EOF" not in text
+    finally:
+        ex.stop()
+
+
 def test_counts_follow_new_records_incrementally_and_survive_retention(rolling_path):
     write(rolling_path, 10, retain_segments=1)
     ex = Exporter(rolling_path)
