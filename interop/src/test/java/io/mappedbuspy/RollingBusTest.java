@@ -112,6 +112,29 @@ public final class RollingBusTest {
     }
 
     /**
+     * Segments that records fill to their last byte (8 + 256 slots of 16): the end of segment 0 is position 4104, which
+     * is also (1, 0) by plain division; seek and commit take it as segment 0's end (RollingLayout.locate), as Python
+     * gives it, and go on at the first record of segment 1.
+     */
+    @Test
+    public void theEndOfAnExactlyFilledSegmentIsAPosition() throws Exception {
+        String dir = tmp.resolve("exact").toString();
+        long seg = 8 + 256 * 16;
+        try (RollingBusWriter w = new RollingBusWriter(dir, seg, REC).open();
+             RollingBusReader r = new RollingBusReader(dir, seg, REC).setConsumer("c").open()) {
+            writeN(w, 1, 0, 256 + 3);
+            r.seek(seg);
+            assertTrue(await(r, 5000), "a record after the end of segment 0");
+            assertEquals(seg + 8, r.recordPosition(), "the first record of segment 1");
+            assertEquals(256, readRec(r)[1], "its payload");
+            r.commit(seg);
+            assertEquals(seg + 8, Consumers.consumers(dir).get(0).position(), "committed as the next one's first");
+            assertEquals(3, Consumers.consumers(dir).get(0).lag(), "3 records behind");
+            assertThrows(IllegalArgumentException.class, () -> r.seek(seg + 1), "off the grid");
+        }
+    }
+
+    /**
      * A reader and a writer that pass through many segments keep only a few mapped: each segment left behind is
      * unmapped at once, not when a garbage collection happens (which a process allocating little may never see),
      * so their memory and the tmpfs pages of segments retention removed stay bounded.
