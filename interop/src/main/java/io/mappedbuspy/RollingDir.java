@@ -26,7 +26,7 @@ import java.util.Set;
  * <p>Public, for what reads a rolling bus without a {@link RollingBusReader} (the Spark connector): {@link #open},
  * {@link #meta()}, {@link #segments()}, {@link #segmentPath}, {@link #limitOf}, {@link #chooseCurrent()}. The rest
  * (segment creation, complete and then linked into place; retention) is {@link RollingBusWriter}'s, and
- * package-private. An instance reads the directory anew at each call; it holds no file open.
+ * package-private. Each call reads the directory anew; one from {@link #open} holds no file open.
  */
 public final class RollingDir {
     private static final SecureRandom RANDOM = new SecureRandom();
