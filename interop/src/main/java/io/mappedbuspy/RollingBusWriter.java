@@ -2,13 +2,6 @@ package io.mappedbuspy;
 
 import java.io.EOFException;
 import java.io.IOException;
-import java.nio.ByteBuffer;
-import java.nio.ByteOrder;
-import java.nio.channels.FileChannel;
-import java.nio.file.Files;
-import java.nio.file.LinkOption;
-import java.nio.file.NoSuchFileException;
-import java.nio.file.StandardOpenOption;
 import java.util.Objects;
 
 /**
@@ -27,34 +20,20 @@ public final class RollingBusWriter implements AutoCloseable {
     private final long[] retention = new long[3];
     // The consumer policy of a bus this writer creates: {maxConsumerLag, onConsumerLag, consumerBlockMs}, or null.
     private Object[] consumerPolicy;
-    private final long half;
     private final int every;
     private boolean allowForeign;
     private RollingDir bus;
+    // The segments written and the moves between them, once open; `w` is their current writer, kept here for the
+    // writes.
+    private SegmentRoller segments;
     private MappedBusWriter w;
-    private long segment = -1;
-    // The next segment, created ahead of time and mapped once the current one is half full, so the write
-    // that rolls only swaps mappings.
-    private MappedBusWriter spare;
-    private long spareIndex = -1;
-    // Work kept off the write that rolls, done at the next look-ahead: closing the old mapping, and setting
-    // the full segment's modification time (age retention) to the time of the roll.
-    private MappedBusWriter retired;
-    private long markIndex = -1;
-    private long markMs;
     private int countdown;
-    private FileChannel limitChannel;
-    private long limitChannelIndex = -1;
-    private final ByteBuffer limitBuf = ByteBuffer.allocateDirect(8).order(ByteOrder.LITTLE_ENDIAN);
     private boolean closed;
     // The current segment mapped for reserve(), opened on its first use.
     private MemoryMappedFile reserving;
     private long reservingIndex = -1;
-    private long rolls;
-    private long rollNanos;
     // The bus's wake file, shared by the segment writers.
     private WakeFile wake = WakeFile.NONE;
-    private long maxRollNanos;
 
     /**
      * Creates a writer of an existing rolling bus with the sizes its {@code DIR/bus.meta} records (read now;
@@ -86,7 +65,6 @@ public final class RollingBusWriter implements AutoCloseable {
         MappedBusWriter.checkSizes(segmentSize, recordSize);
         this.segmentSize = segmentSize;
         this.recordSize = recordSize;
-        this.half = segmentSize / 2;
         this.every = (int) Math.max(1, Math.min(4096, RollingLayout.slotsPerSegment(segmentSize, recordSize) / 8));
     }
 
@@ -198,51 +176,19 @@ public final class RollingBusWriter implements AutoCloseable {
         openCheck();
         RollingDir b = RollingDir.forWriter(dir, segmentSize, recordSize, retention, consumerPolicy, allowForeign);
         wake = WakeFile.forRollingBus(dir, allowForeign); // never fails: without it, readers find records by polling
+        SegmentRoller s = new SegmentRoller(b, wake, allowForeign);
         try {
-            for (;;) {
-                long[] current = b.chooseCurrent();
-                if (current == null) {
-                    b.createSegment(0, 0); // never made, or removed by someone: the first segment again
-                    continue;
-                }
-                try {
-                    w = openSegment(b, current[0]);
-                    segment = current[0];
-                    break;
-                } catch (NoSuchFileException e) {
-                    // retention removed it after the listing: look again
-                }
-            }
+            s.openNewest();
         } catch (IOException | RuntimeException e) {
             wake.close();
             wake = WakeFile.NONE;
             throw e;
         }
         bus = b;
+        segments = s;
+        w = s.w;
         countdown = 1; // look ahead at the first write
         return this;
-    }
-
-    private MappedBusWriter openSegment(RollingDir b, long index) throws IOException {
-        MappedBusWriter x = MappedBusWriter.forSegment(b.segmentPath(index).toString(), segmentSize, recordSize);
-        x.wake = wake;
-        return x.setAllowForeign(allowForeign).open();
-    }
-
-    // The report of a fault that the JVM may still hold for this thread, taken before the file work of a look-ahead
-    // or a roll enters the VM, where it would be raised (JDK 17 raises it late, at the thread's next entry into the
-    // VM): most likely that of the last write's look at the wake file, cut under it (WakeFile.wakeIfNeeded), then
-    // no longer used if found short. A segment truncated under its writer is still found by the writer's own
-    // length checks.
-    private void takeFaultReports() {
-        try {
-            MemoryMappedFile.raiseFaultReports();
-        } catch (InternalError e) {
-            if (!MemoryMappedFile.isMappingFault(e)) {
-                throw e;
-            }
-            wake.check();
-        }
     }
 
     /**
@@ -317,6 +263,7 @@ public final class RollingBusWriter implements AutoCloseable {
         }
         for (;;) {
             writer();
+            long segment = segments.segment;
             if (reservingIndex != segment) {
                 if (reserving != null) {
                     reserving.closeAndUnmap();
@@ -359,119 +306,17 @@ public final class RollingBusWriter implements AutoCloseable {
     // Once every `every` writes: deferred work, then, past the middle of the segment, the spare.
     private void lookAhead() throws IOException {
         countdown = every;
-        if (bus == null) {
-            return; // not open: the write reports it
-        }
-        takeFaultReports();
-        applyMark();
-        if (retired != null) {
-            retired.close();
-            retired = null;
-        }
-        if (spare != null || currentLimit() < half) {
-            return;
-        }
-        long next = segment + 1;
-        if (!bus.exists(next)) {
-            if (bus.firstAfter(next) >= 0) {
-                return; // this writer is behind: it jumps ahead when it rolls
-            }
-            bus.createSegment(next, segment);
-            wakeReaders(); // a reader past the end of the current segment waits for this one
-        }
-        try {
-            spare = openSegment(bus, next);
-            spareIndex = next;
-        } catch (NoSuchFileException e) {
-            // removed at once by retention: the writers are further on
+        if (segments != null) { // not open: the write reports it
+            segments.lookAhead();
         }
     }
 
-    // The current segment's limit, read through a channel kept open (a pread, not an open per look).
-    private long currentLimit() throws IOException {
-        if (limitChannel == null || limitChannelIndex != segment) {
-            if (limitChannel != null) {
-                limitChannel.close();
-            }
-            limitChannel = FileChannel.open(bus.segmentPath(segment), StandardOpenOption.READ, LinkOption.NOFOLLOW_LINKS);
-            limitChannelIndex = segment;
-        }
-        limitBuf.clear();
-        limitChannel.read(limitBuf, Layout.LIMIT_OFFSET);
-        return limitBuf.getLong(0);
-    }
-
-    // A roll's deferred work: the full segment's mtime, then retention, which now counts that segment as
-    // history (the creation of the segment rolled into counted it as the current one).
-    private void applyMark() throws IOException {
-        if (markIndex >= 0) {
-            long index = markIndex;
-            markIndex = -1;
-            bus.markFull(index, markMs);
-            bus.applyRetention(segment, segment);
-        }
-    }
-
-    // Segment `segment` is full: to the next one (the spare, or opened or created now), or to the newest
-    // when other writers are further already (a record never goes below a segment already in use).
+    // The current segment is full: to the next one (SegmentRoller.roll).
     private void roll() throws IOException {
-        long t0 = System.nanoTime();
-        long full = segment;
         writer();
-        ConsumerRetention held = bus.consumers();
-        if (held != null && held.blocks()) {
-            held.awaitRoom(full + 1); // before anything moves: a BusBackPressureException leaves the write retryable
-        }
-        takeFaultReports();
-        applyMark(); // a previous roll's, not yet applied: rolls came faster than look-aheads
-        markIndex = full;
-        markMs = System.currentTimeMillis();
-        MappedBusWriter next;
-        long target = full + 1;
-        // No file-system call here: cold NIO code costs ~200 us on this rarely run path. The spare cannot
-        // have been removed unless full (retention spares every writer's current segment, and nobody
-        // moves past target before filling it), and a full one just rolls again.
-        if (spare != null && spareIndex == target) {
-            next = spare;
-        } else {
-            if (spare != null) {
-                spare.close();
-            }
-            next = null;
-            while (next == null) {
-                if (!bus.exists(target)) {
-                    long[] segs = bus.segments();
-                    if (segs.length > 0 && segs[segs.length - 1] > target) {
-                        target = segs[segs.length - 1];
-                        markIndex = -1; // not full because of this writer's roll
-                    } else if (bus.createSegment(target, full) && bus.firstAfter(target) >= 0) {
-                        // This writer was so slow that others filled target and retention removed it:
-                        // the segment just made would bring it back below newer ones.
-                        Files.deleteIfExists(bus.segmentPath(target));
-                        continue;
-                    }
-                }
-                try {
-                    next = openSegment(bus, target);
-                } catch (NoSuchFileException e) {
-                    // removed by retention meanwhile: look again
-                }
-            }
-        }
-        spare = null;
-        spareIndex = -1;
-        if (retired != null) {
-            retired.close();
-        }
-        retired = w;
-        w = next;
-        segment = target;
+        segments.roll();
+        w = segments.w;
         countdown = every;
-        wakeReaders(); // readers at the end of the full segment: their next one exists now
-        long dt = System.nanoTime() - t0;
-        rolls++;
-        rollNanos += dt;
-        maxRollNanos = Math.max(maxRollNanos, dt);
     }
 
     private MappedBusWriter writer() {
@@ -492,22 +337,22 @@ public final class RollingBusWriter implements AutoCloseable {
 
     /** @return the index of the segment this writer writes to */
     public long segment() {
-        return segment;
+        return segments == null ? -1 : segments.segment;
     }
 
     /** @return the times this writer moved to another segment */
     public long rolls() {
-        return rolls;
+        return segments == null ? 0 : segments.rolls;
     }
 
     /** @return nanoseconds spent moving to other segments, all rolls together */
     public long rollNanos() {
-        return rollNanos;
+        return segments == null ? 0 : segments.rollNanos;
     }
 
     /** @return nanoseconds of the slowest roll */
     public long maxRollNanos() {
-        return maxRollNanos;
+        return segments == null ? 0 : segments.maxRollNanos;
     }
 
     /** @return the segment size */
@@ -524,36 +369,14 @@ public final class RollingBusWriter implements AutoCloseable {
     @Override
     public void close() {
         closed = true;
-        if (bus != null && markIndex >= 0) {
-            try {
-                applyMark();
-            } catch (IOException e) {
-                // best effort: the segment keeps an earlier time, so it is removed earlier by age
-            }
-        }
-        for (MappedBusWriter x : new MappedBusWriter[] {w, spare, retired}) {
-            if (x != null) {
-                x.close();
-            }
+        if (segments != null) {
+            segments.close();
         }
         if (reserving != null) {
             reserving.closeAndUnmap();
             reserving = null;
         }
         w = null;
-        spare = null;
-        retired = null;
         wake.close();
-        if (bus != null) {
-            bus.close();
-        }
-        if (limitChannel != null) {
-            try {
-                limitChannel.close();
-            } catch (IOException e) {
-                // read-only channel: nothing to lose
-            }
-            limitChannel = null;
-        }
     }
 }
