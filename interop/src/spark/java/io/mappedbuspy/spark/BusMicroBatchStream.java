@@ -170,12 +170,14 @@ final class BusMicroBatchStream implements MicroBatchStream, SupportsTriggerAvai
         if (consumer == null || o == null) {
             return;
         }
-        try {
-            refreshReader();
-        } catch (RuntimeException e) {
-            LOG.warn("mappedbus: consumer '" + consumer + "' of " + options.path + " not committed at " + o.position
-                    + ": " + e.getMessage());
-            return;
+        if (single == null && rolling == null) {
+            try {
+                openReader(); // closed when the bus was found replaced: the reader that holds the name
+            } catch (RuntimeException e) {
+                LOG.warn("mappedbus: consumer '" + consumer + "' of " + options.path + " not committed at "
+                        + o.position + ": " + e.getMessage());
+                return;
+            }
         }
         if (o.position == consumerCommitted || (o.busId != null && !o.busId.equals(readerId))) {
             return;
@@ -423,13 +425,17 @@ final class BusMicroBatchStream implements MicroBatchStream, SupportsTriggerAvai
     public Offset latestOffset(Offset startOffset, ReadLimit limit) {
         refreshReader();
         commitConsumer(BusOffset.of(startOffset));
-        return latestOffsetFrom(startOffset, limit);
+        return nextEnd(startOffset, limit);
     }
 
     /** The end of the next batch from {@code startOffset}, without committing anything. */
     Offset latestOffsetFrom(Offset startOffset, ReadLimit limit) {
-        long max = limit instanceof ReadMaxRows ? ((ReadMaxRows) limit).maxRows() : Long.MAX_VALUE;
         refreshReader();
+        return nextEnd(startOffset, limit);
+    }
+
+    private Offset nextEnd(Offset startOffset, ReadLimit limit) {
+        long max = limit instanceof ReadMaxRows ? ((ReadMaxRows) limit).maxRows() : Long.MAX_VALUE;
         long count = 0;
         int idle = 0;
         try {
@@ -632,6 +638,8 @@ final class BusMicroBatchStream implements MicroBatchStream, SupportsTriggerAvai
         if (ephemeral) {
             try {
                 Consumers.removeConsumer(options.path, consumer);
+            } catch (java.util.NoSuchElementException e) {
+                // never registered (the query stopped before its first trigger), or the bus is gone
             } catch (IOException | RuntimeException e) {
                 LOG.warn("mappedbus: consumer '" + consumer + "' of " + options.path + " (a query with a temporary "
                         + "checkpoint) not removed: " + e.getMessage());
