@@ -18,9 +18,9 @@ import time
 
 from .busmeta import meta_path, read_meta
 from .files import open_file
-from .layout import (FIRST_RECORD_OFFSET, LIMIT_OFFSET,
-                     STATUS_COMMITTED, STATUS_NOT_SET, STATUS_ROLLED_BACK, WAKE_FILE,
-                     WAKE_MAGIC, WAKE_PARKED_OFFSET, WAKE_SUFFIX, join_position, slot_size)
+from .layout import (FIRST_RECORD_OFFSET, LIMIT_OFFSET, META_FILE, STATUS_COMMITTED,
+                     STATUS_NOT_SET, STATUS_ROLLED_BACK, WAKE_FILE, WAKE_MAGIC,
+                     WAKE_PARKED_OFFSET, WAKE_SUFFIX, join_position, slot_size)
 from .rolling import (end_boundary, list_segments, open_dir, read_bus_meta, segment_path,
                       slots_per_segment)
 from .rolling import records_between as _records_to
@@ -197,11 +197,12 @@ class BusCounter:
             open_dir(self.path, create=False, allow_foreign=True)
             meta = read_bus_meta(self.path, allow_foreign=True)
             if meta is None:
-                raise ValueError(f"{self.path}: a directory without bus.meta: not a rolling bus")
+                raise ValueError(f"{self.path}: a directory without {META_FILE}: not a rolling "
+                                 f"bus")
             self.meta = meta
             self.record_size, self.segment_size = meta.record_size, meta.segment_size
             self.capacity = slots_per_segment(meta.segment_size, meta.record_size)
-            self._ident = os.stat(os.path.join(self.path, "bus.meta")).st_ino
+            self._ident = os.stat(os.path.join(self.path, META_FILE)).st_ino
             return
         meta = read_meta(meta_path(self.path), allow_foreign=True)
         fd, st = _open_ro(self.path)
@@ -221,7 +222,7 @@ class BusCounter:
     def _replaced(self):
         """True if the bus at the path is not the one counted (deleted and recreated);
         FileNotFoundError if it is gone."""
-        where = os.path.join(self.path, "bus.meta") if self.rolling else self.path
+        where = os.path.join(self.path, META_FILE) if self.rolling else self.path
         return os.stat(where).st_ino != self._ident
 
     def close(self):
