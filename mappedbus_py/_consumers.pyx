@@ -10,8 +10,8 @@ from libc.string cimport memcpy
 from ._atomic cimport load_acquire_i32, load_acquire_i64
 from ._mapping cimport MappedFile
 from ._wake cimport wake_proc_start
-from .errors import (BusLockTimeoutError, BusTruncatedError, ConsumerInUseError,
-                     CorruptBusError)
+from .errors import (BusLockTimeoutError, BusMismatchError, BusTruncatedError,
+                     ConsumerInUseError, CorruptBusError)
 from .layout import CONSUMERS_FILE_SIZE as _LAYOUT_SIZE
 
 cdef extern from "_consumers.h" nogil:
@@ -118,9 +118,16 @@ cdef class ConsumerRegistry:
         self.lock_timeout = lock_timeout
         if read_only:
             create = False
-        self._file = MappedFile(self.path, CONSUMERS_FILE_SIZE, create=create, init=False,
-                                read_only=read_only, preallocate=create,
-                                allow_foreign=allow_foreign, mode=mode)
+        try:
+            self._file = MappedFile(self.path, CONSUMERS_FILE_SIZE, create=create, init=False,
+                                    read_only=read_only, preallocate=create,
+                                    allow_foreign=allow_foreign, mode=mode)
+        except BusMismatchError:
+            size = os.lstat(self.path).st_size
+            if size >= CONSUMERS_FILE_SIZE:
+                raise
+            raise CorruptBusError(f"{self.path!r} is not a bus consumer registry: {size} bytes, "
+                                  f"shorter than its {CONSUMERS_FILE_SIZE}") from None
         cdef int rc
         if read_only:
             magic = load_acquire_i64(self._file.base + CONSUMERS_MAGIC_OFFSET)

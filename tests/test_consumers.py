@@ -513,7 +513,7 @@ def test_corrupt_registries_give_clear_errors(bus):
     with pytest.raises(CorruptBusError, match="not a bus consumer registry"):
         MappedBusReader(bus, consumer="c").open()
     open(reg, "wb").write(good[:100])                       # short
-    with pytest.raises(mb.MappedBusError):
+    with pytest.raises(CorruptBusError, match="100 bytes, shorter than its 32768"):
         mb.consumers(bus)
     assert [read_seq(MappedBusReader(bus).open()) for _ in range(1)] == [0]   # bus intact
 
