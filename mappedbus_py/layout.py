@@ -153,6 +153,32 @@ bytes, all zero when new, little-endian. The protocol is in ``_consumers.h``::
       CONSUMER_NAME_OFFSET: 1 to CONSUMER_NAME_MAX bytes of UTF-8, no NUL or control
         characters, padded with NUL
 
+The Spark connector's exactly-once sink keeps a *commit log* beside the bus (``PATH +
+COMMIT_LOG_SUFFIX``, or ``DIR/COMMIT_LOG_FILE`` for a rolling bus): an append-only file of
+COMMIT_ENTRY_SIZE-byte entries, little-endian, appended under an exclusive file lock
+(docs/files-and-rolling.md, "Spark sink commit log"; ``mappedbus_py.commitlog`` reads it)::
+
+      0           4          8              16             24           32            36
+      +-----------+----------+--------------+--------------+------------+-------------+------+
+      | magic i32 | kind i32 | query hi i64 | query lo i64 | epoch i64  | partition   | zero |
+      |           |          |              |              |            | i32         |      |
+      +-----------+----------+--------------+--------------+------------+-------------+------+
+      40             48             56              64                 72
+      +--------------+--------------+---------------+------------------+
+      | first i64    | count i64    | source i64    | crc i64          |
+      +--------------+--------------+---------------+------------------+
+      COMMIT_ENTRY_MAGIC_OFFSET: COMMIT_LOG_MAGIC ("MBCL" as int32 little-endian)
+      COMMIT_ENTRY_KIND_OFFSET: COMMIT_ENTRY_INTENT, _SEALED, _DONE or _VOID
+      COMMIT_ENTRY_QUERY_HI_OFFSET, _QUERY_LO_OFFSET: the query id (a UUID's two halves),
+        COMMIT_ENTRY_EPOCH_OFFSET (-1 for a batch write), COMMIT_ENTRY_PARTITION_OFFSET:
+        the key of the task that wrote the entry
+      COMMIT_ENTRY_FIRST_OFFSET, _COUNT_OFFSET: INTENT/VOID: a range's first slot (a
+        position) and its slots; SEALED: the group's first position and its records
+      COMMIT_ENTRY_SOURCE_OFFSET: -1, or the group a repair copies (its first position)
+      COMMIT_ENTRY_CRC_OFFSET: CRC-32 (zlib's) of bytes [0, COMMIT_ENTRY_CRC_OFFSET), as a
+        zero-extended int64; an entry with another magic or crc (a torn last entry) is
+        not one
+
 A rolling bus's consumers hold segments for retention up to ``max_consumer_lag`` segments
 (metadata), then by ``on_consumer_lag``: ``expire`` (the entry is flagged expired and no
 longer holds anything) or ``block`` (a writer about to roll waits up to
@@ -270,6 +296,26 @@ CONSUMER_FLAG_EXPIRED = 1
 ON_CONSUMER_LAG = ("expire", "block")
 DEFAULT_CONSUMER_BLOCK_MS = 10_000
 
+# The Spark sink's commit log (see the diagram above).
+COMMIT_LOG_SUFFIX = ".commits"
+COMMIT_LOG_FILE = "bus.commits"
+COMMIT_LOG_MAGIC = int.from_bytes(b"MBCL", "little")
+COMMIT_ENTRY_SIZE = 72
+COMMIT_ENTRY_MAGIC_OFFSET = 0
+COMMIT_ENTRY_KIND_OFFSET = 4
+COMMIT_ENTRY_QUERY_HI_OFFSET = 8
+COMMIT_ENTRY_QUERY_LO_OFFSET = 16
+COMMIT_ENTRY_EPOCH_OFFSET = 24
+COMMIT_ENTRY_PARTITION_OFFSET = 32
+COMMIT_ENTRY_FIRST_OFFSET = 40
+COMMIT_ENTRY_COUNT_OFFSET = 48
+COMMIT_ENTRY_SOURCE_OFFSET = 56
+COMMIT_ENTRY_CRC_OFFSET = 64
+COMMIT_ENTRY_INTENT = 1
+COMMIT_ENTRY_SEALED = 2
+COMMIT_ENTRY_DONE = 3
+COMMIT_ENTRY_VOID = 4
+
 CONSTANTS = {
     name: globals()[name]
     for name in (
@@ -292,6 +338,12 @@ CONSTANTS = {
         "CONSUMER_COMMITTED_NS_OFFSET", "CONSUMER_CREATED_NS_OFFSET", "CONSUMER_BUS_ID_OFFSET",
         "CONSUMER_BUS_ID_SIZE", "CONSUMER_NAME_OFFSET", "CONSUMER_NAME_MAX",
         "CONSUMER_FLAG_EXPIRED", "DEFAULT_CONSUMER_BLOCK_MS",
+        "COMMIT_LOG_SUFFIX", "COMMIT_LOG_FILE", "COMMIT_LOG_MAGIC", "COMMIT_ENTRY_SIZE",
+        "COMMIT_ENTRY_MAGIC_OFFSET", "COMMIT_ENTRY_KIND_OFFSET", "COMMIT_ENTRY_QUERY_HI_OFFSET",
+        "COMMIT_ENTRY_QUERY_LO_OFFSET", "COMMIT_ENTRY_EPOCH_OFFSET", "COMMIT_ENTRY_PARTITION_OFFSET",
+        "COMMIT_ENTRY_FIRST_OFFSET", "COMMIT_ENTRY_COUNT_OFFSET", "COMMIT_ENTRY_SOURCE_OFFSET",
+        "COMMIT_ENTRY_CRC_OFFSET", "COMMIT_ENTRY_INTENT", "COMMIT_ENTRY_SEALED", "COMMIT_ENTRY_DONE",
+        "COMMIT_ENTRY_VOID",
     )
 }
 

@@ -88,6 +88,27 @@ package io.mappedbuspy;
  *  pid, start: the live holder (0: none); position: the committed position (one atomic 8-byte store)
  *  name: 1 to CONSUMER_NAME_MAX bytes of UTF-8, NUL padded
  * </pre>
+ *
+ * <p>The Spark connector's exactly-once sink keeps a <em>commit log</em> beside the bus ({@code PATH +
+ * COMMIT_LOG_SUFFIX}, or {@code DIR/COMMIT_LOG_FILE} for a rolling bus): an append-only file of
+ * {@link #COMMIT_ENTRY_SIZE}-byte entries appended under an exclusive file lock (docs/files-and-rolling.md, "Spark
+ * sink commit log"; {@code mappedbus_py/commitlog.py} reads it):
+ *
+ * <pre>
+ *  +0          +4         +8             +16            +24          +32           +36    +40
+ *  +-----------+----------+--------------+--------------+------------+-------------+------+
+ *  | magic i32 | kind i32 | query hi i64 | query lo i64 | epoch i64  | partition   | zero |
+ *  +-----------+----------+--------------+--------------+------------+-------------+------+
+ *  +40            +48            +56             +64                +72
+ *  +--------------+--------------+---------------+------------------+
+ *  | first i64    | count i64    | source i64    | crc i64          |
+ *  +--------------+--------------+---------------+------------------+
+ *  magic: COMMIT_LOG_MAGIC ("MBCL"); kind: COMMIT_ENTRY_INTENT, _SEALED, _DONE, _VOID
+ *  query hi/lo (a UUID), epoch (-1: a batch write), partition: the key of the task that wrote it
+ *  first, count: INTENT/VOID a range's first position and slots; SEALED the group's first position and records
+ *  source: -1, or the group (its first position) a repair copies
+ *  crc: CRC-32 of bytes [0, COMMIT_ENTRY_CRC_OFFSET), zero-extended; another magic or crc (a torn entry): no entry
+ * </pre>
  */
 public final class Layout {
     /** Offset of the int64 limit field (offset just past the last allocated record). */
@@ -246,6 +267,43 @@ public final class Layout {
     public static final int CONSUMER_FLAG_EXPIRED = 1;
     /** How long a writer waits for a lagging consumer (on_consumer_lag=block) by default, in milliseconds. */
     public static final long DEFAULT_CONSUMER_BLOCK_MS = 10_000;
+
+    /** Suffix of a single-file bus's Spark sink commit log: {@code PATH + COMMIT_LOG_SUFFIX}. */
+    public static final String COMMIT_LOG_SUFFIX = ".commits";
+    /** A rolling bus's Spark sink commit log, in its directory. */
+    public static final String COMMIT_LOG_FILE = "bus.commits";
+    /** int32 at {@link #COMMIT_ENTRY_MAGIC_OFFSET} of every entry: "MBCL" little-endian. */
+    public static final int COMMIT_LOG_MAGIC = 0x4C43424D;
+    /** Size of one commit log entry. */
+    public static final int COMMIT_ENTRY_SIZE = 72;
+    /** Offset in an entry of the int32 magic. */
+    public static final int COMMIT_ENTRY_MAGIC_OFFSET = 0;
+    /** Offset in an entry of the int32 kind ({@link #COMMIT_ENTRY_INTENT} ...). */
+    public static final int COMMIT_ENTRY_KIND_OFFSET = 4;
+    /** Offset in an entry of the int64 high half of the query id. */
+    public static final int COMMIT_ENTRY_QUERY_HI_OFFSET = 8;
+    /** Offset in an entry of the int64 low half of the query id. */
+    public static final int COMMIT_ENTRY_QUERY_LO_OFFSET = 16;
+    /** Offset in an entry of the int64 epoch (-1 for a batch write). */
+    public static final int COMMIT_ENTRY_EPOCH_OFFSET = 24;
+    /** Offset in an entry of the int32 partition id (4 zero bytes follow). */
+    public static final int COMMIT_ENTRY_PARTITION_OFFSET = 32;
+    /** Offset in an entry of the int64 first position (of a range, or of a group). */
+    public static final int COMMIT_ENTRY_FIRST_OFFSET = 40;
+    /** Offset in an entry of the int64 count (a range's slots, or a group's records). */
+    public static final int COMMIT_ENTRY_COUNT_OFFSET = 48;
+    /** Offset in an entry of the int64 source: -1, or the group a repair copies. */
+    public static final int COMMIT_ENTRY_SOURCE_OFFSET = 56;
+    /** Offset in an entry of the int64 CRC-32 of the bytes before it. */
+    public static final int COMMIT_ENTRY_CRC_OFFSET = 64;
+    /** Kind of an entry reserving a range of slots whose bytes are being written. */
+    public static final int COMMIT_ENTRY_INTENT = 1;
+    /** Kind of an entry sealing a group of ranges: all its records' bytes are written. */
+    public static final int COMMIT_ENTRY_SEALED = 2;
+    /** Kind of an entry ending a task: each of its records is committed once. */
+    public static final int COMMIT_ENTRY_DONE = 3;
+    /** Kind of an entry giving up an unsealed range (its uncommitted slots rolled back). */
+    public static final int COMMIT_ENTRY_VOID = 4;
 
     private Layout() {
     }
@@ -428,6 +486,24 @@ public final class Layout {
                 + "CONSUMER_NAME_OFFSET=" + CONSUMER_NAME_OFFSET + "\n"
                 + "CONSUMER_NAME_MAX=" + CONSUMER_NAME_MAX + "\n"
                 + "CONSUMER_FLAG_EXPIRED=" + CONSUMER_FLAG_EXPIRED + "\n"
-                + "DEFAULT_CONSUMER_BLOCK_MS=" + DEFAULT_CONSUMER_BLOCK_MS + "\n";
+                + "DEFAULT_CONSUMER_BLOCK_MS=" + DEFAULT_CONSUMER_BLOCK_MS + "\n"
+                + "COMMIT_LOG_SUFFIX=" + COMMIT_LOG_SUFFIX + "\n"
+                + "COMMIT_LOG_FILE=" + COMMIT_LOG_FILE + "\n"
+                + "COMMIT_LOG_MAGIC=" + COMMIT_LOG_MAGIC + "\n"
+                + "COMMIT_ENTRY_SIZE=" + COMMIT_ENTRY_SIZE + "\n"
+                + "COMMIT_ENTRY_MAGIC_OFFSET=" + COMMIT_ENTRY_MAGIC_OFFSET + "\n"
+                + "COMMIT_ENTRY_KIND_OFFSET=" + COMMIT_ENTRY_KIND_OFFSET + "\n"
+                + "COMMIT_ENTRY_QUERY_HI_OFFSET=" + COMMIT_ENTRY_QUERY_HI_OFFSET + "\n"
+                + "COMMIT_ENTRY_QUERY_LO_OFFSET=" + COMMIT_ENTRY_QUERY_LO_OFFSET + "\n"
+                + "COMMIT_ENTRY_EPOCH_OFFSET=" + COMMIT_ENTRY_EPOCH_OFFSET + "\n"
+                + "COMMIT_ENTRY_PARTITION_OFFSET=" + COMMIT_ENTRY_PARTITION_OFFSET + "\n"
+                + "COMMIT_ENTRY_FIRST_OFFSET=" + COMMIT_ENTRY_FIRST_OFFSET + "\n"
+                + "COMMIT_ENTRY_COUNT_OFFSET=" + COMMIT_ENTRY_COUNT_OFFSET + "\n"
+                + "COMMIT_ENTRY_SOURCE_OFFSET=" + COMMIT_ENTRY_SOURCE_OFFSET + "\n"
+                + "COMMIT_ENTRY_CRC_OFFSET=" + COMMIT_ENTRY_CRC_OFFSET + "\n"
+                + "COMMIT_ENTRY_INTENT=" + COMMIT_ENTRY_INTENT + "\n"
+                + "COMMIT_ENTRY_SEALED=" + COMMIT_ENTRY_SEALED + "\n"
+                + "COMMIT_ENTRY_DONE=" + COMMIT_ENTRY_DONE + "\n"
+                + "COMMIT_ENTRY_VOID=" + COMMIT_ENTRY_VOID + "\n";
     }
 }

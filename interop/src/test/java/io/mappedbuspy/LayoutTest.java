@@ -51,6 +51,6 @@ public final class LayoutTest {
         assertContains(d, "DEFAULT_TIMEOUT_MS=2000\n");
         assertContains(d, "META_MAGIC=# mappedbus bus metadata\n");
         assertContains(d, "SEGMENT_SUFFIX=.bus\n");
-        assertEquals(63, d.split("\n").length, "lines");
+        assertEquals(81, d.split("\n").length, "lines");
     }
 }

@@ -3,6 +3,7 @@ package io.mappedbuspy.spark;
 import io.mappedbuspy.Layout;
 import io.mappedbuspy.MemoryMappedFile;
 import io.mappedbuspy.RollingBusWriter;
+import io.mappedbuspy.RollingLayout;
 import io.mappedbuspy.WakeFile;
 
 import java.io.EOFException;
@@ -22,6 +23,7 @@ import java.util.Map;
 import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.locks.ReentrantLock;
+import java.util.function.LongPredicate;
 import java.util.zip.CRC32;
 
 /**
@@ -58,15 +60,15 @@ import java.util.zip.CRC32;
  * rest are gone): the write fails, naming the task, the range and the bus.
  */
 final class CommitLog {
-    static final String SUFFIX = ".commits";
+    // The layout of the log is Layout's (COMMIT_LOG_*, COMMIT_ENTRY_*: the diagram is there).
+    static final String SUFFIX = Layout.COMMIT_LOG_SUFFIX;
     /** A rolling bus's log, in its directory beside {@code bus.meta}. */
-    static final String ROLLING_FILE = "bus.commits";
-    static final int ENTRY = 72;
-    private static final int MAGIC = 0x4C43424D; // "MBCL"
-    static final int INTENT = 1;
-    static final int SEALED = 2;
-    static final int DONE = 3;
-    static final int VOID = 4;
+    static final String ROLLING_FILE = Layout.COMMIT_LOG_FILE;
+    static final int ENTRY = Layout.COMMIT_ENTRY_SIZE;
+    static final int INTENT = Layout.COMMIT_ENTRY_INTENT;
+    static final int SEALED = Layout.COMMIT_ENTRY_SEALED;
+    static final int DONE = Layout.COMMIT_ENTRY_DONE;
+    static final int VOID = Layout.COMMIT_ENTRY_VOID;
 
     private static final Map<String, ReentrantLock> JVM_LOCKS = new ConcurrentHashMap<>();
 
@@ -95,6 +97,24 @@ final class CommitLog {
         boolean sameKey(Key k) {
             return queryHi == k.hi && queryLo == k.lo && epoch == k.epoch && partition == k.partition;
         }
+
+        /** The entry's bytes, its CRC computed. */
+        byte[] encode() {
+            ByteBuffer b = ByteBuffer.allocate(ENTRY).order(ByteOrder.LITTLE_ENDIAN);
+            b.putInt(Layout.COMMIT_ENTRY_MAGIC_OFFSET, Layout.COMMIT_LOG_MAGIC)
+                    .putInt(Layout.COMMIT_ENTRY_KIND_OFFSET, kind)
+                    .putLong(Layout.COMMIT_ENTRY_QUERY_HI_OFFSET, queryHi)
+                    .putLong(Layout.COMMIT_ENTRY_QUERY_LO_OFFSET, queryLo)
+                    .putLong(Layout.COMMIT_ENTRY_EPOCH_OFFSET, epoch)
+                    .putInt(Layout.COMMIT_ENTRY_PARTITION_OFFSET, partition)
+                    .putLong(Layout.COMMIT_ENTRY_FIRST_OFFSET, first)
+                    .putLong(Layout.COMMIT_ENTRY_COUNT_OFFSET, count)
+                    .putLong(Layout.COMMIT_ENTRY_SOURCE_OFFSET, source);
+            CRC32 crc = new CRC32();
+            crc.update(b.array(), 0, Layout.COMMIT_ENTRY_CRC_OFFSET);
+            b.putLong(Layout.COMMIT_ENTRY_CRC_OFFSET, crc.getValue());
+            return b.array();
+        }
     }
 
     /** A task's identity: (query, epoch, partition). */
@@ -103,6 +123,13 @@ final class CommitLog {
         final long lo;
         final long epoch;
         final int partition;
+
+        Key(long hi, long lo, long epoch, int partition) {
+            this.hi = hi;
+            this.lo = lo;
+            this.epoch = epoch;
+            this.partition = partition;
+        }
 
         Key(String queryId, long epoch, int partition) {
             long h;
@@ -251,6 +278,12 @@ final class CommitLog {
         /** The offset of {@code pos} in its mapping. */
         long offset(long pos);
 
+        /** The file holding {@code pos}. */
+        Path file(long pos);
+
+        /** Whether the file holding {@code pos} exists (retention has not removed its segment). */
+        boolean present(long pos);
+
         /** Wakes the bus's parked readers, if any (after slots were committed or rolled back here). */
         void wake();
 
@@ -295,6 +328,16 @@ final class CommitLog {
         }
 
         @Override
+        public Path file(long pos) {
+            return Path.of(busPath);
+        }
+
+        @Override
+        public boolean present(long pos) {
+            return true;
+        }
+
+        @Override
         public void wake() {
             if (wakeFile.wakeNeeded()) {
                 wakeFile.wake();
@@ -327,7 +370,7 @@ final class CommitLog {
 
         @Override
         public MemoryMappedFile map(long pos) throws IOException {
-            long index = pos / fileSize;
+            long index = RollingLayout.locate(pos, fileSize, recordSize)[0];
             MemoryMappedFile m = maps.get(index);
             if (m == null) {
                 m = w.mapSegment(index);
@@ -338,7 +381,18 @@ final class CommitLog {
 
         @Override
         public long offset(long pos) {
-            return pos % fileSize;
+            return RollingLayout.locate(pos, fileSize, recordSize)[1];
+        }
+
+        @Override
+        public Path file(long pos) {
+            return Path.of(busPath, Layout.segmentName(RollingLayout.locate(pos, fileSize, recordSize)[0]));
+        }
+
+        @Override
+        public boolean present(long pos) {
+            return maps.containsKey(RollingLayout.locate(pos, fileSize, recordSize)[0])
+                    || Files.exists(file(pos), LinkOption.NOFOLLOW_LINKS);
         }
 
         @Override
@@ -382,17 +436,151 @@ final class CommitLog {
         return out;
     }
 
-    private static Entry decode(ByteBuffer b, int at) {
-        if (b.getInt(at) != MAGIC) {
+    /** The entry at {@code at} of a little-endian buffer backed by an array; null if its magic or CRC is wrong. */
+    static Entry decode(ByteBuffer b, int at) {
+        if (b.getInt(at + Layout.COMMIT_ENTRY_MAGIC_OFFSET) != Layout.COMMIT_LOG_MAGIC) {
             return null;
         }
         CRC32 crc = new CRC32();
-        crc.update(b.array(), at, ENTRY - 8);
-        if (crc.getValue() != b.getLong(at + ENTRY - 8)) {
+        crc.update(b.array(), b.arrayOffset() + at, Layout.COMMIT_ENTRY_CRC_OFFSET);
+        if (crc.getValue() != b.getLong(at + Layout.COMMIT_ENTRY_CRC_OFFSET)) {
             return null;
         }
-        return new Entry(b.getInt(at + 4), b.getLong(at + 8), b.getLong(at + 16), b.getLong(at + 24),
-                b.getInt(at + 32), b.getLong(at + 40), b.getLong(at + 48), b.getLong(at + 56));
+        return new Entry(b.getInt(at + Layout.COMMIT_ENTRY_KIND_OFFSET),
+                b.getLong(at + Layout.COMMIT_ENTRY_QUERY_HI_OFFSET), b.getLong(at + Layout.COMMIT_ENTRY_QUERY_LO_OFFSET),
+                b.getLong(at + Layout.COMMIT_ENTRY_EPOCH_OFFSET), b.getInt(at + Layout.COMMIT_ENTRY_PARTITION_OFFSET),
+                b.getLong(at + Layout.COMMIT_ENTRY_FIRST_OFFSET), b.getLong(at + Layout.COMMIT_ENTRY_COUNT_OFFSET),
+                b.getLong(at + Layout.COMMIT_ENTRY_SOURCE_OFFSET));
+    }
+
+    /**
+     * What recovery does for a key, decided from the log alone (docs/files-and-rolling.md, "Spark sink commit
+     * log"): the I/O of {@link #write} carries it out.
+     */
+    static final class Recovery {
+        /** The key has DONE: nothing is written. */
+        static final String NOTHING = "nothing";
+        /** No sealed group: the attempt writes its own rows (after voiding {@link #voids}). */
+        static final String WRITE = "write";
+        /** An earlier attempt sealed a group: {@link #group} is committed and its rolled-back slots repaired. */
+        static final String FINISH = "finish";
+        /** A range of {@link #group} is in a segment retention removed: the write fails. */
+        static final String FAIL = "fail";
+        /** A SEALED entry names records its INTENTs do not hold ({@link #corrupt} is it). */
+        static final String CORRUPT = "corrupt";
+
+        final String action;
+        /** Ranges never sealed nor voided: an attempt crashed writing them; they are voided first. */
+        final List<Range> voids;
+        /** FINISH and FAIL: the last group of the key's repair chain, the one to settle. */
+        final Group group;
+        /** FAIL: the range of {@link #group} whose segment is gone. */
+        final Range removed;
+        /** CORRUPT: the SEALED entry. */
+        final Entry corrupt;
+
+        private Recovery(String action, List<Range> voids, Group group, Range removed, Entry corrupt) {
+            this.action = action;
+            this.voids = voids;
+            this.group = group;
+            this.removed = removed;
+            this.corrupt = corrupt;
+        }
+    }
+
+    /**
+     * The recovery decision for {@code key}, a pure function of the log: the key's INTENTs, SEALEDs, VOIDs and
+     * DONE, in order. Ranges neither sealed nor voided are to be voided; a DONE means nothing to do; else the
+     * original group (source -1) of an attempt that sealed one, followed along its repairs (a group whose source
+     * is the current one's first position) to the last, is to be finished, unless one of its ranges is in a
+     * segment that is not {@code present} (then the write fails); with no sealed group the attempt writes.
+     *
+     * @param log     every valid entry of the log, in order
+     * @param key     the task
+     * @param present whether the file holding a position exists (a single file: always)
+     * @return the decision
+     */
+    static Recovery recover(List<Entry> log, Key key, LongPredicate present) {
+        List<Range> ranges = new ArrayList<>();
+        List<Group> groups = new ArrayList<>();
+        boolean done = false;
+        for (Entry e : log) {
+            if (!e.sameKey(key)) {
+                continue;
+            }
+            if (e.kind == DONE) {
+                done = true;
+            } else if (e.kind == INTENT) {
+                ranges.add(new Range(e.first, e.count, e.source));
+            } else if (e.kind == SEALED) {
+                Group g = seal(ranges, e);
+                if (g == null) {
+                    return new Recovery(Recovery.CORRUPT, List.of(), null, null, e);
+                }
+                groups.add(g);
+            } else if (e.kind == VOID) {
+                for (Range r : ranges) {
+                    if (r.first == e.first) {
+                        r.voided = true;
+                    }
+                }
+            }
+        }
+        if (done) {
+            return new Recovery(Recovery.NOTHING, List.of(), null, null, null);
+        }
+        List<Range> voids = new ArrayList<>();
+        for (Range r : ranges) {
+            if (!r.voided && !r.sealed) {
+                voids.add(r); // crashed while writing its bytes: none of it was committed
+            }
+        }
+        // The original group of the attempt that sealed one, if any (later attempts only recover it).
+        Group current = null;
+        for (Group g : groups) {
+            if (g.source < 0) {
+                current = g;
+            }
+        }
+        if (current == null) {
+            return new Recovery(Recovery.WRITE, voids, null, null, null);
+        }
+        // Each group of the chain was settled before its repair was started: the last one is settled now.
+        for (Group repair = current; repair != null; ) {
+            current = repair;
+            repair = null;
+            for (Group g : groups) {
+                if (g.source == current.first) {
+                    repair = g;
+                }
+            }
+        }
+        for (Range r : current.parts) {
+            if (!present.test(r.first)) {
+                return new Recovery(Recovery.FAIL, voids, current, r, null);
+            }
+        }
+        return new Recovery(Recovery.FINISH, voids, current, null, null);
+    }
+
+    /** The group a SEALED entry seals: the key's consecutive INTENTs from its first, {@code count} records in all. */
+    private static Group seal(List<Range> ranges, Entry e) {
+        int at = ranges.size() - 1;
+        while (at >= 0 && ranges.get(at).first != e.first) {
+            at--;
+        }
+        if (at < 0) {
+            return null;
+        }
+        Group g = new Group(e.first, e.source);
+        long left = e.count;
+        for (int i = at; i < ranges.size() && left > 0 && ranges.get(i).source == e.source; i++) {
+            Range r = ranges.get(i);
+            r.sealed = true;
+            g.parts.add(r);
+            left -= r.count;
+        }
+        return left == 0 ? g : null;
     }
 
     /** One task's work under the lock. */
@@ -412,63 +600,33 @@ final class CommitLog {
         }
 
         Outcome run(byte[] records, int n) throws IOException {
-            List<Range> ranges = new ArrayList<>();
-            List<Group> groups = new ArrayList<>();
-            boolean done = false;
-            for (Entry e : readAll(ch)) {
-                if (!e.sameKey(key)) {
-                    continue;
-                }
-                if (e.kind == DONE) {
-                    done = true;
-                } else if (e.kind == INTENT) {
-                    ranges.add(new Range(e.first, e.count, e.source));
-                } else if (e.kind == SEALED) {
-                    groups.add(seal(ranges, e));
-                } else if (e.kind == VOID) {
-                    for (Range r : ranges) {
-                        if (r.first == e.first) {
-                            r.voided = true;
-                        }
-                    }
-                }
+            Recovery plan = recover(readAll(ch), key, slots::present);
+            if (plan.action.equals(Recovery.CORRUPT)) {
+                Entry e = plan.corrupt;
+                throw new IOException("mappedbus: commit log " + logPath + " seals " + e.count + " records of task "
+                        + key + " from position " + e.first + " that its INTENT entries do not hold (a corrupt log)");
             }
-            if (done) {
+            if (plan.action.equals(Recovery.NOTHING)) {
                 return new Outcome(0, 0, true, false);
             }
-            for (Range r : ranges) {
-                if (!r.voided && !r.sealed) {
-                    voidRange(r); // crashed while writing its bytes: none of it was committed
-                }
+            for (Range r : plan.voids) {
+                voidRange(r);
             }
-            // The original group of the attempt that sealed one, if any (later attempts only recover it).
-            Group original = null;
-            for (Group g : groups) {
-                if (g.source < 0) {
-                    original = g;
-                }
+            if (plan.action.equals(Recovery.FAIL)) {
+                throw removed(plan.removed, new java.nio.file.NoSuchFileException(
+                        slots.file(plan.removed.first).toString(), null, "removed by retention"));
             }
-            boolean recovered = original != null;
-            if (original == null) {
+            boolean recovered = plan.action.equals(Recovery.FINISH);
+            Group current = plan.group;
+            if (current == null) {
                 if (n == 0) {
                     append(DONE, 0, 0, -1);
                     return new Outcome(0, 0, false, false);
                 }
-                original = writeGroup(records, n, -1);
+                current = writeGroup(records, n, -1);
             }
-            // Settle the chain: each group is committed, then its rolled-back slots repaired, and so on.
-            Group current = original;
+            // Settle the chain: the group is committed, then its rolled-back slots repaired, and so on.
             while (true) {
-                Group repair = null;
-                for (Group g : groups) {
-                    if (g.source == current.first) {
-                        repair = g;
-                    }
-                }
-                if (repair != null) {
-                    current = repair; // current was settled before its repair was started
-                    continue;
-                }
                 List<Long> lost = commitGroup(current);
                 if (lost.isEmpty()) {
                     break;
@@ -486,32 +644,13 @@ final class CommitLog {
             return new Outcome(committed, repaired, false, recovered);
         }
 
-        /** The group a SEALED entry seals: the key's consecutive INTENTs from its first, {@code count} records in all. */
-        private Group seal(List<Range> ranges, Entry e) throws IOException {
-            int at = ranges.size() - 1;
-            while (at >= 0 && ranges.get(at).first != e.first) {
-                at--;
-            }
-            if (at < 0) {
-                throw corrupt(e);
-            }
-            Group g = new Group(e.first, e.source);
-            long left = e.count;
-            for (int i = at; i < ranges.size() && left > 0 && ranges.get(i).source == e.source; i++) {
-                Range r = ranges.get(i);
-                r.sealed = true;
-                g.parts.add(r);
-                left -= r.count;
-            }
-            if (left != 0) {
-                throw corrupt(e);
-            }
-            return g;
-        }
-
-        private IOException corrupt(Entry e) {
-            return new IOException("mappedbus: commit log " + logPath + " seals " + e.count + " records of task "
-                    + key + " from position " + e.first + " that its INTENT entries do not hold (a corrupt log)");
+        /** The failure of a sealed range whose segment retention removed before all its records were committed. */
+        private IOException removed(Range r, Exception cause) {
+            return new IOException("mappedbus: task " + key + " sealed records at positions [" + r.first + ", "
+                    + (r.first + r.count * slot) + ") of rolling bus " + busPath + " but retention removed "
+                    + "their segment before they were all committed: some may have been read, the others are "
+                    + "lost, so neither writing nor dropping them again is exactly-once; the write stops "
+                    + "(rewind the query or use exactlyOnce=false; see \"Exactly-once writes\")", cause);
         }
 
         /**
@@ -563,11 +702,7 @@ final class CommitLog {
                 try {
                     maps[p] = slots.map(r.first);
                 } catch (java.nio.file.NoSuchFileException e) {
-                    throw new IOException("mappedbus: task " + key + " sealed records at positions [" + r.first + ", "
-                            + (r.first + r.count * slot) + ") of rolling bus " + busPath + " but retention removed "
-                            + "their segment before they were all committed: some may have been read, the others are "
-                            + "lost, so neither writing nor dropping them again is exactly-once; the write stops "
-                            + "(rewind the query or use exactlyOnce=false; see \"Exactly-once writes\")", e);
+                    throw removed(r, e); // removed since the decision
                 }
             }
             for (int p = maps.length - 1; p >= 0; p--) {
@@ -616,12 +751,8 @@ final class CommitLog {
         }
 
         private void append(int kind, long first, long count, long source) throws IOException {
-            ByteBuffer b = ByteBuffer.allocate(ENTRY).order(ByteOrder.LITTLE_ENDIAN);
-            b.putInt(0, MAGIC).putInt(4, kind).putLong(8, key.hi).putLong(16, key.lo).putLong(24, key.epoch)
-                    .putInt(32, key.partition).putLong(40, first).putLong(48, count).putLong(56, source);
-            CRC32 crc = new CRC32();
-            crc.update(b.array(), 0, ENTRY - 8);
-            b.putLong(ENTRY - 8, crc.getValue());
+            ByteBuffer b = ByteBuffer.wrap(new Entry(kind, key.hi, key.lo, key.epoch, key.partition, first, count,
+                    source).encode());
             // At a whole entry's boundary: a torn entry of a killed writer is overwritten, not followed.
             long at = ch.size() / ENTRY * ENTRY;
             while (b.hasRemaining()) {
