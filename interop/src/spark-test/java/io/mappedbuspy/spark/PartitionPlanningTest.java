@@ -4,6 +4,8 @@ import io.mappedbuspy.Layout;
 import io.mappedbuspy.MappedBusWriter;
 import io.mappedbuspy.MemoryMappedFile;
 import io.mappedbuspy.RollingBusWriter;
+import io.mappedbuspy.RollingDir;
+import io.mappedbuspy.RollingLayout;
 
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -223,14 +225,15 @@ public final class PartitionPlanningTest {
         }
         BusOptions o = options(dir, "layout", "PriceUpdate", "recordsPerPartition", "40");
         BusPartition[] parts = partitions(plan(o));
-        RollingSegments bus = new RollingSegments(o);
-        long[] segments = bus.list();
+        RollingDir bus = RollingDir.open(dir, false);
+        long[] segments = bus.segments();
         assertEquals(4, segments.length, "180 records of 50 per segment");
         for (BusPartition p : parts) {
             long k = p.base / segmentSize;
             assertEquals(k * segmentSize, p.base, "base of " + p);
-            assertEquals(bus.path(k), p.path, "a partition reads one segment file");
-            assertTrue(p.start >= 8 && p.end <= bus.segmentEnd() && p.records() <= 40, p.toString());
+            assertEquals(bus.segmentPath(k).toString(), p.path, "a partition reads one segment file");
+            assertTrue(p.start >= 8 && p.end <= RollingLayout.endBoundary(segmentSize, rs) && p.records() <= 40,
+                    p.toString());
         }
         assertEquals(2 + 2 + 2 + 1, parts.length, "50 slots per segment in ranges of 40, 30 in the last");
         BusReaderFactory f = new BusReaderFactory(o, o.readSchema());
@@ -255,16 +258,16 @@ public final class PartitionPlanningTest {
             }
         }
         BusOptions o = options(dir, "recordSize", "12", "recordsPerPartition", "1000");
-        RollingSegments bus = new RollingSegments(o);
+        RollingDir bus = RollingDir.open(dir, false);
         long hung = 8 + 7 * 20; // record 57: segment 1, slot 7
-        try (MemoryMappedFile m = new MemoryMappedFile(bus.path(1), segmentSize)) {
+        try (MemoryMappedFile m = new MemoryMappedFile(bus.segmentPath(1).toString(), segmentSize)) {
             assertTrue(m.casStatus(hung, 1, 0), "made uncommitted");
         }
         BusPartition[] parts = partitions(plan(o));
         assertEquals(2, parts.length, Arrays.toString(parts));
-        assertEquals(bus.path(0), parts[0].path);
-        assertEquals(bus.segmentEnd(), parts[0].end, "segment 0 whole");
-        assertEquals(bus.path(1), parts[1].path);
+        assertEquals(bus.segmentPath(0).toString(), parts[0].path);
+        assertEquals(RollingLayout.endBoundary(segmentSize, 12), parts[0].end, "segment 0 whole");
+        assertEquals(bus.segmentPath(1).toString(), parts[1].path);
         assertEquals(hung, parts[1].end, "segment 1 up to the uncommitted slot; segment 2 not read");
         BusOptions wait = options(dir, "recordSize", "12", "recordsPerPartition", "1000", "uncommitted", "wait",
                 "timeoutMs", "10");

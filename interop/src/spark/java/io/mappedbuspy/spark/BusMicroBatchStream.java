@@ -1,13 +1,8 @@
 package io.mappedbuspy.spark;
 
 import io.mappedbuspy.BusGapException;
-import io.mappedbuspy.BusMeta;
 import io.mappedbuspy.ConsumerInUseException;
 import io.mappedbuspy.Consumers;
-import io.mappedbuspy.Layout;
-import io.mappedbuspy.MappedBusReader;
-import io.mappedbuspy.MappedBusWriter;
-import io.mappedbuspy.RollingBusReader;
 import org.apache.spark.sql.connector.read.InputPartition;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
 import org.apache.spark.sql.connector.read.streaming.MicroBatchStream;
@@ -22,21 +17,9 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 import java.io.EOFException;
-import java.io.File;
 import java.io.IOException;
 import java.io.UncheckedIOException;
-import java.nio.ByteBuffer;
-import java.nio.ByteOrder;
-import java.nio.channels.FileChannel;
-import java.nio.file.Files;
-import java.nio.file.LinkOption;
-import java.nio.file.NoSuchFileException;
-import java.nio.file.Path;
-import java.nio.file.StandardOpenOption;
-import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.HashMap;
-import java.util.List;
 import java.util.Map;
 import java.util.Optional;
 
@@ -71,18 +54,13 @@ import java.util.Optional;
 final class BusMicroBatchStream implements MicroBatchStream, SupportsTriggerAvailableNow, ReportsSourceMetrics,
         SupportsRealTimeMode {
     private static final Logger LOG = LoggerFactory.getLogger(BusMicroBatchStream.class);
-    // Extra polls of a running rolling stream that found nothing: the rolling reader looks for the next
-    // segment only every so many polls, and a trigger makes one call.
-    private static final int ROLLING_POLLS = 1024;
 
     private final BusOptions options;
     private final PartitionReaderFactory factory;
-    /** Single-file bus: its logical size; rolling: -1. */
-    private final long fileSize;
-    /** Rolling bus: its directory; single file: null. */
-    private final RollingSegments segments;
-    private MappedBusReader single;
-    private RollingBusReader rolling;
+    /** The bus: a single file or a rolling bus. */
+    private final BusSource bus;
+    /** The driver's reader, or null (not open, or closed when the bus was found replaced). */
+    private BusSource.Reader reader;
     /** The id of the bus the open reader reads (null: no metadata). */
     private String readerId;
     /** Under Trigger.AvailableNow: the limit when the query started; later records wait for the next run. */
@@ -114,43 +92,15 @@ final class BusMicroBatchStream implements MicroBatchStream, SupportsTriggerAvai
         this.ephemeral = ephemeral;
         this.factory = factory instanceof BusReaderFactory
                 ? new BusRealTimeReaderFactory((BusReaderFactory) factory) : factory;
-        if (options.rolling) {
-            this.fileSize = -1;
-            this.segments = new RollingSegments(options);
-        } else {
-            this.fileSize = options.resolveFileSize(true);
-            this.segments = null;
-        }
+        this.bus = BusSource.forRead(options);
     }
 
     // -- the driver's reader -------------------------------------------------------------------------
 
     private void openReader() {
         try {
-            if (options.rolling) {
-                RollingBusReader r = new RollingBusReader(options.path, options.segmentSize, options.recordSize);
-                r.setTimeout(options.timeoutMs);
-                if (consumer != null) {
-                    r.setConsumer(consumer, Consumers.OLDEST); // a new entry holds everything until the first commit
-                }
-                r.open();
-                rolling = r;
-                readerId = r.busId();
-            } else {
-                if (!new File(options.path).exists()) {
-                    // fileSize was given (resolveFileSize checked): a bus reader never creates its file, so
-                    // the stream creates it as a writer does, for writers that come later.
-                    new MappedBusWriter(options.path, fileSize, options.recordSize).open().close();
-                }
-                MappedBusReader r = new MappedBusReader(options.path, fileSize, options.recordSize);
-                if (consumer != null) {
-                    r.setConsumer(consumer, Consumers.OLDEST);
-                }
-                r.open();
-                r.setTimeout(options.timeoutMs);
-                single = r;
-                readerId = r.busId();
-            }
+            reader = bus.openReader(consumer, true); // a new consumer entry holds everything until the first commit
+            readerId = reader.busId();
         } catch (ConsumerInUseException e) {
             throw new IllegalStateException("mappedbus: " + e.getMessage() + "; this query registers as consumer '"
                     + consumer + "' of " + options.path + ": give it another name (option consumer), or "
@@ -170,7 +120,7 @@ final class BusMicroBatchStream implements MicroBatchStream, SupportsTriggerAvai
         if (consumer == null || o == null) {
             return;
         }
-        if (single == null && rolling == null) {
+        if (reader == null) {
             try {
                 openReader(); // closed when the bus was found replaced: the reader that holds the name
             } catch (RuntimeException e) {
@@ -183,13 +133,7 @@ final class BusMicroBatchStream implements MicroBatchStream, SupportsTriggerAvai
             return;
         }
         try {
-            if (rolling != null) {
-                rolling.commit(o.position);
-            } else if (single != null) {
-                single.commit(o.position);
-            } else {
-                return;
-            }
+            reader.commit(o.position);
             consumerCommitted = o.position;
         } catch (IllegalArgumentException | IllegalStateException | io.mappedbuspy.BusTruncatedException e) {
             // Never fails a query: its checkpoint, not the registry, says where it reads.
@@ -199,73 +143,33 @@ final class BusMicroBatchStream implements MicroBatchStream, SupportsTriggerAvai
     }
 
     private void closeReader() {
-        if (single != null) {
-            single.close();
-            single = null;
-        }
-        if (rolling != null) {
-            rolling.close();
-            rolling = null;
+        if (reader != null) {
+            reader.close();
+            reader = null;
         }
     }
 
     /** Opens the reader, or reopens it when the path now holds another bus than the one it maps. */
     private void refreshReader() {
-        if (single == null && rolling == null) {
+        if (reader == null) {
             openReader();
             return;
         }
-        String now = pathBusId();
+        String now = bus.busIdNow();
         if (now != null && !now.equals(readerId)) {
             closeReader();
             openReader();
         }
     }
 
-    /** The id of the bus at the path now, from its metadata; null if none (or no bus). */
-    private String pathBusId() {
-        try {
-            if (options.rolling) {
-                BusMeta m = BusOptions.rollingMeta(options.path);
-                return m == null ? null : m.id();
-            }
-            BusMeta m = BusMeta.read(BusMeta.metaPath(options.path), false);
-            if (m == null || !BusMeta.SINGLE.equals(m.kind())) {
-                return null;
-            }
-            Object ino = Files.getAttribute(Path.of(options.path), "unix:ino", LinkOption.NOFOLLOW_LINKS);
-            return ino.equals(m.inode()) ? m.id() : null;
-        } catch (IOException | RuntimeException e) {
-            return null; // no bus there now (being recreated), or metadata opening the bus will report
-        }
-    }
-
-    private long position() {
-        return options.rolling ? rolling.position() : single.position();
-    }
-
-    /** The position of the oldest record of the bus at the path (a rolling bus's oldest retained one). */
-    private long earliest() {
-        return options.rolling ? segments.earliest() : Layout.FIRST_RECORD_OFFSET;
-    }
-
-    private long lastSlotEnd() {
-        long slot = Layout.slotSize(options.recordSize);
-        return Layout.FIRST_RECORD_OFFSET + (fileSize - Layout.FIRST_RECORD_OFFSET) / slot * slot;
-    }
-
     /** Moves the reader to {@code pos} (only if elsewhere: the reader keeps an uncommitted slot's clock). */
     private void seek(long pos) throws IOException {
-        if (position() == pos) {
-            return;
-        }
-        if (!options.rolling) {
-            single.seek(pos);
+        if (reader.position() == pos) {
             return;
         }
         for (;;) {
             try {
-                rolling.seek(pos);
+                reader.seek(pos);
                 return;
             } catch (BusGapException e) {
                 pos = gap(e);
@@ -274,12 +178,9 @@ final class BusMicroBatchStream implements MicroBatchStream, SupportsTriggerAvai
     }
 
     private boolean next() throws IOException {
-        if (!options.rolling) {
-            return single.next();
-        }
         for (;;) {
             try {
-                return rolling.next();
+                return reader.next();
             } catch (BusGapException e) {
                 seek(gap(e));
             }
@@ -309,7 +210,7 @@ final class BusMicroBatchStream implements MicroBatchStream, SupportsTriggerAvai
         if (to <= a) {
             return;
         }
-        lostSlots += options.rolling ? segments.slots(a, to) : (to - a) / Layout.slotSize(options.recordSize);
+        lostSlots += bus.slots(a, to);
         countedTo = to;
         LOG.warn(warning);
     }
@@ -338,19 +239,18 @@ final class BusMicroBatchStream implements MicroBatchStream, SupportsTriggerAvai
             replacedBuses++;
             LOG.warn(msg + "; reading the new bus from its earliest record (failOnDataLoss=false)");
         }
-        return earliest();
+        return bus.earliest();
     }
 
     /** The offset of this bus's oldest record now: where a bus that joins a multi-bus stream starts. */
     BusOffset earliestOffset() {
         refreshReader();
-        return new BusOffset(earliest(), readerId);
+        return new BusOffset(bus.earliest(), readerId);
     }
 
     /** Record slots of this bus in {@code [from, to)} (rolled-back and lost ones included). */
     long slots(long from, long to) {
-        return options.rolling ? segments.slots(from, to)
-                : Math.max(0, (to - from) / Layout.slotSize(options.recordSize));
+        return bus.slots(from, to);
     }
 
     // -- MicroBatchStream ----------------------------------------------------------------------------
@@ -367,14 +267,9 @@ final class BusMicroBatchStream implements MicroBatchStream, SupportsTriggerAvai
         try {
             switch (options.startingPosition) {
                 case "earliest":
-                    return new BusOffset(earliest(), readerId);
+                    return new BusOffset(bus.earliest(), readerId);
                 case "latest":
-                    if (options.rolling) {
-                        rolling.seekToEnd();
-                        return new BusOffset(rolling.position(), readerId);
-                    }
-                    single.seekToEnd();
-                    return new BusOffset(Math.min(single.position(), lastSlotEnd()), readerId);
+                    return new BusOffset(reader.seekToEnd(), readerId);
                 default:
                     return new BusOffset(Long.parseLong(options.startingPosition), readerId);
             }
@@ -402,19 +297,7 @@ final class BusMicroBatchStream implements MicroBatchStream, SupportsTriggerAvai
     @Override
     public void prepareForTriggerAvailableNow() {
         refreshReader();
-        if (options.rolling) {
-            availableNowEnd = segments.end();
-            return;
-        }
-        long pos = single.position();
-        try {
-            single.seekToEnd();
-            availableNowEnd = Math.min(single.position(), lastSlotEnd());
-        } catch (IOException e) {
-            throw new UncheckedIOException(e);
-        } finally {
-            single.seek(pos);
-        }
+        availableNowEnd = bus.end();
     }
 
     /**
@@ -440,11 +323,11 @@ final class BusMicroBatchStream implements MicroBatchStream, SupportsTriggerAvai
         int idle = 0;
         try {
             seek(startIn(BusOffset.of(startOffset)));
-            while (count < max && position() < availableNowEnd) {
+            while (count < max && reader.position() < availableNowEnd) {
                 if (next()) {
                     count++;
                 } else if (availableNowEnd == Long.MAX_VALUE) {
-                    if (!options.rolling || ++idle > ROLLING_POLLS) {
+                    if (++idle > bus.idlePolls()) {
                         break; // a running stream: the next trigger looks again, on the same clock
                     }
                 } else {
@@ -466,13 +349,13 @@ final class BusMicroBatchStream implements MicroBatchStream, SupportsTriggerAvai
             }
             LOG.warn("mappedbus: " + e.getMessage() + "; reopening " + options.path + " (failOnDataLoss=false)");
             BusOffset s = BusOffset.of(startOffset);
-            long at = position();
+            long at = reader.position();
             closeReader(); // the next trigger reopens whatever bus the path holds then, and compares ids
             return new BusOffset(Math.max(at, s.position), readerId);
         } catch (IOException e) {
             throw new UncheckedIOException("mappedbus: cannot read " + options.path + ": " + e.getMessage(), e);
         }
-        return new BusOffset(position(), readerId);
+        return new BusOffset(reader.position(), readerId);
     }
 
     @Override
@@ -495,40 +378,18 @@ final class BusMicroBatchStream implements MicroBatchStream, SupportsTriggerAvai
             readerId = was;
             return new InputPartition[0];
         }
-        long from = s.busId != null && e.busId != null && !s.busId.equals(e.busId) ? earliest() : s.position;
+        long from = s.busId != null && e.busId != null && !s.busId.equals(e.busId) ? bus.earliest() : s.position;
         commitConsumer(s); // the batch before this one is committed (a restart re-runs an uncommitted last one)
-        if (!options.rolling) {
-            return BusPartition.split(options, options.path, fileSize, 0, from, e.position, false);
-        }
-        return planRolling(from, e.position);
-    }
-
-    /** Partitions of {@code [from, to)} of a rolling bus, one segment at a time. */
-    private InputPartition[] planRolling(long from, long to) {
-        long ss = options.segmentSize;
-        List<InputPartition> parts = new ArrayList<>();
-        for (long k = from / ss; k <= to / ss; k++) {
-            long lo = k == from / ss ? from % ss : Layout.FIRST_RECORD_OFFSET;
-            long hi = k == to / ss ? to % ss : segments.segmentEnd();
-            if (hi <= lo) {
-                continue;
+        return bus.plan(from, e.position, (a, b, n) -> {
+            String msg = "mappedbus: data lost on rolling bus " + options.path + " (bus " + readerId
+                    + "): positions [" + a + ", " + b + ") (" + n + " record slots) of a "
+                    + "planned batch were removed by retention before this query read them";
+            if (options.failOnDataLoss) {
+                throw new IllegalStateException(msg + " (option failOnDataLoss=false skips them, counting "
+                        + "them in the lostSlots metric)");
             }
-            if (!segments.exists(k)) {
-                long a = k * ss + lo;
-                long b = k * ss + hi;
-                String msg = "mappedbus: data lost on rolling bus " + options.path + " (bus " + readerId
-                        + "): positions [" + a + ", " + b + ") (" + segments.slots(a, b) + " record slots) of a "
-                        + "planned batch were removed by retention before this query read them";
-                if (options.failOnDataLoss) {
-                    throw new IllegalStateException(msg + " (option failOnDataLoss=false skips them, counting "
-                            + "them in the lostSlots metric)");
-                }
-                countLost(a, b, msg + "; skipped (failOnDataLoss=false)");
-                continue;
-            }
-            parts.addAll(Arrays.asList(BusPartition.split(options, segments.path(k), ss, k * ss, lo, hi, false)));
-        }
-        return parts.toArray(new InputPartition[0]);
+            countLost(a, b, msg + "; skipped (failOnDataLoss=false)");
+        }).toArray(new InputPartition[0]);
     }
 
     // -- SupportsRealTimeMode ------------------------------------------------------------------------
@@ -550,12 +411,12 @@ final class BusMicroBatchStream implements MicroBatchStream, SupportsTriggerAvai
         } catch (IOException e) {
             throw new UncheckedIOException("mappedbus: cannot read " + options.path + ": " + e.getMessage(), e);
         }
-        from = position();
+        from = reader.position();
         realTimeStart = new BusOffset(from, readerId);
         commitConsumer(realTimeStart); // the previous long-running batch ended here and is committed
         String required = options.checkHost ? BusPartition.localHostName() : null;
         return new InputPartition[] {
-            new BusRealTimePartition(options, fileSize, from, readerId, BusPartition.executorHost(), required)
+            new BusRealTimePartition(options, bus.fileSize(), from, readerId, BusPartition.executorHost(), required)
         };
     }
 
@@ -602,7 +463,7 @@ final class BusMicroBatchStream implements MicroBatchStream, SupportsTriggerAvai
             BusOffset o = BusOffset.of(latestConsumedOffset.get());
             long behind = -1;
             try {
-                behind = recordsBehind(o.position);
+                behind = bus.lag(o.position);
             } catch (RuntimeException e) {
                 // the bus is being replaced: no number this time
             }
@@ -611,23 +472,6 @@ final class BusMicroBatchStream implements MicroBatchStream, SupportsTriggerAvai
             }
         }
         return m;
-    }
-
-    private long recordsBehind(long consumed) {
-        if (options.rolling) {
-            return segments.slots(consumed, segments.end());
-        }
-        ByteBuffer b = ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN);
-        try (FileChannel ch = FileChannel.open(Path.of(options.path), StandardOpenOption.READ,
-                LinkOption.NOFOLLOW_LINKS)) {
-            ch.read(b, Layout.LIMIT_OFFSET);
-        } catch (NoSuchFileException e) {
-            return -1;
-        } catch (IOException e) {
-            throw new UncheckedIOException(e);
-        }
-        long limit = Math.min(b.getLong(0), lastSlotEnd());
-        return Math.max(0, (limit - consumed) / Layout.slotSize(options.recordSize));
     }
 
     /** Closes the driver's reader, which releases the query's consumer (the entry stays: its position holds). */

@@ -3,11 +3,8 @@ package io.mappedbuspy.spark;
 import io.mappedbuspy.BusGapException;
 import io.mappedbuspy.BusReplacedException;
 import io.mappedbuspy.CorruptBusException;
-import io.mappedbuspy.Layout;
 import io.mappedbuspy.MappedBusMessage;
-import io.mappedbuspy.MappedBusReader;
 import io.mappedbuspy.MemoryMappedFile;
-import io.mappedbuspy.RollingBusReader;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.connector.read.streaming.PartitionOffset;
@@ -16,14 +13,12 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 import java.io.EOFException;
-import java.io.File;
 import java.io.IOException;
 import java.io.InterruptedIOException;
 import java.util.Arrays;
 import java.util.Iterator;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.LockSupport;
 
 /**
@@ -58,28 +53,22 @@ final class BusRealTimeReader implements SupportsRealTimeRead<InternalRow> {
 
     /** The bus reader: a single file's or a rolling bus's. */
     private static final class Source {
-        final MappedBusReader single;
-        final RollingBusReader rolling;
+        final BusSource.Reader reader;
         final String busId;
         /** Single file whose end was reached: nothing more can come. */
         boolean full;
 
-        Source(MappedBusReader single, RollingBusReader rolling) {
-            this.single = single;
-            this.rolling = rolling;
-            this.busId = single != null ? single.busId() : rolling.busId();
+        Source(BusSource.Reader reader) {
+            this.reader = reader;
+            this.busId = reader.busId();
         }
 
         long position() {
-            return single != null ? single.position() : rolling.position();
+            return reader.position();
         }
 
         void close() {
-            if (single != null) {
-                single.close();
-            } else {
-                rolling.close();
-            }
+            reader.close();
         }
     }
 
@@ -147,23 +136,8 @@ final class BusRealTimeReader implements SupportsRealTimeRead<InternalRow> {
 
     private static Source openSource(BusRealTimePartition p) throws IOException {
         BusOptions o = p.options;
-        Source s;
-        if (o.rolling) {
-            RollingBusReader r = new RollingBusReader(o.path, o.segmentSize, o.recordSize);
-            r.setTimeout(o.timeoutMs);
-            r.setFailOnGap(o.failOnDataLoss);
-            r.open();
-            s = new Source(null, r);
-        } else {
-            if (!new File(o.path).exists()) {
-                // As the micro-batch stream: a reader never creates a bus, so the stream makes it as a writer would.
-                BusWriterFactory.open(o.path, p.fileSize, o.recordSize).close();
-            }
-            MappedBusReader r = new MappedBusReader(o.path, p.fileSize, o.recordSize);
-            r.open();
-            r.setTimeout(o.timeoutMs);
-            s = new Source(r, null);
-        }
+        BusSource bus = BusSource.of(o, p.fileSize);
+        Source s = new Source(bus.openReader(null, o.failOnDataLoss));
         long start = p.start;
         if (p.busId != null && s.busId != null && !p.busId.equals(s.busId)) {
             String msg = "mappedbus: bus " + o.path + " was replaced between planning and reading a real-time "
@@ -175,14 +149,10 @@ final class BusRealTimeReader implements SupportsRealTimeRead<InternalRow> {
                         + "earliest record)");
             }
             LOG.warn(msg + "; reading the new bus from its earliest record (failOnDataLoss=false)");
-            start = o.rolling ? new RollingSegments(o).earliest() : Layout.FIRST_RECORD_OFFSET;
+            start = bus.earliest();
         }
         try {
-            if (s.single != null) {
-                s.single.seek(start);
-            } else {
-                s.rolling.seek(start);
-            }
+            s.reader.seek(start);
         } catch (BusGapException e) {
             s.close();
             throw gapError(o, e);
@@ -206,10 +176,7 @@ final class BusRealTimeReader implements SupportsRealTimeRead<InternalRow> {
             return false;
         }
         try {
-            if (src.single != null) {
-                return waitNs == 0 ? src.single.next() : src.single.waitNext(waitNs, TimeUnit.NANOSECONDS);
-            }
-            return waitNs == 0 ? src.rolling.next() : src.rolling.waitNext(waitNs, TimeUnit.NANOSECONDS);
+            return waitNs == 0 ? src.reader.next() : src.reader.waitNext(waitNs);
         } catch (InterruptedException e) {
             failed = true;
             Thread.currentThread().interrupt();
@@ -265,17 +232,9 @@ final class BusRealTimeReader implements SupportsRealTimeRead<InternalRow> {
     }
 
     private void decode() throws IOException {
-        long pos;
-        int meta;
-        if (src.single != null) {
-            pos = src.single.recordPosition();
-            meta = src.single.readType();
-            src.single.readMessage(payload);
-        } else {
-            pos = src.rolling.recordPosition();
-            meta = src.rolling.readType();
-            src.rolling.readMessage(payload);
-        }
+        long pos = src.reader.recordPosition();
+        int meta = src.reader.readType();
+        src.reader.readMessage(payload);
         byte[] b = payload.bytes;
         Object[] values = new Object[f.kinds.length];
         for (int c = 0; c < values.length; c++) {

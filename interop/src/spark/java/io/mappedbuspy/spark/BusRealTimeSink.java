@@ -1,7 +1,5 @@
 package io.mappedbuspy.spark;
 
-import io.mappedbuspy.MappedBusWriter;
-import io.mappedbuspy.RollingBusWriter;
 import org.apache.spark.sql.ForeachWriter;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.catalyst.CatalystTypeConverters;
@@ -37,8 +35,7 @@ public final class BusRealTimeSink extends ForeachWriter<Row> {
 
     private transient scala.Function1<Object, Object> toInternal;
     private transient RowEncoder.Record rec;
-    private transient MappedBusWriter writer;
-    private transient RollingBusWriter rolling;
+    private transient BusSource.Appender writer;
     private transient long rows;
     private transient long partitionId;
 
@@ -54,14 +51,10 @@ public final class BusRealTimeSink extends ForeachWriter<Row> {
         this.schema = schema;
         this.encoder = new RowEncoder(this.options, schema);
         this.requiredHost = this.options.checkHost ? BusPartition.localHostName() : null;
+        BusSource bus = BusSource.forWrite(this.options);
+        this.fileSize = bus.fileSize();
         try {
-            if (this.options.rolling) {
-                BusWriterFactory.openRolling(this.options).close();
-                this.fileSize = -1;
-            } else {
-                this.fileSize = this.options.writeFileSize();
-                BusWriterFactory.open(this.options.path, fileSize, this.options.recordSize).close();
-            }
+            bus.create();
         } catch (IOException e) {
             throw new UncheckedIOException("mappedbus: cannot open " + this.options.path + " for writing: "
                     + e.getMessage(), e);
@@ -74,11 +67,7 @@ public final class BusRealTimeSink extends ForeachWriter<Row> {
         rows = 0;
         try {
             BusPartition.checkHost(options.path, requiredHost);
-            if (options.rolling) {
-                rolling = BusWriterFactory.openRolling(options);
-            } else {
-                writer = BusWriterFactory.open(options.path, fileSize, options.recordSize);
-            }
+            writer = BusSource.of(options, fileSize).openWriter();
         } catch (IOException e) {
             throw new UncheckedIOException("mappedbus: cannot open " + options.path + " for writing: "
                     + e.getMessage(), e);
@@ -101,13 +90,7 @@ public final class BusRealTimeSink extends ForeachWriter<Row> {
         }
         try {
             for (int attempt = 1; ; attempt++) {
-                boolean ok;
-                if (rolling != null) {
-                    ok = rec.metaIsLength ? rolling.write(rec.bytes, 0, rec.length) : rolling.write(rec);
-                } else {
-                    ok = rec.metaIsLength ? writer.write(rec.bytes, 0, rec.length) : writer.write(rec);
-                }
-                if (ok) {
+                if (writer.write(rec)) {
                     break;
                 }
                 if (attempt == ATTEMPTS) {
@@ -130,10 +113,6 @@ public final class BusRealTimeSink extends ForeachWriter<Row> {
         if (writer != null) {
             writer.close();
             writer = null;
-        }
-        if (rolling != null) {
-            rolling.close();
-            rolling = null;
         }
     }
 

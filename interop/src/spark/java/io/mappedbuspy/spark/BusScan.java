@@ -125,59 +125,42 @@ final class BusScan implements Scan, Batch {
             }
             return parts.toArray(new InputPartition[0]);
         }
-        if (options.rolling) {
-            return planRolling();
-        }
-        long fileSize = options.resolveFileSize(true);
-        long from = alignUp(lo);
-        long to = hi == Long.MAX_VALUE ? Long.MAX_VALUE : alignUp(hi);
-        if (from >= to) {
-            return new InputPartition[0];
-        }
-        try (MemoryMappedFile m = new MemoryMappedFile(options.path, fileSize, true)) {
-            long[] range = settledRange(m, options, options.path, fileSize, from, to, counted, metas);
-            return BusPartition.split(options, options.path, fileSize, 0, from, range[0], range[1] != 0, local);
-        } catch (IOException e) {
-            throw new UncheckedIOException("mappedbus: cannot plan a read of " + options.path, e);
-        }
+        return planFiles(BusSource.forRead(options));
     }
 
     /**
-     * A rolling bus: each retained segment in order, planned as a single file; partitions never span
-     * segments. {@code uncommitted=stop} ends the whole read at the first uncommitted slot.
+     * Each file of the bus in order (a single file, or each retained segment of a rolling bus), planned on its own:
+     * partitions never span files, and files outside the pushed range are not opened. {@code uncommitted=stop}
+     * ends the whole read at the first uncommitted slot.
      */
-    private InputPartition[] planRolling() {
-        if (BusOptions.rollingMeta(options.path) == null) {
-            throw new IllegalArgumentException("mappedbus: no rolling bus at " + options.path + " (no "
-                    + Layout.META_FILE + ")");
-        }
-        RollingSegments bus = new RollingSegments(options);
+    private InputPartition[] planFiles(BusSource bus) {
         List<InputPartition> parts = new ArrayList<>();
-        long ss = options.segmentSize;
-        for (long k : bus.list()) {
-            String seg = bus.path(k);
-            // The pushed range in this segment's offsets; segments outside it are not opened.
-            long base = k * ss;
+        for (BusSource.BusFile f : bus.files()) {
+            // The pushed range in this file's offsets.
+            long base = f.base;
             if (hi != Long.MAX_VALUE && base + Layout.FIRST_RECORD_OFFSET >= hi) {
                 break;
             }
-            if (lo != Long.MIN_VALUE && lo >= base + bus.segmentEnd()) {
+            if (lo != Long.MIN_VALUE && lo >= base + f.end) {
                 continue;
             }
             long from = lo <= base ? Layout.FIRST_RECORD_OFFSET : alignUp(lo - base);
-            long to = hi == Long.MAX_VALUE || hi - base >= ss ? Long.MAX_VALUE : alignUp(hi - base);
+            long to = hi == Long.MAX_VALUE || hi - base >= f.size ? Long.MAX_VALUE : alignUp(hi - base);
             if (from >= to) {
                 continue;
             }
             long[] range;
-            try (MemoryMappedFile m = new MemoryMappedFile(seg, options.segmentSize, true)) {
-                range = settledRange(m, options, seg, options.segmentSize, from, to, counted, metas);
+            try (MemoryMappedFile m = new MemoryMappedFile(f.path, f.size, true)) {
+                range = settledRange(m, options, f.path, f.size, from, to, counted, metas);
             } catch (NoSuchFileException e) {
+                if (!f.segment) {
+                    throw new UncheckedIOException("mappedbus: cannot plan a read of " + f.path, e);
+                }
                 continue; // removed by retention since the listing: the read starts at a later segment
             } catch (IOException e) {
-                throw new UncheckedIOException("mappedbus: cannot plan a read of " + seg, e);
+                throw new UncheckedIOException("mappedbus: cannot plan a read of " + f.path, e);
             }
-            parts.addAll(Arrays.asList(BusPartition.split(options, seg, options.segmentSize,
+            parts.addAll(Arrays.asList(BusPartition.split(options, f.path, f.size,
                     base, Math.min(from, range[0]), range[0], range[1] != 0, local)));
             if (range[2] != 0) {
                 break;

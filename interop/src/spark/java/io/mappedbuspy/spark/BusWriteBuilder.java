@@ -45,23 +45,15 @@ final class BusWriteBuilder implements SupportsTruncate, SupportsStreamingUpdate
     public Write build() {
         RowEncoder encoder = new RowEncoder(options, schema);
         String host = options.checkHost ? BusPartition.localHostName() : null;
-        long fileSize = -1;
-        if (options.rolling) {
-            // Create the rolling bus (directory, bus.meta with the retention, segment 0) once, on the driver.
-            try {
-                BusWriterFactory.openRolling(options).close();
-            } catch (IOException e) {
-                throw new UncheckedIOException("mappedbus: cannot open rolling bus " + options.path
-                        + " for writing: " + e.getMessage(), e);
-            }
-        } else {
-            fileSize = options.writeFileSize();
-            // Create and size the file once, on the driver, before any task opens it.
-            try {
-                BusWriterFactory.open(options.path, fileSize, options.recordSize).close();
-            } catch (IOException e) {
-                throw new UncheckedIOException("mappedbus: cannot open " + options.path + " for writing", e);
-            }
+        // Create the bus once, on the driver, before any task opens it: a single file sized, a rolling bus's
+        // directory with its bus.meta (and retention) and segment 0.
+        BusSource bus = BusSource.forWrite(options);
+        long fileSize = bus.fileSize();
+        try {
+            bus.create();
+        } catch (IOException e) {
+            throw new UncheckedIOException("mappedbus: cannot open " + options.path + " for writing: "
+                    + e.getMessage(), e);
         }
         // Exactly-once (the commit log) by default for streaming, on request for batch writes.
         boolean streamingOnce = options.exactlyOnce == null || options.exactlyOnce;

@@ -124,8 +124,7 @@ final class BusWriterFactory implements DataWriterFactory, StreamingDataWriterFa
         @Override
         public WriterCommitMessage commit() throws IOException {
             BusPartition.checkHost(path, requiredHost);
-            CommitLog log = options.rolling ? CommitLog.rolling(path, options.segmentSize, recordSize)
-                    : new CommitLog(path, fileSize, recordSize);
+            CommitLog log = BusSource.of(options, fileSize).commitLog();
             CommitLog.Outcome o = log.write(new CommitLog.Key(queryId, epochId, partitionId), buf, rows, null);
             return new Written(o.committed);
         }
@@ -144,8 +143,7 @@ final class BusWriterFactory implements DataWriterFactory, StreamingDataWriterFa
     private final class BusDataWriter implements DataWriter<InternalRow> {
         private final int partitionId;
         private final RowEncoder.Record rec = encoder.newRecord();
-        private MappedBusWriter writer;
-        private RollingBusWriter rolling;
+        private BusSource.Appender writer;
         private long rows;
 
         BusDataWriter(int partitionId) {
@@ -154,13 +152,9 @@ final class BusWriterFactory implements DataWriterFactory, StreamingDataWriterFa
 
         @Override
         public void write(InternalRow row) throws IOException {
-            if (writer == null && rolling == null) {
+            if (writer == null) {
                 BusPartition.checkHost(path, requiredHost);
-                if (options.rolling) {
-                    rolling = openRolling(options);
-                } else {
-                    writer = open(path, fileSize, recordSize);
-                }
+                writer = BusSource.of(options, fileSize).openWriter();
             }
             try {
                 encoder.encode(row, rec);
@@ -171,11 +165,7 @@ final class BusWriterFactory implements DataWriterFactory, StreamingDataWriterFa
             for (int attempt = 1; ; attempt++) {
                 boolean ok;
                 try {
-                    if (rolling != null) {
-                        ok = rec.metaIsLength ? rolling.write(rec.bytes, 0, rec.length) : rolling.write(rec);
-                    } else {
-                        ok = rec.metaIsLength ? writer.write(rec.bytes, 0, rec.length) : writer.write(rec);
-                    }
+                    ok = writer.write(rec);
                 } catch (EOFException e) {
                     throw new IOException("mappedbus: bus " + path + " is full after " + rows
                             + " rows of partition " + partitionId + ": " + e.getMessage(), e);
@@ -206,10 +196,6 @@ final class BusWriterFactory implements DataWriterFactory, StreamingDataWriterFa
             if (writer != null) {
                 writer.close();
                 writer = null;
-            }
-            if (rolling != null) {
-                rolling.close();
-                rolling = null;
             }
         }
     }
