@@ -20,5 +20,6 @@ cdef class ConsumerRegistry:
     cdef int _lock(self) except -1
     cdef void _unlock(self) noexcept
     cdef int _check(self) except -1
+    cdef object _entry_fields(self, int i)
     cdef int *dead_flag(self)
     cdef int *fork_flag(self)

@@ -59,6 +59,7 @@ C_CONSTANTS = {
 assert CONSUMERS_FILE_SIZE == _LAYOUT_SIZE
 
 DEFAULT_LOCK_TIMEOUT = 10.0
+cdef bytes _NO_ID = bytes(CONSUMER_BUS_ID_SIZE)
 
 # Bumped in a forked child: a registry entry claimed by the parent is not the child's.
 cdef int _fork_gen = 0
@@ -198,15 +199,20 @@ cdef class ConsumerRegistry:
     cdef void _unlock(self) noexcept:
         consumers_unlock(self.base, consumers_lock_word(self._pid, self._start))
 
-    def _entry_fields(self, int i):
-        """One entry read lock-free, or None if it is free: a dict of its fields."""
+    cdef object _entry_fields(self, int i):
+        # One entry read lock-free, or None if it is free: a dict of its fields, taken only
+        # between two equal odd generations (no make or remove in between).
         cdef char *e = consumer_entry(self.base, i)
-        cdef int32_t gen, gen2
-        for _ in range(1000):
+        cdef int32_t gen, gen2, pid = 0, flags = 0
+        cdef int64_t created = 0, start = 0, position = 0, committed = 0
+        cdef int tries, n
+        cdef unsigned char c
+        cdef bytes raw = None
+        for tries in range(1000):
             gen = load_acquire_i32(e + CONSUMER_GEN_OFFSET)
             if not gen & 1:
                 return None
-            raw = bytes((e + CONSUMER_BUS_ID_OFFSET)[:CONSUMER_BUS_ID_SIZE + CONSUMER_NAME_MAX])
+            raw = (e + CONSUMER_BUS_ID_OFFSET)[:CONSUMER_BUS_ID_SIZE + CONSUMER_NAME_MAX]
             created = load_acquire_i64(e + CONSUMER_CREATED_NS_OFFSET)
             pid = load_acquire_i32(e + CONSUMER_PID_OFFSET)
             start = load_acquire_i64(e + CONSUMER_START_OFFSET)
@@ -219,18 +225,24 @@ cdef class ConsumerRegistry:
         else:
             raise BusLockTimeoutError(f"{self.path!r}: entry {i} kept changing while read")
         name_raw = raw[CONSUMER_BUS_ID_SIZE:].rstrip(b"\0")
-        try:
-            name = name_raw.decode("utf-8")
-            check_name(name)
-            if b"\0" in name_raw:
-                raise ValueError("a NUL inside the name")
-        except (UnicodeDecodeError, ValueError, TypeError):
+        n = len(name_raw)
+        bad = n == 0
+        for c in name_raw:
+            if c < 32 or c == 127:      # a NUL inside, or a control character
+                bad = True
+                break
+        if not bad:
+            try:
+                name = name_raw.decode("utf-8")
+            except UnicodeDecodeError:
+                bad = True
+        if bad:
             raise CorruptBusError(f"{self.path!r}: entry {i} has no valid consumer name "
-                                  f"({name_raw[:64]!r}): the registry is corrupt") from None
+                                  f"({name_raw!r}): the registry is corrupt")
         bus_id = raw[:CONSUMER_BUS_ID_SIZE]
         return dict(index=i, name=name, position=position, pid=pid, start=start,
                     committed_ns=committed, created_ns=created, flags=flags,
-                    bus_id=None if bus_id == bytes(16) else bus_id.hex())
+                    bus_id=None if bus_id == _NO_ID else bus_id.hex())
 
     def entries(self):
         """Every entry in use, read lock-free: a list of dicts (index, name, position, pid,

@@ -8,10 +8,9 @@ A reader becomes a consumer with ``consumer="name"`` (``MappedBusReader``,
 ``RollingBusReader``) and stores its position with ``commit()``. The registry file and its
 protocol: ``docs/files-and-rolling.md`` ("Consumers: the registry file"), ``_consumers.h``.
 """
-import dataclasses
 import os
 import stat
-from typing import List, Optional
+from typing import List, NamedTuple, Optional
 
 from ._consumers import ConsumerRegistry, holder_alive
 from .busmeta import meta_path, read_meta
@@ -23,8 +22,7 @@ from .rolling import (_choose_current, end_boundary, list_segments, read_bus_met
 __all__ = ("ConsumerInfo", "consumers", "remove_consumer", "registry_path")
 
 
-@dataclasses.dataclass(frozen=True)
-class ConsumerInfo:
+class ConsumerInfo(NamedTuple):
     """One named consumer of a bus, as ``consumers(path)`` found it.
 
     ``name``; ``position`` (where it goes on reading: the slot after the last record it
