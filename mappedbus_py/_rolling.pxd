@@ -9,6 +9,8 @@ from ._consumers cimport ConsumerRegistry
 cdef class RollingWriterBase:
     cdef public MappedBusWriter _w    # the segment being written; None while closed
     cdef public long _countdown       # writes until the next look at the limit
+    cdef public int64_t _trigger      # the offset of the first slot past the segment's
+                                      # middle: the writer that allocates it makes the spare
     cdef public object path
     """The bus directory."""
     cdef public object segment_size

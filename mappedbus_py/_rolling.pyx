@@ -33,13 +33,20 @@ cdef class RollingWriterBase:
         self._countdown -= 1
         if self._countdown <= 0 and self._w is not None:
             self._look_ahead()
+        cdef bint ok
         while True:
             if self._w is None:
                 raise BusClosedError("write to a closed RollingBusWriter (call open() first)")
             try:
-                return self._w._write(data, offset, length)
+                ok = self._w._write(data, offset, length)
             except BusFullError:
                 self._roll()
+                continue
+            # One writer of all allocates the slot past the middle: it makes the next segment
+            # (the others only map it), so racing writers do not each reserve a segment.
+            if self._w._last_off == self._trigger:
+                self._make_spare()
+            return ok
 
 
 cdef int NONE = 0

@@ -33,6 +33,7 @@ cdef class MappedBusWriter:
     cdef char *_wake_base      # _wake.base for the commit path; NULL: wake nobody
     cdef bint _own_wake        # this writer opened _wake (a rolling writer shares its own)
     cdef bint _wakes           # wake=True: open the wake file at open()
+    cdef int64_t _last_off     # the offset of this writer's last allocation (-1: none yet)
 
     cdef int _truncated(self) except -1
     # final: called directly (inlinable), not through the vtable, on every write

@@ -192,6 +192,7 @@ cdef class MappedBusWriter:
         self._base = NULL
         self._dead = &NEVER_DEAD
         self._populated = -1
+        self._last_off = -1
         self._wakes = wake
         self._wake = _wake
         self._wake_base = NULL
@@ -301,6 +302,7 @@ cdef class MappedBusWriter:
                                f"file_size {self.file_size}")
         if pos + self._slot * count > self._populated >= 0:
             self._populate(pos, pos + self._slot * count)
+        self._last_off = pos
         return self._base + pos
 
     @cython.final

@@ -15,10 +15,13 @@ rolling, following, retention, gaps and identity.
 
 Choices this implementation makes where the contract leaves room:
 
-- **Spare segment.** A writer that sees its segment's limit past the middle creates segment
-  k+1 ahead of time (if nobody did) and maps it, so the write that rolls only swaps mappings.
-  The limit is looked at once every ``max(1, min(4096, slots_per_segment // 8))`` writes of
-  that writer. A writer that rolls without a spare (a crashed creator) creates/opens k+1 then.
+- **Spare segment.** The writer whose write allocates the first slot past the middle of
+  segment k creates segment k+1 ahead of time (one writer of all: racing writers do not each
+  reserve 64 MiB to throw three away) and maps it, so the write that rolls only swaps
+  mappings. The others look at the limit once every ``max(1, min(4096, slots_per_segment //
+  8))`` writes and map k+1 once it exists; past three quarters of k they create it themselves
+  if nobody did (that writer died, wrote a batch over the slot, or is not this project's). A
+  writer that rolls without a spare creates/opens k+1 then.
 - **Retention** is applied by the writer that creates a segment, counting the new segment as
   the newest; it never removes the new segment nor the one being written (so
   ``retain_segments=1`` keeps two). Expired ``.tmp-*`` files (older than 60 s) go then too.
@@ -633,6 +636,7 @@ class RollingBusWriter(RollingWriterBase):
             self._retired.append((self._w, self._fd))
         self._w, self._k, self._fd = writer, index, fd
         self._countdown = self._every
+        self._trigger = _FIRST + -(-(self._half - _FIRST) // self._slot) * self._slot
 
     def _close_retired(self):
         for w, fd in self._retired:
@@ -745,7 +749,9 @@ class RollingBusWriter(RollingWriterBase):
             time.sleep(0.001)
 
     def _look_ahead(self):
-        """Past the middle of the segment: have the next one created and mapped."""
+        """Past the middle of the segment: map the next one (made by the writer that took the
+        slot past the middle, ``_make_spare``); past three quarters, make it if nobody did
+        (that writer is gone, or wrote a batch over the slot, or is not of this project)."""
         self._countdown = self._every
         if self._mark is not None:
             self._apply_mark()
@@ -754,13 +760,21 @@ class RollingBusWriter(RollingWriterBase):
         limit = _LIMIT.unpack(os.pread(self._fd, 8, 0))[0]
         if limit < self._half:
             return
+        self._spare_ahead(create=limit >= self._half + self._half // 2)
+
+    def _make_spare(self):
+        """This writer allocated the slot past the middle: make and map the next segment."""
+        if self._spare is None:
+            self._spare_ahead(create=True)
+
+    def _spare_ahead(self, create):
         self._close_retired()
         nxt = self._k + 1
         try:
             w = self._segment_writer(nxt)
         except FileNotFoundError:
-            if any(i > nxt for i in list_segments(self.path)):
-                return      # this writer is behind; it will jump ahead when it rolls
+            if not create or any(i > nxt for i in list_segments(self.path)):
+                return      # not yet, or this writer is behind: it jumps ahead when it rolls
             self._create(nxt, current=self._k)
             w = self._segment_writer(nxt)
         fd, _ = open_file(segment_path(self.path, nxt), os.O_RDONLY,

@@ -94,16 +94,20 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--rounds", type=int)
+    ap.add_argument("--records", type=int)
+    ap.add_argument("--only", choices=["py", "java"])
     args = ap.parse_args()
     n, k = (300_000, 1) if args.quick else (5_000_000, 3)
     k = args.rounds or k
+    n = args.records or n
     warmup = n // 10
     info = machine()
     started = time.strftime("%Y-%m-%d %H:%M:%S %z")
     t0 = time.monotonic()
-    runs = {f"{lang} {w}->1": {"single": [], "rolling": []} for lang, w in PAIRS}
+    pairs = [p for p in PAIRS if args.only in (None, p[0])]
+    runs = {f"{lang} {w}->1": {"single": [], "rolling": []} for lang, w in pairs}
     for rnd in range(k):
-        order = PAIRS[rnd % len(PAIRS):] + PAIRS[:rnd % len(PAIRS)]
+        order = pairs[rnd % len(pairs):] + pairs[:rnd % len(pairs)]
         for lang, w in order:
             kinds = ("single", "rolling") if rnd % 2 == 0 else ("rolling", "single")
             for kind in kinds:
@@ -143,7 +147,7 @@ def main():
         f"{row['pair']}: " + " / ".join(f"{x:.2f}" for x in row["ratios"]) for row in table) + "."]
     text = "\n".join(lines) + "\n"
     print(text)
-    if not args.quick:
+    if not args.quick and not args.only and not args.records:
         with open(os.path.join(HERE, "results", "rolling.json"), "w") as f:
             json.dump(result, f, indent=1)
         with open(os.path.join(HERE, "results", "rolling.md"), "w") as f:
