@@ -20,6 +20,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
+#include <pthread.h>
 
 #include "_atomic.h"
 #include "_wake.h"      /* wake_alive, wake_proc_start: the same liveness rule */
@@ -199,18 +200,24 @@ CONSUMERS_UNUSED static void consumer_expire(char *c, int i) {
     }
 }
 
-static inline int64_t consumers_coarse_now_ns(void) {
+/* The time a commit stores, from a clock a thread of this process refreshes every
+ * CONSUMERS_CLOCK_NS while a reader of it holds a consumer (consumers_clock_hold): a commit
+ * then makes no clock call (10 ns on the VM of perf/, a third of the commit's budget), and
+ * committed_ns is at most that late. The Java port keeps the same clock. */
+#define CONSUMERS_CLOCK_NS 4000000
+
+static inline int64_t consumers_realtime_ns(void) {
     struct timespec ts;
-    clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+    clock_gettime(CLOCK_REALTIME, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* The holder's commit: the position with one atomic store, then the time. An expired flag
- * is cleared after (the consumer has moved on; where its position is in removed segments it
- * reads a gap, and the next retention expires it again). */
-static inline void consumer_commit(char *e, int64_t position) {
+/* The holder's commit: the position with one atomic store, then the time (``now_ns``, the
+ * clock above). An expired flag is cleared after (the consumer has moved on; where its
+ * position is in removed segments it reads a gap, and the next retention expires it again). */
+static inline void consumer_commit(char *e, int64_t position, int64_t now_ns) {
     store_release_i64(e + CONSUMER_POSITION_OFFSET, position);
-    store_release_i64(e + CONSUMER_COMMITTED_NS_OFFSET, consumers_coarse_now_ns());
+    store_release_i64(e + CONSUMER_COMMITTED_NS_OFFSET, now_ns);
     if (load_acquire_i32(e + CONSUMER_FLAGS_OFFSET) & CONSUMER_FLAG_EXPIRED)
         cas_i32(e + CONSUMER_FLAGS_OFFSET, CONSUMER_FLAG_EXPIRED, 0);
 }

@@ -6,7 +6,7 @@ from ._mapping cimport MappedFile
 cdef extern from "_consumers.h" nogil:
     int CONSUMERS_FILE_SIZE
     char *consumer_entry(char *c, int i)
-    void consumer_commit(char *e, int64_t position)
+    void consumer_commit(char *e, int64_t position, int64_t now_ns)
 
 
 cdef class ConsumerRegistry:
@@ -23,3 +23,4 @@ cdef class ConsumerRegistry:
     cdef object _entry_fields(self, int i)
     cdef int *dead_flag(self)
     cdef int *fork_flag(self)
+    cdef int64_t *clock(self)

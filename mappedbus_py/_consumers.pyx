@@ -38,6 +38,12 @@ cdef extern from "_consumers.h" nogil:
 cdef extern from "_wake.h" nogil:
     int wake_alive(int pid, int64_t start)
 
+cdef extern from "_consumers_clock.h" nogil:
+    int64_t consumers_clock_now
+    int consumers_clock_hold()
+    void consumers_clock_let_go()
+    void consumers_clock_after_fork()
+
 #: The header's constants as compiled, for the test that checks them against layout.py.
 C_CONSTANTS = {
     "CONSUMERS_FILE_SIZE": CONSUMERS_FILE_SIZE, "CONSUMERS_MAGIC": CONSUMERS_MAGIC,
@@ -67,6 +73,7 @@ cdef int _fork_gen = 0
 def _after_fork():
     global _fork_gen
     _fork_gen += 1
+    consumers_clock_after_fork()
 
 os.register_at_fork(after_in_child=_after_fork)
 
@@ -166,6 +173,9 @@ cdef class ConsumerRegistry:
 
     cdef int *fork_flag(self):
         return &_fork_gen
+
+    cdef int64_t *clock(self):
+        return &consumers_clock_now
 
     def fork_gen(self):
         return _fork_gen
@@ -298,6 +308,7 @@ cdef class ConsumerRegistry:
                                          f"one reader at a time may hold a name", holder)
             consumer_claim(self.base, i, self._pid, self._start)
             _HELD.add(key)
+            consumers_clock_hold()
             position = load_acquire_i64(consumer_entry(self.base, i) + CONSUMER_POSITION_OFFSET)
         finally:
             self._unlock()
@@ -323,7 +334,10 @@ cdef class ConsumerRegistry:
         """Let go of entry ``i`` (claimed by ``acquire``)."""
         if self._file is None:
             return
-        _HELD.discard((self._file.st_dev, self._file.st_ino, i))
+        key = (self._file.st_dev, self._file.st_ino, i)
+        if key in _HELD:
+            _HELD.discard(key)
+            consumers_clock_let_go()
         if self.base == NULL or self._file.dead:
             return
         if self._pid != os.getpid():
@@ -376,7 +390,8 @@ cdef class ConsumerRegistry:
         if gen != _fork_gen:
             raise ConsumerInUseError(f"{self.path!r}: entry {i} is held by the process that "
                                      f"claimed it, not by this forked child", None)
-        consumer_commit(consumer_entry(self.base, i), position)
+        consumer_commit(consumer_entry(self.base, i), position,
+                        load_acquire_i64(&consumers_clock_now))
         if self._file.dead:
             self._check()
 

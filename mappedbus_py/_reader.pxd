@@ -62,6 +62,7 @@ cdef class MappedBusReader:
     cdef int _cindex           # its index
     cdef int *_cdead           # _creg's truncation flag and the fork counter, checked
     cdef int *_cfork           # by commit() before its store
+    cdef int64_t *_cclock      # the commits' clock (_consumers_clock.h)
     cdef int _cgen             # the fork counter when the entry was claimed
     cdef readonly int64_t rollbacks
     """Slots this reader rolled back (compare-and-swap of status 0 -> 2): their writer

@@ -324,6 +324,7 @@ cdef class MappedBusReader:
         self._centry = consumer_entry(reg.base, index)
         self._cdead = reg.dead_flag()
         self._cfork = reg.fork_flag()
+        self._cclock = reg.clock()
         self._cgen = self._cfork[0]
         if not made:
             try:
@@ -359,7 +360,7 @@ cdef class MappedBusReader:
                                  f"{self._end_boundary()})")
         if self._centry == NULL or self._cfork[0] != self._cgen:
             self._commit_refused()
-        consumer_commit(self._centry, pos)
+        consumer_commit(self._centry, pos, load_acquire_i64(self._cclock))
         if self._cdead[0]:          # the registry shrank under us: the store went nowhere
             self._commit_refused()
 

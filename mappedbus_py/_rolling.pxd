@@ -30,6 +30,7 @@ cdef class RollingReaderBase:
     cdef char *_centry                # the consumer's registry entry; NULL: none held
     cdef int *_cdead                  # the registry's truncation flag and the fork counter,
     cdef int *_cfork                  # checked by commit() around its store
+    cdef int64_t *_cclock      # the commits' clock (_consumers_clock.h)
     cdef public int _cgen             # the fork counter when the entry was claimed
     cdef object _creg_keep            # keeps the registry mapped while _centry points in it
     cdef public object path

@@ -13,6 +13,7 @@ from ._writer cimport MappedBusWriter
 from ._layout cimport (LIMIT_OFFSET, FIRST_RECORD_OFFSET, STATUS_OFFSET, METADATA_OFFSET,
                        PAYLOAD_OFFSET, HEADER_SIZE)
 from ._guard cimport guard_is_dead
+from ._atomic cimport load_acquire_i64
 from ._consumers cimport ConsumerRegistry, consumer_entry, consumer_commit
 
 from .errors import BusClosedError, BusFullError
@@ -65,6 +66,7 @@ cdef class RollingReaderBase:
         self._centry = consumer_entry(reg.base, index)
         self._cdead = reg.dead_flag()
         self._cfork = reg.fork_flag()
+        self._cclock = reg.clock()
         self._cgen = self._cfork[0]
 
     def _drop_consumer_entry(self):
@@ -86,7 +88,7 @@ cdef class RollingReaderBase:
             pos = self._commit_position(position)
         if self._centry == NULL or self._cfork[0] != self._cgen:
             self._commit_refused()
-        consumer_commit(self._centry, pos)
+        consumer_commit(self._centry, pos, load_acquire_i64(self._cclock))
         if self._cdead[0]:          # the registry shrank under us: the store went nowhere
             self._commit_refused()
 

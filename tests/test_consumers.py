@@ -564,3 +564,12 @@ def test_a_consumer_at_the_end_of_a_segment_that_records_fill_exactly_resumes(ro
         r.commit(r.position)
     with RollingBusReader(rolling_dir, consumer="c") as r:
         assert read_seq(r) == 256
+
+
+def test_committed_at_follows_the_clock_while_a_consumer_is_held(bus):
+    with MappedBusReader(bus, consumer="c") as r:
+        for _ in range(3):
+            time.sleep(0.1)
+            read_seq(r)
+            r.commit()
+            assert abs(time.time() - mb.consumers(bus)[0].committed_at) < 0.05
