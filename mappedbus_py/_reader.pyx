@@ -345,7 +345,7 @@ cdef class MappedBusReader:
             finally:
                 reg.close()
 
-    def commit(self, position=None):
+    def commit(self, position=None, /):
         """Store this reader's position (the slot after the last record read), or
         ``position``, as its consumer's committed position: one atomic store, no lock. A
         restarted reader with the same ``consumer`` goes on from there."""

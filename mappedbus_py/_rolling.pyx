@@ -75,7 +75,7 @@ cdef class RollingReaderBase:
         self._cfork = &NONE
         self._creg_keep = None
 
-    def commit(self, position=None):
+    def commit(self, position=None, /):
         """Store this reader's position (the slot after the last record read), or
         ``position``, as its consumer's committed position: one atomic store, no lock (see
         ``MappedBusReader.commit``)."""
