@@ -256,20 +256,46 @@ public final class RollingDir {
      * @return true if this call created it; false if it existed already
      */
     boolean createSegment(long index, long current) throws IOException {
+        if (!makeSegment(index)) {
+            return false;
+        }
+        afterCreate(index, current);
+        return true;
+    }
+
+    // Creates a temporary file exclusively (O_EXCL, never through a link), exactly rw-------.
+    private static FileChannel openTemporary(Path tmp) throws IOException {
+        Set<PosixFilePermission> perms = PosixFilePermissions.fromString(FILE_PERMS);
+        FileChannel ch = FileChannel.open(tmp, Set.of(StandardOpenOption.CREATE_NEW, StandardOpenOption.WRITE,
+                LinkOption.NOFOLLOW_LINKS), PosixFilePermissions.asFileAttribute(perms));
+        try {
+            Files.setPosixFilePermissions(tmp, perms); // exactly the bus mode, whatever the umask
+        } catch (IOException | RuntimeException e) {
+            ch.close();
+            Files.deleteIfExists(tmp);
+            throw e;
+        }
+        return ch;
+    }
+
+    /**
+     * {@link #createSegment}'s file work alone: a temporary file filled, then linked to segment {@code index}; no
+     * retention. It touches no state of this object, so a writer runs it off its writing thread
+     * ({@link SegmentRoller}); whoever gets true calls {@link #afterCreate}.
+     */
+    boolean makeSegment(long index) throws IOException {
         Path target = segmentPath(index);
-        long mapped = Layout.mappedSize(segmentSize);
         Path tmp = dir.resolve(Layout.TMP_PREFIX + target.getFileName() + "-" + ProcessHandle.current().pid()
                 + "-" + Integer.toHexString(RANDOM.nextInt()));
-        Set<PosixFilePermission> perms = PosixFilePermissions.fromString(FILE_PERMS);
+        FileChannel ch = openTemporary(tmp);
+        long mapped = Layout.mappedSize(segmentSize);
         try {
-            try (FileChannel ch = FileChannel.open(tmp, Set.of(StandardOpenOption.CREATE_NEW,
-                    StandardOpenOption.WRITE, LinkOption.NOFOLLOW_LINKS), PosixFilePermissions.asFileAttribute(perms))) {
-                Files.setPosixFilePermissions(tmp, perms); // exactly the bus mode, whatever the umask
+            try (ch) {
                 // Check the space first so a full file system fails here, not with SIGBUS on a later
                 // write through the mapping; on tmpfs the segment's pages are then reserved, as the
                 // Python side's posix_fallocate does (MemoryMappedFile.reserve).
                 MemoryMappedFile.checkSpace(target.toString(), mapped);
-                MemoryMappedFile.reserve(ch, tmp.toString(), 0, mapped); // the file's full length
+                MemoryMappedFile.reserve(ch, target.toString(), 0, mapped); // the file's full length
                 ByteBuffer limit = ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN);
                 limit.putLong(0, Layout.FIRST_RECORD_OFFSET);
                 ch.write(limit, Layout.LIMIT_OFFSET);
@@ -284,11 +310,15 @@ public final class RollingDir {
         } finally {
             Files.deleteIfExists(tmp);
         }
+        return true;
+    }
+
+    /** What the creator of segment {@code index} does once it is linked: retention, then dead creators' files. */
+    void afterCreate(long index, long current) throws IOException {
         if (index > 0) {
             applyRetention(index, Math.min(current, index));
             removeStaleTemporaries();
         }
-        return true;
     }
 
     /**
