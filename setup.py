@@ -1,10 +1,12 @@
 """The extension modules and the jars a wheel carries; everything else is in pyproject.toml.
 
-The wheel holds ``mappedbus_py/jars/mappedbuspy.jar`` and ``mappedbuspy-spark.jar``, copied from
-``build/jvm`` of the source tree (or unpacked sdist) at ``build_py`` time:
+The wheel holds ``mappedbus_py/jars/mappedbuspy.jar`` (the library), ``mappedbuspy-tools.jar`` (the
+command-line tools the Python side runs) and ``mappedbuspy-spark.jar`` (the Spark connector), copied
+from ``build/jvm`` of the source tree (or unpacked sdist) at ``build_py`` time; never the samples' or
+the benchmark drivers' jars, which ``interop/build.sh`` builds for the checkout:
 
-- the core jar is rebuilt with ``interop/build.sh`` (needs javac) when it is missing or older than
-  its sources;
+- the library and tools jars are rebuilt with ``interop/build.sh`` (needs javac) when missing or
+  older than their sources;
 - the Spark connector compiles against pyspark's jars, which an isolated build environment does
   not have. It is rebuilt with ``interop/build_spark.sh`` only when it is missing or older than its
   sources, and then needs pyspark importable by the building interpreter
@@ -34,6 +36,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 JVM_OUT = os.path.join(HERE, "build", "jvm")
 JARS = {  # jar -> (build script, sources it is compiled from)
     "mappedbuspy.jar": ("interop/build.sh", ["interop/build.sh", "interop/src/main"]),
+    "mappedbuspy-tools.jar": ("interop/build.sh", ["interop/build.sh", "interop/src/main", "interop/src/tools"]),
     "mappedbuspy-spark.jar": ("interop/build_spark.sh",
                               ["interop/build_spark.sh", "interop/src/main", "interop/src/spark"]),
 }
@@ -90,7 +93,7 @@ def _spark_jars_dir():
 
 
 def fresh_jars(artifacts=JARS):
-    """Paths of the two jars (or of ``artifacts``) in ``build/jvm``, rebuilt first where stale (see the
+    """Paths of the jars (or of ``artifacts``) in ``build/jvm``, rebuilt first where stale (see the
     module docstring)."""
     paths = []
     for name, (script, sources) in artifacts.items():

@@ -1,8 +1,16 @@
 #!/usr/bin/env bash
-# Builds the JVM side with plain javac/jar (no Maven):
-#   build/jvm/mappedbuspy.jar        main classes (io.mappedbuspy...), no third-party libraries
-#   build/jvm/mappedbuspy-tests.jar  JUnit 5 test classes and the test helper mains (SafetyChild, ...)
-#   build/jvm/libmappedbuswake.so    the JNI library of the wake file (interop/build_native.sh; needs gcc)
+# Builds the JVM side with plain javac/jar (no Maven), one jar per source root, by what ships:
+#   build/jvm/mappedbuspy.jar          the library: io.mappedbuspy and its messages (interop/src/main/java),
+#                                      no third-party libraries; the wheel carries it
+#   build/jvm/mappedbuspy-tools.jar    the command-line tools, io.mappedbuspy.tools (interop/src/tools/java),
+#                                      which the Python side and the tests run; the wheel carries it
+#   build/jvm/mappedbuspy-samples.jar  the Java samples, io.mappedbuspy.samples (interop/src/samples/java):
+#                                      the demo and tests/test_samples.py run them from the checkout
+#   build/jvm/mappedbuspy-perf.jar     the benchmark drivers, io.mappedbuspy.perf (interop/src/perf/java),
+#                                      for perf/ (checkout only)
+#   build/jvm/mappedbuspy-tests.jar    JUnit 5 test classes and the test helper mains (SafetyChild, ...)
+#   build/jvm/libmappedbuswake.so      the JNI library of the wake file (interop/build_native.sh; needs gcc)
+# Tools, samples and perf drivers compile against the library jar alone; the library never sees them.
 # The tests compile against JUnit 5 and Gson from the system's jars (Debian: apt-get install junit5
 # libgoogle-gson-java; scripts/setup.sh does it), looked up in $JUNIT_DIR (default /usr/share/java);
 # interop/test.sh runs them. Paths are relative to the repository root; runnable from any directory.
@@ -16,6 +24,8 @@ main_src="$here/src/main/java"
 test_src="$here/src/test/java"
 main_jar="$out/mappedbuspy.jar"
 test_jar="$out/mappedbuspy-tests.jar"
+# Jars built on the library: name -> source root (interop/src/NAME/java -> build/jvm/mappedbuspy-NAME.jar).
+apps=(tools samples perf)
 
 bin() {
     if [[ -n "${JAVA_HOME:-}" && -x "$JAVA_HOME/bin/$1" ]]; then echo "$JAVA_HOME/bin/$1"; else echo "$1"; fi
@@ -46,34 +56,38 @@ compile_jar() {
 
 mkdir -p "$out"
 
-# Stage 1: main classes.
+# Stage 1: the library.
 if stale "$main_jar" "$main_src"; then
     echo "compiling $main_src" >&2
     compile_jar "$main_src" "$out/classes" "$main_jar"
 fi
 
-# Stage 2: tests (against the main jar, JUnit and Gson).
+# Stage 2: the tools, samples and perf drivers, each its own jar on the library.
+for app in "${apps[@]}"; do
+    app_src="$here/src/$app/java"
+    app_jar="$out/mappedbuspy-$app.jar"
+    if stale "$app_jar" "$app_src" "$main_jar"; then
+        echo "compiling $app_src" >&2
+        compile_jar "$app_src" "$out/$app-classes" "$app_jar" -cp "$main_jar"
+    fi
+done
+
+# Stage 3: tests (against the library jar, JUnit and Gson; they run the tools by class name, through the
+# class path interop/test.sh gives them).
 if stale "$test_jar" "$test_src" "$main_jar"; then
     test_libs="$(bash "$here/test-libs.sh")"
     echo "compiling $test_src" >&2
     compile_jar "$test_src" "$out/test-classes" "$test_jar" -cp "$main_jar:$test_libs"
 fi
 
-# Later (not built here): the Spark connector in interop/src/spark/java, compiled against the
-# pyspark jars, e.g.
-#   build_spark() {
-#       local spark_jars; spark_jars="$(python3 -c 'import pyspark, os; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')"
-#       stale "$out/mappedbuspy-spark.jar" "$here/src/spark/java" "$main_jar" &&
-#           compile_jar "$here/src/spark/java" "$out/spark-classes" "$out/mappedbuspy-spark.jar" \
-#               -cp "$main_jar:$spark_jars/*"
-#   }
-# and call build_spark here, when that source tree exists.
+# The Spark connector (interop/src/spark/java) is built by interop/build_spark.sh, against pyspark's jars.
 
-# Stage 3: the JNI library through which Java readers park and writers wake them (issue 22). Optional: without it
+# Stage 4: the JNI library through which Java readers park and writers wake them (issue 22). Optional: without it
 # (no C compiler) the Java side polls instead, so a failure here only warns.
 if ! bash "$here/build_native.sh" >/dev/null; then
     echo "warning: interop/build_native.sh failed: Java readers will poll instead of sleeping until woken" >&2
 fi
 
 echo "$main_jar"
+for app in "${apps[@]}"; do echo "$out/mappedbuspy-$app.jar"; done
 echo "$test_jar"

@@ -25,7 +25,8 @@ jvm_args=()
 case "$suite" in
     core)
         tests_jar="$out/mappedbuspy-tests.jar"
-        cp="$out/mappedbuspy.jar:$tests_jar:$libs"
+        # The tools jar too: CrossProcessTest starts BusTool on this class path.
+        cp="$out/mappedbuspy.jar:$out/mappedbuspy-tools.jar:$tests_jar:$libs"
         ;;
     spark)
         tests_jar="$out/mappedbuspy-spark-tests.jar"

@@ -115,7 +115,7 @@ cdef class MappedFile:
     polled for at most ``lock_timeout`` seconds.
 
     With ``create`` (writers) a missing file is created (``O_EXCL``, exactly ``mode``) and a
-    short one grown, never shrunk; with ``preallocate`` its blocks are reserved up front
+    short one grown, never shrunk; with ``preallocate`` its blocks are allocated up front
     (``posix_fallocate``) so a full device fails here with ENOSPC, not with SIGBUS later.
     Without it (readers) a missing file is FileNotFoundError and a short one is refused.
     ``record_size`` > 0 turns on the metadata file ``PATH.meta`` (checked; written by an
@@ -252,7 +252,7 @@ cdef class MappedFile:
         try:
             if preallocate:
                 try:
-                    # Never shrinks, keeps existing data, reserves holes a Java process
+                    # Never shrinks, keeps existing data, fills holes a Java process
                     # may have left sparse.
                     os.posix_fallocate(fd, 0, size)
                     return

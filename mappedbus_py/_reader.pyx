@@ -25,6 +25,7 @@ from ._wakefd cimport WakeFd
 from ._consumers cimport ConsumerRegistry, consumer_entry, consumer_commit
 
 from ._mapping import DEFAULT_LOCK_TIMEOUT, check_lock_timeout
+from ._timeouts import check_timeout as _check_timeout
 from ._writer import _check_sizes, _check_limit, _check_path, _reopen, _resolve_sizes
 from .errors import (BusClosedError, BusFullError, BusReplacedError, BusTruncatedError,
                      ConsumerInUseError, CorruptBusError)
@@ -65,15 +66,6 @@ cdef int NEVER_DEAD = 0      # what _dead points to while no mapping is open
 
 #: Seconds a slot may stay allocated but uncommitted before a reader rolls it back.
 DEFAULT_TIMEOUT = DEFAULT_TIMEOUT_MS / 1000
-
-
-def _check_timeout(value, what="timeout"):
-    """A read call's timeout: a number of seconds >= 0 (``math.inf`` waits for ever, as
-    None does; huge values are clamped when the deadline is computed)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
-        raise ValueError(f"{what} must be a non-negative number of seconds (or None: no "
-                         f"limit), got {value!r}")
-    return value
 
 
 def _check_idle(idle, spin, park, park_max):

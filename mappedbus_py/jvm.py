@@ -8,13 +8,18 @@ an in-process JVM through JPype.
     with java.MappedBusReader(path, file_size, 12).open() as r:
         ...
 
-The jars (``mappedbuspy.jar``, the core, and ``mappedbuspy-spark.jar``, the Spark connector) are
-looked for, in this order:
+The jars a wheel carries (``mappedbuspy.jar``, the library; ``mappedbuspy-tools.jar``, the
+command-line tools such as ``BusTool`` and ``ThreadedWriter``; ``mappedbuspy-spark.jar``, the Spark
+connector) are looked for, in this order:
 
 1. ``$MAPPEDBUS_PY_JARS``, when set: a directory holding them (an explicit choice wins);
-2. the package's own resources, ``mappedbus_py/jars/`` (an installed wheel carries both);
+2. the package's own resources, ``mappedbus_py/jars/`` (an installed wheel carries them);
 3. ``build/jvm/`` of the source tree this module runs from (a checkout), built by
    ``interop/build.sh`` / ``interop/build_spark.sh`` when missing.
+
+The Java samples (``io.mappedbuspy.samples``, ``mappedbuspy-samples.jar``) and benchmark drivers
+(``io.mappedbuspy.perf``, ``mappedbuspy-perf.jar``) are never in a wheel: ``java_command`` finds them
+in the checkout's ``build/jvm/`` only.
 
 The JVM is ``$JAVA_HOME/bin/java`` when set, else ``java`` on ``PATH``.
 
@@ -31,11 +36,15 @@ import subprocess
 import sys
 import types
 
-__all__ = ("JavaNotFoundError", "jar_path", "jar_paths", "build_jars", "java_executable",
+__all__ = ("JavaNotFoundError", "jar_path", "tools_jar_path", "jar_paths", "build_jars", "java_executable",
            "java_command", "start_jvm", "java_classes", "wake_library", "wake_jvm_args")
 
 JAR_NAME = "mappedbuspy.jar"
+TOOLS_JAR_NAME = "mappedbuspy-tools.jar"
 SPARK_JAR_NAME = "mappedbuspy-spark.jar"
+#: Jars built in a checkout only (interop/build.sh), by the package of the main classes they hold.
+CHECKOUT_JARS = {"io.mappedbuspy.samples.": "mappedbuspy-samples.jar",
+                 "io.mappedbuspy.perf.": "mappedbuspy-perf.jar"}
 WAKE_LIB_NAME = "libmappedbuswake.so"
 #: The system property io.mappedbuspy.WakeFile loads its JNI library from.
 WAKE_LIB_PROPERTY = "mappedbus.wakeLib"
@@ -158,6 +167,28 @@ def jar_path(build=True):
     return _find_jars([JAR_NAME], build)[0]
 
 
+def tools_jar_path(build=True):
+    """The command-line tools' jar (``mappedbuspy-tools.jar``), from the same place as the core jar."""
+    return _find_jars([JAR_NAME, TOOLS_JAR_NAME], build)[1]
+
+
+def _main_jars(main_class):
+    """The jars ``java_command`` runs ``main_class`` from: the core and tools jars, and for a sample or
+    a benchmark driver the checkout's jar of those (see the module docstring)."""
+    jars = _find_jars([JAR_NAME, TOOLS_JAR_NAME], True)
+    for package, name in CHECKOUT_JARS.items():
+        if main_class.startswith(package):
+            if BUILD is None:
+                raise JavaNotFoundError(f"{main_class} is in {name}, which only a source tree builds "
+                                        "(interop/build.sh): it is not in the wheel")
+            if not (BUILD / name).is_file():
+                build_jars()
+            if not (BUILD / name).is_file():
+                raise JavaNotFoundError(f"{BUILD / name} missing: run `bash interop/build.sh`")
+            jars.append(BUILD / name)
+    return jars
+
+
 def jar_paths(build=True):
     """The core and Spark connector jars, ``[mappedbuspy.jar, mappedbuspy-spark.jar]``, from one
     place (see the module docstring), built first (when ``build``) in a source tree if missing."""
@@ -189,11 +220,13 @@ def wake_jvm_args(jvm_args=(), jar=None):
 
 
 def java_command(main_class, *args, jvm_args=(), classpath=()):
-    """The argument list that runs ``main_class`` of the project's jar in a new JVM (told where the
-    wake library is, see ``wake_jvm_args``)."""
+    """The argument list that runs ``main_class`` in a new JVM on the project's jars (the core and
+    tools jars, and the samples' or the perf drivers' for theirs), then ``classpath``; the JVM is told
+    where the wake library is, see ``wake_jvm_args``."""
     jvm_args = tuple(jvm_args)
-    jar = jar_path()
-    cp = os.pathsep.join([str(jar)] + [str(p) for p in classpath])
+    jars = _main_jars(main_class)
+    jar = jars[0]
+    cp = os.pathsep.join([str(j) for j in jars] + [str(p) for p in classpath])
     return [java_executable(), *wake_jvm_args(jvm_args, jar), *jvm_args, "-cp", cp, main_class,
             *map(str, args)]
 
@@ -213,7 +246,8 @@ def _jvm_library():
 
 
 def start_jvm(classpath=(), jvm_args=()):
-    """Start the JVM in this process with the project's jar (and ``classpath``); returns jpype.
+    """Start the JVM in this process with the project's core and tools jars (and ``classpath``);
+    returns jpype.
 
     A JVM can start only once per process: later calls (or a JVM started elsewhere) add the
     jar and any new ``classpath`` entries to the running JVM's dynamic class loader, and
@@ -225,8 +259,8 @@ def start_jvm(classpath=(), jvm_args=()):
     except ImportError:
         raise ImportError("start_jvm needs JPype: pip install JPype1") from None
     jvm_args = tuple(jvm_args)
-    jar = jar_path()
-    paths = [str(jar)] + [str(pathlib.Path(p).resolve()) for p in classpath]
+    jar, tools = _find_jars([JAR_NAME, TOOLS_JAR_NAME], True)
+    paths = [str(jar), str(tools)] + [str(pathlib.Path(p).resolve()) for p in classpath]
     if not jpype.isJVMStarted():
         jpype.startJVM(*wake_jvm_args(jvm_args, jar), *jvm_args, jvmpath=_jvm_library(),
                        classpath=paths)

@@ -45,9 +45,10 @@ import time
 
 from ._reader import (DEFAULT_TIMEOUT, DEFAULT_SPIN, DEFAULT_PARK, DEFAULT_PARK_MAX,
                       _check_idle, MappedBusReader, _check_position, _check_start,
-                      _check_timeout, _check_rollback_timeout)
+                      _check_rollback_timeout)
 from ._record import Record
 from ._rolling import RollingReaderBase, RollingWriterBase
+from ._timeouts import check_timeout as _check_timeout
 from ._wake import WakeFile
 from ._consumers import ConsumerRegistry, check_name as _check_consumer_name
 from ._wakefd import WakeFd
@@ -218,7 +219,7 @@ def _stall(where):
 
 
 def create_segment(path, index, segment_size, *, mode=0o600):
-    """Make segment ``index`` complete before anyone can open it: a temporary file reserved
+    """Make segment ``index`` complete before anyone can open it: a temporary file preallocated
     to its mapped size with its limit set to 8, then linked into place. True if this call
     created it, False if it existed (another creator won)."""
     path = os.fspath(path)
@@ -616,7 +617,7 @@ class RollingBusWriter(RollingWriterBase):
         p = segment_path(self.path, index)
         # Segments are made by create_segment only: never let an open create one.
         os.lstat(p)
-        # No preallocate: create_segment reserved the blocks already, and fallocate would
+        # No preallocate: create_segment preallocated the blocks already, and fallocate would
         # touch the mtime that records when the segment was first rolled into.
         return MappedBusWriter(p, self.segment_size, self.record_size, mode=self._mode,
                                preallocate=False, prefault=self._prefault,

@@ -155,7 +155,12 @@ def run_python_peer(kind, n, warmup):
 def run_py4j(n, warmup):
     from py4j.java_gateway import GatewayParameters, JavaGateway, launch_gateway
     from mappedbus_py import jvm
-    port = launch_gateway(classpath=str(jvm.jar_path()), die_on_exit=True,
+    # Py4jSink is a benchmark driver: in the checkout's perf jar, beside the library jar.
+    perf_jar = jvm.BUILD / jvm.CHECKOUT_JARS["io.mappedbuspy.perf."]
+    if not perf_jar.is_file():
+        jvm.build_jars()
+    classpath = os.pathsep.join([str(jvm.jar_path()), str(perf_jar)])
+    port = launch_gateway(classpath=classpath, die_on_exit=True,
                           javaopts=["-Xmx256m"], redirect_stderr=sys.stderr)
     gw = JavaGateway(gateway_parameters=GatewayParameters(port=port))
     try:

@@ -92,7 +92,7 @@ def ring(path: str, rounds: int, interval: float) -> None:
     # Node 0 last: the others wait for the bus file it makes.
     for node in reversed(range(n)):
         cmd = (python("token_ring.py", node, n, *opts) if kinds[node] == "python"
-               else java("Token", node, n, *opts))
+               else java("TokenRing", node, n, *opts))
         procs.insert(0, start(cmd))
     lines: List[List[str]] = [[] for _ in range(n)]
     lock = threading.Lock()

@@ -7,7 +7,7 @@
 Node 0 sends Token(from=0, to=1). Every node reads every record on the bus and reacts only to
 tokens addressed to it: it prints the token and sends Token(from=id, to=(id+1) % N). After
 --rounds full rounds node 0 sends Token(from=0, to=-1), which every node sees and stops on.
-Nodes may be Python or Java (io.mappedbuspy.samples.Token) in any mix.
+Nodes may be Python or Java (io.mappedbuspy.samples.TokenRing) in any mix.
 
 Node 0 makes the bus file: it replaces any old file at --path when it starts and removes it
 when the ring stops; the other nodes wait for it to appear and read it from its first record,

@@ -2,7 +2,7 @@
 # Builds the distributions into OUTDIR (default dist/):
 #   mappedbus_py-<v>.tar.gz                              the sdist (sources, interop/, prebuilt jars)
 #   mappedbus_py-<v>-cp<XY>-cp<XY>-manylinux_*_x86_64.whl  the wheel, built from that sdist, with
-#                                                        the core and Spark connector jars inside
+#                                                        the library, tools and Spark connector jars inside
 # Steps: the jars are brought up to date first (interop/build.sh, interop/build_spark.sh against
 # .venv's pyspark: an isolated build environment has no pyspark, so the wheel build takes the
 # prebuilt Spark jar, see setup.py); `python -m build` makes the sdist and a wheel from it;

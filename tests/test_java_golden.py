@@ -9,7 +9,9 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GOLDEN = os.path.join(ROOT, "tests", "data", "golden")
-JAR = os.path.join(ROOT, "build", "jvm", "mappedbuspy.jar")
+# The library and the tools jar (BusTool), as a class path.
+JAR = os.pathsep.join(os.path.join(ROOT, "build", "jvm", name)
+                     for name in ("mappedbuspy.jar", "mappedbuspy-tools.jar"))
 
 with open(os.path.join(GOLDEN, "manifest.json")) as f:
     MANIFEST = {entry["file"]: entry for entry in json.load(f)["files"]}

@@ -18,6 +18,10 @@ import mappedbus_py
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 JARS = ("mappedbuspy.jar", "mappedbuspy-spark.jar")
+# What the wheel carries: the library, the tools the Python side runs, the Spark connector; never the
+# samples' or the benchmark drivers' jars.
+WHEEL_JARS = JARS + ("mappedbuspy-tools.jar",)
+CHECKOUT_ONLY_JARS = ("mappedbuspy-samples.jar", "mappedbuspy-perf.jar")
 # Other builds in this tree (developers, parallel sessions) take the same locks.
 BUILD_LOCK, JAVA_LOCK = "/tmp/mb-build.lock", "/tmp/mb-java.lock"
 
@@ -149,9 +153,11 @@ def test_wheel_is_manylinux_with_both_jars_as_java_17_and_no_sources(dists):
     assert "manylinux" in wheel.name, wheel.name
     with zipfile.ZipFile(wheel) as z:
         names = z.namelist()
-        for jar in JARS:
+        for jar in WHEEL_JARS:
             assert f"mappedbus_py/jars/{jar}" in names
             assert _class_major_versions(z.read(f"mappedbus_py/jars/{jar}")) == {61}
+        for jar in CHECKOUT_ONLY_JARS:
+            assert f"mappedbus_py/jars/{jar}" not in names
         stray = [n for n in names if n.endswith((".c", ".pyx", ".pxd", ".h", ".o"))]
         assert not stray, f"sources in the wheel: {stray}"
         assert any(n.endswith(".dist-info/licenses/LICENSE") or n.endswith(".dist-info/LICENSE")
@@ -168,6 +174,7 @@ def test_sdist_holds_what_building_the_wheel_needs(dists):
     needed = {"setup.py", "pyproject.toml", "README.md", "LICENSE", "CHANGELOG.md", "MANIFEST.in",
               "interop/build.sh", "interop/build_spark.sh",
               "build/jvm/mappedbuspy.jar", "build/jvm/mappedbuspy-spark.jar",
+              "build/jvm/mappedbuspy-tools.jar",
               "mappedbus_py/_reader.pyx", "mappedbus_py/_reader.pxd", "mappedbus_py/_atomic.h",
               "mappedbus_py/_wake.h", "mappedbus_py/_wakefd.h", "interop/native/wake_jni.c",
               "interop/build_native.sh",

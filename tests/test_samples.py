@@ -120,7 +120,7 @@ def test_bytearray_readers_print_binary_payloads_as_the_same_hex(bus_path):
 def ring_commands(path, kinds, rounds):
     opts = ("--rounds", rounds, "--interval", 0, "--timeout", 60, "--path", path)
     n = len(kinds)
-    return [python("token_ring.py", i, n, *opts) if kind == "python" else java("Token", i, n, *opts)
+    return [python("token_ring.py", i, n, *opts) if kind == "python" else java("TokenRing", i, n, *opts)
             for i, kind in enumerate(kinds)]
 
 
@@ -207,7 +207,7 @@ def test_java_reader_with_a_count_fails_when_messages_stop_coming(bus_path, cls,
 
 def test_samples_reject_bad_arguments_with_usage():
     for cmd in (python("token_ring.py", 3, 3), python("object_writer.py"),
-                java("Token", 3, 3), java("ObjectWriter"), java("ObjectReader", "--bogus")):
+                java("TokenRing", 3, 3), java("ObjectWriter"), java("ObjectReader", "--bogus")):
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT)
         assert proc.returncode == 2, (cmd, proc.stderr)
         assert "usage" in proc.stderr

@@ -13,6 +13,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 CHILD = [sys.executable, str(ROOT / "tests" / "bus_child.py")]
 JARS = [str(ROOT / "build" / "jvm" / "mappedbuspy.jar"),
+        str(ROOT / "build" / "jvm" / "mappedbuspy-tools.jar"),
         str(ROOT / "build" / "jvm" / "mappedbuspy-tests.jar")]
 LONG = os.environ.get("MAPPEDBUS_LONG") == "1"
 

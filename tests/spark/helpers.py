@@ -10,6 +10,9 @@ import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 CORE_JAR = ROOT / "build" / "jvm" / "mappedbuspy.jar"
+TOOLS_JAR = ROOT / "build" / "jvm" / "mappedbuspy-tools.jar"
+# BusTool's class path: the library and the tools.
+TOOLS_CP = os.pathsep.join([str(CORE_JAR), str(TOOLS_JAR)])
 
 
 def read_all(path, file_size, record_size, timeout_ms=2000, wait=0.0):
@@ -27,7 +30,7 @@ def read_all(path, file_size, record_size, timeout_ms=2000, wait=0.0):
 
 def bus_tool(*args, check=True):
     """Runs the Java BusTool; returns its stdout."""
-    res = subprocess.run(["java", "-cp", str(CORE_JAR), "io.mappedbuspy.tools.BusTool", *map(str, args)],
+    res = subprocess.run(["java", "-cp", TOOLS_CP, "io.mappedbuspy.tools.BusTool", *map(str, args)],
                          capture_output=True, text=True, timeout=60)
     if check and res.returncode != 0:
         raise AssertionError(f"BusTool {args} failed: {res.stderr}")
@@ -36,7 +39,7 @@ def bus_tool(*args, check=True):
 
 def hung_slot(path, file_size, record_size):
     """Leaves one allocated, never committed slot (a crashed writer); returns its offset."""
-    p = subprocess.Popen(["java", "-cp", str(CORE_JAR), "io.mappedbuspy.tools.BusTool",
+    p = subprocess.Popen(["java", "-cp", TOOLS_CP, "io.mappedbuspy.tools.BusTool",
                           "allocate-and-hang", path, str(file_size), str(record_size)],
                          stdout=subprocess.PIPE, text=True)
     try:
@@ -62,7 +65,7 @@ def bus_reader(spark, path, **options):
 
 
 def _ensure_core_jar():
-    if not CORE_JAR.exists():
+    if not (CORE_JAR.exists() and TOOLS_JAR.exists()):
         subprocess.run(["bash", str(ROOT / "interop" / "build.sh")], check=True, stdout=subprocess.DEVNULL)
 
 

@@ -12,6 +12,7 @@ import java.nio.file.StandardCopyOption;
 import java.nio.file.StandardOpenOption;
 import java.nio.file.attribute.PosixFilePermission;
 import java.nio.file.attribute.PosixFilePermissions;
+import java.util.EnumSet;
 import java.security.SecureRandom;
 import java.util.List;
 import java.util.Set;
@@ -194,5 +195,22 @@ public final class BusFiles {
         } catch (NoSuchFileException e) {
             return null;
         }
+    }
+
+    // The read and write bits of the file a wake file goes beside (a group-shared bus gets a group-shared wake
+    // file), at least rw for the owner; rw------- when it cannot be read.
+    static String permsBeside(Path beside) {
+        Set<PosixFilePermission> p = EnumSet.of(PosixFilePermission.OWNER_READ, PosixFilePermission.OWNER_WRITE);
+        try {
+            for (PosixFilePermission q : Files.getPosixFilePermissions(beside, LinkOption.NOFOLLOW_LINKS)) {
+                if (q != PosixFilePermission.OWNER_EXECUTE && q != PosixFilePermission.GROUP_EXECUTE
+                        && q != PosixFilePermission.OTHERS_EXECUTE) {
+                    p.add(q);
+                }
+            }
+        } catch (IOException | UnsupportedOperationException | SecurityException e) {
+            // rw-------
+        }
+        return PosixFilePermissions.toString(p);
     }
 }

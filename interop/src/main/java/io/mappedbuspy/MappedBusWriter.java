@@ -109,42 +109,14 @@ public final class MappedBusWriter implements AutoCloseable {
         if (closed || mem != null) {
             throw new IllegalStateException("writer for " + path + " is " + (closed ? "closed" : "already open"));
         }
-        MemoryMappedFile.OpenOptions o = new MemoryMappedFile.OpenOptions();
-        o.create = !segment;
-        o.grow = !segment;
-        o.exclusive = true;
-        o.allowForeign = allowForeign;
-        o.lockTimeoutMs = lockTimeoutMs;
-        java.nio.file.Path metaPath = BusMeta.metaPath(path);
-        BusMeta[] matching = new BusMeta[1];
-        if (!segment) {
-            o.beforeGrow = f -> {
-                // Before anything is written: other sizes than the bus was created with are refused.
-                BusMeta meta = BusMeta.read(metaPath, allowForeign);
-                if (meta != null && BusMeta.SINGLE.equals(meta.kind()) && meta.inode() == f.inode()) {
-                    meta.check(recordSize, fileSize, path);
-                    matching[0] = meta;
-                }
-            };
-        }
-        o.afterMap = f -> {
-            long limit = f.getLongAcquire(Layout.LIMIT_OFFSET);
-            if (!segment && matching[0] == null && limit == 0) {
-                // Nothing was ever written: this bus is ours to describe (a stale file is renamed over).
-                BusMeta meta = BusMeta.single(recordSize, fileSize, f.inode());
-                meta.write(metaPath, "rw-------", false);
-                matching[0] = meta;
-            }
-            f.compareAndSetLong(Layout.LIMIT_OFFSET, 0, Layout.FIRST_RECORD_OFFSET);
-            checkLimit(f.getLongAcquire(Layout.LIMIT_OFFSET), recordSize, path);
-        };
-        mem = MemoryMappedFile.open(path, fileSize, o);
+        BusOpen b = BusOpen.forWriter(path, fileSize, recordSize, allowForeign, lockTimeoutMs, segment);
+        mem = b.mem;
         if (!segment) {
             wake = WakeFile.forBus(path, allowForeign); // never fails: without it, readers find records by polling
             ownsWake = true;
         }
-        busId = matching[0] == null ? null : matching[0].id();
-        populated = MemoryMappedFile.onTmpfs(path) ? 0 : Long.MAX_VALUE;
+        busId = b.busId;
+        populated = DiskSpace.onTmpfs(path) ? 0 : Long.MAX_VALUE;
         return this;
     }
 
@@ -321,7 +293,7 @@ public final class MappedBusWriter implements AutoCloseable {
     // _populate does with MADV_POPULATE_WRITE (Java has no madvise): on tmpfs a load maps up to 16 pages
     // the file already has (the kernel's fault-around; the pages are writable, a shared mapping of tmpfs
     // tracks no dirty pages), a store one, so one trap per 64 KiB replaces 16. The file's pages exist when this process
-    // created it (MemoryMappedFile.reserve) or writers went there; a hole maps one page, as a store would.
+    // created it (DiskSpace.preallocate) or writers went there; a hole maps one page, as a store would.
     // Loads change nothing, so pages other writers are filling are safe to touch. Measured side by side,
     // 80 M records on a fresh file, a Java writer alone: 24 -> 14 ns a record, system time 0.6 -> 0.2 s.
     private void populate(MemoryMappedFile m, long end) {

@@ -3,7 +3,6 @@ package io.mappedbuspy;
 import java.io.IOException;
 import java.nio.file.NoSuchFileException;
 import java.util.Objects;
-import java.util.concurrent.TimeUnit;
 
 /**
  * Reads a rolling bus (docs/files-and-rolling.md, "Rolling bus") in its one total order: every record of
@@ -25,7 +24,7 @@ import java.util.concurrent.TimeUnit;
  *
  * <p>Not thread-safe: one reader per thread.
  */
-public final class RollingBusReader implements AutoCloseable {
+public final class RollingBusReader extends ConsumingReader<RollingBusReader> implements AutoCloseable {
     private final String dir;
     private final long segmentSize;
     private final int recordSize;
@@ -37,14 +36,6 @@ public final class RollingBusReader implements AutoCloseable {
     // Where it is in the bus, once open (kept after close() for the counts).
     private RollingCursor c;
     private long initialEnd;
-    // The blocking wait (waitNext), as MappedBusReader's: on the cursor, which parks on the bus's wake file.
-    private final Waiter waiter = new Waiter();
-    // Tests: park by polling, as without the JNI library.
-    boolean wakeNative = true;
-    // A named consumer: its name and first start (before open), its hold on the registry (once open).
-    private String consumerName;
-    private long consumerStart = Consumers.OLDEST;
-    private ConsumerHold consumer;
 
     /**
      * Creates a reader of an existing rolling bus that may roll back uncommitted records, with the sizes its
@@ -131,7 +122,7 @@ public final class RollingBusReader implements AutoCloseable {
      * @throws IllegalArgumentException if below {@link Layout#MIN_ROLLBACK_TIMEOUT_MS}
      */
     public RollingBusReader setTimeout(int ms) {
-        MappedBusReader.checkRollbackTimeout(ms);
+        SlotScan.checkRollbackTimeout(ms);
         timeoutMs = ms;
         if (c != null) {
             c.setTimeout(ms);
@@ -167,7 +158,7 @@ public final class RollingBusReader implements AutoCloseable {
             throw new IllegalStateException("rolling reader for " + dir + " is " + (closed ? "closed" : "already open"));
         }
         c = new RollingCursor(RollingDir.forReader(dir, segmentSize, recordSize, allowForeign), readOnly,
-                allowForeign, failOnGap, timeoutMs, wakeNative);
+                allowForeign, failOnGap, timeoutMs);
         try {
             initialEnd = c.currentEnd();
             c.openOldest();
@@ -181,75 +172,24 @@ public final class RollingBusReader implements AutoCloseable {
         return this;
     }
 
-    /**
-     * Makes this reader the named consumer {@code name}, which starts at the oldest retained record the first time.
-     * Call before {@link #open()}.
-     *
-     * @param name 1 to 64 bytes of UTF-8, no control characters
-     * @return this
-     * @see #setConsumer(String, long)
-     */
-    public RollingBusReader setConsumer(String name) {
-        return setConsumer(name, Consumers.OLDEST);
+    @Override
+    String describe() {
+        return "rolling reader for " + dir;
     }
 
-    /**
-     * Makes this reader the named consumer {@code name}: {@link #open()} registers it in {@code DIR/bus.consumers} (at
-     * {@code start} the first time) and holds it until {@link #close()}, then moves to its committed position (records
-     * removed since are a {@link BusGapException} at the first {@link #next()}, or skipped with
-     * {@code setFailOnGap(false)}). A name held by another live reader (another process, or another reader of this
-     * one) makes {@code open()} throw {@link ConsumerInUseException}. Call before {@code open()}.
-     *
-     * @param name  1 to 64 bytes of UTF-8, no control characters
-     * @param start where a new consumer starts: a global position, {@link Consumers#OLDEST} or {@link Consumers#END}
-     * @return this
-     */
-    public RollingBusReader setConsumer(String name, long start) {
-        if (c != null || closed) {
-            throw new IllegalStateException("set the consumer of " + dir + " before open()");
-        }
-        ConsumerEntry.nameBytes(name);
-        if (start != Consumers.OLDEST && start != Consumers.END) {
-            RollingCursor.checkedPosition(start, segmentSize, recordSize, "consumer start of " + dir);
-        }
-        consumerName = name;
-        consumerStart = start;
-        return this;
+    @Override
+    boolean openedOrClosed() {
+        return c != null || closed;
     }
 
-    /** @return the consumer name set with {@link #setConsumer}, or null */
-    public String consumer() {
-        return consumerName;
+    @Override
+    boolean isClosed() {
+        return closed;
     }
 
-    /**
-     * Commits this consumer's position: {@link #position()}, the slot after the last record read. A restart by the
-     * same name goes on there. One ordered 8-byte store (a SIGKILL leaves the old or the new position), no lock.
-     *
-     * @throws IllegalStateException if this reader is not a named consumer, or not open
-     */
-    public void commit() {
-        held().commit(position());
-    }
-
-    /**
-     * Commits a given global position for this consumer (where a restart goes on).
-     *
-     * @param position a record boundary in some segment, or a segment's end
-     * @throws IllegalArgumentException if it is not one
-     * @throws IllegalStateException    if this reader is not a named consumer, or not open
-     */
-    public void commit(long position) {
-        held().commit(RollingCursor.checkedPosition(position, segmentSize, recordSize, dir));
-    }
-
-    private ConsumerHold held() {
-        ConsumerHold h = consumer;
-        if (h == null) {
-            throw new IllegalStateException("rolling reader for " + dir + " is " + (consumerName == null
-                    ? "not a named consumer (setConsumer before open)" : closed ? "closed" : "not open"));
-        }
-        return h;
+    @Override
+    long consumerPosition(long p, String what) {
+        return RollingCursor.checkedPosition(p, segmentSize, recordSize, what + " of " + dir);
     }
 
     /**
@@ -265,92 +205,25 @@ public final class RollingBusReader implements AutoCloseable {
         return c.next();
     }
 
-    /**
-     * Waits for the next committed record, across segments, at most {@code timeout}: {@link #next()} until it
-     * returns true, spinning and then parking on the bus's wake file as the {@link IdleStrategy} says. While
-     * waiting it checks every 10 ms (or once per park, if parks are longer) that the segment it reads was not
-     * truncated and that bus.meta still holds this bus's id.
-     *
-     * @param timeout the most to wait; 0 looks once
-     * @param unit    its unit
-     * @return true if a record is now current; false if none came in time
-     * @throws BusGapException       if the next records were removed by retention (and failOnGap is set)
-     * @throws BusReplacedException  if bus.meta no longer holds this bus's id
-     * @throws BusTruncatedException if the segment was truncated under the mapping
-     * @throws InterruptedException  if the thread is interrupted while waiting (noticed within one park bound)
-     * @throws IOException           as {@code next()}
-     */
-    public boolean waitNext(long timeout, TimeUnit unit) throws IOException, InterruptedException {
+    @Override
+    boolean waitPoll(boolean thorough) throws IOException {
         openState();
-        return waiter.await(c, timeout, unit);
+        return c.poll(thorough);
     }
 
-    /**
-     * How {@link #waitNext} waits.
-     *
-     * @param strategy BUSY_SPIN, SPIN_PARK (the default) or PARK
-     * @return this
-     */
-    public RollingBusReader setIdleStrategy(IdleStrategy strategy) {
-        waiter.strategy(strategy);
-        return this;
+    @Override
+    void waitCheck() throws IOException {
+        openState();
+        c.check();
+        if (wake != null) {
+            wake.check();
+        }
     }
 
-    /** @return how {@link #waitNext} waits */
-    public IdleStrategy idleStrategy() {
-        return waiter.strategy();
-    }
-
-    /**
-     * How long {@link #waitNext} polls before it parks (SPIN_PARK).
-     *
-     * @param ns nanoseconds, 0 to 1 000 000 000 (default 10 000)
-     * @return this
-     */
-    public RollingBusReader setSpinNanos(long ns) {
-        waiter.spinNanos(ns);
-        return this;
-    }
-
-    /** @return how long {@link #waitNext} polls before it parks */
-    public long spinNanos() {
-        return waiter.spinNanos();
-    }
-
-    /**
-     * How long a parked {@link #waitNext} sleeps before it looks by itself, at first: the delay of a record from a
-     * writer that wakes nobody (the Java original), and of a wait without the JNI library. It backs off up to
-     * {@link #parkMaxNanos()} while such looks find nothing.
-     *
-     * @param ns nanoseconds, 10 000 to 60 000 000 000 (default {@link Layout#DEFAULT_PARK_NS})
-     * @return this
-     */
-    public RollingBusReader setParkNanos(long ns) {
-        waiter.parkNanos(ns);
-        return this;
-    }
-
-    /** @return how long a parked {@link #waitNext} sleeps before it looks by itself, at first */
-    public long parkNanos() {
-        return waiter.parkNanos();
-    }
-
-    /**
-     * The most the park bound grows to while the looks after parks that nobody woke find nothing (it doubles from
-     * {@link #parkNanos()} on each, and returns there once such a look finds a record). A value below the park
-     * bound is the park bound.
-     *
-     * @param ns nanoseconds, 10 000 to 60 000 000 000 (default {@link Layout#DEFAULT_PARK_MAX_NS})
-     * @return this
-     */
-    public RollingBusReader setParkMaxNanos(long ns) {
-        waiter.parkMaxNanos(ns);
-        return this;
-    }
-
-    /** @return the most the park bound grows to */
-    public long parkMaxNanos() {
-        return waiter.parkMaxNanos();
+    @Override
+    WakeFile openWakeFile() {
+        openState();
+        return WakeFile.forRollingBus(dir, allowForeign, wakeNative);
     }
 
     /**
@@ -488,13 +361,10 @@ public final class RollingBusReader implements AutoCloseable {
     @Override
     public void close() {
         closed = true;
-        if (consumer != null) {
-            ConsumerHold h = consumer;
-            consumer = null;
-            Consumers.release(h);
-        }
+        releaseConsumer();
         if (c != null) {
             c.close();
         }
+        closeWake();
     }
 }

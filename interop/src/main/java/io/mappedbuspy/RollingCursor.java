@@ -10,7 +10,7 @@ import java.nio.file.NoSuchFileException;
  * (docs/files-and-rolling.md, "Rolling bus": readers follow, gaps). Positions are {@link RollingLayout}'s. Not
  * thread-safe, like its reader.
  */
-final class RollingCursor implements Waiter.Reader {
+final class RollingCursor {
     // Polls between checks that the awaited segment exists, and between directory listings and identity
     // checks while waiting for a segment; empty polls inside a segment between identity checks.
     static final int EXISTS_EVERY = 64;
@@ -38,12 +38,8 @@ final class RollingCursor implements Waiter.Reader {
     long lost;
     private long skippedBefore;
     private long rollbacksBefore;
-    // The bus's wake file, opened at the first park; wakeNative false (tests): park by polling.
-    private WakeFile wake;
-    private final boolean wakeNative;
 
-    RollingCursor(RollingDir bus, boolean readOnly, boolean allowForeign, boolean failOnGap, int timeoutMs,
-                  boolean wakeNative) {
+    RollingCursor(RollingDir bus, boolean readOnly, boolean allowForeign, boolean failOnGap, int timeoutMs) {
         this.bus = bus;
         this.segmentSize = bus.segmentSize;
         this.recordSize = bus.recordSize;
@@ -51,7 +47,6 @@ final class RollingCursor implements Waiter.Reader {
         this.allowForeign = allowForeign;
         this.failOnGap = failOnGap;
         this.timeoutMs = timeoutMs;
-        this.wakeNative = wakeNative;
     }
 
     /** At the oldest retained record, or waiting for segment 0 when there is none. */
@@ -194,9 +189,8 @@ final class RollingCursor implements Waiter.Reader {
         }
     }
 
-    // Waiter.Reader: RollingBusReader.waitNext.
-    @Override
-    public boolean poll(boolean thorough) throws IOException {
+    // One look of RollingBusReader.waitNext (Waiter.Reader.poll).
+    boolean poll(boolean thorough) throws IOException {
         if (thorough && r == null) {
             // Waiting for a segment: this look asks whether it exists (a poll of next() does one in 64).
             pendingPolls = (pendingPolls + EXISTS_EVERY - 1) / EXISTS_EVERY * EXISTS_EVERY;
@@ -204,25 +198,14 @@ final class RollingCursor implements Waiter.Reader {
         return next();
     }
 
-    // The checks of a waiting reader: the segment read was not truncated, bus.meta still holds this bus's id.
-    @Override
-    public void check() throws IOException {
+    // The checks of a waiting reader: the segment read was not truncated, bus.meta still holds this bus's id (the
+    // reader checks its wake file).
+    void check() throws IOException {
         if (r != null) {
             r.waitCheck();
         }
         lastIdentityCheck = System.nanoTime();
         bus.checkIdentity();
-        if (wake != null) {
-            wake.check();
-        }
-    }
-
-    @Override
-    public WakeFile wakeFile() {
-        if (wake == null) {
-            wake = WakeFile.forRollingBus(bus.dir.toString(), allowForeign, wakeNative);
-        }
-        return wake;
     }
 
     // Waiting for segment `segment`: a cheap existence check now and then, a listing (for gaps) and an
@@ -359,12 +342,8 @@ final class RollingCursor implements Waiter.Reader {
         return rollbacksBefore + (r == null ? 0 : r.rollbacks());
     }
 
-    /** Releases the current segment and the wake file; the counts stay. */
+    /** Releases the current segment; the counts stay. */
     void close() {
         switchTo(segment, null);
-        if (wake != null) {
-            wake.close();
-            wake = null;
-        }
     }
 }

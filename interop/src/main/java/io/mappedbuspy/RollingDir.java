@@ -249,7 +249,7 @@ public final class RollingDir {
     }
 
     /**
-     * Makes segment {@code index} complete before anyone can open it: a temporary file reserved to its
+     * Makes segment {@code index} complete before anyone can open it: a temporary file preallocated to its
      * mapped size with its limit set to 8, then linked to its name. Exactly one creator wins a race.
      *
      * @param current the segment the caller writes (retention keeps it)
@@ -292,10 +292,10 @@ public final class RollingDir {
         try {
             try (ch) {
                 // Check the space first so a full file system fails here, not with SIGBUS on a later
-                // write through the mapping; on tmpfs the segment's pages are then reserved, as the
-                // Python side's posix_fallocate does (MemoryMappedFile.reserve).
-                MemoryMappedFile.checkSpace(target.toString(), mapped);
-                MemoryMappedFile.reserve(ch, target.toString(), 0, mapped); // the file's full length
+                // write through the mapping; on tmpfs the segment's pages are then preallocated, as the
+                // Python side's posix_fallocate does (DiskSpace.preallocate).
+                DiskSpace.checkSpace(target.toString(), mapped);
+                DiskSpace.preallocate(ch, target.toString(), 0, mapped); // the file's full length
                 ByteBuffer limit = ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN);
                 limit.putLong(0, Layout.FIRST_RECORD_OFFSET);
                 ch.write(limit, Layout.LIMIT_OFFSET);

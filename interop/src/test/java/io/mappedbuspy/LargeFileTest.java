@@ -18,7 +18,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-/** A sparse 2.5 GiB bus: records across the 1 GiB and 2 GiB segment boundaries and at the very end. */
+/** A sparse 2.5 GiB bus: records across the 1 GiB and 2 GiB mapping-window boundaries and at the very end. */
 public final class LargeFileTest {
     /** Scratch directory, new for each test and deleted after it. */
     @TempDir
@@ -68,7 +68,7 @@ public final class LargeFileTest {
         }
     }
 
-    /** Records across both segment boundaries and in the last slot of a 2.5 GiB file. */
+    /** Records across both window boundaries and in the last slot of a 2.5 GiB file. */
     @Test
     @Timeout(120)
     public void fileLargerThan2GiBWorksAcrossSegments() throws Exception {

@@ -3,6 +3,7 @@ package io.mappedbuspy.samples;
 import io.mappedbuspy.Layout;
 import io.mappedbuspy.MappedBusReader;
 import io.mappedbuspy.MappedBusWriter;
+import io.mappedbuspy.messages.Token;
 
 import java.io.IOException;
 import java.nio.file.Files;
@@ -12,7 +13,7 @@ import java.nio.file.StandardCopyOption;
 import java.util.List;
 
 /**
- * Token ring sample, the twin of {@code samples/token_ring.py}: {@code Token <id> <number_of_nodes>}. Every node
+ * Token ring sample, the twin of {@code samples/token_ring.py}: {@code TokenRing <id> <number_of_nodes>}. Every node
  * reads every record on one bus and reacts only to tokens addressed to it: it prints
  * {@code Node 1 received Token [from=0, to=1]} and sends {@code Token(from=id, to=(id+1) % N)}. Node 0 starts the
  * ring and, after {@code --rounds} full rounds, sends {@code Token(from=0, to=-1)}, on which every node stops.
@@ -20,7 +21,7 @@ import java.util.List;
  * <p>Node 0 makes the bus file (swapping a fresh one in atomically) and removes it when it exits; the other
  * nodes wait for the file and read it from its first record, so a node started late still sees the token.
  */
-public final class Token {
+public final class TokenRing {
     static final String DEFAULT_PATH = SampleArgs.defaultPath("mappedbus-sample-token");
     static final long FILE_SIZE = 2_000_000L;
     static final int RECORD_SIZE = 8;
@@ -28,13 +29,13 @@ public final class Token {
     static final int STOP = -1;
 
     private static final String USAGE = String.join("\n",
-            "usage: Token <id> <number_of_nodes> [--rounds N] [--interval SECONDS] [--timeout SECONDS] [--path FILE]",
+            "usage: TokenRing <id> <number_of_nodes> [--rounds N] [--interval SECONDS] [--timeout SECONDS] [--path FILE]",
             "  --rounds N      full rounds before node 0 stops the ring (default 5)",
             "  --interval S    seconds a node holds the token before passing it on (default 0.2)",
             "  --timeout S     give up after this many seconds without a token (default 30)",
             "  --path FILE     bus file (default " + DEFAULT_PATH + ")");
 
-    private Token() {
+    private TokenRing() {
     }
 
     /**
@@ -43,7 +44,7 @@ public final class Token {
      * @param args the command line, see the usage
      */
     public static void main(String[] args) {
-        SampleArgs.exit("Token", USAGE, () -> {
+        SampleArgs.exit("TokenRing", USAGE, () -> {
             SampleArgs a = new SampleArgs(args, List.of("--rounds", "--interval", "--timeout", "--path"), List.of());
             a.expectPositionals(2);
             int id = a.positionalInt(0, "id");
@@ -75,7 +76,7 @@ public final class Token {
                     }
                 }));
             } else if (!waitForFile(path, timeout)) {
-                System.err.println("Token: no bus file " + path + " after " + timeout + " s (is node 0 running?)");
+                System.err.println("TokenRing: no bus file " + path + " after " + timeout + " s (is node 0 running?)");
                 return 1;
             }
             return run(id, nodes, rounds, interval, timeout, path);
@@ -106,20 +107,20 @@ public final class Token {
     private static int run(int id, int nodes, int rounds, double interval, double timeout, String path)
             throws Exception {
         long idleNanos = (long) (timeout * 1e9);
-        io.mappedbuspy.messages.Token token = new io.mappedbuspy.messages.Token();
+        Token token = new Token();
         SampleArgs.Backoff backoff = new SampleArgs.Backoff();
         int received = 0;
         int completed = 0;
         try (MappedBusWriter writer = new MappedBusWriter(path, FILE_SIZE, RECORD_SIZE).open();
              MappedBusReader reader = new MappedBusReader(path, FILE_SIZE, RECORD_SIZE).open()) {
             if (id == 0) {
-                writer.write(new io.mappedbuspy.messages.Token(0, 1 % nodes));
+                writer.write(new Token(0, 1 % nodes));
             }
             long lastSeen = System.nanoTime();
             for (;;) {
                 if (!reader.next()) {
                     if (System.nanoTime() - lastSeen >= idleNanos) {
-                        System.err.println("Token: node " + id + " saw no token for " + timeout + " s");
+                        System.err.println("TokenRing: node " + id + " saw no token for " + timeout + " s");
                         return 1;
                     }
                     backoff.idle();
@@ -140,10 +141,10 @@ public final class Token {
                 SampleArgs.sleep(interval);
                 if (id == 0 && ++completed >= rounds) {
                     // Node 0 stops when it reads its own stop token, like the others.
-                    writer.write(new io.mappedbuspy.messages.Token(0, STOP));
+                    writer.write(new Token(0, STOP));
                     continue;
                 }
-                writer.write(new io.mappedbuspy.messages.Token(id, (id + 1) % nodes));
+                writer.write(new Token(id, (id + 1) % nodes));
             }
         }
     }

@@ -23,7 +23,7 @@ import java.util.concurrent.TimeUnit;
  * (the one load it adds).
  *
  * <pre>
- *  java -cp build/jvm/mappedbuspy.jar io.mappedbuspy.perf.WakeLatency [dir] [count]
+ *  java -cp build/jvm/mappedbuspy.jar:build/jvm/mappedbuspy-perf.jar io.mappedbuspy.perf.WakeLatency [dir] [count]
  * </pre>
  */
 public final class WakeLatency {

@@ -1,0 +1,99 @@
+package io.mappedbuspy;
+
+import java.io.IOException;
+import java.nio.file.Path;
+
+/**
+ * Opening a single-file bus (or a rolling bus's segment) for a reader or a writer, as
+ * {@code docs/files-and-rolling.md} says: the file opened safely ({@link SafeOpen}); under its open lock, before
+ * anything is written, the sizes its metadata file ({@code PATH.meta}) records checked against those given; once
+ * mapped, the limit checked to lie on the record grid, and a writer's first open of a bus nobody wrote to yet
+ * describing it in a new metadata file and setting the limit to the first record.
+ */
+final class BusOpen {
+    /** The mapped file. */
+    final MemoryMappedFile mem;
+    /** The bus's id from its metadata file, or null (a file of the Java original, or a segment). */
+    final String busId;
+    /** The limit when it was opened (a writer: after setting it to the first record). */
+    final long limit;
+
+    private BusOpen(MemoryMappedFile mem, String busId, long limit) {
+        this.mem = mem;
+        this.busId = busId;
+        this.limit = limit;
+    }
+
+    /**
+     * Opens a bus for a reader: the file must exist and be a complete bus; a reader never creates, grows or writes
+     * a file that is not one.
+     */
+    static BusOpen forReader(String path, long fileSize, int recordSize, boolean readOnly, boolean allowForeign,
+                             long lockTimeoutMs, boolean segment) throws IOException {
+        MemoryMappedFile.OpenOptions o = options(allowForeign, lockTimeoutMs);
+        o.readOnly = readOnly;
+        BusMeta[] matching = new BusMeta[1];
+        long[] limit = new long[1];
+        if (!segment) {
+            o.beforeGrow = f -> matching[0] = checkedMeta(f, path, fileSize, recordSize, allowForeign);
+        }
+        o.afterMap = f -> {
+            limit[0] = f.getLongAcquire(Layout.LIMIT_OFFSET);
+            MappedBusWriter.checkLimit(limit[0], recordSize, path);
+        };
+        MemoryMappedFile mem = MemoryMappedFile.open(path, fileSize, o);
+        return new BusOpen(mem, matching[0] == null ? null : matching[0].id(), limit[0]);
+    }
+
+    /**
+     * Opens a bus for a writer: a single-file bus is created if absent and grown to its mapping; a segment must
+     * exist (the rolling writer made it whole).
+     */
+    static BusOpen forWriter(String path, long fileSize, int recordSize, boolean allowForeign, long lockTimeoutMs,
+                             boolean segment) throws IOException {
+        MemoryMappedFile.OpenOptions o = options(allowForeign, lockTimeoutMs);
+        o.create = !segment;
+        o.grow = !segment;
+        o.exclusive = true;
+        Path metaPath = BusMeta.metaPath(path);
+        BusMeta[] matching = new BusMeta[1];
+        long[] limit = new long[1];
+        if (!segment) {
+            // Before anything is written: other sizes than the bus was created with are refused.
+            o.beforeGrow = f -> matching[0] = checkedMeta(f, path, fileSize, recordSize, allowForeign);
+        }
+        o.afterMap = f -> {
+            long seen = f.getLongAcquire(Layout.LIMIT_OFFSET);
+            if (!segment && matching[0] == null && seen == 0) {
+                // Nothing was ever written: this bus is ours to describe (a stale file is renamed over).
+                BusMeta meta = BusMeta.single(recordSize, fileSize, f.inode());
+                meta.write(metaPath, "rw-------", false);
+                matching[0] = meta;
+            }
+            f.compareAndSetLong(Layout.LIMIT_OFFSET, 0, Layout.FIRST_RECORD_OFFSET);
+            limit[0] = f.getLongAcquire(Layout.LIMIT_OFFSET);
+            MappedBusWriter.checkLimit(limit[0], recordSize, path);
+        };
+        MemoryMappedFile mem = MemoryMappedFile.open(path, fileSize, o);
+        return new BusOpen(mem, matching[0] == null ? null : matching[0].id(), limit[0]);
+    }
+
+    private static MemoryMappedFile.OpenOptions options(boolean allowForeign, long lockTimeoutMs) {
+        MemoryMappedFile.OpenOptions o = new MemoryMappedFile.OpenOptions();
+        o.allowForeign = allowForeign;
+        o.lockTimeoutMs = lockTimeoutMs;
+        return o;
+    }
+
+    // The metadata describing this very file (same inode), its sizes checked against those given; null when there
+    // is none (a file of the Java original) or it describes another file (a stale one, replaced by a writer).
+    private static BusMeta checkedMeta(MemoryMappedFile f, String path, long fileSize, int recordSize,
+                                       boolean allowForeign) throws IOException {
+        BusMeta meta = BusMeta.read(BusMeta.metaPath(path), allowForeign);
+        if (meta != null && BusMeta.SINGLE.equals(meta.kind()) && meta.inode() == f.inode()) {
+            meta.check(recordSize, fileSize, path);
+            return meta;
+        }
+        return null;
+    }
+}
