@@ -242,7 +242,12 @@ public final class MappedBusReader extends ConsumingReader<MappedBusReader> impl
     public boolean next() throws EOFException, CorruptBusException, BusReplacedException {
         MemoryMappedFile m = mem();
         try {
-            return scan.next(m);
+            try {
+                return scan.next(m);
+            } catch (EOFException | CorruptBusException e) {
+                MemoryMappedFile.raiseFaultReports(); // what a truncated file's pages read as? A fault report says
+                throw e;
+            }
         } catch (InternalError e) {
             throw fault(m, e);
         } catch (BusTruncatedException e) {
@@ -342,6 +347,7 @@ public final class MappedBusReader extends ConsumingReader<MappedBusReader> impl
         try {
             int length = m.getInt(pos + Layout.METADATA_OFFSET);
             if (length < 0 || length > recordSize) {
+                MemoryMappedFile.raiseFaultReports(); // a truncated file's page, if a fault report is pending
                 throw new CorruptBusException("record at position " + pos + " in " + path + " has length " + length
                         + " outside 0.." + recordSize + " (not a byte-array record, wrong recordSize, or a corrupt file)");
             }

@@ -253,6 +253,14 @@ public final class MemoryMappedFile extends MappedAtomics implements AutoCloseab
             return;
         }
         if (len < size) {
+            try {
+                raiseFaultReports(); // an access's fault report still pending is this truncation's: raised now
+            } catch (InternalError e) {
+                if (isMappingFault(e)) {
+                    throw truncated(e);
+                }
+                throw e;
+            }
             throw truncated(null);
         }
     }
