@@ -424,86 +424,19 @@ public final class Layout {
      * @return one line per constant, each ending in a newline
      */
     public static String describe() {
-        return "LIMIT_OFFSET=" + LIMIT_OFFSET + "\n"
-                + "FIRST_RECORD_OFFSET=" + FIRST_RECORD_OFFSET + "\n"
-                + "STATUS_OFFSET=" + STATUS_OFFSET + "\n"
-                + "METADATA_OFFSET=" + METADATA_OFFSET + "\n"
-                + "PAYLOAD_OFFSET=" + PAYLOAD_OFFSET + "\n"
-                + "HEADER_SIZE=" + HEADER_SIZE + "\n"
-                + "STATUS_NOT_SET=" + STATUS_NOT_SET + "\n"
-                + "STATUS_COMMITTED=" + STATUS_COMMITTED + "\n"
-                + "STATUS_ROLLED_BACK=" + STATUS_ROLLED_BACK + "\n"
-                + "PAGE_SIZE=" + PAGE_SIZE + "\n"
-                + "DEFAULT_TIMEOUT_MS=" + DEFAULT_TIMEOUT_MS + "\n"
-                + "MIN_ROLLBACK_TIMEOUT_MS=" + MIN_ROLLBACK_TIMEOUT_MS + "\n"
-                + "META_SUFFIX=" + META_SUFFIX + "\n"
-                + "META_FILE=" + META_FILE + "\n"
-                + "META_MAGIC=" + META_MAGIC + "\n"
-                + "META_FORMAT=" + META_FORMAT + "\n"
-                + "META_MAX_BYTES=" + META_MAX_BYTES + "\n"
-                + "SEGMENT_SUFFIX=" + SEGMENT_SUFFIX + "\n"
-                + "SEGMENT_DIGITS=" + SEGMENT_DIGITS + "\n"
-                + "TMP_PREFIX=" + TMP_PREFIX + "\n"
-                + "WAKE_SUFFIX=" + WAKE_SUFFIX + "\n"
-                + "WAKE_FILE=" + WAKE_FILE + "\n"
-                + "WAKE_FILE_SIZE=" + WAKE_FILE_SIZE + "\n"
-                + "WAKE_MAGIC=" + WAKE_MAGIC + "\n"
-                + "WAKE_VERSION=" + WAKE_VERSION + "\n"
-                + "WAKE_MAGIC_OFFSET=" + WAKE_MAGIC_OFFSET + "\n"
-                + "WAKE_VERSION_OFFSET=" + WAKE_VERSION_OFFSET + "\n"
-                + "WAKE_PARKED_OFFSET=" + WAKE_PARKED_OFFSET + "\n"
-                + "WAKE_ARMED_OFFSET=" + WAKE_ARMED_OFFSET + "\n"
-                + "WAKE_SEQ_OFFSET=" + WAKE_SEQ_OFFSET + "\n"
-                + "WAKE_SLOTS_OFFSET=" + WAKE_SLOTS_OFFSET + "\n"
-                + "WAKE_SLOT_SIZE=" + WAKE_SLOT_SIZE + "\n"
-                + "WAKE_SLOT_COUNT=" + WAKE_SLOT_COUNT + "\n"
-                + "WAKE_SLOT_PID_OFFSET=" + WAKE_SLOT_PID_OFFSET + "\n"
-                + "WAKE_SLOT_STATE_OFFSET=" + WAKE_SLOT_STATE_OFFSET + "\n"
-                + "WAKE_SLOT_START_OFFSET=" + WAKE_SLOT_START_OFFSET + "\n"
-                + "DEFAULT_PARK_NS=" + DEFAULT_PARK_NS + "\n"
-                + "DEFAULT_PARK_MAX_NS=" + DEFAULT_PARK_MAX_NS + "\n"
-                + "DEFAULT_SPIN_NS=" + DEFAULT_SPIN_NS + "\n"
-                + "CONSUMERS_SUFFIX=" + CONSUMERS_SUFFIX + "\n"
-                + "CONSUMERS_FILE=" + CONSUMERS_FILE + "\n"
-                + "CONSUMERS_FILE_SIZE=" + CONSUMERS_FILE_SIZE + "\n"
-                + "CONSUMERS_MAGIC=" + CONSUMERS_MAGIC + "\n"
-                + "CONSUMERS_VERSION=" + CONSUMERS_VERSION + "\n"
-                + "CONSUMERS_MAGIC_OFFSET=" + CONSUMERS_MAGIC_OFFSET + "\n"
-                + "CONSUMERS_VERSION_OFFSET=" + CONSUMERS_VERSION_OFFSET + "\n"
-                + "CONSUMERS_LOCK_OFFSET=" + CONSUMERS_LOCK_OFFSET + "\n"
-                + "CONSUMERS_ENTRIES_OFFSET=" + CONSUMERS_ENTRIES_OFFSET + "\n"
-                + "CONSUMER_ENTRY_SIZE=" + CONSUMER_ENTRY_SIZE + "\n"
-                + "CONSUMER_ENTRY_COUNT=" + CONSUMER_ENTRY_COUNT + "\n"
-                + "CONSUMER_GEN_OFFSET=" + CONSUMER_GEN_OFFSET + "\n"
-                + "CONSUMER_FLAGS_OFFSET=" + CONSUMER_FLAGS_OFFSET + "\n"
-                + "CONSUMER_PID_OFFSET=" + CONSUMER_PID_OFFSET + "\n"
-                + "CONSUMER_START_OFFSET=" + CONSUMER_START_OFFSET + "\n"
-                + "CONSUMER_POSITION_OFFSET=" + CONSUMER_POSITION_OFFSET + "\n"
-                + "CONSUMER_COMMITTED_NS_OFFSET=" + CONSUMER_COMMITTED_NS_OFFSET + "\n"
-                + "CONSUMER_CREATED_NS_OFFSET=" + CONSUMER_CREATED_NS_OFFSET + "\n"
-                + "CONSUMER_BUS_ID_OFFSET=" + CONSUMER_BUS_ID_OFFSET + "\n"
-                + "CONSUMER_BUS_ID_SIZE=" + CONSUMER_BUS_ID_SIZE + "\n"
-                + "CONSUMER_NAME_OFFSET=" + CONSUMER_NAME_OFFSET + "\n"
-                + "CONSUMER_NAME_MAX=" + CONSUMER_NAME_MAX + "\n"
-                + "CONSUMER_FLAG_EXPIRED=" + CONSUMER_FLAG_EXPIRED + "\n"
-                + "DEFAULT_CONSUMER_BLOCK_MS=" + DEFAULT_CONSUMER_BLOCK_MS + "\n"
-                + "COMMIT_LOG_SUFFIX=" + COMMIT_LOG_SUFFIX + "\n"
-                + "COMMIT_LOG_FILE=" + COMMIT_LOG_FILE + "\n"
-                + "COMMIT_LOG_MAGIC=" + COMMIT_LOG_MAGIC + "\n"
-                + "COMMIT_ENTRY_SIZE=" + COMMIT_ENTRY_SIZE + "\n"
-                + "COMMIT_ENTRY_MAGIC_OFFSET=" + COMMIT_ENTRY_MAGIC_OFFSET + "\n"
-                + "COMMIT_ENTRY_KIND_OFFSET=" + COMMIT_ENTRY_KIND_OFFSET + "\n"
-                + "COMMIT_ENTRY_QUERY_HI_OFFSET=" + COMMIT_ENTRY_QUERY_HI_OFFSET + "\n"
-                + "COMMIT_ENTRY_QUERY_LO_OFFSET=" + COMMIT_ENTRY_QUERY_LO_OFFSET + "\n"
-                + "COMMIT_ENTRY_EPOCH_OFFSET=" + COMMIT_ENTRY_EPOCH_OFFSET + "\n"
-                + "COMMIT_ENTRY_PARTITION_OFFSET=" + COMMIT_ENTRY_PARTITION_OFFSET + "\n"
-                + "COMMIT_ENTRY_FIRST_OFFSET=" + COMMIT_ENTRY_FIRST_OFFSET + "\n"
-                + "COMMIT_ENTRY_COUNT_OFFSET=" + COMMIT_ENTRY_COUNT_OFFSET + "\n"
-                + "COMMIT_ENTRY_SOURCE_OFFSET=" + COMMIT_ENTRY_SOURCE_OFFSET + "\n"
-                + "COMMIT_ENTRY_CRC_OFFSET=" + COMMIT_ENTRY_CRC_OFFSET + "\n"
-                + "COMMIT_ENTRY_INTENT=" + COMMIT_ENTRY_INTENT + "\n"
-                + "COMMIT_ENTRY_SEALED=" + COMMIT_ENTRY_SEALED + "\n"
-                + "COMMIT_ENTRY_DONE=" + COMMIT_ENTRY_DONE + "\n"
-                + "COMMIT_ENTRY_VOID=" + COMMIT_ENTRY_VOID + "\n";
+        // Every public constant, in declaration order: written once, above, never listed again.
+        StringBuilder out = new StringBuilder();
+        for (java.lang.reflect.Field f : Layout.class.getDeclaredFields()) {
+            int m = f.getModifiers();
+            if (java.lang.reflect.Modifier.isPublic(m) && java.lang.reflect.Modifier.isStatic(m)
+                    && java.lang.reflect.Modifier.isFinal(m)) {
+                try {
+                    out.append(f.getName()).append('=').append(f.get(null)).append('\n');
+                } catch (IllegalAccessException e) {
+                    throw new AssertionError(e);
+                }
+            }
+        }
+        return out.toString();
     }
 }
