@@ -22,6 +22,16 @@ public final class RollingPerf {
     private RollingPerf() {
     }
 
+    /** What the reader polls: next() and readMessage() of either kind of reader. */
+    private interface Poll {
+        boolean next() throws Exception;
+    }
+
+    /** What the writer calls: write() of either kind of writer. */
+    private interface Write {
+        void write(PriceUpdate m) throws Exception;
+    }
+
     public static void main(String[] args) throws Exception {
         boolean rolling = args[1].equals("rolling");
         String path = args[2];
@@ -29,64 +39,54 @@ public final class RollingPerf {
         long count = Long.parseLong(args[4]);
         PriceUpdate m = new PriceUpdate();
         if (args[0].equals("writer")) {
-            int source = Integer.parseInt(args[5]);
-            m.setSource(source);
+            m.setSource(Integer.parseInt(args[5]));
             m.setQuantity(7);
             if (rolling) {
                 try (RollingBusWriter w = new RollingBusWriter(path, size, PriceUpdate.SIZE).open()) {
-                    for (long i = 0; i < count; i++) {
-                        m.setPrice((int) i);
-                        w.write(m);
-                    }
+                    write(w::write, m, count);
                 }
             } else {
                 try (MappedBusWriter w = new MappedBusWriter(path, size, PriceUpdate.SIZE).open()) {
-                    for (long i = 0; i < count; i++) {
-                        m.setPrice((int) i);
-                        w.write(m);
-                    }
+                    write(w::write, m, count);
                 }
             }
             return;
         }
         long warmup = Math.min(Long.parseLong(args[5]), count - 1);
-        long received = 0;
-        long checksum = 0;
-        long first = 0;
-        long last;
         if (rolling) {
             try (RollingBusReader r = new RollingBusReader(path, size, PriceUpdate.SIZE).open()) {
-                System.err.println("ready");
-                System.err.flush();
-                while (received < count) {
-                    if (r.next()) {
-                        r.readMessage(m);
-                        checksum += m.getPrice();
-                        if (received == warmup) {
-                            first = System.nanoTime();
-                        }
-                        received++;
-                    }
-                }
-                last = System.nanoTime();
+                read(() -> r.next() && r.readMessage(m) != null, m, count, warmup);
             }
         } else {
             try (MappedBusReader r = new MappedBusReader(path, size, PriceUpdate.SIZE).open()) {
-                System.err.println("ready");
-                System.err.flush();
-                while (received < count) {
-                    if (r.next()) {
-                        r.readMessage(m);
-                        checksum += m.getPrice();
-                        if (received == warmup) {
-                            first = System.nanoTime();
-                        }
-                        received++;
-                    }
-                }
-                last = System.nanoTime();
+                read(() -> r.next() && r.readMessage(m) != null, m, count, warmup);
             }
         }
+    }
+
+    private static void write(Write w, PriceUpdate m, long count) throws Exception {
+        for (long i = 0; i < count; i++) {
+            m.setPrice((int) i);
+            w.write(m);
+        }
+    }
+
+    private static void read(Poll poll, PriceUpdate m, long count, long warmup) throws Exception {
+        System.err.println("ready");
+        System.err.flush();
+        long received = 0;
+        long checksum = 0;
+        long first = 0;
+        while (received < count) {
+            if (poll.next()) {
+                checksum += m.getPrice();
+                if (received == warmup) {
+                    first = System.nanoTime();
+                }
+                received++;
+            }
+        }
+        long last = System.nanoTime();
         long timed = Math.max(1, received - warmup - 1);
         double seconds = (last - first) / 1e9;
         System.out.println(String.format(Locale.ROOT,
