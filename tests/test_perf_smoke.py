@@ -70,7 +70,9 @@ def test_smoke_run_writes_every_named_figure(tmp_path):
         assert "java_original_msgs_per_s" not in figures
     for k in named:
         assert isinstance(figures[k], (int, float)) and math.isfinite(figures[k]), (k, figures[k])
-        if k.endswith(("msgs_per_s", "_ns", "mb_per_s")):
+        # A difference of two timings ("..._over_floor_...") may come out below zero in a
+        # smoke run on a busy machine; every other timing or rate is positive.
+        if k.endswith(("msgs_per_s", "_ns", "mb_per_s")) and "_over_floor_" not in k:
             assert figures[k] > 0, (k, figures[k])
     assert figures["mode"] == "smoke"
     table = (tmp_path / "latest.md").read_text()
