@@ -163,11 +163,6 @@ cdef class ConsumerRegistry:
     def closed(self):
         return self.base == NULL
 
-    @property
-    def identity(self):
-        """``(st_dev, st_ino)`` of the mapped file."""
-        return (self._file.st_dev, self._file.st_ino)
-
     cdef int *dead_flag(self):
         return &self._file.dead
 
@@ -176,9 +171,6 @@ cdef class ConsumerRegistry:
 
     cdef int64_t *clock(self):
         return &consumers_clock_now
-
-    def fork_gen(self):
-        return _fork_gen
 
     cdef int _check(self) except -1:
         if self.base == NULL:
@@ -382,18 +374,16 @@ cdef class ConsumerRegistry:
         finally:
             self._unlock()
 
-    def commit(self, int i, int64_t position, int gen):
-        """Store ``position`` as entry ``i``'s committed position: its holder's call, with
-        the ``fork_gen()`` it claimed the entry under (a forked child is not the holder)."""
-        if self.base == NULL or self._file.dead:
-            self._check()
-        if gen != _fork_gen:
-            raise ConsumerInUseError(f"{self.path!r}: entry {i} is held by the process that "
-                                     f"claimed it, not by this forked child", None)
-        consumer_commit(consumer_entry(self.base, i), position,
-                        load_acquire_i64(&consumers_clock_now))
-        if self._file.dead:
-            self._check()
+    def refuse_commit(self, name, int gen):
+        """Raise why a holder's commit was refused: the registry was truncated under its
+        mapping (BusTruncatedError), or this is a process forked after the claim under
+        fork counter ``gen`` (ConsumerInUseError)."""
+        if self._file is not None and self._file.dead and gen == _fork_gen:
+            raise BusTruncatedError(f"{self.path!r}: the consumer registry was truncated under "
+                                    f"its mapping; consumer {name!r}'s commit was not stored")
+        raise ConsumerInUseError(f"consumer {name!r} is held by the process that opened this "
+                                 f"reader, not by this forked child: open a reader of its own "
+                                 f"here", None)
 
     def __dealloc__(self):
         self.base = NULL

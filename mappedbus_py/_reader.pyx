@@ -27,8 +27,7 @@ from ._consumers cimport ConsumerRegistry, consumer_entry, consumer_commit
 from ._mapping import DEFAULT_LOCK_TIMEOUT, check_lock_timeout
 from ._timeouts import check_timeout as _check_timeout
 from ._writer import _check_sizes, _check_limit, _check_path, _reopen, _resolve_sizes
-from .errors import (BusClosedError, BusFullError, BusReplacedError, BusTruncatedError,
-                     ConsumerInUseError, CorruptBusError)
+from .errors import BusClosedError, BusFullError, BusReplacedError, CorruptBusError
 from .layout import (FIRST_RECORD_OFFSET, HEADER_SIZE, DEFAULT_TIMEOUT_MS, MIN_ROLLBACK_TIMEOUT_MS,
                      DEFAULT_PARK_NS, DEFAULT_PARK_MAX_NS, DEFAULT_SPIN_NS, WAKE_SUFFIX,
                      CONSUMERS_SUFFIX)
@@ -361,13 +360,7 @@ cdef class MappedBusReader:
             raise ValueError("commit() needs a consumer: open the reader with consumer=\"name\"")
         if self._centry == NULL:
             raise BusClosedError(f"the MappedBusReader of consumer {self.consumer!r} is closed")
-        if self._cdead[0] and self._cfork[0] == self._cgen:
-            raise BusTruncatedError(f"{self._creg.path!r}: the consumer registry was truncated "
-                                    f"under its mapping; consumer {self.consumer!r}'s commit "
-                                    f"was not stored")
-        raise ConsumerInUseError(f"consumer {self.consumer!r} is held by the process that "
-                                 f"opened this reader, not by this forked child: open a reader "
-                                 f"of its own here", None)
+        return self._creg.refuse_commit(self.consumer, self._cgen)
 
     def _open_wake(self):
         # The wake file beside the bus, made by the first reader or writer that needs it.

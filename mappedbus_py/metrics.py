@@ -23,7 +23,7 @@ from .layout import (FIRST_RECORD_OFFSET, LIMIT_OFFSET, META_FILE, STATUS_COMMIT
                      WAKE_PARKED_OFFSET, WAKE_SUFFIX, join_position, slot_size)
 from .rolling import (end_boundary, list_segments, open_dir, read_bus_meta, segment_path,
                       slots_per_segment)
-from .rolling import records_between as _records_to
+from .rolling import locate, records_between as _records_to
 
 __all__ = ("SlotCounter", "BusCounter", "BusSnapshot", "open_bus", "parked_readers",
            "list_consumers", "records_between", "BusCollector", "serve",
@@ -376,7 +376,7 @@ def records_between(a, b, record_size, segment_size=None):
         return 0
     if segment_size is None:
         return (b - a) // slot_size(record_size)
-    return _records_to(a, *divmod(b, segment_size), segment_size, record_size)
+    return _records_to(a, *locate(b, segment_size, record_size), segment_size, record_size)
 
 
 # -- Prometheus ----------------------------------------------------------------------------

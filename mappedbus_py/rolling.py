@@ -853,7 +853,7 @@ class RollingBusReader(RollingReaderBase):
 
     # No instance __dict__: a per-record call finds its method without a dict lookup.
     # (The public attributes are the base class's, with their docstrings.)
-    __slots__ = ('_allow_foreign', '_at_end', '_cgen', '_cindex', '_creg', '_done_rollbacks',
+    __slots__ = ('_allow_foreign', '_at_end', '_cindex', '_creg', '_done_rollbacks',
                  '_done_skipped', '_end', '_follow_at', '_follow_wait', '_id_at', '_idle_kw',
                  '_initial_end', '_k', '_on_gap', '_park', '_raw', '_slot',
                  '_start', '_timeout', '_wake', '_wakefd')
@@ -904,7 +904,6 @@ class RollingBusReader(RollingReaderBase):
         self.consumer = consumer
         self._creg = None         # DIR/bus.consumers while the consumer name is held
         self._cindex = -1
-        self._cgen = 0
         self._pending_gap = None  # (segment, offset): a consumer's position lost to retention
 
     # -- opening and placing ---------------------------------------------------------
@@ -952,7 +951,7 @@ class RollingBusReader(RollingReaderBase):
         # Hold the name; go on from its committed position (the first time: from here).
         reg = _open_registry(self.path, self._allow_foreign, create=True)
         index, position, made = reg.claim(self.consumer, self.meta.id, self.position, self.path)
-        self._creg, self._cindex, self._cgen = reg, index, reg.fork_gen()
+        self._creg, self._cindex = reg, index
         self._set_consumer_entry(reg, index)
         if made:
             return
@@ -998,9 +997,8 @@ class RollingBusReader(RollingReaderBase):
         return position
 
     def _commit_refused(self):
-        if self._creg is not None and self._creg.closed is False:
-            self._creg.commit(self._cindex, self.position, self._cgen)   # raises what is wrong
-        raise BusClosedError(f"the RollingBusReader of consumer {self.consumer!r} is closed")
+        # RollingReaderBase.commit found the registry truncated, or a forked child.
+        self._creg.refuse_commit(self.consumer, self._cgen)
 
     def _segments(self):
         segs = list_segments(self.path)
