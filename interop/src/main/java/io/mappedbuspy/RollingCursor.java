@@ -275,12 +275,11 @@ final class RollingCursor {
      * RollingLayout#locate}).
      */
     static long normalize(long p, long segmentSize, int recordSize) {
-        if (p <= 0) {
+        if (!RollingLayout.isPosition(p, segmentSize, recordSize)) {
             return -1;
         }
         long[] at = RollingLayout.locate(p, segmentSize, recordSize);
-        return RollingLayout.onGrid(at[1], segmentSize, recordSize)
-                ? RollingLayout.readerPosition(at[0], at[1], segmentSize, recordSize) : -1;
+        return RollingLayout.readerPosition(at[0], at[1], segmentSize, recordSize);
     }
 
     /**

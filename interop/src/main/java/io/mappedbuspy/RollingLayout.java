@@ -92,6 +92,19 @@ public final class RollingLayout {
     }
 
     /**
+     * Whether {@code position} is one a reader can be at: its segment offset ({@link #locate}) on the record grid,
+     * the end of an exactly filled segment included.
+     *
+     * @param position    a position
+     * @param segmentSize logical size of every segment
+     * @param recordSize  payload size of every record
+     * @return true for a record boundary or a segment's end boundary
+     */
+    public static boolean isPosition(long position, long segmentSize, int recordSize) {
+        return position > 0 && onGrid(locate(position, segmentSize, recordSize)[1], segmentSize, recordSize);
+    }
+
+    /**
      * The position a Java reader reports for {@code offset} in {@code segment}: the join, except that a segment's end
      * (an offset with no room for another record: the end boundary, or a limit past it) is the next segment's first
      * record.

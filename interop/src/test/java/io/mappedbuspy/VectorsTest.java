@@ -152,6 +152,8 @@ public final class VectorsTest {
         assertArrayEquals(new long[] {l(v, "segment"), l(v, "offset")}, at, "locate");
         assertEquals(l(v, "position"), Layout.joinPosition(at[0], at[1], seg), "joinPosition");
         assertEquals(v.get("on_grid").getAsBoolean(), RollingLayout.onGrid(at[1], seg, rec), "onGrid");
+        assertEquals(v.get("on_grid").getAsBoolean(), RollingLayout.isPosition(l(v, "position"), seg, rec),
+                "isPosition");
     }
 
     static void grid(JsonObject v) {

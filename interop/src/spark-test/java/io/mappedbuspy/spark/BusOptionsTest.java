@@ -128,6 +128,28 @@ public final class BusOptionsTest {
     }
 
     /**
+     * On a rolling bus whose records fill a segment to its last byte (8 + 256 slots of 16 = 4104), the end of
+     * segment 0 is position 4104, a position as readers report it (RollingLayout.locate), not offset 0 of segment 1;
+     * positions are checked on the grid of their segment.
+     */
+    @Test
+    public void positionsOfAnExactlyFilledSegmentAreChecked() throws Exception {
+        String exact = shared.resolve("rolling-exact").toString();
+        if (!Files.exists(shared.resolve("rolling-exact"))) {
+            new RollingBusWriter(exact, 4104, 8).open().close();
+        }
+        assertEquals("4104", BusOptions.parse(opts("path=" + exact, "startingPosition=4104")).startingPosition,
+                "the end of segment 0");
+        assertEquals("4112", BusOptions.parse(opts("path=" + exact, "endingPosition=4112")).endingPosition,
+                "the first record of segment 1");
+        for (String bad : new String[] {"0", "4", "4105", "4120"}) {
+            IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                    () -> BusOptions.parse(opts("path=" + exact, "startingPosition=" + bad)), bad);
+            assertTrue(e.getMessage().contains("got '" + bad + "'"), e.getMessage());
+        }
+    }
+
+    /**
      * The rolling-bus options: segmentSize makes a directory without bus.meta a rolling bus to create and must match
      * an existing one's; retainSegments/retainBytes/retainAgeMs are read (0: no limit); failOnDataLoss defaults to
      * true, as Kafka's.

@@ -1,6 +1,7 @@
 package io.mappedbuspy.spark;
 
 import io.mappedbuspy.Layout;
+import io.mappedbuspy.RollingLayout;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
@@ -260,7 +261,7 @@ public final class BusOptions implements Serializable {
         } catch (NumberFormatException e) {
             p = -1;
         }
-        boolean ok = rolling ? p >= 0 && Layout.isRecordBoundary(p % segmentSize, recordSize)
+        boolean ok = rolling ? RollingLayout.isPosition(p, segmentSize, recordSize)
                 : Layout.isRecordBoundary(p, recordSize);
         if (!ok) {
             throw new IllegalArgumentException("mappedbus: " + name + " must be " + word1
