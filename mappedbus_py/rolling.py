@@ -67,7 +67,7 @@ from .layout import (CONSUMERS_FILE, ON_CONSUMER_LAG, WAKE_FILE, FIRST_RECORD_OF
 __all__ = ("RollingBusWriter", "RollingBusReader", "open_dir", "read_bus_meta",
            "create_or_open_meta", "create_segment", "list_segments", "segment_path",
            "segment_limit", "apply_retention", "retention_plan", "remove_stale_tmp", "gap_range",
-           "slots_per_segment", "end_boundary", "locate", "on_grid", "TMP_MAX_AGE_S", "consumer_segment",
+           "slots_per_segment", "spare_trigger", "end_boundary", "locate", "on_grid", "TMP_MAX_AGE_S", "consumer_segment",
            "records_between", "consumer_retention", "consumer_blockers", "bus_consumer_entries")
 
 #: A temporary file older than this was left by a killed creator and may be removed.
@@ -110,6 +110,13 @@ def on_grid(offset, segment_size, record_size):
     """True when ``offset`` (in a segment) is where a record starts or the segment's end."""
     return (is_record_boundary(offset, record_size)
             and offset <= end_boundary(segment_size, record_size))
+
+
+def spare_trigger(segment_size, record_size):
+    """The offset of a segment's first slot at or past its middle: the writer whose allocation
+    returns it makes the next segment (docs/files-and-rolling.md, "Spare segment")."""
+    slot = slot_size(record_size)
+    return _FIRST + -(-(segment_size // 2 - _FIRST) // slot) * slot
 
 
 def slots_per_segment(segment_size, record_size):
@@ -221,7 +228,7 @@ def _stall(where):
 def create_segment(path, index, segment_size, *, mode=0o600):
     """Make segment ``index`` complete before anyone can open it: a temporary file preallocated
     to its mapped size with its limit set to 8, then linked into place. True if this call
-    created it, False if it existed (another creator won)."""
+    created it, False if it existed (another creator won) or a later segment exists."""
     path = os.fspath(path)
     final = segment_path(path, index)
     tmp = os.path.join(path, f"{TMP_PREFIX}{segment_name(index)}-{os.getpid()}-"
@@ -244,6 +251,10 @@ def create_segment(path, index, segment_size, *, mode=0o600):
         finally:
             os.close(fd)
         _stall("before-link")
+        if any(i > index for i in list_segments(path)):
+            # A later segment exists: ``index`` was filled and removed by retention while this
+            # file was being made. Linked now it would come back, empty, below newer ones.
+            return False
         try:
             os.link(tmp, final)
         except FileExistsError:
@@ -637,7 +648,7 @@ class RollingBusWriter(RollingWriterBase):
             self._retired.append((self._w, self._fd))
         self._w, self._k, self._fd = writer, index, fd
         self._countdown = self._every
-        self._trigger = _FIRST + -(-(self._half - _FIRST) // self._slot) * self._slot
+        self._trigger = spare_trigger(self.segment_size, self.record_size)
 
     def _close_retired(self):
         for w, fd in self._retired:
@@ -777,7 +788,10 @@ class RollingBusWriter(RollingWriterBase):
             if not create or any(i > nxt for i in list_segments(self.path)):
                 return      # not yet, or this writer is behind: it jumps ahead when it rolls
             self._create(nxt, current=self._k)
-            w = self._segment_writer(nxt)
+            try:
+                w = self._segment_writer(nxt)
+            except FileNotFoundError:
+                return      # not linked: a later segment exists (see create_segment)
         fd, _ = open_file(segment_path(self.path, nxt), os.O_RDONLY,
                           allow_foreign=self._allow_foreign)
         self._spare = (nxt, w, fd)

@@ -233,6 +233,18 @@ def test_a_group_writable_directory_is_refused(bus_dir):
     RollingBusReader(bus_dir, allow_foreign=True).open().close()
 
 
+def test_a_segment_removed_while_a_creator_made_it_again_is_not_linked_below_newer_ones(bus_dir):
+    # A slow creator of segment 1 (its file takes a while to make) while the others filled 1,
+    # made 2 and retention removed 1: linking it now would put an empty segment below 2, where
+    # the creator's records would come after records readers have read past.
+    write_n(bus_dir, 2 * PER + 10)
+    os.unlink(rolling.segment_path(bus_dir, 1))
+    assert not rolling.create_segment(bus_dir, 1, SEG)
+    assert rolling.list_segments(bus_dir) == [0, 2]
+    assert not [n for n in os.listdir(bus_dir) if n.startswith(".tmp-")]
+    assert rolling.create_segment(bus_dir, 3, SEG)      # the next one is made as ever
+
+
 def test_stale_temporary_files_are_removed_by_the_next_segment_creator(bus_dir):
     write_n(bus_dir, 1)
     stale = os.path.join(bus_dir, ".tmp-" + segment_name(7) + "-1-abcd")

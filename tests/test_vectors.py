@@ -8,7 +8,7 @@ import pytest
 from mappedbus_py.busmeta import BusMeta
 from mappedbus_py.layout import join_position, record_index, slot_size
 from mappedbus_py.rolling import (consumer_blockers, consumer_retention, consumer_segment,
-                                  end_boundary, gap_range, locate, on_grid, records_between,
+                                  end_boundary, gap_range, spare_trigger, locate, on_grid, records_between,
                                   retention_plan, slots_per_segment)
 
 VECTORS = json.loads((pathlib.Path(__file__).parent / "vectors" / "rolling.json").read_text())
@@ -41,6 +41,7 @@ def test_grid(v):
     assert slot_size(rec) == v["slot_size"]
     assert end_boundary(seg, rec) == v["end_boundary"]
     assert slots_per_segment(seg, rec) == v["slots_per_segment"]
+    assert spare_trigger(seg, rec) == v["spare_trigger"]
 
 
 @cases("slot_index")

@@ -28,6 +28,9 @@ public final class MappedBusWriter implements AutoCloseable {
     // Set once a fault showed the file truncated: every later call throws.
     private BusTruncatedException dead;
     private long writes;
+    // The offset of this writer's last allocation (-1: none yet): a rolling writer asks whether it was its
+    // segment's spare trigger (RollingLayout.spareTrigger).
+    long lastOffset = -1;
     private long populated = Long.MAX_VALUE; // pages up to here were mapped ahead (populate); MAX: never
     private long touched; // the sum of the bytes populate loaded: kept, so the compiler keeps the loads
     // The bus's wake file, looked at after every commit; a rolling bus's segment gets its bus's before open().
@@ -286,6 +289,7 @@ public final class MappedBusWriter implements AutoCloseable {
         if (offset + slot > populated) {
             populate(m, offset + slot);
         }
+        lastOffset = offset;
         return offset;
     }
 
@@ -307,6 +311,21 @@ public final class MappedBusWriter implements AutoCloseable {
         }
         touched += sum;
         populated = to;
+    }
+
+    // Maps every page of the file ahead (populate's loads), on the thread that calls it: a rolling writer's
+    // spare, prepared off the writing thread before any write goes there (SegmentRoller).
+    void populateAll() {
+        if (populated >= fileSize) {
+            return; // done, or not on tmpfs
+        }
+        MemoryMappedFile m = mem();
+        long sum = 0;
+        for (long p = populated & ~(PAGE - 1); p < fileSize; p += PAGE) {
+            sum += m.getByte(p);
+        }
+        touched += sum;
+        populated = fileSize;
     }
 
     // The kernel's default fault-around window (fault_around_bytes), and a page.

@@ -21,6 +21,8 @@ public final class RollingBusWriter implements AutoCloseable {
     // The consumer policy of a bus this writer creates: {maxConsumerLag, onConsumerLag, consumerBlockMs}, or null.
     private Object[] consumerPolicy;
     private final int every;
+    // The offset whose allocation makes this writer its segment's spare maker (RollingLayout.spareTrigger).
+    private final long trigger;
     private boolean allowForeign;
     private RollingDir bus;
     // The segments written and the moves between them, once open; `w` is their current writer, kept here for the
@@ -66,6 +68,7 @@ public final class RollingBusWriter implements AutoCloseable {
         this.segmentSize = segmentSize;
         this.recordSize = recordSize;
         this.every = (int) Math.max(1, Math.min(4096, RollingLayout.slotsPerSegment(segmentSize, recordSize) / 8));
+        this.trigger = RollingLayout.spareTrigger(segmentSize, recordSize);
     }
 
     /**
@@ -211,8 +214,13 @@ public final class RollingBusWriter implements AutoCloseable {
             lookAhead();
         }
         for (;;) {
+            MappedBusWriter x = writer();
             try {
-                return writer().write(message);
+                boolean ok = x.write(message);
+                if (x.lastOffset == trigger) {
+                    segments.makeSpare();
+                }
+                return ok;
             } catch (EOFException e) {
                 roll();
             }
@@ -234,8 +242,13 @@ public final class RollingBusWriter implements AutoCloseable {
             lookAhead();
         }
         for (;;) {
+            MappedBusWriter x = writer();
             try {
-                return writer().write(src, offset, length);
+                boolean ok = x.write(src, offset, length);
+                if (x.lastOffset == trigger) {
+                    segments.makeSpare();
+                }
+                return ok;
             } catch (EOFException e) {
                 roll();
             }

@@ -253,7 +253,8 @@ public final class RollingDir {
      * mapped size with its limit set to 8, then linked to its name. Exactly one creator wins a race.
      *
      * @param current the segment the caller writes (retention keeps it)
-     * @return true if this call created it; false if it existed already
+     * @return true if this call created it; false if it existed already, or a later segment exists (then it is
+     *         not linked)
      */
     boolean createSegment(long index, long current) throws IOException {
         if (!makeSegment(index)) {
@@ -301,6 +302,11 @@ public final class RollingDir {
                 ch.write(limit, Layout.LIMIT_OFFSET);
             }
             stall("before-link");
+            if (firstAfter(index) >= 0) {
+                // A later segment exists: index was filled and removed by retention while this file was being
+                // made. Linked now it would come back, empty, below newer ones: the caller moves to the newest.
+                return false;
+            }
             try {
                 Files.createLink(target, tmp);
             } catch (FileAlreadyExistsException e) {

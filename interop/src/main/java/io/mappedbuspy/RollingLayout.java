@@ -92,6 +92,20 @@ public final class RollingLayout {
     }
 
     /**
+     * The spare trigger of a segment: the offset of its first slot at or past the middle. The writer whose
+     * allocation returns it makes the next segment (docs/files-and-rolling.md, "Spare segment").
+     *
+     * @param segmentSize logical size of every segment
+     * @param recordSize  payload size of every record
+     * @return {@code 8 + ceil((segmentSize / 2 - 8) / slotSize) * slotSize}
+     */
+    public static long spareTrigger(long segmentSize, int recordSize) {
+        long slot = Layout.slotSize(recordSize);
+        long half = segmentSize / 2;
+        return FIRST + Math.floorDiv(half - FIRST + slot - 1, slot) * slot;
+    }
+
+    /**
      * Whether {@code position} is one a reader can be at: its segment offset ({@link #locate}) on the record grid,
      * the end of an exactly filled segment included.
      *

@@ -5,12 +5,13 @@ import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.channels.FileChannel;
 import java.nio.channels.FileLock;
-import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.StandardOpenOption;
 import java.util.concurrent.ExecutionException;
-import java.util.concurrent.FutureTask;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
 
 /**
  * The segments of a {@link RollingBusWriter} and its moves between them (docs/files-and-rolling.md, "Rolling bus":
@@ -24,6 +25,7 @@ final class SegmentRoller {
     private final WakeFile wake;
     private final boolean allowForeign;
     private final long half;
+    private final long threeQuarters;
     /** The segment written, and its writer (null once closed). */
     MappedBusWriter w;
     long segment = -1;
@@ -37,13 +39,17 @@ final class SegmentRoller {
     private FileChannel limitChannel;
     private long limitChannelIndex = -1;
     private final ByteBuffer limitBuf = ByteBuffer.allocateDirect(8).order(ByteOrder.LITTLE_ENDIAN);
-    // The spare being made off the writing thread (RollingDir.makeSegment: on tmpfs 64 MiB of zeros, 30-40 ms,
-    // a third of the time a Java writer takes to fill a 64 MiB segment, which the write that found it missing used
-    // to wait for); its result is taken by a later look-ahead, or waited for by a roll or close. A segment whose
-    // making failed is left to the roll, which makes it itself and reports the error.
-    private FutureTask<Boolean> making;
-    private long makingIndex = -1;
+    // The spare being prepared off the writing thread (prepare): made if this writer is its maker (RollingDir
+    // .makeSegment: on tmpfs 64 MiB of zeros, 30-40 ms, a third of the time a Java writer takes to fill a 64 MiB
+    // segment), then mapped and its pages mapped ahead (MappedBusWriter.populateAll), so neither the write that
+    // rolls nor the writes after it wait for the kernel. Its result is taken by a later look-ahead, or waited for by a
+    // roll or close. A segment whose making failed is left to the roll, which makes it itself and reports the error.
+    private Future<MappedBusWriter> preparing;
+    private long preparingIndex = -1;
+    private boolean preparingMade;
     private long makeFailed = -1;
+    // The thread that prepares spares and unmaps retired segments for this writer, started at the first spare.
+    private ExecutorService helper;
     // bus.meta, open for the claims' locks (claim), never written.
     private FileChannel metaChannel;
     private boolean noClaims;
@@ -56,6 +62,7 @@ final class SegmentRoller {
         this.wake = wake;
         this.allowForeign = allowForeign;
         this.half = bus.segmentSize / 2;
+        this.threeQuarters = half + half / 2;
     }
 
     /** Opens the newest segment with records (making segment 0 again if there is none). */
@@ -99,102 +106,134 @@ final class SegmentRoller {
         }
     }
 
-    /** Once every few writes: deferred work, then, past the middle of the segment, the spare. */
+    /**
+     * This writer allocated its segment's spare trigger (RollingLayout.spareTrigger): it is the maker of the next
+     * segment, which it makes (if absent) and maps off the writing thread. Never throws: a failure is the roll's.
+     */
+    void makeSpare() {
+        if (spare == null && preparing == null && segment + 1 != makeFailed) {
+            prepare(segment + 1, true);
+        }
+    }
+
+    /**
+     * Once every few thousand writes: a roll's deferred work; past the middle of the segment, the spare: mapped once
+     * it exists; past three quarters, made if its maker has not (it died, or a batch stepped over the trigger).
+     */
     void lookAhead() throws IOException {
         takeFaultReports();
         applyMark();
         if (retired != null) {
-            retired.close();
+            retire(retired);
             retired = null;
         }
-        if (spare != null || currentLimit() < half) {
+        if (preparing != null) {
+            if (!preparing.isDone()) {
+                return;
+            }
+            finishPreparing();
+        }
+        if (spare != null) {
+            return;
+        }
+        long limit = currentLimit();
+        if (limit < half) {
             return;
         }
         long next = segment + 1;
-        if (making != null) {
-            if (!making.isDone()) {
-                return;
-            }
-            finishMaking();
-        }
-        if (!bus.exists(next)) {
-            if (next == makeFailed) {
-                return; // left to the roll
-            }
-            FileLock lock = claim(next);
-            if (lock == null && !noClaims) {
-                return; // another writer makes it: looked at again at the next look-ahead
-            }
-            if (bus.exists(next) || bus.firstAfter(next) >= 0) {
-                release(lock); // made meanwhile; or this writer is behind: it jumps ahead when it rolls
-                return;
-            }
-            startMaking(next, lock);
-            return;
-        }
-        try {
-            spare = openSegment(next);
-            spareIndex = next;
-        } catch (NoSuchFileException e) {
-            // removed at once by retention: the writers are further on
+        if (bus.exists(next)) {
+            prepare(next, false);
+        } else if (limit >= threeQuarters && next != makeFailed) {
+            prepare(next, true);
         }
     }
 
-    private void startMaking(long index, FileLock claim) {
-        FutureTask<Boolean> f = new FutureTask<>(() -> {
+    // Prepares segment `index` as the spare on the helper thread, off the writing thread: with `make`, makes it if
+    // absent, holding its claim (when another writer holds it, that one makes it: nothing is prepared), then maps
+    // it and its pages. Its result, the spare's writer or null, is finishPreparing's.
+    private void prepare(long index, boolean make) {
+        if (helper == null) {
+            helper = Executors.newSingleThreadExecutor(r -> {
+                Thread t = new Thread(r, "mappedbus-segments " + bus.dir.getFileName());
+                t.setDaemon(true); // a writer never closed does not keep the JVM alive
+                return t;
+            });
+        }
+        preparingMade = false;
+        preparingIndex = index;
+        preparing = helper.submit(() -> {
+            if (make && !bus.exists(index)) {
+                FileLock claim = claim(index);
+                if (claim == null && !noClaims) {
+                    return null; // another writer makes it: a look-ahead maps it
+                }
+                try {
+                    if (!bus.exists(index)) {
+                        if (bus.firstAfter(index) >= 0) {
+                            return null; // this writer is behind: it jumps ahead when it rolls
+                        }
+                        preparingMade = bus.makeSegment(index);
+                    }
+                } finally {
+                    release(claim);
+                }
+            }
+            MappedBusWriter x;
             try {
-                return bus.makeSegment(index);
-            } finally {
-                release(claim);
+                x = openSegment(index);
+            } catch (NoSuchFileException e) {
+                return null; // absent, or removed at once by retention: the writers are further on
             }
+            x.populateAll();
+            return x;
         });
-        Thread t = new Thread(f, "mappedbus-segment-" + index);
-        t.setDaemon(true); // a writer never closed does not keep the JVM alive (its temporary file goes as stale)
-        t.start();
-        making = f;
-        makingIndex = index;
     }
 
-    // The spare's making is over (waits for it if not): the creator's retention, and the readers waiting for it.
-    private void finishMaking() throws IOException {
-        FutureTask<Boolean> f = making;
-        long index = makingIndex;
-        making = null;
-        makingIndex = -1;
-        boolean created;
+    // The spare's preparation is over (waits for it if not): the creator's retention, the readers waiting for it.
+    private void finishPreparing() throws IOException {
+        Future<MappedBusWriter> f = preparing;
+        long index = preparingIndex;
+        preparing = null;
+        preparingIndex = -1;
+        MappedBusWriter x = null;
         boolean interrupted = false;
         for (;;) {
             try {
-                created = f.get();
+                x = f.get();
                 break;
             } catch (InterruptedException e) {
                 interrupted = true; // the making cannot be abandoned midway: wait, keep the interrupt
             } catch (ExecutionException e) {
                 makeFailed = index;
-                created = false;
                 break;
             }
         }
         if (interrupted) {
             Thread.currentThread().interrupt();
         }
-        if (created) {
+        if (preparingMade) {
             bus.afterCreate(index, segment);
             wake.wakeIfNeeded(); // a reader past the end of the current segment waits for this one
         }
+        if (x != null) {
+            if (index == segment + 1) {
+                spare = x;
+                spareIndex = index;
+            } else {
+                retire(x); // the writer rolled past it meanwhile
+            }
+        }
     }
 
-    /**
-     * A writer's claim to make segment {@code index} ahead of time: a POSIX record lock (non-blocking) on byte
-     * {@link #CLAIM_BASE} + index of {@code bus.meta}, so one writer of the bus fills the segment where every writer
-     * past the middle of the segment did (measured, four Java writers and a reader on 2 vCPUs: four makers a segment,
-     * 100-300 ms each instead of 35 ms alone, 0.5-0.8 s of system time a 20 M record run). The kernel drops the lock
-     * of a killed claimer; a stopped one is waited for at most {@link #CLAIM_WAIT_MS} by the rolls, which then make
-     * the segment themselves ({@link RollingDir#createSegment}). The files and linking are unchanged: linking stays
-     * the only arbiter of a segment, and a lost claim only costs a second maker.
-     *
-     * @return the lock; null if another writer holds it
-     */
+    // Unmaps a segment this writer no longer writes, on the helper thread (a 64 MiB mapping: about a millisecond).
+    private void retire(MappedBusWriter x) {
+        if (helper == null) {
+            x.close();
+        } else {
+            helper.execute(x::close);
+        }
+    }
+
     private FileLock claim(long index) {
         if (noClaims) {
             return null;
@@ -295,8 +334,8 @@ final class SegmentRoller {
             held.awaitRoom(full + 1); // before anything moves: a BusBackPressureException leaves the write retryable
         }
         takeFaultReports();
-        if (making != null) {
-            finishMaking(); // the spare not made yet: waited for rather than made twice
+        if (preparing != null) {
+            finishPreparing(); // the spare not ready yet: waited for rather than made twice
         }
         applyMark(); // a previous roll's, not yet applied: rolls came faster than look-aheads
         markIndex = full;
@@ -310,7 +349,7 @@ final class SegmentRoller {
             next = spare;
         } else {
             if (spare != null) {
-                spare.close();
+                retire(spare);
             }
             next = null;
             while (next == null) {
@@ -321,11 +360,8 @@ final class SegmentRoller {
                         markIndex = -1; // not full because of this writer's roll
                     } else if (awaitClaim(target)) {
                         continue; // another writer was making it: look again
-                    } else if (bus.createSegment(target, full) && bus.firstAfter(target) >= 0) {
-                        // This writer was so slow that others filled target and retention removed it:
-                        // the segment just made would bring it back below newer ones.
-                        Files.deleteIfExists(bus.segmentPath(target));
-                        continue;
+                    } else {
+                        bus.createSegment(target, full); // not linked if a later one exists: looked at again
                     }
                 }
                 try {
@@ -338,7 +374,7 @@ final class SegmentRoller {
         spare = null;
         spareIndex = -1;
         if (retired != null) {
-            retired.close();
+            retire(retired);
         }
         retired = w;
         w = next;
@@ -352,9 +388,9 @@ final class SegmentRoller {
 
     /** The pending mark (best effort), then every segment mapping, the limit channel and the consumer registry. */
     void close() {
-        if (making != null) {
+        if (preparing != null) {
             try {
-                finishMaking();
+                finishPreparing();
             } catch (IOException e) {
                 // best effort: the next creator applies retention
             }
@@ -374,6 +410,22 @@ final class SegmentRoller {
         w = null;
         spare = null;
         retired = null;
+        if (helper != null) {
+            helper.shutdown(); // after the unmaps queued, which close waits for: nothing stays mapped
+            boolean interrupted = false;
+            for (;;) {
+                try {
+                    helper.awaitTermination(1, java.util.concurrent.TimeUnit.DAYS);
+                    break;
+                } catch (InterruptedException e) {
+                    interrupted = true;
+                }
+            }
+            if (interrupted) {
+                Thread.currentThread().interrupt();
+            }
+            helper = null;
+        }
         bus.close();
         if (metaChannel != null) {
             try {

@@ -501,6 +501,30 @@ public final class RollingBusTest {
         }
     }
 
+    /**
+     * A slow creator of segment 1 while the others filled it, made 2 and retention removed 1 does not link it:
+     * an empty segment below 2 would take records after ones readers have read past.
+     */
+    @Test
+    public void aSegmentRemovedWhileACreatorMadeItAgainIsNotLinkedBelowNewerOnes() throws Exception {
+        String dir = tmp.resolve("slow").toString();
+        try (RollingBusWriter w = new RollingBusWriter(dir, SEG, REC).open()) {
+            writeN(w, 1, 0, (int) (2 * PER_SEG + 10));
+        }
+        Files.delete(Path.of(dir, Layout.segmentName(1)));
+        RollingDir d = RollingDir.forWriter(dir, SEG, REC, new long[3], false);
+        try {
+            assertFalse(d.makeSegment(1), "not linked");
+            assertEquals("[0, 2]", Arrays.toString(segments(dir)));
+            try (var s = Files.list(Path.of(dir))) {
+                assertEquals(0, s.filter(p -> p.getFileName().toString().startsWith(".tmp-")).count(), "no temporary");
+            }
+            assertTrue(d.makeSegment(3), "the next one is made as ever");
+        } finally {
+            d.close();
+        }
+    }
+
     /** hasRecovered turns true once the reader reaches what was allocated when it opened. */
     @Test
     public void hasRecoveredAcrossSegments() throws Exception {

@@ -162,6 +162,7 @@ public final class VectorsTest {
         assertEquals(l(v, "slot_size"), Layout.slotSize(rec), "slotSize");
         assertEquals(l(v, "end_boundary"), RollingLayout.endBoundary(seg, rec), "endBoundary");
         assertEquals(l(v, "slots_per_segment"), RollingLayout.slotsPerSegment(seg, rec), "slotsPerSegment");
+        assertEquals(l(v, "spare_trigger"), RollingLayout.spareTrigger(seg, rec), "spareTrigger");
     }
 
     static void slotIndex(JsonObject v) {
