@@ -200,7 +200,7 @@ __all__ = (
     "STATUS_ROLLED_BACK", "PAGE_SIZE", "DEFAULT_TIMEOUT_MS", "MIN_ROLLBACK_TIMEOUT_MS",
     "MAX_RECORD_SIZE",
     "META_SUFFIX", "META_FILE", "META_MAGIC", "META_FORMAT", "META_MAX_BYTES",
-    "SEGMENT_SUFFIX", "SEGMENT_DIGITS", "TMP_PREFIX",
+    "SEGMENT_SUFFIX", "SEGMENT_DIGITS", "TMP_PREFIX", "SEGMENT_CLAIM_BASE", "SEGMENT_CLAIM_WAIT_MS",
     "slot_size", "record_offset", "mapped_size", "record_index", "is_record_boundary",
     "segment_name", "segment_index", "split_position", "join_position",
     "CONSTANTS",
@@ -239,6 +239,12 @@ META_MAX_BYTES = 4096
 SEGMENT_SUFFIX = ".bus"
 SEGMENT_DIGITS = 20
 TMP_PREFIX = ".tmp-"
+#: A segment's claim: a POSIX write lock (F_SETLK, never waited for) on the one byte at
+#: SEGMENT_CLAIM_BASE + index of DIR/META_FILE, held by the writer making that segment, so
+#: the others wait for it (at most SEGMENT_CLAIM_WAIT_MS) instead of making it too. The byte is
+#: far past the file's end: a lock needs no data there.
+SEGMENT_CLAIM_BASE = 2**40
+SEGMENT_CLAIM_WAIT_MS = 2000
 
 #: The wake file (see the module docstring and _wake.h).
 WAKE_SUFFIX = ".wake"
@@ -323,7 +329,8 @@ CONSTANTS = {
         "PAYLOAD_OFFSET", "HEADER_SIZE", "STATUS_NOT_SET", "STATUS_COMMITTED",
         "STATUS_ROLLED_BACK", "PAGE_SIZE", "DEFAULT_TIMEOUT_MS", "MIN_ROLLBACK_TIMEOUT_MS",
         "META_SUFFIX", "META_FILE", "META_MAGIC", "META_FORMAT", "META_MAX_BYTES",
-        "SEGMENT_SUFFIX", "SEGMENT_DIGITS", "TMP_PREFIX",
+        "SEGMENT_SUFFIX", "SEGMENT_DIGITS", "TMP_PREFIX", "SEGMENT_CLAIM_BASE",
+        "SEGMENT_CLAIM_WAIT_MS",
         "WAKE_SUFFIX", "WAKE_FILE", "WAKE_FILE_SIZE", "WAKE_MAGIC", "WAKE_VERSION",
         "WAKE_MAGIC_OFFSET", "WAKE_VERSION_OFFSET", "WAKE_PARKED_OFFSET", "WAKE_ARMED_OFFSET",
         "WAKE_SEQ_OFFSET",

@@ -15,13 +15,9 @@ rolling, following, retention, gaps and identity.
 
 Choices this implementation makes where the contract leaves room:
 
-- **Spare segment.** The writer whose write allocates the first slot past the middle of
-  segment k creates segment k+1 ahead of time (one writer of all: racing writers do not each
-  reserve 64 MiB to throw three away) and maps it, so the write that rolls only swaps
-  mappings. The others look at the limit once every ``max(1, min(4096, slots_per_segment //
-  8))`` writes and map k+1 once it exists; past three quarters of k they create it themselves
-  if nobody did (that writer died, wrote a batch over the slot, or is not this project's). A
-  writer that rolls without a spare creates/opens k+1 then.
+- **Spare segment.** The rule is the contract's (the spare trigger, claims, three quarters);
+  the writer that took the trigger makes segment k+1 in that write (``_make_spare``), and a
+  writer looks at the limit once every ``max(1, min(4096, slots_per_segment // 8))`` writes.
 - **Retention** is applied by the writer that creates a segment, counting the new segment as
   the newest; it never removes the new segment nor the one being written (so
   ``retain_segments=1`` keeps two). Expired ``.tmp-*`` files (older than 60 s) go then too.
@@ -37,6 +33,7 @@ Choices this implementation makes where the contract leaves room:
   once every 65536 empty ``next()`` calls and whenever its blocking wait has waited 100 ms.
 """
 import errno
+import fcntl
 import os
 import secrets
 import stat
@@ -61,6 +58,7 @@ from .errors import (BusBackPressureError, BusClosedError, BusFullError, BusGapE
 from .files import check_trusted, open_file
 from .messages import Message
 from .layout import (CONSUMERS_FILE, ON_CONSUMER_LAG, WAKE_FILE, FIRST_RECORD_OFFSET,
+                     SEGMENT_CLAIM_BASE, SEGMENT_CLAIM_WAIT_MS,
                      is_record_boundary, join_position, split_position, HEADER_SIZE, META_FILE, SEGMENT_SUFFIX, TMP_PREFIX,
                      mapped_size, segment_index, segment_name, slot_size)
 
@@ -512,7 +510,7 @@ class RollingBusWriter(RollingWriterBase):
     # No instance __dict__: a per-record call finds its method without a dict lookup.
     # (The public attributes are the base class's, with their docstrings.)
     __slots__ = ('_allow_foreign', '_consumer_policy', '_every', '_fd', '_half', '_k',
-                 '_kwargs', '_mark', '_mode', '_prefault', '_registry', '_retention',
+                 '_kwargs', '_mark', '_meta_fd', '_mode', '_prefault', '_registry', '_retention',
                  '_retired', '_slot', '_spare', '_wake')
 
     def __init__(self, path, segment_size=None, record_size=None, *, retain_segments=0,
@@ -554,6 +552,7 @@ class RollingBusWriter(RollingWriterBase):
         self._mark = None         # (fd, time) of a roll into a spare, to set as its mtime
         self._countdown = 0
         self._wake = None         # DIR/bus.wake, shared by this writer's segment writers
+        self._meta_fd = None      # DIR/bus.meta, write-only, for the segments' claims (-1: none)
 
     @property
     def bus_id(self):
@@ -608,6 +607,9 @@ class RollingBusWriter(RollingWriterBase):
         if self._registry is not None:
             self._registry.close()
             self._registry = None
+        if self._meta_fd is not None and self._meta_fd >= 0:
+            os.close(self._meta_fd)
+        self._meta_fd = None
 
     def __enter__(self):
         return self.open()
@@ -683,7 +685,7 @@ class RollingBusWriter(RollingWriterBase):
                 # Retention removed it: the writers are further on.
                 target, _ = _choose_current(self.path, later, self._allow_foreign)
                 continue
-            self._create(target, current=self._k)
+            self._make(target, wait=True)
         if target == self._k + 1:
             self._mark_full()
         self._enter(target, w)
@@ -704,6 +706,52 @@ class RollingBusWriter(RollingWriterBase):
             pass
         apply_retention(self.path, self.meta, self._k, self._k,
                         hold_from=self._consumer_hold(self._k))
+
+    def _claim(self, index):
+        """Segment ``index``'s claim (layout.SEGMENT_CLAIM_BASE): True if this writer took it,
+        False if another process holds it, None where there are no claims (bus.meta not
+        writable here, or no locks)."""
+        if self._meta_fd is None:
+            try:
+                self._meta_fd, _ = open_file(os.path.join(self.path, META_FILE),
+                                             os.O_WRONLY, allow_foreign=self._allow_foreign)
+            except OSError:
+                self._meta_fd = -1
+        if self._meta_fd < 0:
+            return None
+        try:
+            fcntl.lockf(self._meta_fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1,
+                        SEGMENT_CLAIM_BASE + index)
+            return True
+        except (BlockingIOError, PermissionError):
+            return False
+        except OSError:
+            return None
+
+    def _unclaim(self, index):
+        fcntl.lockf(self._meta_fd, fcntl.LOCK_UN, 1, SEGMENT_CLAIM_BASE + index)
+
+    def _make(self, index, wait):
+        """Make segment ``index`` (absent) holding its claim. When another writer holds it:
+        with ``wait`` (a roll), wait for the segment while it does (at most
+        SEGMENT_CLAIM_WAIT_MS), then make it if it is still missing; else leave it to them."""
+        deadline = time.monotonic() + SEGMENT_CLAIM_WAIT_MS / 1000
+        while True:
+            claim = self._claim(index)
+            if claim is not False:
+                break
+            if not wait or os.path.lexists(segment_path(self.path, index)):
+                return
+            if time.monotonic() >= deadline:
+                claim = None
+                break
+            time.sleep(0.001)
+        try:
+            if not os.path.lexists(segment_path(self.path, index)):
+                self._create(index, current=self._k)
+        finally:
+            if claim:
+                self._unclaim(index)
 
     def _create(self, index, current):
         created = create_segment(self.path, index, self.segment_size, mode=self._mode)
@@ -787,7 +835,7 @@ class RollingBusWriter(RollingWriterBase):
         except FileNotFoundError:
             if not create or any(i > nxt for i in list_segments(self.path)):
                 return      # not yet, or this writer is behind: it jumps ahead when it rolls
-            self._create(nxt, current=self._k)
+            self._make(nxt, wait=False)
             try:
                 w = self._segment_writer(nxt)
             except FileNotFoundError:

@@ -116,6 +116,47 @@ def test_a_writer_killed_while_creating_a_segment_leaves_a_bus_others_continue(b
     assert rolling.list_segments(bus_dir) == list(range(len(rolling.list_segments(bus_dir))))
 
 
+CLAIM_HOLDER = """
+import fcntl, os, sys, time
+from mappedbus_py import layout, rolling
+bus, seg = sys.argv[1], int(sys.argv[2])
+fd = os.open(os.path.join(bus, layout.META_FILE), os.O_WRONLY)
+fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, layout.SEGMENT_CLAIM_BASE + 1)
+print("claimed", flush=True)
+time.sleep(float(sys.argv[3]))
+print("made", rolling.create_segment(bus, 1, seg), flush=True)
+fcntl.lockf(fd, fcntl.LOCK_UN, 1, layout.SEGMENT_CLAIM_BASE + 1)
+"""
+
+
+@pytest.mark.parametrize("lang", ["python", "java"])
+def test_a_writer_that_must_roll_waits_for_the_segment_another_process_claimed(bus_dir, lang):
+    # The claim (docs/files-and-rolling.md, "Spare segment") is one rule for both languages:
+    # a writer finding segment 1 claimed by another process neither makes it past the middle
+    # nor at its roll, where it waits for the holder's segment (then writes into it).
+    RollingBusWriter(bus_dir, SEG, RS).open().close()
+    per_seg = (SEG - 8) // (8 + RS)
+    holder = subprocess.Popen([sys.executable, "-c", CLAIM_HOLDER, bus_dir, str(SEG), "1.0"],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "claimed"
+        n = per_seg + 10
+        if lang == "python":
+            w = start("write", bus_dir, SEG, RS, n, 1)
+        else:
+            import procs
+            procs.java_or_skip()
+            w = procs.start_java("rolling-write", bus_dir, SEG, RS, n, 1)
+        out = w.communicate(timeout=120)[0]
+        assert out.split()[-4:] == ["wrote", str(n), "committed", str(n)], out
+        assert holder.stdout.readline().strip() == "made True"   # nobody made it before
+    finally:
+        holder.kill()
+        holder.wait()
+    assert rolling.segment_limit(bus_dir, 1) == 8 + 10 * (8 + RS)
+    assert not [n for n in os.listdir(bus_dir) if n.startswith(".tmp-")]
+
+
 @pytest.mark.slow
 def test_writers_sigkilled_at_random_points_leave_a_bus_others_continue(bus_dir):
     RollingBusWriter(bus_dir, SEG, RS).open().close()

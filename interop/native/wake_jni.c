@@ -61,6 +61,14 @@ JNIEXPORT jlong JNICALL Java_io_mappedbuspy_WakeFile_nProcStart(JNIEnv *env, jcl
     return wake_proc_start(pid);
 }
 
+/* posix_fallocate of bytes [from, from + len) of the file open as fd (DiskSpace.preallocate: Java has no
+ * fallocate; the descriptor is a FileChannel's): 0, or the error number. Nothing here touches a mapping. */
+JNIEXPORT jint JNICALL Java_io_mappedbuspy_DiskSpace_nFallocate(JNIEnv *env, jclass cls, jint fd, jlong from,
+                                                                jlong len) {
+    (void)env; (void)cls;
+    return posix_fallocate(fd, (off_t)from, (off_t)len);
+}
+
 /* The header's constants as compiled, in the order WakeFile.nativeConstants() documents, so a
  * test checks Layout.java, whose offsets the Java protocol uses, against the _wake.h the Python side
  * runs and the futex calls above take WAKE_SEQ_OFFSET from (as _wake.pyx's C_CONSTANTS does for

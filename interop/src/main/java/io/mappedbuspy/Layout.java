@@ -158,6 +158,13 @@ public final class Layout {
     public static final int SEGMENT_DIGITS = 20;
     /** Prefix of a file being written (a segment or metadata) before it is linked into place. */
     public static final String TMP_PREFIX = ".tmp-";
+    /**
+     * A segment's claim: a POSIX write lock (never waited for) on the byte at {@code SEGMENT_CLAIM_BASE + index} of
+     * {@link #META_FILE}, held by the writer making that segment.
+     */
+    public static final long SEGMENT_CLAIM_BASE = 1L << 40;
+    /** How long a writer that must roll waits for a segment another writer claimed before making it itself. */
+    public static final long SEGMENT_CLAIM_WAIT_MS = 2_000;
 
     // ---- the wake file beside a bus (layout.py's docstring has the diagram; _wake.h the protocol) ----
 

@@ -234,6 +234,8 @@ final class SegmentRoller {
         }
     }
 
+    // Segment index's claim (Layout.SEGMENT_CLAIM_BASE), or null when another writer holds it or there are no
+    // claims here.
     private FileLock claim(long index) {
         if (noClaims) {
             return null;
@@ -243,7 +245,7 @@ final class SegmentRoller {
                 metaChannel = FileChannel.open(bus.dir.resolve(Layout.META_FILE), StandardOpenOption.WRITE,
                         LinkOption.NOFOLLOW_LINKS);
             }
-            return metaChannel.tryLock(CLAIM_BASE + index, 1, false);
+            return metaChannel.tryLock(Layout.SEGMENT_CLAIM_BASE + index, 1, false);
         } catch (java.nio.channels.OverlappingFileLockException e) {
             return null; // another writer of this JVM
         } catch (IOException e) {
@@ -262,14 +264,9 @@ final class SegmentRoller {
         }
     }
 
-    /** Where the claims' bytes start in bus.meta's lock space (past any file's end: locks only, never data). */
-    static final long CLAIM_BASE = 1L << 40;
-    /** The most a roll waits for another writer's claim before it makes the segment itself. */
-    static final long CLAIM_WAIT_MS = 2_000;
-
     /**
      * At a roll, segment {@code index} missing: while another writer holds the claim on it, waits for the segment
-     * (at most {@link #CLAIM_WAIT_MS}).
+     * (at most {@link Layout#SEGMENT_CLAIM_WAIT_MS}).
      *
      * @return true if it waited (look again), false if nobody holds the claim (make it)
      */
@@ -277,7 +274,7 @@ final class SegmentRoller {
         if (noClaims) {
             return false;
         }
-        long deadline = System.nanoTime() + CLAIM_WAIT_MS * 1_000_000L;
+        long deadline = System.nanoTime() + Layout.SEGMENT_CLAIM_WAIT_MS * 1_000_000L;
         boolean waited = false;
         while (!bus.exists(index) && System.nanoTime() - deadline < 0) {
             FileLock lock = claim(index);

@@ -92,6 +92,53 @@ final class UnsafeAccess {
         }
     }
 
+    // The file descriptor of a FileChannel the JDK opened (sun.nio.ch.FileChannelImpl), read through Unsafe (no
+    // --add-opens): for the one system call the JDK does not offer on it (DiskSpace.fallocate); -1 if not found.
+    static int descriptor(java.nio.channels.FileChannel ch) {
+        try {
+            return Descriptors.of(ch);
+        } catch (Throwable t) {
+            return -1;
+        }
+    }
+
+    private static final class Descriptors {
+        private static final Class<?> CHANNEL;
+        private static final long CHANNEL_FD;
+        private static final long DESCRIPTOR_FD;
+        private static final MethodHandle GET_OBJECT;
+        private static final MethodHandle GET_INT;
+
+        static {
+            try {
+                Class<?> k = Class.forName("sun.misc.Unsafe");
+                Field f = k.getDeclaredField("theUnsafe");
+                f.setAccessible(true);
+                Object u = f.get(null);
+                MethodHandles.Lookup l = MethodHandles.publicLookup();
+                MethodHandle offset = l.findVirtual(k, "objectFieldOffset",
+                        MethodType.methodType(long.class, Field.class)).bindTo(u);
+                CHANNEL = Class.forName("sun.nio.ch.FileChannelImpl");
+                CHANNEL_FD = (long) offset.invokeExact(CHANNEL.getDeclaredField("fd"));
+                DESCRIPTOR_FD = (long) offset.invokeExact(java.io.FileDescriptor.class.getDeclaredField("fd"));
+                GET_OBJECT = l.findVirtual(k, "getObject", MethodType.methodType(Object.class, Object.class,
+                        long.class)).bindTo(u);
+                GET_INT = l.findVirtual(k, "getInt", MethodType.methodType(int.class, Object.class, long.class))
+                        .bindTo(u);
+            } catch (Throwable e) {
+                throw new ExceptionInInitializerError(e);
+            }
+        }
+
+        static int of(java.nio.channels.FileChannel ch) throws Throwable {
+            if (ch.getClass() != CHANNEL || !ch.isOpen()) {
+                return -1;
+            }
+            Object d = (Object) GET_OBJECT.invokeExact((Object) ch, CHANNEL_FD);
+            return d instanceof java.io.FileDescriptor ? (int) GET_INT.invokeExact(d, DESCRIPTOR_FD) : -1;
+        }
+    }
+
     // Unmaps a mapped buffer at once (or frees a direct one): no access through it may follow.
     static void unmap(ByteBuffer b) {
         try {

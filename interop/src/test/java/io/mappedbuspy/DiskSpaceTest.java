@@ -1,0 +1,53 @@
+package io.mappedbuspy;
+
+import java.nio.channels.FileChannel;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.nio.file.StandardOpenOption;
+
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/** Preallocation through the JNI library's posix_fallocate, on the channel's own descriptor. */
+public final class DiskSpaceTest {
+    private Path file;
+
+    @BeforeEach
+    void make() throws Exception {
+        Path dir = Files.isDirectory(Paths.get("/dev/shm")) ? Paths.get("/dev/shm") : Paths.get("/tmp");
+        file = Files.createTempFile(dir, "diskspace", ".bus");
+    }
+
+    @AfterEach
+    void remove() throws Exception {
+        Files.deleteIfExists(file);
+    }
+
+    /** The suite's JVM loads the library (interop/test.sh names the checkout): preallocation is a system call. */
+    @Test
+    public void fallocateGrowsTheChannelsFile() throws Exception {
+        assertTrue(WakeLibrary.LOADED, WakeLibrary.WHAT);
+        try (FileChannel ch = FileChannel.open(file, StandardOpenOption.WRITE)) {
+            assertEquals(0, DiskSpace.fallocate(ch, 0, 3 << 20));
+            assertEquals(3 << 20, ch.size());
+            DiskSpace.preallocate(ch, file.toString(), 3 << 20, 5 << 20);
+            assertEquals(5 << 20, ch.size());
+        }
+    }
+
+    /** The descriptor is the channel's: one opened read-only cannot be grown (EBADF), and a closed one is none. */
+    @Test
+    public void fallocateUsesTheChannelsDescriptor() throws Exception {
+        FileChannel ch = FileChannel.open(file, StandardOpenOption.READ);
+        try (ch) {
+            assertEquals(9, DiskSpace.fallocate(ch, 0, 4096), "EBADF");
+            assertEquals(0, ch.size());
+        }
+        assertEquals(-1, DiskSpace.fallocate(ch, 0, 4096), "closed: no descriptor");
+    }
+}
