@@ -69,6 +69,21 @@ JNIEXPORT jint JNICALL Java_io_mappedbuspy_DiskSpace_nFallocate(JNIEnv *env, jcl
     return posix_fallocate(fd, (off_t)from, (off_t)len);
 }
 
+#include <sys/mman.h>
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+
+/* madvise(MADV_POPULATE_WRITE) of [address, address + len) of a mapping the caller holds (DiskSpace
+ * .populateWrite: a writer mapping the pages ahead of its records): 0, or the error number. The kernel
+ * maps the pages without touching them from here; on a page past the end of a truncated file it fails
+ * with EFAULT rather than raising SIGBUS, and an old kernel says EINVAL. */
+JNIEXPORT jint JNICALL Java_io_mappedbuspy_DiskSpace_nPopulateWrite(JNIEnv *env, jclass cls, jlong address,
+                                                                    jlong len) {
+    (void)env; (void)cls;
+    return madvise((void *)(intptr_t)address, (size_t)len, MADV_POPULATE_WRITE) == 0 ? 0 : errno;
+}
+
 /* The header's constants as compiled, in the order WakeFile.nativeConstants() documents, so a
  * test checks Layout.java, whose offsets the Java protocol uses, against the _wake.h the Python side
  * runs and the futex calls above take WAKE_SEQ_OFFSET from (as _wake.pyx's C_CONSTANTS does for

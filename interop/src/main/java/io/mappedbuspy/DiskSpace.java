@@ -73,6 +73,31 @@ final class DiskSpace {
 
     static native int nFallocate(int fd, long from, long len);
 
+    // Maps bytes [from, to) of a writer's mapping with madvise(MADV_POPULATE_WRITE) through the JNI library, one call
+    // per window: true if done. Half the cost of a load per page with the kernel's fault-around (64 MiB on tmpfs:
+    // 25 ms against 40). False without the library, on an old kernel or a truncated file: the caller loads.
+    static boolean populateWrite(MemoryMappedFile m, long from, long to) {
+        if (!WakeLibrary.LOADED || populateUnsupported) {
+            return false;
+        }
+        for (long p = from; p < to;) {
+            long end = Math.min(to, (p / MappedWindows.WINDOW_SIZE + 1) * MappedWindows.WINDOW_SIZE);
+            int err = nPopulateWrite(m.address(p), end - p);
+            if (err != 0) {
+                if (err == EINVAL) {
+                    populateUnsupported = true;
+                }
+                return false;
+            }
+            p = end;
+        }
+        return true;
+    }
+
+    private static volatile boolean populateUnsupported;
+
+    static native int nPopulateWrite(long address, long len);
+
     // Whether path's directory is on tmpfs. Asked at every open (a rolling writer opens a segment at every
     // roll), and the JDK reads the mount table for it (100-200 us): kept per directory.
     static boolean onTmpfs(String path) {

@@ -294,7 +294,8 @@ public final class MappedBusWriter implements AutoCloseable {
     }
 
     // Maps the pages ahead of this writer's records POPULATE_CHUNK bytes at a time, as the Python writer's
-    // _populate does with MADV_POPULATE_WRITE (Java has no madvise): on tmpfs a load maps up to 16 pages
+    // _populate does with MADV_POPULATE_WRITE (here a madvise a chunk costs more than loads: 18 against 12 ns a
+    // record, a writer alone on a fresh file, side by side): on tmpfs a load maps up to 16 pages
     // the file already has (the kernel's fault-around; the pages are writable, a shared mapping of tmpfs
     // tracks no dirty pages), a store one, so one trap per 64 KiB replaces 16. The file's pages exist when this process
     // created it (DiskSpace.preallocate) or writers went there; a hole maps one page, as a store would.
@@ -313,15 +314,21 @@ public final class MappedBusWriter implements AutoCloseable {
         populated = to;
     }
 
-    // Maps every page of the file ahead (populate's loads), on the thread that calls it: a rolling writer's
-    // spare, prepared off the writing thread before any write goes there (SegmentRoller).
+    // Maps every page of the file ahead, on the thread that calls it: a rolling writer's spare, prepared off the
+    // writing thread before any write goes there (SegmentRoller). One madvise for the whole file where it can
+    // (64 MiB on tmpfs: 25 ms against 40 for loads), else populate's loads.
     void populateAll() {
         if (populated >= fileSize) {
             return; // done, or not on tmpfs
         }
         MemoryMappedFile m = mem();
+        long from = populated & ~(PAGE - 1);
+        if (DiskSpace.populateWrite(m, from, fileSize)) {
+            populated = fileSize;
+            return;
+        }
         long sum = 0;
-        for (long p = populated & ~(PAGE - 1); p < fileSize; p += PAGE) {
+        for (long p = from; p < fileSize; p += PAGE) {
             sum += m.getByte(p);
         }
         touched += sum;

@@ -11,6 +11,7 @@ import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /** Preallocation through the JNI library's posix_fallocate, on the channel's own descriptor. */
@@ -37,6 +38,29 @@ public final class DiskSpaceTest {
             assertEquals(3 << 20, ch.size());
             DiskSpace.preallocate(ch, file.toString(), 3 << 20, 5 << 20);
             assertEquals(5 << 20, ch.size());
+        }
+    }
+
+    /**
+     * A writer's pages are mapped ahead with one madvise; on a file truncated under the mapping the call fails
+     * (EFAULT, no SIGBUS) and the caller falls back to loads, which report the truncation as ever.
+     */
+    @Test
+    public void populateWriteMapsPagesAndFailsCleanlyPastATruncation() throws Exception {
+        Files.delete(file);
+        new MappedBusWriter(file.toString(), 1 << 20, 8).open().close();
+        MemoryMappedFile.OpenOptions o = new MemoryMappedFile.OpenOptions();
+        MemoryMappedFile m = MemoryMappedFile.open(file.toString(), 1 << 20, o);
+        try {
+            assertTrue(DiskSpace.populateWrite(m, 0, 1 << 20), "populated");
+            try (FileChannel ch = FileChannel.open(file, StandardOpenOption.WRITE)) {
+                ch.truncate(8192);
+            }
+            assertFalse(DiskSpace.populateWrite(m, 0, 1 << 20), "past the end: refused, the JVM alive");
+        } finally {
+            m.closeAndUnmap();
+            Files.deleteIfExists(BusMeta.metaPath(file.toString()));
+            Files.deleteIfExists(Paths.get(file + Layout.WAKE_SUFFIX));
         }
     }
 
