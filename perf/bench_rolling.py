@@ -6,10 +6,13 @@
 Each run: one reader process and one or four writer processes on a fresh /dev/shm bus,
 PriceUpdate records (12 bytes), the writers writing as fast as they can, the reader polling
 (Python ``read_into``, Java ``next()`` + ``readMessage``); the figure is the reader's rate
-(records / time from its record number ``warmup`` to its last). The same run on a single file
-(sized for every record) and on a rolling bus of 64 MiB segments (about 3.4 M records each,
-so a 5 M run rolls once per writer's way through it). The pairs, Python (perf/workers.py) and
-Java (perf/java/RollingPerf.java, compiled here against build/jvm/mappedbuspy.jar):
+(records / time from its record number ``warmup``, a tenth of the run, to its last). The same
+run on a single file (sized for every record, preallocated before the run) and on a rolling
+bus of 64 MiB segments (about 3.4 M records each), which makes its segments during the run.
+Python runs 5 M records (about a second); Java 40 M (about a second too: a 5 M Java run lasts
+a tenth of a second and measures the JIT compiling the rolling code, not the bus). The
+pairs, Python (perf/workers.py) and Java (perf/java/RollingPerf.java, compiled here against
+build/jvm/mappedbuspy.jar):
 
   py 1->1, py 4->1, java 1->1, java 4->1     each: single file and rolling
 
@@ -97,10 +100,12 @@ def main():
     ap.add_argument("--records", type=int)
     ap.add_argument("--only", choices=["py", "java"])
     args = ap.parse_args()
-    n, k = (300_000, 1) if args.quick else (5_000_000, 3)
+    k = 1 if args.quick else 3
     k = args.rounds or k
-    n = args.records or n
-    warmup = n // 10
+    records = {"py": 300_000, "java": 300_000} if args.quick else \
+        {"py": 5_000_000, "java": 40_000_000}
+    if args.records:
+        records = {lang: args.records for lang in records}
     info = machine()
     started = time.strftime("%Y-%m-%d %H:%M:%S %z")
     t0 = time.monotonic()
@@ -111,7 +116,8 @@ def main():
         for lang, w in order:
             kinds = ("single", "rolling") if rnd % 2 == 0 else ("rolling", "single")
             for kind in kinds:
-                res = run(lang, w, kind, n, warmup)
+                n = records[lang]
+                res = run(lang, w, kind, n, n // 10)
                 runs[f"{lang} {w}->1"][kind].append(res["msgs_per_s"])
                 print(f"round {rnd + 1} {lang} {w}->1 {kind}: {res['msgs_per_s'] / 1e6:.2f} M/s",
                       flush=True)
@@ -123,7 +129,7 @@ def main():
                           rolling=statistics.median(r["rolling"]),
                           ratio=statistics.median(ratios), ratios=ratios,
                           single_samples=r["single"], rolling_samples=r["rolling"]))
-    result = {"started": started, "mode": "quick" if args.quick else "full", "records": n,
+    result = {"started": started, "mode": "quick" if args.quick else "full", "records": records,
               "rounds": k, "segment_size": SEGMENT, "machine": info, "pairs": table,
               "seconds": round(time.monotonic() - t0, 1), "target": TARGET}
     lines = [
@@ -132,8 +138,9 @@ def main():
         f"{info['machine_ram_gb']} GB RAM, Linux {info['machine_kernel']}, "
         f"{info['machine_python']}, {info['machine_java']}. Load average "
         f"{info['machine_load_avg_start']} at start, {info['load_avg_end']} at end (the machine "
-        f"is shared). `{result['mode']}` mode: {k} rounds, {n:,} PriceUpdate records a run, "
-        f"rolling segments of {SEGMENT >> 20} MiB, /dev/shm, {result['seconds']} s.", "",
+        f"is shared). `{result['mode']}` mode: {k} rounds, PriceUpdate records a run: "
+        + ", ".join(f"{lang} {n:,}" for lang, n in records.items())
+        + f"; rolling segments of {SEGMENT >> 20} MiB, /dev/shm, {result['seconds']} s.", "",
         "The reader's rate, M records/s: medians of the rounds; the ratio is the median of each "
         "round's rolling / single (the two runs of a round back to back).", "",
         "| writers -> reader | single file | rolling | rolling / single | target |",
