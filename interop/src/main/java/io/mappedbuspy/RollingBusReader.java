@@ -1,5 +1,6 @@
 package io.mappedbuspy;
 
+import java.io.EOFException;
 import java.io.IOException;
 import java.nio.file.NoSuchFileException;
 import java.util.Objects;
@@ -201,6 +202,19 @@ public final class RollingBusReader extends ConsumingReader<RollingBusReader> im
      * @throws IOException          if the next segment cannot be opened, or a segment is corrupt
      */
     public boolean next() throws IOException {
+        // The common case first, as on a single file: a record in the segment being read. Anything else (none yet,
+        // the segment's end, a segment awaited, checks now and then, closed) is the cursor's.
+        RollingCursor cur = c;
+        MappedBusReader x;
+        if (cur != null && (x = cur.r) != null && !closed) {
+            try {
+                if (x.next()) {
+                    return true;
+                }
+            } catch (EOFException e) {
+                // every slot of the segment is settled: the cursor moves on
+            }
+        }
         openState();
         return c.next();
     }
