@@ -46,7 +46,10 @@ final class SegmentRoller {
     // roll or close. A segment whose making failed is left to the roll, which makes it itself and reports the error.
     private Future<MappedBusWriter> preparing;
     private long preparingIndex = -1;
-    private boolean preparingMade;
+    // Set by the helper once it linked the segment it made, so a look-ahead applies the creator's retention (and wakes
+    // readers) then, not once the mapping is ready too: the bus holds no more segments than retention allows.
+    private volatile boolean preparingMade;
+    private boolean preparingApplied;
     private long makeFailed = -1;
     // The thread that prepares spares and unmaps retired segments for this writer, started at the first spare.
     private ExecutorService helper;
@@ -128,6 +131,7 @@ final class SegmentRoller {
             retired = null;
         }
         if (preparing != null) {
+            applyCreated();
             if (!preparing.isDone()) {
                 return;
             }
@@ -160,6 +164,7 @@ final class SegmentRoller {
             });
         }
         preparingMade = false;
+        preparingApplied = false;
         preparingIndex = index;
         preparing = helper.submit(() -> {
             if (make && !bus.exists(index)) {
@@ -211,10 +216,7 @@ final class SegmentRoller {
         if (interrupted) {
             Thread.currentThread().interrupt();
         }
-        if (preparingMade) {
-            bus.afterCreate(index, segment);
-            wake.wakeIfNeeded(); // a reader past the end of the current segment waits for this one
-        }
+        applyCreated(index);
         if (x != null) {
             if (index == segment + 1) {
                 spare = x;
@@ -222,6 +224,19 @@ final class SegmentRoller {
             } else {
                 retire(x); // the writer rolled past it meanwhile
             }
+        }
+    }
+
+    // The segment being prepared was made by this writer: the creator's retention, and the readers waiting for it.
+    private void applyCreated() throws IOException {
+        applyCreated(preparingIndex);
+    }
+
+    private void applyCreated(long index) throws IOException {
+        if (preparingMade && !preparingApplied) {
+            preparingApplied = true;
+            bus.afterCreate(index, segment);
+            wake.wakeIfNeeded(); // a reader past the end of the current segment waits for this one
         }
     }
 
