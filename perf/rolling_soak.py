@@ -207,7 +207,7 @@ def render(results, machine):
     for lang, res in results.items():
         r = res["reader"]
         lat = res["write_latency"]
-        bound = (res["retain_segments"] + 2) * res["segment_size"]
+        bound = (res["retain_segments"] + 3) * res["segment_size"]
         lines += [f"## {'Python' if lang == 'py' else 'Java'}", "",
                   f"{res['records']:,} records of {RECORD_SIZE} bytes through {res['segments']} segments of "
                   f"{res['segment_size'] / 2**20:g} MiB, retention {res['retain_segments']} segments. "
@@ -215,7 +215,8 @@ def render(results, machine):
                   f"{r['read']:,} read in order ({r['out_of_order']} out of order), "
                   f"{r['lost_slots']:,} slots lost to retention, {r['read'] / r['seconds'] / 1e6:.1f} M msgs/s. "
                   f"Largest /dev/shm use of the bus {res['max_dir_bytes'] / 2**20:.1f} MiB "
-                  f"(bound: retention + current + next segment = {bound / 2**20:g} MiB); "
+                  f"(bound: retention + current + spare + the temporary file of a spare being made = "
+                  f"{bound / 2**20:g} MiB); "
                   f"largest reader RSS {res['max_reader_rss_kb'] / 1024:.1f} MiB.", "",
                   "| write() calls | n | p50 | p99 | p99.9 | max |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
         for key, label in (("all", "all"), ("roll_writes", "the write that rolled"),

@@ -27,8 +27,9 @@ def test_rolling_soak_stays_bounded_and_reads_in_order(tmp_path):
     for lang, res in results.items():
         r = res["reader"]
         assert res["segments"] >= 12, (lang, res["segments"])
-        # retention + the one being written + a spare made ahead of time
-        assert 0 < res["max_dir_bytes"] <= (3 + 2) * seg + 4096 * 8, (lang, res["max_dir_bytes"])
+        # retention + the one being written + a spare made ahead of time + while the next spare
+        # is being made, its temporary file (docs/files-and-rolling.md, "Retention")
+        assert 0 < res["max_dir_bytes"] <= (3 + 3) * seg + 4096 * 8, (lang, res["max_dir_bytes"])
         assert r["out_of_order"] == 0, lang
         assert r["last_seq"] == res["records"] - 1, (lang, r)
         # from where it started (the oldest retained record then), every slot is read or

@@ -1,4 +1,5 @@
-/* The system calls of the wake file's protocol for the Java port (io.mappedbuspy.WakeFile), which runs
+/* The system calls the JDK lacks: those of the wake file's protocol, and posix_fallocate and madvise for
+ * bus files (io.mappedbuspy.DiskSpace). The Java port (io.mappedbuspy.WakeFile) runs
  * the protocol of mappedbus_py/_wake.h itself, in Java: every load, store and read-modify-write of the
  * mapped file goes through the JVM's Unsafe, whose fault on a page past the end of a file truncated
  * under the mapping is an InternalError. Nothing here reads or writes the mapping: a fault in native

@@ -281,26 +281,50 @@ public final class RollingDir {
 
     /**
      * {@link #createSegment}'s file work alone: a temporary file filled, then linked to segment {@code index}; no
-     * retention. It touches no state of this object, so a writer runs it off its writing thread
-     * ({@link SegmentRoller}); whoever gets true calls {@link #afterCreate}.
+     * retention. It touches no state of this object; a writer runs its first half off its writing thread
+     * ({@link SegmentRoller}). Whoever gets true calls {@link #afterCreate}.
      */
     boolean makeSegment(long index) throws IOException {
+        return linkTemporary(index, makeTemporary(index));
+    }
+
+    /**
+     * The first half of {@link #makeSegment}: the temporary file of segment {@code index}, preallocated, its limit
+     * set; a writer makes it off its writing thread and links it there ({@link #linkTemporary}).
+     */
+    Path makeTemporary(long index) throws IOException {
         Path target = segmentPath(index);
         Path tmp = dir.resolve(Layout.TMP_PREFIX + target.getFileName() + "-" + ProcessHandle.current().pid()
                 + "-" + Integer.toHexString(RANDOM.nextInt()));
         FileChannel ch = openTemporary(tmp);
         long mapped = Layout.mappedSize(segmentSize);
-        try {
-            try (ch) {
-                // Check the space first so a full file system fails here, not with SIGBUS on a later
-                // write through the mapping; on tmpfs the segment's pages are then preallocated, as the
-                // Python side's posix_fallocate does (DiskSpace.preallocate).
-                DiskSpace.checkSpace(target.toString(), mapped);
-                DiskSpace.preallocate(ch, target.toString(), 0, mapped); // the file's full length
-                ByteBuffer limit = ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN);
-                limit.putLong(0, Layout.FIRST_RECORD_OFFSET);
-                ch.write(limit, Layout.LIMIT_OFFSET);
+        boolean done = false;
+        try (ch) {
+            // Check the space first so a full file system fails here, not with SIGBUS on a later
+            // write through the mapping; on tmpfs the segment's pages are then preallocated, as the
+            // Python side's posix_fallocate does (DiskSpace.preallocate).
+            DiskSpace.checkSpace(target.toString(), mapped);
+            DiskSpace.preallocate(ch, target.toString(), 0, mapped); // the file's full length
+            ByteBuffer limit = ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN);
+            limit.putLong(0, Layout.FIRST_RECORD_OFFSET);
+            ch.write(limit, Layout.LIMIT_OFFSET);
+            done = true;
+        } finally {
+            if (!done) {
+                Files.deleteIfExists(tmp);
             }
+        }
+        return tmp;
+    }
+
+    /**
+     * The second half of {@link #makeSegment}: links the temporary file {@code tmp} to segment {@code index} unless a
+     * later segment exists, then removes the temporary name.
+     *
+     * @return true if linked; false if the segment existed (another creator won) or a later one exists
+     */
+    boolean linkTemporary(long index, Path tmp) throws IOException {
+        try {
             stall("before-link");
             if (firstAfter(index) >= 0) {
                 // A later segment exists: index was filled and removed by retention while this file was being
@@ -308,7 +332,7 @@ public final class RollingDir {
                 return false;
             }
             try {
-                Files.createLink(target, tmp);
+                Files.createLink(segmentPath(index), tmp);
             } catch (FileAlreadyExistsException e) {
                 return false;
             }

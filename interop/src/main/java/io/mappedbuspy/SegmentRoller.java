@@ -7,6 +7,7 @@ import java.nio.channels.FileChannel;
 import java.nio.channels.FileLock;
 import java.nio.file.LinkOption;
 import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
@@ -39,18 +40,23 @@ final class SegmentRoller {
     private FileChannel limitChannel;
     private long limitChannelIndex = -1;
     private final ByteBuffer limitBuf = ByteBuffer.allocateDirect(8).order(ByteOrder.LITTLE_ENDIAN);
-    // The spare being prepared off the writing thread (prepare): made if this writer is its maker (RollingDir
-    // .makeSegment: on tmpfs 64 MiB of zeros, 30-40 ms, a third of the time a Java writer takes to fill a 64 MiB
-    // segment), then mapped and its pages mapped ahead (MappedBusWriter.populateAll), so neither the write that
-    // rolls nor the writes after it wait for the kernel. Its result is taken by a later look-ahead, or waited for by a
-    // roll or close. A segment whose making failed is left to the roll, which makes it itself and reports the error.
-    private Future<MappedBusWriter> preparing;
-    private long preparingIndex = -1;
-    // Set by the helper once it linked the segment it made, so a look-ahead applies the creator's retention (and wakes
-    // readers) then, not once the mapping is ready too: the bus holds no more segments than retention allows.
-    private volatile boolean preparingMade;
-    private boolean preparingApplied;
+    // The spare, prepared off the writing thread in two steps on the helper thread. First its temporary file, made
+    // and preallocated if this writer is its maker (RollingDir.makeTemporary: 64 MiB on tmpfs in 20 ms), which the
+    // writing thread links at its next look-ahead (or roll) and at once applies the creator's retention to, so the
+    // bus never holds more segments than retention allows. Then the segment mapped with its pages
+    // (MappedBusWriter.populateAll: 25 ms), so neither the write that rolls nor the writes after it wait for the
+    // kernel. A segment whose making failed is left to the roll, which makes it itself and reports the error.
+    private Future<Made> making;
+    private long makingIndex = -1;
+    private Future<MappedBusWriter> mapping;
+    private long mappingIndex = -1;
     private long makeFailed = -1;
+
+    // What the making step gives: the temporary file to link, or none when the segment exists already (it is only
+    // mapped).
+    private record Made(Path tmp) {
+    }
+
     // The thread that prepares spares and unmaps retired segments for this writer, started at the first spare.
     private ExecutorService helper;
     // bus.meta, open for the claims' locks (claim), never written.
@@ -114,14 +120,15 @@ final class SegmentRoller {
      * segment, which it makes (if absent) and maps off the writing thread. Never throws: a failure is the roll's.
      */
     void makeSpare() {
-        if (spare == null && preparing == null && segment + 1 != makeFailed) {
-            prepare(segment + 1, true);
+        if (spare == null && making == null && mapping == null && segment + 1 != makeFailed) {
+            startMaking(segment + 1);
         }
     }
 
     /**
-     * Once every few thousand writes: a roll's deferred work; past the middle of the segment, the spare: mapped once
-     * it exists; past three quarters, made if its maker has not (it died, or a batch stepped over the trigger).
+     * Once every few thousand writes: a roll's deferred work; the spare's steps as they finish; past the middle of the
+     * segment, the spare: mapped once it exists; past three quarters, made if its maker has not (it died, or a batch
+     * stepped over the trigger).
      */
     void lookAhead() throws IOException {
         takeFaultReports();
@@ -130,12 +137,17 @@ final class SegmentRoller {
             retire(retired);
             retired = null;
         }
-        if (preparing != null) {
-            applyCreated();
-            if (!preparing.isDone()) {
+        if (making != null) {
+            if (making.isDone()) {
+                finishMaking(true);
+            }
+            return;
+        }
+        if (mapping != null) {
+            if (!mapping.isDone()) {
                 return;
             }
-            finishPreparing();
+            finishMapping();
         }
         if (spare != null) {
             return;
@@ -146,16 +158,13 @@ final class SegmentRoller {
         }
         long next = segment + 1;
         if (bus.exists(next)) {
-            prepare(next, false);
+            startMapping(next);
         } else if (limit >= threeQuarters && next != makeFailed) {
-            prepare(next, true);
+            startMaking(next);
         }
     }
 
-    // Prepares segment `index` as the spare on the helper thread, off the writing thread: with `make`, makes it if
-    // absent, holding its claim (when another writer holds it, that one makes it: nothing is prepared), then maps
-    // it and its pages. Its result, the spare's writer or null, is finishPreparing's.
-    private void prepare(long index, boolean make) {
+    private ExecutorService helper() {
         if (helper == null) {
             helper = Executors.newSingleThreadExecutor(r -> {
                 Thread t = new Thread(r, "mappedbus-segments " + bus.dir.getFileName());
@@ -163,80 +172,117 @@ final class SegmentRoller {
                 return t;
             });
         }
-        preparingMade = false;
-        preparingApplied = false;
-        preparingIndex = index;
-        preparing = helper.submit(() -> {
-            if (make && !bus.exists(index)) {
-                FileLock claim = claim(index);
-                if (claim == null && !noClaims) {
-                    return null; // another writer makes it: a look-ahead maps it
-                }
-                try {
-                    if (!bus.exists(index)) {
-                        if (bus.firstAfter(index) >= 0) {
-                            return null; // this writer is behind: it jumps ahead when it rolls
-                        }
-                        preparingMade = bus.makeSegment(index);
-                    }
-                } finally {
-                    release(claim);
-                }
+        return helper;
+    }
+
+    // The making step of segment `index` on the helper thread: its temporary file, under its claim (when another
+    // writer holds the claim, that one makes it: nothing here), unless it exists (then it is only mapped).
+    private void startMaking(long index) {
+        makingIndex = index;
+        making = helper().submit(() -> {
+            if (bus.exists(index)) {
+                return new Made(null);
             }
+            FileLock claim = claim(index);
+            if (claim == null && !noClaims) {
+                return null; // another writer makes it: a look-ahead maps it
+            }
+            try {
+                if (bus.exists(index)) {
+                    return new Made(null);
+                }
+                if (bus.firstAfter(index) >= 0) {
+                    return null; // this writer is behind: it jumps ahead when it rolls
+                }
+                // The claim goes with the file made: a writer that must roll into this segment before this one links
+                // it (it may write nothing for a while) makes it itself rather than wait.
+                return new Made(bus.makeTemporary(index));
+            } finally {
+                release(claim);
+            }
+        });
+    }
+
+    // The making step is over (waits for it if not): links the file on this thread, then the creator's retention and
+    // the readers waiting for the segment; with `thenMap`, the mapping step.
+    private void finishMaking(boolean thenMap) throws IOException {
+        Future<Made> f = making;
+        long index = makingIndex;
+        making = null;
+        makingIndex = -1;
+        Made m;
+        try {
+            m = await(f);
+        } catch (ExecutionException e) {
+            makeFailed = index;
+            return;
+        }
+        if (m == null) {
+            return;
+        }
+        if (m.tmp() != null) {
+            if (bus.linkTemporary(index, m.tmp())) {
+                bus.afterCreate(index, segment);
+                wake.wakeIfNeeded(); // a reader past the end of the current segment waits for this one
+            }
+        }
+        if (thenMap && index == segment + 1) {
+            startMapping(index);
+        }
+    }
+
+    // The mapping step of segment `index` on the helper thread: opened, its pages mapped.
+    private void startMapping(long index) {
+        mappingIndex = index;
+        mapping = helper().submit(() -> {
             MappedBusWriter x;
             try {
                 x = openSegment(index);
             } catch (NoSuchFileException e) {
-                return null; // absent, or removed at once by retention: the writers are further on
+                return null; // removed at once by retention: the writers are further on
             }
             x.populateAll();
             return x;
         });
     }
 
-    // The spare's preparation is over (waits for it if not): the creator's retention, the readers waiting for it.
-    private void finishPreparing() throws IOException {
-        Future<MappedBusWriter> f = preparing;
-        long index = preparingIndex;
-        preparing = null;
-        preparingIndex = -1;
-        MappedBusWriter x = null;
-        boolean interrupted = false;
-        for (;;) {
-            try {
-                x = f.get();
-                break;
-            } catch (InterruptedException e) {
-                interrupted = true; // the making cannot be abandoned midway: wait, keep the interrupt
-            } catch (ExecutionException e) {
-                makeFailed = index;
-                break;
-            }
+    // The mapping step is over (waits for it if not): the spare, or retired if this writer rolled past it.
+    private void finishMapping() {
+        Future<MappedBusWriter> f = mapping;
+        long index = mappingIndex;
+        mapping = null;
+        mappingIndex = -1;
+        MappedBusWriter x;
+        try {
+            x = await(f);
+        } catch (ExecutionException e) {
+            return; // the roll opens it itself
         }
-        if (interrupted) {
-            Thread.currentThread().interrupt();
-        }
-        applyCreated(index);
         if (x != null) {
-            if (index == segment + 1) {
+            if (index == segment + 1 && spare == null) {
                 spare = x;
                 spareIndex = index;
             } else {
-                retire(x); // the writer rolled past it meanwhile
+                retire(x);
             }
         }
     }
 
-    // The segment being prepared was made by this writer: the creator's retention, and the readers waiting for it.
-    private void applyCreated() throws IOException {
-        applyCreated(preparingIndex);
-    }
-
-    private void applyCreated(long index) throws IOException {
-        if (preparingMade && !preparingApplied) {
-            preparingApplied = true;
-            bus.afterCreate(index, segment);
-            wake.wakeIfNeeded(); // a reader past the end of the current segment waits for this one
+    // A helper step's result, waited for; an interrupt is kept for the caller (a step cannot be abandoned midway).
+    private static <T> T await(Future<T> f) throws ExecutionException {
+        boolean interrupted = false;
+        try {
+            for (;;) {
+                try {
+                    return f.get();
+                } catch (InterruptedException e) {
+                    interrupted = true;
+                }
+            }
+        } finally {
+            if (interrupted) {
+                Thread.currentThread().interrupt();
+            }
         }
     }
 
@@ -346,8 +392,11 @@ final class SegmentRoller {
             held.awaitRoom(full + 1); // before anything moves: a BusBackPressureException leaves the write retryable
         }
         takeFaultReports();
-        if (preparing != null) {
-            finishPreparing(); // the spare not ready yet: waited for rather than made twice
+        if (making != null) {
+            finishMaking(false); // the spare not made yet: waited for rather than made twice, linked here
+        }
+        if (mapping != null && (mapping.isDone() || mappingIndex != full + 1)) {
+            finishMapping(); // one not done yet is left to the helper: the roll opens the segment itself
         }
         applyMark(); // a previous roll's, not yet applied: rolls came faster than look-aheads
         markIndex = full;
@@ -400,12 +449,15 @@ final class SegmentRoller {
 
     /** The pending mark (best effort), then every segment mapping, the limit channel and the consumer registry. */
     void close() {
-        if (preparing != null) {
+        if (making != null) {
             try {
-                finishPreparing();
+                finishMaking(false);
             } catch (IOException e) {
                 // best effort: the next creator applies retention
             }
+        }
+        if (mapping != null) {
+            finishMapping();
         }
         if (markIndex >= 0) {
             try {

@@ -290,10 +290,13 @@ public final class RollingBusTest {
         String small = tmp.resolve("bytes-small").toString();
         try (RollingBusWriter w = new RollingBusWriter(small, SEG, REC).setRetention(0, 100, 0).open()) {
             // Past the middle of segment 2 (a look every PER_SEG / 8 writes): its spare 3 is being made (off the
-            // writing thread), then exists.
-            writeN(w, 1, 0, (int) (2 * PER_SEG + PER_SEG / 2 + 40));
-            for (long end = System.nanoTime() + 5_000_000_000L; !Files.exists(Path.of(small, Layout.segmentName(3))) && System.nanoTime() < end;) {
+            // writing thread), then linked by a later look.
+            int n = (int) (2 * PER_SEG + PER_SEG / 2 + 40);
+            writeN(w, 1, 0, n);
+            for (long end = System.nanoTime() + 5_000_000_000L; !Files.exists(Path.of(small, Layout.segmentName(3)))
+                    && System.nanoTime() < end; n++) {
                 Thread.sleep(1);
+                writeN(w, 1, n, n + 1);
             }
             assertEquals("[2, 3]",
                     Arrays.toString(segments(small)), "no history fits: never the current segment nor the spare");
