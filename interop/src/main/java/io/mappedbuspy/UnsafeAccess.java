@@ -36,6 +36,9 @@ final class UnsafeAccess {
     static final MethodHandle CAS_INT;
     static final MethodHandle CAS_LONG;
     private static final MethodHandle GET_LONG_FIELD;
+    private static final MethodHandle GET_INT_FIELD;
+    private static final MethodHandle GET_OBJECT_FIELD;
+    private static final MethodHandle FIELD_OFFSET;
     private static final MethodHandle INVOKE_CLEANER;
     private static final long BUFFER_ADDRESS;
 
@@ -71,10 +74,12 @@ final class UnsafeAccess {
             GET_AND_ADD_INT = l.findVirtual(k, "getAndAddInt", MethodType.methodType(i, o, j, i)).bindTo(u);
             GET_AND_SET_INT = l.findVirtual(k, "getAndSetInt", MethodType.methodType(i, o, j, i)).bindTo(u);
             GET_LONG_FIELD = l.findVirtual(k, "getLong", MethodType.methodType(j, o, j)).bindTo(u);
+            GET_INT_FIELD = l.findVirtual(k, "getInt", MethodType.methodType(i, o, j)).bindTo(u);
+            GET_OBJECT_FIELD = l.findVirtual(k, "getObject", MethodType.methodType(o, o, j)).bindTo(u);
             INVOKE_CLEANER = l.findVirtual(k, "invokeCleaner", MethodType.methodType(void.class, ByteBuffer.class))
                     .bindTo(u);
-            BUFFER_ADDRESS = (long) l.findVirtual(k, "objectFieldOffset", MethodType.methodType(j, Field.class))
-                    .bindTo(u).invokeExact(java.nio.Buffer.class.getDeclaredField("address"));
+            FIELD_OFFSET = l.findVirtual(k, "objectFieldOffset", MethodType.methodType(j, Field.class)).bindTo(u);
+            BUFFER_ADDRESS = (long) FIELD_OFFSET.invokeExact(java.nio.Buffer.class.getDeclaredField("address"));
         } catch (Throwable e) {
             throw new ExceptionInInitializerError(e);
         }
@@ -102,29 +107,17 @@ final class UnsafeAccess {
         }
     }
 
+    // The JDK's channel class and the offsets of its descriptor's int (not found: descriptor() says -1).
     private static final class Descriptors {
         private static final Class<?> CHANNEL;
         private static final long CHANNEL_FD;
         private static final long DESCRIPTOR_FD;
-        private static final MethodHandle GET_OBJECT;
-        private static final MethodHandle GET_INT;
 
         static {
             try {
-                Class<?> k = Class.forName("sun.misc.Unsafe");
-                Field f = k.getDeclaredField("theUnsafe");
-                f.setAccessible(true);
-                Object u = f.get(null);
-                MethodHandles.Lookup l = MethodHandles.publicLookup();
-                MethodHandle offset = l.findVirtual(k, "objectFieldOffset",
-                        MethodType.methodType(long.class, Field.class)).bindTo(u);
                 CHANNEL = Class.forName("sun.nio.ch.FileChannelImpl");
-                CHANNEL_FD = (long) offset.invokeExact(CHANNEL.getDeclaredField("fd"));
-                DESCRIPTOR_FD = (long) offset.invokeExact(java.io.FileDescriptor.class.getDeclaredField("fd"));
-                GET_OBJECT = l.findVirtual(k, "getObject", MethodType.methodType(Object.class, Object.class,
-                        long.class)).bindTo(u);
-                GET_INT = l.findVirtual(k, "getInt", MethodType.methodType(int.class, Object.class, long.class))
-                        .bindTo(u);
+                CHANNEL_FD = (long) FIELD_OFFSET.invokeExact(CHANNEL.getDeclaredField("fd"));
+                DESCRIPTOR_FD = (long) FIELD_OFFSET.invokeExact(java.io.FileDescriptor.class.getDeclaredField("fd"));
             } catch (Throwable e) {
                 throw new ExceptionInInitializerError(e);
             }
@@ -134,8 +127,8 @@ final class UnsafeAccess {
             if (ch.getClass() != CHANNEL || !ch.isOpen()) {
                 return -1;
             }
-            Object d = (Object) GET_OBJECT.invokeExact((Object) ch, CHANNEL_FD);
-            return d instanceof java.io.FileDescriptor ? (int) GET_INT.invokeExact(d, DESCRIPTOR_FD) : -1;
+            Object d = (Object) GET_OBJECT_FIELD.invokeExact((Object) ch, CHANNEL_FD);
+            return d instanceof java.io.FileDescriptor ? (int) GET_INT_FIELD.invokeExact(d, DESCRIPTOR_FD) : -1;
         }
     }
 
