@@ -1293,14 +1293,19 @@ class RollingBusReader(RollingReaderBase):
         if now >= self._id_at:
             self._check_id(now)
         nxt = self._k + 1
-        try:
-            self._open_segment(nxt, _FIRST)
-            return True
-        except FileNotFoundError:
-            pass
-        if any(i > nxt for i in list_segments(self.path)):
-            self._gap(nxt, _FIRST)
-            return True
+        while True:
+            try:
+                self._open_segment(nxt, _FIRST)
+                return True
+            except FileNotFoundError:
+                pass
+            segs = list_segments(self.path)
+            if nxt in segs:
+                continue        # made since the look (and a later one too): open it
+            if any(i > nxt for i in segs):
+                self._gap(nxt, _FIRST)
+                return True
+            break
         self._follow_at = now + self._follow_wait
         self._follow_wait = min(self._follow_wait * 2, FOLLOW_MAX_NS)
         return False
