@@ -20,34 +20,22 @@ final class DiskSpace {
     private DiskSpace() {
     }
 
-    // Grows the file from `from` to exactly `to` bytes (`from` is its length: nothing there is in use), its blocks
-    // reserved as the Python side's posix_fallocate does, so a device filled later cannot make a store to the
-    // mapping fault (SIGBUS, an InternalError in the JVM), and a writer maps pages that exist instead of allocating
-    // and zeroing each inside a write, 16 to a fault (MappedBusWriter.populate). Java has no fallocate: the JNI
-    // library's (64 MiB on tmpfs: 20 ms of CPU). Without it, on tmpfs, where buses live, writing zeros
-    // preallocates the pages the same way (40 ms); elsewhere (a disk) the zeros would go to the device: it grows
-    // sparse.
+    // Grows the file from `from` to exactly `to` bytes (`from` is its length: nothing there is in use).
+    // Java has no posix_fallocate, which the Python side preallocates a bus with. On tmpfs, where buses
+    // live, writing zeros preallocates the pages the same way: a device filled later cannot make a store to
+    // the mapping fault (SIGBUS, an InternalError in the JVM), and a writer maps pages that exist instead
+    // of allocating and zeroing each inside a write, 16 to a fault (MappedBusWriter.populate). It costs
+    // the open about 0.4 ms a MiB. Elsewhere (a disk) the zeros would go to the device: it grows sparse.
+    // (posix_fallocate through the JNI library was tried: 20 ms for 64 MiB against 40, but tmpfs leaves its
+    // pages not up to date, so every later load faults for one page, not 16: the writers' cost doubles.)
     static void preallocate(FileChannel ch, String path, long from, long to) throws IOException {
         if (to <= from) {
             return;
-        }
-        int err = fallocate(ch, from, to - from);
-        if (err == 0) {
-            return;
-        }
-        if (err == ENOSPC) {
-            throw new IOException("no space to preallocate " + (to - from) + " bytes for " + path
-                    + " (the device is full or too small)");
-        }
-        if (err > 0 && err != EINVAL && err != ENOSYS && err != EOPNOTSUPP) {
-            throw new IOException("cannot preallocate " + (to - from) + " bytes for " + path + ": posix_fallocate "
-                    + "failed with error " + err);
         }
         if (!onTmpfs(path)) {
             ch.write(ByteBuffer.allocate(1), to - 1);
             return;
         }
-        // no library, or not supported here: zeros
         ByteBuffer zeros = ByteBuffer.allocateDirect((int) Math.min(ZEROS_CHUNK, to - from));
         for (long pos = from; pos < to;) {
             zeros.clear().limit((int) Math.min(zeros.capacity(), to - pos));
@@ -55,23 +43,7 @@ final class DiskSpace {
         }
     }
 
-    // Linux's error numbers: no room; not supported by this file system (then as without the library).
-    private static final int ENOSPC = 28;
     private static final int EINVAL = 22;
-    private static final int ENOSYS = 38;
-    private static final int EOPNOTSUPP = 95;
-
-    // posix_fallocate of the channel's file through the JNI library (WakeLibrary, loaded here if not yet): 0, an
-    // error number, or -1 without the library or the channel's descriptor (UnsafeAccess.descriptor).
-    static int fallocate(FileChannel ch, long from, long len) {
-        if (!WakeLibrary.LOADED) {
-            return -1;
-        }
-        int fd = UnsafeAccess.descriptor(ch);
-        return fd < 0 ? -1 : nFallocate(fd, from, len);
-    }
-
-    static native int nFallocate(int fd, long from, long len);
 
     // Maps bytes [from, to) of a writer's mapping with madvise(MADV_POPULATE_WRITE) through the JNI library, one call
     // per window: true if done. Half the cost of a load per page with the kernel's fault-around (64 MiB on tmpfs:

@@ -279,19 +279,13 @@ public final class RollingDir {
         return ch;
     }
 
-    /**
-     * {@link #createSegment}'s file work alone: a temporary file filled, then linked to segment {@code index}; no
-     * retention. It touches no state of this object; a writer runs its first half off its writing thread
-     * ({@link SegmentRoller}). Whoever gets true calls {@link #afterCreate}.
-     */
+    // createSegment's file work alone, no retention: whoever gets true calls afterCreate. Its two halves touch no
+    // state of this object: a rolling writer makes the file off its writing thread and links it there.
     boolean makeSegment(long index) throws IOException {
         return linkTemporary(index, makeTemporary(index));
     }
 
-    /**
-     * The first half of {@link #makeSegment}: the temporary file of segment {@code index}, preallocated, its limit
-     * set; a writer makes it off its writing thread and links it there ({@link #linkTemporary}).
-     */
+    // The temporary file of segment `index`, preallocated, its limit set.
     Path makeTemporary(long index) throws IOException {
         Path target = segmentPath(index);
         Path tmp = dir.resolve(Layout.TMP_PREFIX + target.getFileName() + "-" + ProcessHandle.current().pid()
@@ -300,9 +294,7 @@ public final class RollingDir {
         long mapped = Layout.mappedSize(segmentSize);
         boolean done = false;
         try (ch) {
-            // Check the space first so a full file system fails here, not with SIGBUS on a later
-            // write through the mapping; on tmpfs the segment's pages are then preallocated, as the
-            // Python side's posix_fallocate does (DiskSpace.preallocate).
+            // The space first: a full file system fails here, not with SIGBUS on a later write (DiskSpace).
             DiskSpace.checkSpace(target.toString(), mapped);
             DiskSpace.preallocate(ch, target.toString(), 0, mapped); // the file's full length
             ByteBuffer limit = ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN);
@@ -317,12 +309,8 @@ public final class RollingDir {
         return tmp;
     }
 
-    /**
-     * The second half of {@link #makeSegment}: links the temporary file {@code tmp} to segment {@code index} unless a
-     * later segment exists, then removes the temporary name.
-     *
-     * @return true if linked; false if the segment existed (another creator won) or a later one exists
-     */
+    // Links `tmp` to segment `index` unless it exists (another creator won: false) or a later one does (false), then
+    // removes the temporary name.
     boolean linkTemporary(long index, Path tmp) throws IOException {
         try {
             stall("before-link");

@@ -16,10 +16,9 @@ import java.util.concurrent.Future;
 
 /**
  * The segments of a {@link RollingBusWriter} and its moves between them (docs/files-and-rolling.md, "Rolling bus":
- * writers roll, spare segment, retention, age): the segment written, the spare made ahead of time and mapped once
- * the current one is half full (so the write that rolls only swaps mappings), the roll, and the work kept off the
- * write that rolls (closing the old mapping, setting the full segment's modification time, retention). Not
- * thread-safe, like its writer.
+ * writers roll, spare segment, claims, retention, age): the segment written, the spare made and mapped ahead of time
+ * on a helper thread (so the write that rolls only swaps mappings), the roll, and the work kept off the write that
+ * rolls (unmapping, the full segment's modification time, retention). Not thread-safe, like its writer.
  */
 final class SegmentRoller {
     final RollingDir bus;
@@ -40,20 +39,18 @@ final class SegmentRoller {
     private FileChannel limitChannel;
     private long limitChannelIndex = -1;
     private final ByteBuffer limitBuf = ByteBuffer.allocateDirect(8).order(ByteOrder.LITTLE_ENDIAN);
-    // The spare, prepared off the writing thread in two steps on the helper thread. First its temporary file, made
-    // and preallocated if this writer is its maker (RollingDir.makeTemporary: 64 MiB on tmpfs in 20 ms), which the
-    // writing thread links at its next look-ahead (or roll) and at once applies the creator's retention to, so the
-    // bus never holds more segments than retention allows. Then the segment mapped with its pages
-    // (MappedBusWriter.populateAll: 25 ms), so neither the write that rolls nor the writes after it wait for the
-    // kernel. A segment whose making failed is left to the roll, which makes it itself and reports the error.
+    // The spare, prepared in two steps on the helper thread. Its temporary file, made and preallocated if this writer
+    // is its maker (64 MiB on tmpfs: 40 ms), which the writing thread links at its next look-ahead (or roll) and
+    // applies the creator's retention to at once, so the bus never holds more segments than retention allows. Then
+    // the segment mapped with its pages (populateAll: 25 ms), so no write waits for the kernel. A segment whose
+    // making failed is left to the roll, which makes it itself and reports the error.
     private Future<Made> making;
     private long makingIndex = -1;
     private Future<MappedBusWriter> mapping;
     private long mappingIndex = -1;
     private long makeFailed = -1;
 
-    // What the making step gives: the temporary file to link, or none when the segment exists already (it is only
-    // mapped).
+    // What the making step gives: the file to link, or none when the segment exists already (it is only mapped).
     private record Made(Path tmp) {
     }
 
@@ -99,11 +96,9 @@ final class SegmentRoller {
         return x.setAllowForeign(allowForeign).open();
     }
 
-    // The report of a fault that the JVM may still hold for this thread, taken before the file work of a look-ahead
-    // or a roll enters the VM, where it would be raised (JDK 17 raises it late, at the thread's next entry into the
-    // VM): most likely that of the last write's look at the wake file, cut under it (WakeFile.wakeIfNeeded), then
-    // no longer used if found short. A segment truncated under its writer is still found by the writer's own
-    // length checks.
+    // The report of a fault that the JVM may still hold for this thread (JDK 17 raises it late, at the thread's next
+    // entry into the VM), taken before a look-ahead's or a roll's file work: most likely the last write's look at a
+    // wake file cut under it, then no longer used. A truncated segment is found by the writer's own length checks.
     private void takeFaultReports() {
         try {
             MemoryMappedFile.raiseFaultReports();
@@ -115,21 +110,16 @@ final class SegmentRoller {
         }
     }
 
-    /**
-     * This writer allocated its segment's spare trigger (RollingLayout.spareTrigger): it is the maker of the next
-     * segment, which it makes (if absent) and maps off the writing thread. Never throws: a failure is the roll's.
-     */
+    // This writer allocated its segment's spare trigger (RollingLayout.spareTrigger): it makes the next segment (if
+    // absent) and maps it, off the writing thread. Never throws: a failure is the roll's.
     void makeSpare() {
         if (spare == null && making == null && mapping == null && segment + 1 != makeFailed) {
             startMaking(segment + 1);
         }
     }
 
-    /**
-     * Once every few thousand writes: a roll's deferred work; the spare's steps as they finish; past the middle of the
-     * segment, the spare: mapped once it exists; past three quarters, made if its maker has not (it died, or a batch
-     * stepped over the trigger).
-     */
+    // Once every few thousand writes: a roll's deferred work; the spare's steps as they finish; past the middle, the
+    // spare mapped once it exists; past three quarters, made if its maker has not (it died, or a batch skipped it).
     void lookAhead() throws IOException {
         takeFaultReports();
         applyMark();
@@ -220,11 +210,9 @@ final class SegmentRoller {
         if (m == null) {
             return;
         }
-        if (m.tmp() != null) {
-            if (bus.linkTemporary(index, m.tmp())) {
-                bus.afterCreate(index, segment);
-                wake.wakeIfNeeded(); // a reader past the end of the current segment waits for this one
-            }
+        if (m.tmp() != null && bus.linkTemporary(index, m.tmp())) {
+            bus.afterCreate(index, segment);
+            wake.wakeIfNeeded(); // a reader past the end of the current segment waits for this one
         }
         if (thenMap && index == segment + 1) {
             startMapping(index);

@@ -51,6 +51,7 @@ public final class LayoutTest {
         assertContains(d, "DEFAULT_TIMEOUT_MS=2000\n");
         assertContains(d, "META_MAGIC=# mappedbus bus metadata\n");
         assertContains(d, "SEGMENT_SUFFIX=.bus\n");
-        assertEquals(81, d.split("\n").length, "lines");
+        assertContains(d, "SEGMENT_CLAIM_BASE=1099511627776\n");
+        assertEquals(83, d.split("\n").length, "lines");
     }
 }
