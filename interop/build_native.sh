@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Builds the JNI library that makes the system calls the JDK lacks for the Java port: those of the wake file's
 # protocol (FUTEX_WAIT and FUTEX_WAKE, kill(pid, 0), /proc/PID/stat; the protocol, mappedbus_py/_wake.h, runs in
-# WakeFile.java; issue 22), and madvise(MADV_POPULATE_WRITE) for a rolling writer's next segment (DiskSpace.java):
+# WakeFile.java; issue 22), and posix_fallocate and madvise(MADV_POPULATE_WRITE) for a rolling writer's next
+# segment (DiskSpace.java):
 #   build/jvm/libmappedbuswake.so   interop/native/wake_jni.c over mappedbus_py/_wake.h and _atomic.h
 # The JDK's JNI headers come from JAVA_HOME, else from the JDK that javac on PATH belongs to (its real
 # path); without them the file declares the few JNI types it needs itself. CC picks the compiler
 # (default gcc). Skips work when the library is newer than its sources and this script. Without the
 # library the Java side still works: its readers poll with a bounded park instead of sleeping until
-# woken, its writers wake nobody, and a rolling writer maps its next segment's pages with loads.
+# woken, its writers wake nobody, and a rolling writer makes its next segment with zeros and maps its pages
+# with loads.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

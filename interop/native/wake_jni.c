@@ -1,5 +1,5 @@
-/* The system calls the JDK lacks: those of the wake file's protocol, and madvise for a rolling writer's
- * next segment (io.mappedbuspy.DiskSpace). The Java port (io.mappedbuspy.WakeFile) runs
+/* The system calls the JDK lacks: those of the wake file's protocol, and posix_fallocate and madvise for a
+ * rolling writer's next segment (io.mappedbuspy.DiskSpace). The Java port (io.mappedbuspy.WakeFile) runs
  * the protocol of mappedbus_py/_wake.h itself, in Java: every load, store and read-modify-write of the
  * mapped file goes through the JVM's Unsafe, whose fault on a page past the end of a file truncated
  * under the mapping is an InternalError. Nothing here reads or writes the mapping: a fault in native
@@ -60,6 +60,14 @@ JNIEXPORT jint JNICALL Java_io_mappedbuspy_WakeFile_nNoSuchProcess(JNIEnv *env, 
 JNIEXPORT jlong JNICALL Java_io_mappedbuspy_WakeFile_nProcStart(JNIEnv *env, jclass cls, jint pid) {
     (void)env; (void)cls;
     return wake_proc_start(pid);
+}
+
+/* posix_fallocate of bytes [from, from + len) of the file open as fd (DiskSpace.preallocate: Java has no
+ * fallocate; the descriptor is a FileChannel's): 0, or the error number. Nothing here touches a mapping. */
+JNIEXPORT jint JNICALL Java_io_mappedbuspy_DiskSpace_nFallocate(JNIEnv *env, jclass cls, jint fd, jlong from,
+                                                                jlong len) {
+    (void)env; (void)cls;
+    return posix_fallocate(fd, (off_t)from, (off_t)len);
 }
 
 #include <sys/mman.h>

@@ -26,8 +26,7 @@ final class DiskSpace {
     // the mapping fault (SIGBUS, an InternalError in the JVM), and a writer maps pages that exist instead
     // of allocating and zeroing each inside a write, 16 to a fault (MappedBusWriter.populate). It costs
     // the open about 0.4 ms a MiB. Elsewhere (a disk) the zeros would go to the device: it grows sparse.
-    // (posix_fallocate through the JNI library was tried: 20 ms for 64 MiB against 40, but tmpfs leaves its
-    // pages not up to date, so every later load faults for one page, not 16: the writers' cost doubles.)
+    // (posix_fallocate leaves tmpfs pages not up to date, and a load maps one of those a fault: preallocateSegment.)
     static void preallocate(FileChannel ch, String path, long from, long to) throws IOException {
         if (to <= from) {
             return;
@@ -43,7 +42,44 @@ final class DiskSpace {
         }
     }
 
+    // A rolling segment's file (RollingDir.makeTemporary), preallocated with posix_fallocate through the JNI library
+    // where it can (64 MiB on tmpfs: 20 ms of CPU against 40 for zeros), else as preallocate does. tmpfs leaves
+    // fallocated pages not up to date, so a load maps one of them a fault, not 16 (preallocate writes zeros for the
+    // loads of a single file's writers): fine here, where the maker's helper maps every page of the segment
+    // (populateWrite) right after making it, which brings them up to date for every other process.
+    static void preallocateSegment(FileChannel ch, String path, long size) throws IOException {
+        int err = fallocate(ch, 0, size);
+        if (err == 0) {
+            return;
+        }
+        if (err == ENOSPC) {
+            throw new IOException("no space to preallocate " + size + " bytes for " + path
+                    + " (the device is full or too small)");
+        }
+        if (err > 0 && err != EINVAL && err != ENOSYS && err != EOPNOTSUPP) {
+            throw new IOException("cannot preallocate " + size + " bytes for " + path + ": posix_fallocate failed "
+                    + "with error " + err);
+        }
+        preallocate(ch, path, 0, size); // no library, or not supported here
+    }
+
+    // Linux's error numbers: no room; not supported by this file system (then as without the library).
+    private static final int ENOSPC = 28;
     private static final int EINVAL = 22;
+    private static final int ENOSYS = 38;
+    private static final int EOPNOTSUPP = 95;
+
+    // posix_fallocate of the channel's file through the JNI library (WakeLibrary, loaded here if not yet): 0, an
+    // error number, or -1 without the library or the channel's descriptor (UnsafeAccess.descriptor).
+    static int fallocate(FileChannel ch, long from, long len) {
+        if (!WakeLibrary.LOADED) {
+            return -1;
+        }
+        int fd = UnsafeAccess.descriptor(ch);
+        return fd < 0 ? -1 : nFallocate(fd, from, len);
+    }
+
+    static native int nFallocate(int fd, long from, long len);
 
     // Maps bytes [from, to) of a writer's mapping with madvise(MADV_POPULATE_WRITE) through the JNI library, one call
     // per window: true if done. Half the cost of a load per page with the kernel's fault-around (64 MiB on tmpfs:

@@ -296,7 +296,7 @@ public final class RollingDir {
         try (ch) {
             // The space first: a full file system fails here, not with SIGBUS on a later write (DiskSpace).
             DiskSpace.checkSpace(target.toString(), mapped);
-            DiskSpace.preallocate(ch, target.toString(), 0, mapped); // the file's full length
+            DiskSpace.preallocateSegment(ch, target.toString(), mapped); // the file's full length
             ByteBuffer limit = ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN);
             limit.putLong(0, Layout.FIRST_RECORD_OFFSET);
             ch.write(limit, Layout.LIMIT_OFFSET);

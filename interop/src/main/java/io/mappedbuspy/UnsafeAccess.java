@@ -36,6 +36,8 @@ final class UnsafeAccess {
     static final MethodHandle CAS_INT;
     static final MethodHandle CAS_LONG;
     private static final MethodHandle GET_LONG_FIELD;
+    private static final MethodHandle GET_INT_FIELD;
+    private static final MethodHandle GET_OBJECT_FIELD;
     private static final MethodHandle FIELD_OFFSET;
     private static final MethodHandle INVOKE_CLEANER;
     private static final long BUFFER_ADDRESS;
@@ -72,6 +74,8 @@ final class UnsafeAccess {
             GET_AND_ADD_INT = l.findVirtual(k, "getAndAddInt", MethodType.methodType(i, o, j, i)).bindTo(u);
             GET_AND_SET_INT = l.findVirtual(k, "getAndSetInt", MethodType.methodType(i, o, j, i)).bindTo(u);
             GET_LONG_FIELD = l.findVirtual(k, "getLong", MethodType.methodType(j, o, j)).bindTo(u);
+            GET_INT_FIELD = l.findVirtual(k, "getInt", MethodType.methodType(i, o, j)).bindTo(u);
+            GET_OBJECT_FIELD = l.findVirtual(k, "getObject", MethodType.methodType(o, o, j)).bindTo(u);
             INVOKE_CLEANER = l.findVirtual(k, "invokeCleaner", MethodType.methodType(void.class, ByteBuffer.class))
                     .bindTo(u);
             FIELD_OFFSET = l.findVirtual(k, "objectFieldOffset", MethodType.methodType(j, Field.class)).bindTo(u);
@@ -90,6 +94,41 @@ final class UnsafeAccess {
             return (long) GET_LONG_FIELD.invokeExact((Object) b, BUFFER_ADDRESS);
         } catch (Throwable t) {
             throw unexpected(t);
+        }
+    }
+
+    // The file descriptor of a FileChannel the JDK opened (sun.nio.ch.FileChannelImpl), read through Unsafe (no
+    // --add-opens): for the one system call the JDK does not offer on it (DiskSpace.fallocate); -1 if not found.
+    static int descriptor(java.nio.channels.FileChannel ch) {
+        try {
+            return Descriptors.of(ch);
+        } catch (Throwable t) {
+            return -1;
+        }
+    }
+
+    // The JDK's channel class and the offsets of its descriptor's int (not found: descriptor() says -1).
+    private static final class Descriptors {
+        private static final Class<?> CHANNEL;
+        private static final long CHANNEL_FD;
+        private static final long DESCRIPTOR_FD;
+
+        static {
+            try {
+                CHANNEL = Class.forName("sun.nio.ch.FileChannelImpl");
+                CHANNEL_FD = (long) FIELD_OFFSET.invokeExact(CHANNEL.getDeclaredField("fd"));
+                DESCRIPTOR_FD = (long) FIELD_OFFSET.invokeExact(java.io.FileDescriptor.class.getDeclaredField("fd"));
+            } catch (Throwable e) {
+                throw new ExceptionInInitializerError(e);
+            }
+        }
+
+        static int of(java.nio.channels.FileChannel ch) throws Throwable {
+            if (ch.getClass() != CHANNEL || !ch.isOpen()) {
+                return -1;
+            }
+            Object d = (Object) GET_OBJECT_FIELD.invokeExact((Object) ch, CHANNEL_FD);
+            return d instanceof java.io.FileDescriptor ? (int) GET_INT_FIELD.invokeExact(d, DESCRIPTOR_FD) : -1;
         }
     }
 

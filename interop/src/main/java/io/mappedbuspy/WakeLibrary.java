@@ -42,6 +42,7 @@ final class WakeLibrary {
                     WakeFile.nFutexWake(WakeFile.ZEROS_ADDRESS); // nobody waits on the page of zeros
                     WakeFile.nFutexWait(WakeFile.ZEROS_ADDRESS, 1, 0); // it does not hold 1: returns at once
                     WakeFile.nProcStart(WakeFile.PID);
+                    DiskSpace.nFallocate(-1, 0, 1); // no such descriptor: EBADF
                     DiskSpace.nPopulateWrite(0, 0); // nothing to map
                     ok = true;
                     loaded = p.toAbsolutePath().toString();

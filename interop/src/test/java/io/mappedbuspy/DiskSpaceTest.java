@@ -14,7 +14,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-/** Pages mapped ahead through the JNI library's madvise. */
+/** Preallocation through the JNI library's posix_fallocate, on the channel's own descriptor. */
 public final class DiskSpaceTest {
     private Path file;
 
@@ -29,6 +29,18 @@ public final class DiskSpaceTest {
         Files.deleteIfExists(file);
     }
 
+    /** The suite's JVM loads the library (interop/test.sh names the checkout): preallocation is a system call. */
+    @Test
+    public void fallocateGrowsTheChannelsFile() throws Exception {
+        assertTrue(WakeLibrary.LOADED, WakeLibrary.WHAT);
+        try (FileChannel ch = FileChannel.open(file, StandardOpenOption.WRITE)) {
+            assertEquals(0, DiskSpace.fallocate(ch, 0, 3 << 20));
+            assertEquals(3 << 20, ch.size());
+            DiskSpace.preallocate(ch, file.toString(), 3 << 20, 5 << 20);
+            assertEquals(5 << 20, ch.size());
+        }
+    }
+
     /**
      * A writer's pages are mapped ahead with one madvise; on a file truncated under the mapping the call fails
      * (EFAULT, no SIGBUS) and the caller falls back to loads, which report the truncation as ever.
@@ -39,7 +51,6 @@ public final class DiskSpaceTest {
         new MappedBusWriter(file.toString(), 1 << 20, 8).open().close();
         MemoryMappedFile.OpenOptions o = new MemoryMappedFile.OpenOptions();
         MemoryMappedFile m = MemoryMappedFile.open(file.toString(), 1 << 20, o);
-        assertTrue(WakeLibrary.LOADED, WakeLibrary.WHAT); // the suite's JVM names the checkout: it has the library
         try {
             assertTrue(DiskSpace.populateWrite(m, 0, 1 << 20), "populated");
             try (FileChannel ch = FileChannel.open(file, StandardOpenOption.WRITE)) {
@@ -51,5 +62,16 @@ public final class DiskSpaceTest {
             Files.deleteIfExists(BusMeta.metaPath(file.toString()));
             Files.deleteIfExists(Paths.get(file + Layout.WAKE_SUFFIX));
         }
+    }
+
+    /** The descriptor is the channel's: one opened read-only cannot be grown (EBADF), and a closed one is none. */
+    @Test
+    public void fallocateUsesTheChannelsDescriptor() throws Exception {
+        FileChannel ch = FileChannel.open(file, StandardOpenOption.READ);
+        try (ch) {
+            assertEquals(9, DiskSpace.fallocate(ch, 0, 4096), "EBADF");
+            assertEquals(0, ch.size());
+        }
+        assertEquals(-1, DiskSpace.fallocate(ch, 0, 4096), "closed: no descriptor");
     }
 }
