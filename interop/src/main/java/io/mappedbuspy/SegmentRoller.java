@@ -50,9 +50,7 @@ final class SegmentRoller {
     private long mappingIndex = -1;
     private long makeFailed = -1;
 
-    // What the making step gives: the file to link, or none when the segment exists already (it is only mapped).
-    private record Made(Path tmp) {
-    }
+    private record Made(Path tmp) { } // the making step's file to link; none: the segment exists, only mapped
 
     // The thread that prepares spares and unmaps retired segments for this writer, started at the first spare.
     private ExecutorService helper;
@@ -110,10 +108,11 @@ final class SegmentRoller {
         }
     }
 
-    // This writer allocated its segment's spare trigger (RollingLayout.spareTrigger): it makes the next segment (if
-    // absent) and maps it, off the writing thread. Never throws: a failure is the roll's.
+    // This writer took its segment's spare trigger (RollingLayout.spareTrigger): it makes the next segment (if absent)
+    // and maps it, off the writing thread (a mapping pending is of the segment written, which the roll opened itself).
+    // Never throws: a failure is the roll's.
     void makeSpare() {
-        if (spare == null && making == null && mapping == null && segment + 1 != makeFailed) {
+        if (spare == null && making == null && mappingIndex != segment + 1 && segment + 1 != makeFailed) {
             startMaking(segment + 1);
         }
     }
@@ -184,8 +183,7 @@ final class SegmentRoller {
                 if (bus.firstAfter(index) >= 0) {
                     return null; // this writer is behind: it jumps ahead when it rolls
                 }
-                // The claim goes with the file made: a writer that must roll into this segment before this one links
-                // it (it may write nothing for a while) makes it itself rather than wait.
+                // The claim ends with the file made: one that must roll before this writer links it need not wait.
                 return new Made(bus.makeTemporary(index));
             } finally {
                 release(claim);
@@ -219,8 +217,11 @@ final class SegmentRoller {
         }
     }
 
-    // The mapping step of segment `index` on the helper thread: opened, its pages mapped.
+    // The mapping step of segment `index` on the helper thread: opened, its pages mapped (one pending is retired).
     private void startMapping(long index) {
+        if (mapping != null) {
+            finishMapping();
+        }
         mappingIndex = index;
         mapping = helper().submit(() -> {
             MappedBusWriter x;
