@@ -305,13 +305,16 @@ public final class MappedBusWriter implements AutoCloseable {
         // Every page is looked at: the kernel's window is aligned in the address space, not in the file,
         // and a load of a page already mapped (no fault) maps nothing around it.
         long to = Math.min(fileSize, end + POPULATE_CHUNK);
-        long p = Math.max(populated, end - slot) & ~(PAGE - 1);
+        loadPages(m, Math.max(populated, end - slot) & ~(PAGE - 1), to);
+        populated = to;
+    }
+
+    private void loadPages(MemoryMappedFile m, long from, long to) {
         long sum = 0;
-        for (; p < to; p += PAGE) {
+        for (long p = from; p < to; p += PAGE) {
             sum += m.getByte(p);
         }
         touched += sum;
-        populated = to;
     }
 
     // Maps every page of the file ahead, on the thread that calls it: a rolling writer's spare, prepared off the
@@ -323,15 +326,9 @@ public final class MappedBusWriter implements AutoCloseable {
         }
         MemoryMappedFile m = mem();
         long from = populated & ~(PAGE - 1);
-        if (DiskSpace.populateWrite(m, from, fileSize)) {
-            populated = fileSize;
-            return;
+        if (!DiskSpace.populateWrite(m, from, fileSize)) {
+            loadPages(m, from, fileSize);
         }
-        long sum = 0;
-        for (long p = from; p < fileSize; p += PAGE) {
-            sum += m.getByte(p);
-        }
-        touched += sum;
         populated = fileSize;
     }
 

@@ -208,9 +208,7 @@ public final class RollingBusReader extends ConsumingReader<RollingBusReader> im
         MappedBusReader x;
         if (cur != null && (x = cur.r) != null && !closed) {
             try {
-                if (x.next()) {
-                    return true;
-                }
+                return x.next() || cur.empty();
             } catch (EOFException e) {
                 // every slot of the segment is settled: the cursor moves on
             }

@@ -167,26 +167,27 @@ final class RollingCursor {
                 continue;
             }
             try {
-                if (x.next()) {
-                    return true;
-                }
+                return x.next() || empty();
             } catch (EOFException e) {
                 // Every slot of this segment is settled: what follows is in the next one.
                 enterPending(segment + 1, Layout.FIRST_RECORD_OFFSET);
-                continue;
             }
-            // The clock is read on one empty poll in 64 only: a caller that sleeps between polls still gets
-            // the check within about CHECK_INTERVAL_NS, a spinning one within IDENTITY_EVERY polls.
-            if ((++emptyPolls & 63) == 0) {
-                long now = System.nanoTime();
-                if (emptyPolls >= IDENTITY_EVERY || now - lastIdentityCheck >= CHECK_INTERVAL_NS) {
-                    emptyPolls = 0;
-                    lastIdentityCheck = now;
-                    bus.checkIdentity();
-                }
-            }
-            return false;
         }
+    }
+
+    /** A poll of the current segment found no record: the identity check now and then; false. */
+    boolean empty() throws IOException {
+        // The clock is read on one empty poll in 64 only: a caller that sleeps between polls still gets
+        // the check within about CHECK_INTERVAL_NS, a spinning one within IDENTITY_EVERY polls.
+        if ((++emptyPolls & 63) == 0) {
+            long now = System.nanoTime();
+            if (emptyPolls >= IDENTITY_EVERY || now - lastIdentityCheck >= CHECK_INTERVAL_NS) {
+                emptyPolls = 0;
+                lastIdentityCheck = now;
+                bus.checkIdentity();
+            }
+        }
+        return false;
     }
 
     // One look of RollingBusReader.waitNext (Waiter.Reader.poll).

@@ -464,19 +464,12 @@ final class SegmentRoller {
         spare = null;
         retired = null;
         if (helper != null) {
-            helper.shutdown(); // after the unmaps queued, which close waits for: nothing stays mapped
-            boolean interrupted = false;
-            for (;;) {
-                try {
-                    helper.awaitTermination(1, java.util.concurrent.TimeUnit.DAYS);
-                    break;
-                } catch (InterruptedException e) {
-                    interrupted = true;
-                }
+            try {
+                await(helper.submit(() -> null)); // after the unmaps queued on the one thread: nothing stays mapped
+            } catch (ExecutionException e) {
+                // an empty step: nothing to fail
             }
-            if (interrupted) {
-                Thread.currentThread().interrupt();
-            }
+            helper.shutdown();
             helper = null;
         }
         bus.close();
