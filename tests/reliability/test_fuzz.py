@@ -47,7 +47,7 @@ def test_random_and_mutated_bus_files_give_only_clean_errors(shm_dir, request):
     for d, _ in procs:
         p = subprocess.run(java("io.mappedbuspy.reliability.FuzzReader", d / "java-cases.txt"),
                            capture_output=True, text=True, timeout=budget)
-        assert p.returncode == 0, p.stdout[-6000:] + p.stderr[-2000:]
+        assert p.returncode == 0, f"java fuzz (seed {SEED}):\n" + p.stdout[-6000:] + p.stderr[-2000:]
         last = p.stdout.strip().splitlines()[-1]
         n = int(last.split()[1])
         assert last == f"cases {n} failures 0" and n >= EXAMPLES // 3 - 1, last

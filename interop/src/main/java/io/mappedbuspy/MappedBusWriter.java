@@ -281,7 +281,7 @@ public final class MappedBusWriter implements AutoCloseable {
             m.checkLength();
         }
         long offset = m.getAndAddLong(Layout.LIMIT_OFFSET, slot);
-        if (offset < Layout.FIRST_RECORD_OFFSET || offset + slot > fileSize) {
+        if (offset < Layout.FIRST_RECORD_OFFSET || offset > fileSize - slot) {
             m.checkLength(); // a limit past the end may come from a truncated (zero) page
             throw new EOFException("bus full: record at offset " + offset + " of " + slot
                     + " bytes does not fit in fileSize " + fileSize + " (" + path + ")");

@@ -139,7 +139,7 @@ final class SlotScan {
         current = NO_RECORD;
         long pos = position;
         for (;;) {
-            if (pos + slot > fileSize) {
+            if (pos > fileSize - slot) { // not pos + slot: a corrupt limit near 2^63 would overflow
                 position = pos;
                 throw new EOFException("end of bus " + path + ": no record fits at position " + pos
                         + " in fileSize " + fileSize);

@@ -149,6 +149,29 @@ public final class WriterTest {
         new MappedBusWriter(path, 4096, 14).open().close();
     }
 
+    /**
+     * A corrupt limit at the last record boundary below 2^63 (recordSize 9: 2^63 - 1) is the end of the bus to
+     * readers and writers alike: the bounds checks do not overflow into a read or write outside the mapping
+     * (the fuzz campaign found a reader reading 4 bytes at 2^63 - 1 after seekToEnd).
+     */
+    @Test
+    public void limitNearLongMaxIsTheEndNotAnOverflow() throws Exception {
+        String path = tmp.resolve("maxlimit.bus").toString();
+        assertTrue(Layout.isRecordBoundary(Long.MAX_VALUE, 9), "2^63 - 1 is a boundary for slot 17");
+        try (RandomAccessFile raf = new RandomAccessFile(path, "rw")) {
+            raf.setLength(4096);
+            raf.seek(0);
+            raf.writeLong(Long.reverseBytes(Long.MAX_VALUE)); // the limit is little-endian
+        }
+        try (MappedBusReader r = new MappedBusReader(path, 4096, 9).open()) {
+            r.seekToEnd();
+            assertThrows(EOFException.class, r::next);
+        }
+        try (MappedBusWriter w = new MappedBusWriter(path, 4096, 9).open()) {
+            assertThrows(EOFException.class, () -> w.write(new byte[] {1}, 0, 1));
+        }
+    }
+
     /** Reopening with a smaller file size maps less but never truncates the file. */
     @Test
     public void reopeningWithSmallerFileSizeNeverShrinks() throws Exception {

@@ -307,8 +307,8 @@ final class CommitLog {
         @Override
         public long[] reserve(long n, Key key) throws IOException {
             long first = m.getAndAddLong(Layout.LIMIT_OFFSET, n * slot);
-            if (first < Layout.FIRST_RECORD_OFFSET || first + n * slot > fileSize) {
-                for (long pos = first; pos >= Layout.FIRST_RECORD_OFFSET && pos + slot <= fileSize; pos += slot) {
+            if (first < Layout.FIRST_RECORD_OFFSET || first > fileSize - n * slot) {
+                for (long pos = first; pos >= Layout.FIRST_RECORD_OFFSET && pos <= fileSize - slot; pos += slot) {
                     m.casStatus(pos, Layout.STATUS_NOT_SET, Layout.STATUS_ROLLED_BACK);
                 }
                 throw new EOFException("mappedbus: bus " + busPath + " is full: " + n + " records of task " + key

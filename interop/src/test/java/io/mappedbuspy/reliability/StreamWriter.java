@@ -66,7 +66,7 @@ public final class StreamWriter {
         long slot = Layout.slotSize(recordSize);
         try (MemoryMappedFile mem = new MemoryMappedFile(path, fileSize)) {
             long offset = mem.getAndAddLong(Layout.LIMIT_OFFSET, slot);
-            if (offset < Layout.FIRST_RECORD_OFFSET || offset + slot > fileSize) {
+            if (offset < Layout.FIRST_RECORD_OFFSET || offset > fileSize - slot) {
                 throw new java.io.EOFException("bus full at " + offset);
             }
             mem.putInt(offset + Layout.METADATA_OFFSET, rec.length);

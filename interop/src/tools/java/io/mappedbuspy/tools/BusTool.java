@@ -258,7 +258,7 @@ public final class BusTool {
         long slot = Layout.slotSize(recordSize);
         try (MemoryMappedFile mem = new MemoryMappedFile(path, fileSize)) {
             long offset = mem.getAndAddLong(Layout.LIMIT_OFFSET, slot);
-            if (offset < Layout.FIRST_RECORD_OFFSET || offset + slot > fileSize) {
+            if (offset < Layout.FIRST_RECORD_OFFSET || offset > fileSize - slot) {
                 throw new EOFException("bus full: record at offset " + offset + " does not fit in fileSize "
                         + fileSize);
             }
