@@ -71,18 +71,22 @@ JNIEXPORT jint JNICALL Java_io_mappedbuspy_DiskSpace_nFallocate(JNIEnv *env, jcl
 }
 
 #include <sys/mman.h>
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22 /* Linux 5.14 */
+#endif
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
 #endif
 
-/* madvise(MADV_POPULATE_WRITE) of [address, address + len) of a mapping the caller holds (DiskSpace
- * .populateWrite: a writer mapping the pages ahead of its records): 0, or the error number. The kernel
- * maps the pages without touching them from here; on a page past the end of a truncated file it fails
- * with EFAULT rather than raising SIGBUS, and an old kernel says EINVAL. */
-JNIEXPORT jint JNICALL Java_io_mappedbuspy_DiskSpace_nPopulateWrite(JNIEnv *env, jclass cls, jlong address,
-                                                                    jlong len) {
+/* madvise(MADV_POPULATE_WRITE, or with write false MADV_POPULATE_READ) of [address, address + len) of a
+ * mapping the caller holds (DiskSpace.populate: a writer mapping the pages ahead of its records): 0, or the
+ * error number. The kernel maps the pages without touching them from here; on a page past the end of a
+ * truncated file it fails with EFAULT rather than raising SIGBUS, and an old kernel says EINVAL. */
+JNIEXPORT jint JNICALL Java_io_mappedbuspy_DiskSpace_nPopulate(JNIEnv *env, jclass cls, jlong address, jlong len,
+                                                               jboolean write) {
     (void)env; (void)cls;
-    return madvise((void *)(intptr_t)address, (size_t)len, MADV_POPULATE_WRITE) == 0 ? 0 : errno;
+    int advice = write ? MADV_POPULATE_WRITE : MADV_POPULATE_READ;
+    return madvise((void *)(intptr_t)address, (size_t)len, advice) == 0 ? 0 : errno;
 }
 
 /* The header's constants as compiled, in the order WakeFile.nativeConstants() documents, so a

@@ -46,7 +46,7 @@ final class DiskSpace {
     // where it can (64 MiB on tmpfs: 20 ms of CPU against 40 for zeros), else as preallocate does. tmpfs leaves
     // fallocated pages not up to date, so a load maps one of them a fault, not 16 (preallocate writes zeros for the
     // loads of a single file's writers): fine here, where the maker's helper maps every page of the segment
-    // (populateWrite) right after making it, which brings them up to date for every other process.
+    // (populate) right after making it, which brings them up to date for every other process.
     static void preallocateSegment(FileChannel ch, String path, long size) throws IOException {
         int err = fallocate(ch, 0, size);
         if (err == 0) {
@@ -81,16 +81,19 @@ final class DiskSpace {
 
     static native int nFallocate(int fd, long from, long len);
 
-    // Maps bytes [from, to) of a writer's mapping with madvise(MADV_POPULATE_WRITE) through the JNI library, one call
-    // per window: true if done. Half the cost of a load per page with the kernel's fault-around (64 MiB on tmpfs:
-    // 25 ms against 40). False without the library, on an old kernel or a truncated file: the caller loads.
-    static boolean populateWrite(MemoryMappedFile m, long from, long to) {
+    // Maps bytes [from, to) of a writer's mapping with madvise through the JNI library, one call per window: true if
+    // done. MADV_POPULATE_WRITE (`write`) where the pages may not be up to date yet (the segment's maker, right after
+    // fallocate: it zeroes them; 64 MiB on tmpfs, 20 ms against 40 for loads); MADV_POPULATE_READ where they are
+    // (a segment another process made and mapped): the kernel's fault-around maps 16 pages a fault, writable (a
+    // shared tmpfs mapping tracks no dirty pages), 7 ms for 64 MiB against 13 for POPULATE_WRITE (the AMD EPYC of
+    // perf/). False without the library, on an old kernel or a truncated file: the caller loads.
+    static boolean populate(MemoryMappedFile m, long from, long to, boolean write) {
         if (!WakeLibrary.LOADED || populateUnsupported) {
             return false;
         }
         for (long p = from; p < to;) {
             long end = Math.min(to, (p / MappedWindows.WINDOW_SIZE + 1) * MappedWindows.WINDOW_SIZE);
-            int err = nPopulateWrite(m.address(p), end - p);
+            int err = nPopulate(m.address(p), end - p, write);
             if (err != 0) {
                 if (err == EINVAL) {
                     populateUnsupported = true;
@@ -104,7 +107,7 @@ final class DiskSpace {
 
     private static volatile boolean populateUnsupported;
 
-    static native int nPopulateWrite(long address, long len);
+    static native int nPopulate(long address, long len, boolean write);
 
     // Whether path's directory is on tmpfs. Asked at every open (a rolling writer opens a segment at every
     // roll), and the JDK reads the mount table for it (100-200 us): kept per directory.

@@ -319,14 +319,15 @@ public final class MappedBusWriter implements AutoCloseable {
 
     // Maps every page of the file ahead, on the thread that calls it: a rolling writer's spare, prepared off the
     // writing thread before any write goes there (SegmentRoller). One madvise for the whole file where it can
-    // (64 MiB on tmpfs: 25 ms against 40 for loads), else populate's loads.
-    void populateAll() {
+    // (DiskSpace.populate: `made`, this process just made the file, whose pages are not up to date yet), else
+    // populate's loads.
+    void populateAll(boolean made) {
         if (populated >= fileSize) {
             return; // done, or not on tmpfs
         }
         MemoryMappedFile m = mem();
         long from = populated & ~(PAGE - 1);
-        if (!DiskSpace.populateWrite(m, from, fileSize)) {
+        if (!DiskSpace.populate(m, from, fileSize, made)) {
             loadPages(m, from, fileSize);
         }
         populated = fileSize;

@@ -43,7 +43,7 @@ final class WakeLibrary {
                     WakeFile.nFutexWait(WakeFile.ZEROS_ADDRESS, 1, 0); // it does not hold 1: returns at once
                     WakeFile.nProcStart(WakeFile.PID);
                     DiskSpace.nFallocate(-1, 0, 1); // no such descriptor: EBADF
-                    DiskSpace.nPopulateWrite(0, 0); // nothing to map
+                    DiskSpace.nPopulate(0, 0, false); // nothing to map
                     ok = true;
                     loaded = p.toAbsolutePath().toString();
                 } else {

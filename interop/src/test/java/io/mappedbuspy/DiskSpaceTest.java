@@ -42,21 +42,24 @@ public final class DiskSpaceTest {
     }
 
     /**
-     * A writer's pages are mapped ahead with one madvise; on a file truncated under the mapping the call fails
-     * (EFAULT, no SIGBUS) and the caller falls back to loads, which report the truncation as ever.
+     * A writer's pages are mapped ahead with one madvise, for writing or reading; on a file truncated under the
+     * mapping the call fails (EFAULT, no SIGBUS) and the caller falls back to loads, which report the truncation
+     * as ever.
      */
     @Test
-    public void populateWriteMapsPagesAndFailsCleanlyPastATruncation() throws Exception {
+    public void populateMapsPagesAndFailsCleanlyPastATruncation() throws Exception {
         Files.delete(file);
         new MappedBusWriter(file.toString(), 1 << 20, 8).open().close();
         MemoryMappedFile.OpenOptions o = new MemoryMappedFile.OpenOptions();
         MemoryMappedFile m = MemoryMappedFile.open(file.toString(), 1 << 20, o);
         try {
-            assertTrue(DiskSpace.populateWrite(m, 0, 1 << 20), "populated");
+            assertTrue(DiskSpace.populate(m, 0, 1 << 20, true), "populated for writing");
+            assertTrue(DiskSpace.populate(m, 0, 1 << 20, false), "populated for reading");
             try (FileChannel ch = FileChannel.open(file, StandardOpenOption.WRITE)) {
                 ch.truncate(8192);
             }
-            assertFalse(DiskSpace.populateWrite(m, 0, 1 << 20), "past the end: refused, the JVM alive");
+            assertFalse(DiskSpace.populate(m, 0, 1 << 20, true), "past the end: refused, the JVM alive");
+            assertFalse(DiskSpace.populate(m, 0, 1 << 20, false), "past the end, reading: refused too");
         } finally {
             m.closeAndUnmap();
             Files.deleteIfExists(BusMeta.metaPath(file.toString()));
