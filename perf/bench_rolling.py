@@ -23,6 +23,11 @@ single/rolling alternating, so the machine's drift falls on both; reported: the 
 rounds for each, and the median of the rounds' ratios rolling / single (each round's two runs
 taken together). Target: rolling / single >= 0.95 in each pair.
 
+The same run also measures what a segment's fresh memory costs (perf/segment_memory.py: made,
+mapped by every writer process and the reader, unmapped, unlinked) and reports, for each pair,
+that work at the single file's record rate as a share of the machine's cores: the CPU a rolling
+bus needs beside the records, which a single file preallocated before the run does not.
+
 Results: perf/results/rolling.md and .json.
 """
 import argparse
@@ -35,8 +40,9 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import (PRICE_UPDATE_SIZE, ROOT, ShmFiles, bus_file_size, create_bus,  # noqa: E402
-                    machine, py_worker, reader_then_writers)
+from common import (HEADER, PRICE_UPDATE_SIZE, ROOT, ShmFiles, bus_file_size,  # noqa: E402
+                    create_bus, machine, py_worker, reader_then_writers)
+import segment_memory  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SEGMENT = 64 << 20
@@ -112,6 +118,7 @@ def main():
     info = machine()
     started = time.strftime("%Y-%m-%d %H:%M:%S %z")
     t0 = time.monotonic()
+    cost = segment_memory.measure(SEGMENT, reps=3 if args.quick else 7)
     pairs = [p for p in PAIRS if args.only in (None, p[0])]
     runs = {f"{lang} {w}->1": {"single": [], "rolling": []} for lang, w in pairs}
     for rnd in range(k):
@@ -126,14 +133,20 @@ def main():
                       flush=True)
     info["load_avg_end"] = round(os.getloadavg()[0], 2)
     table = []
-    for name, r in runs.items():
+    for (lang, w), (name, r) in zip(pairs, runs.items()):
         ratios = [b / a for a, b in zip(r["single"], r["rolling"])]
+        others = "other_populate_read" if lang == "java" else "other_populate_write"
+        memory_share = segment_memory.share(cost, w, others, statistics.median(r["single"]),
+                                            HEADER + PRICE_UPDATE_SIZE, SEGMENT, info["machine_cores"])
         table.append(dict(pair=name, single=statistics.median(r["single"]),
+                          segment_ms=round(segment_memory.per_segment(cost, w, others), 1),
+                          memory_share=round(memory_share, 3),
                           rolling=statistics.median(r["rolling"]),
                           ratio=statistics.median(ratios), ratios=ratios,
                           single_samples=r["single"], rolling_samples=r["rolling"]))
     result = {"started": started, "mode": "quick" if args.quick else "full", "records": records, "timed_from": {lang: n // warmups[lang] for lang, n in records.items()},
               "rounds": k, "segment_size": SEGMENT, "machine": info, "pairs": table,
+              "segment_memory_ms": cost,
               "seconds": round(time.monotonic() - t0, 1), "target": TARGET}
     lines = [
         f"# Rolling bus against a single file (issue 24), {started}", "",
@@ -147,13 +160,20 @@ def main():
         + f"; rolling segments of {SEGMENT >> 20} MiB, /dev/shm, {result['seconds']} s.", "",
         "The reader's rate, M records/s: medians of the rounds; the ratio is the median of each "
         "round's rolling / single (the two runs of a round back to back).", "",
-        "| writers -> reader | single file | rolling | rolling / single | target |",
-        "| --- | ---: | ---: | ---: | --- |",
+        "Fresh memory: the CPU ms one segment's memory costs the pair's processes (made, mapped, "
+        "unmapped, unlinked; perf/segment_memory.py, this run), and that work at the single file's "
+        "rate as a share of the machine's cores.", "",
+        "| writers -> reader | single file | rolling | rolling / single | target "
+        "| fresh memory a segment | its share of the cores |",
+        "| --- | ---: | ---: | ---: | --- | ---: | ---: |",
     ]
     for row in table:
         ok = "met" if row["ratio"] >= TARGET else "NOT met"
         lines.append(f"| {row['pair']} | {row['single'] / 1e6:.2f} | {row['rolling'] / 1e6:.2f} "
-                     f"| {row['ratio']:.2f} | >= {TARGET}: {ok} |")
+                     f"| {row['ratio']:.2f} | >= {TARGET}: {ok} | {row['segment_ms']:.1f} ms "
+                     f"| {100 * row['memory_share']:.0f} % |")
+    lines += ["", "One segment's steps, CPU ms (medians of the run): " + ", ".join(
+        f"{step} {ms:.1f}" for step, ms in cost.items()) + "."]
     lines += ["", "Each round's ratio: " + "; ".join(
         f"{row['pair']}: " + " / ".join(f"{x:.2f}" for x in row["ratios"]) for row in table) + "."]
     text = "\n".join(lines) + "\n"

@@ -160,3 +160,20 @@ def test_wake_quick_run_writes_every_named_figure(tmp_path):
     after = {n for n in os.listdir("/dev/shm") if n.startswith("mbperf-")}
     assert after <= before
 
+
+
+def test_segment_memory_reports_every_step_and_leaves_no_file(tmp_path):
+    # A small segment, one repetition: well-formed figures only (the timings are the machine's).
+    sys.path.insert(0, os.path.join(ROOT, "perf"))
+    try:
+        import segment_memory
+    finally:
+        sys.path.pop(0)
+    cost = segment_memory.measure(1 << 20, reps=1, directory=str(tmp_path))
+    assert list(cost) == segment_memory.STEPS
+    assert all(isinstance(v, float) and v >= 0 for v in cost.values()), cost
+    assert list(tmp_path.iterdir()) == []
+    # Four writers cost the segment more than one: three more mappings and unmappings.
+    assert segment_memory.per_segment(cost, 4) >= segment_memory.per_segment(cost, 1)
+    assert segment_memory.share(cost, 1, "other_populate_read", 1e6, 20, 1 << 20, 2) == \
+        pytest.approx(1e6 * 20 / (1 << 20) * segment_memory.per_segment(cost, 1) / 1e3 / 2)
