@@ -60,7 +60,7 @@ extensions = [
         depends=["mappedbus_py/_atomic.h", "mappedbus_py/_atomic.pxd", "mappedbus_py/_guard.h",
                  "mappedbus_py/_guard.pxd", "mappedbus_py/_wake.h", "mappedbus_py/_wakefd.h",
                  "mappedbus_py/_consumers.h", "mappedbus_py/_consumers_clock.h",
-                 "mappedbus_py/_layout.pxd"],
+                 "mappedbus_py/_layout.pxd", "mappedbus_py/_background.h"],
         extra_compile_args=["-O0", "-g"] if DEBUG else ["-O3"],
         define_macros=[("CYTHON_TRACE_NOGIL", "1")] if DEBUG else [],
     )

@@ -9,6 +9,13 @@ from ._wakefd cimport WakeFd
 from ._consumers cimport ConsumerRegistry
 
 
+# What _next_code, _poll_code and _read_into_code return at the end of the file (no record
+# fits past the position), where _next, _poll and _read_into raise BusFullError; else 1 (a
+# record is current) or 0 (none yet).
+cdef enum:
+    END = 2
+
+
 cdef class MappedBusReader:
     cdef MappedFile _file      # the mapping; None until open()
     cdef char *_base           # _file.base, cached for the hot path; NULL when closed
@@ -76,7 +83,14 @@ cdef class MappedBusReader:
     @cython.final
     cdef int _next(self) except -1
     @cython.final
+    cdef int _next_code(self) except -1
+    @cython.final
     cdef int _poll(self) except -1
+    @cython.final
+    cdef int _poll_code(self) except -1
+    @cython.final
+    cdef int _read_into_code(self, object message) except -1
+    cdef int _raise_end(self) except -1
     cdef int _check_replaced(self) except -1
     cdef int _check_file(self) except -1
     cdef int _park(self, int64_t ns) except -1

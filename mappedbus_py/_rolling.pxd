@@ -6,6 +6,37 @@ from ._writer cimport MappedBusWriter
 from ._consumers cimport ConsumerRegistry
 
 
+cdef extern from "_background.h" nogil:
+    ctypedef struct mb_bg:
+        int pid
+        int kind
+        int fd
+        int unlock_fd
+        long long unlock_at
+        void *addr
+        size_t len
+        int advice
+        int rc
+    int MB_BG_FALLOCATE
+    int MB_BG_MADVISE
+    int MADV_POPULATE_READ
+    int MADV_POPULATE_WRITE
+    void *mb_bg_run(void *arg)
+    int mb_bg_start(mb_bg *j)
+    int mb_bg_done(mb_bg *j)
+    int mb_bg_join(mb_bg *j)
+
+
+cdef class BackgroundCall:
+    cdef mb_bg _job                   # the call, written by its thread until joined
+    cdef bint _joined                 # nothing left to join (or it never had a thread)
+    cdef int _rc                      # its result once joined
+    cdef MappedBusWriter _writer      # populate: the writer whose mapping it maps
+
+    cdef int _start(self) except -1
+    cdef _finish(self, int rc)
+
+
 cdef class RollingWriterBase:
     cdef public MappedBusWriter _w    # the segment being written; None while closed
     cdef public long _countdown       # writes until the next look at the limit

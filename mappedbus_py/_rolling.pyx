@@ -7,8 +7,10 @@ at a segment's end (``_roll``, ``_follow``), every ``_countdown`` writes (``_loo
 and every 65536 empty polls (``_check_id``)."""
 import time
 
+from posix.unistd cimport getpid
+
 from ._record cimport Record
-from ._reader cimport MappedBusReader
+from ._reader cimport MappedBusReader, END
 from ._writer cimport MappedBusWriter
 from ._layout cimport (LIMIT_OFFSET, FIRST_RECORD_OFFSET, STATUS_OFFSET, METADATA_OFFSET,
                        PAYLOAD_OFFSET, HEADER_SIZE)
@@ -24,6 +26,89 @@ PXD_CONSTANTS = {
     "STATUS_OFFSET": STATUS_OFFSET, "METADATA_OFFSET": METADATA_OFFSET,
     "PAYLOAD_OFFSET": PAYLOAD_OFFSET, "HEADER_SIZE": HEADER_SIZE,
 }
+
+
+cdef class BackgroundCall:
+    """One slow system call on a C thread of its own, which never takes the GIL
+    (_background.h): a rolling writer's spare segment preallocated (``fallocate``), then
+    its pages mapped (``populate``), while the writing thread goes on writing; rolling.py
+    looks at ``done`` between writes and calls ``wait()`` once it is (or at a roll)."""
+
+    def __cinit__(self):
+        self._joined = True
+        self._rc = -1
+
+    def __dealloc__(self):
+        if not self._joined:
+            with nogil:
+                mb_bg_join(&self._job)   # never leave its thread writing into freed memory
+
+    @staticmethod
+    def fallocate(int fd, int64_t size, int unlock_fd=-1, int64_t unlock_at=0):
+        """posix_fallocate(fd, 0, size) in the background; then, given ``unlock_fd``, the
+        POSIX lock on its byte ``unlock_at`` released (a segment's claim lapses with its file
+        made, as the Java writer's does: a writer that must roll never waits on one that went
+        quiet before linking it)."""
+        cdef BackgroundCall c = BackgroundCall.__new__(BackgroundCall)
+        c._job.kind = MB_BG_FALLOCATE
+        c._job.fd = fd
+        c._job.len = <size_t>size
+        c._job.unlock_fd = unlock_fd
+        c._job.unlock_at = unlock_at
+        c._start()
+        return c
+
+    @staticmethod
+    def populate(MappedBusWriter w, bint made):
+        """Map every page of ``w``'s mapping in the background, before any write goes there:
+        ``made``, this process just made the file, whose fallocated pages are not up to date
+        yet (MADV_POPULATE_WRITE zeroes them: 64 MiB in about 19 ms); else
+        MADV_POPULATE_READ, which maps 16 pages a fault, writable (a shared tmpfs mapping
+        tracks no dirty pages): about 7 ms against 11 (perf/segment_memory.py). Once it
+        succeeded, ``w``'s writes map no pages (its _populate). None when there is nothing
+        to do (prefault mapped every page at open, or mapping ahead is off)."""
+        if w._base == NULL or w._populated < 0:
+            return None
+        cdef BackgroundCall c = BackgroundCall.__new__(BackgroundCall)
+        c._writer = w
+        c._job.unlock_fd = -1
+        c._job.kind = MB_BG_MADVISE
+        c._job.addr = w._base
+        c._job.len = <size_t>w._mapped
+        c._job.advice = MADV_POPULATE_WRITE if made else MADV_POPULATE_READ
+        c._start()
+        return c
+
+    cdef int _start(self) except -1:
+        if mb_bg_start(&self._job) == 0:
+            self._joined = False
+            return 0
+        with nogil:                      # no thread to be had: the call here, now
+            mb_bg_run(&self._job)
+        self._finish(self._job.rc)
+        return 0
+
+    cdef _finish(self, int rc):
+        self._rc = rc
+        if rc == 0 and self._writer is not None and self._writer._populated >= 0:
+            self._writer._populated = self._writer._mapped
+
+    @property
+    def done(self):
+        """True once ``wait()`` would not wait (also in a forked child, where the call's
+        thread does not exist)."""
+        return self._joined or self._job.pid != getpid() or mb_bg_done(&self._job) != 0
+
+    def wait(self):
+        """Wait for the call: 0, the error number, or -1 if it did not run in this process
+        (started by the parent of this forked child)."""
+        cdef int rc
+        if not self._joined:
+            with nogil:
+                rc = mb_bg_join(&self._job)
+            self._joined = True
+            self._finish(rc)
+        return self._rc
 
 
 cdef class RollingWriterBase:
@@ -102,18 +187,19 @@ cdef class RollingReaderBase:
         # 1 once a record is current (and, given ``message``, copied into it); 0 if none is
         # ready. At a segment's end, rolling.py's _follow() moves on (or raises a gap).
         cdef MappedBusReader r
+        cdef int found
         while True:
             r = self._r
             if r is None:
                 self._live()
-            try:
-                if (r._next() == 1) if message is None else r._read_into(message):
-                    return 1
+            found = r._next_code() if message is None else r._read_into_code(message)
+            if found == 1:
+                return 1
+            if found == 0:
                 self._empty()
                 return 0
-            except BusFullError:
-                if not self._follow():
-                    return 0
+            if not self._follow():      # END: every slot of the segment is settled
+                return 0
 
     def next(self):
         """Move to the next committed record; True if there is one (it becomes current)."""

@@ -1,0 +1,96 @@
+/* One slow system call on a thread of its own, never holding the GIL: a rolling writer's
+ * spare segment is preallocated (posix_fallocate) and its pages mapped (madvise
+ * MADV_POPULATE_*) beside the writes, as the Java writer's helper thread does, while the
+ * writing thread goes on (rolling.py, the spare; _rolling.pyx, BackgroundCall).
+ *
+ * The call's thread publishes its result with a release store of `done` (_atomic.h); the
+ * writing thread looks with an acquire load and joins it once done. A forked child has no
+ * such thread: it never joins one started by its parent (pid). */
+#ifndef MAPPEDBUS_BACKGROUND_H
+#define MAPPEDBUS_BACKGROUND_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "_atomic.h"
+
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22  /* Linux 5.14; older kernels refuse it with EINVAL */
+#endif
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+enum { MB_BG_FALLOCATE = 1, MB_BG_MADVISE = 2 };
+
+typedef struct {
+    pthread_t thread;
+    pid_t pid;          /* the process that started it: 0 while none runs */
+    int kind;
+    int fd;             /* MB_BG_FALLOCATE: the file, grown to `len` bytes, then the byte */
+    int unlock_fd;      /* at `unlock_at` of unlock_fd unlocked (a segment's claim lapses */
+    off_t unlock_at;    /* with its file made; -1: none) */
+    void *addr;         /* MB_BG_MADVISE: [addr, addr + len) with `advice` */
+    size_t len;
+    int advice;
+    int rc;             /* 0, or the error number */
+    int done;
+} mb_bg;
+
+static void *mb_bg_run(void *arg) {
+    mb_bg *j = (mb_bg *)arg;
+    int rc;
+    if (j->kind == MB_BG_FALLOCATE) {
+        rc = posix_fallocate(j->fd, 0, (off_t)j->len);
+        if (j->unlock_fd >= 0) {
+            struct flock fl;
+            memset(&fl, 0, sizeof fl);
+            fl.l_type = F_UNLCK;
+            fl.l_whence = SEEK_SET;
+            fl.l_start = j->unlock_at;
+            fl.l_len = 1;
+            fcntl(j->unlock_fd, F_SETLK, &fl);  /* POSIX locks are the process's: any thread */
+        }
+    } else {
+        rc = madvise(j->addr, j->len, j->advice) == 0 ? 0 : errno;
+    }
+    j->rc = rc;
+    store_release_int(&j->done, 1);
+    return NULL;
+}
+
+/* 0 once started, else the error number (the caller then does the work itself). */
+static inline int mb_bg_start(mb_bg *j) {
+    int rc;
+    j->done = 0;
+    j->rc = 0;
+    j->pid = getpid();
+    rc = pthread_create(&j->thread, NULL, mb_bg_run, j);
+    if (rc != 0) {
+        j->pid = 0;
+    }
+    return rc;
+}
+
+static inline int mb_bg_done(mb_bg *j) {
+    return load_acquire_int(&j->done);
+}
+
+/* Waits for the call: its result, or -1 if none runs here (never started, already joined,
+ * or started by the parent of this forked process). */
+static inline int mb_bg_join(mb_bg *j) {
+    if (j->pid == 0 || j->pid != getpid()) {
+        return -1;
+    }
+    pthread_join(j->thread, NULL);
+    j->pid = 0;
+    return j->rc;
+}
+
+#endif
