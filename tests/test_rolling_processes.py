@@ -157,6 +157,51 @@ def test_a_writer_that_must_roll_waits_for_the_segment_another_process_claimed(b
     assert not [n for n in os.listdir(bus_dir) if n.startswith(".tmp-")]
 
 
+CLAIM_PROBE = """
+import fcntl, os, sys
+from mappedbus_py import layout
+fd = os.open(os.path.join(sys.argv[1], layout.META_FILE), os.O_WRONLY)
+try:
+    fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, layout.SEGMENT_CLAIM_BASE + 1)
+except OSError:
+    sys.exit(1)
+"""
+
+
+def test_a_spare_is_made_beside_the_writes_and_its_claim_lapses_with_its_file(bus_dir):
+    # The writer that takes the spare trigger preallocates segment 1 in the background under
+    # its claim, which lapses once the file is made: a writer that goes quiet right after holds
+    # nobody up. Its next writes link the segment (and then write into it as ever).
+    slot = 8 + RS
+    w = RollingBusWriter(bus_dir, SEG, RS).open()
+    n = 0
+    try:
+        for _ in range((rolling.spare_trigger(SEG, RS) - 8) // slot + 1):
+            w.write(struct.pack("<q", n))
+            n += 1
+        deadline = time.monotonic() + 10
+        while subprocess.run([sys.executable, "-c", CLAIM_PROBE, bus_dir]).returncode != 0:
+            assert time.monotonic() < deadline, "the claim did not lapse with the file made"
+            time.sleep(0.01)
+        assert rolling.list_segments(bus_dir) == [0]       # quiet: not linked yet
+        assert [x for x in os.listdir(bus_dir) if x.startswith(".tmp-")]
+        for _ in range(64):
+            w.write(struct.pack("<q", n))
+            n += 1
+        assert rolling.list_segments(bus_dir) == [0, 1]
+        assert not [x for x in os.listdir(bus_dir) if x.startswith(".tmp-")]
+        for _ in range(2 * ((SEG - 8) // slot)):         # through segment 1 into 2
+            w.write(struct.pack("<q", n))
+            n += 1
+    finally:
+        w.close()
+    with RollingBusReader(bus_dir) as r:
+        got = []
+        while r.next():
+            got.append(struct.unpack("<q", r.read_bytes())[0])
+    assert got == list(range(n))
+
+
 @pytest.mark.slow
 def test_writers_sigkilled_at_random_points_leave_a_bus_others_continue(bus_dir):
     RollingBusWriter(bus_dir, SEG, RS).open().close()
