@@ -10,7 +10,7 @@ from ._consumers cimport ConsumerRegistry
 
 
 # What _next_code, _poll_code and _read_into_code return at the end of the file (no record
-# fits past the position), where _next, _poll and _read_into raise BusFullError; else 1 (a
+# fits past the position), where _next and _read_into raise BusFullError; else 1 (a
 # record is current) or 0 (none yet).
 cdef enum:
     END = 2
@@ -84,8 +84,6 @@ cdef class MappedBusReader:
     cdef int _next(self) except -1
     @cython.final
     cdef int _next_code(self) except -1
-    @cython.final
-    cdef int _poll(self) except -1
     @cython.final
     cdef int _poll_code(self) except -1
     @cython.final

@@ -543,24 +543,21 @@ cdef class MappedBusReader:
         # After an empty poll: is the path still the mapped file? If not, records already
         # committed are still delivered (a writer that wrote its last record and removed
         # the bus must not lose it): one more poll, and the error only if it is empty.
+        cdef int found
         if self._segment:
             return 0
         try:
             self._file.check_path()
         except BusReplacedError:
-            if self._poll() == 1:
+            found = self._poll_code()
+            if found == END:
+                self._raise_end()
+            if found == 1:
                 if guard_is_dead(self._dead):
                     self._truncated()
                 return 1
             raise
         return 0
-
-    @cython.final
-    cdef int _poll(self) except -1:
-        cdef int found = self._poll_code()
-        if found == END:
-            self._raise_end()
-        return found
 
     @cython.final
     cdef int _poll_code(self) except -1:

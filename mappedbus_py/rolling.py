@@ -806,10 +806,14 @@ class RollingBusWriter(RollingWriterBase):
     def _create(self, index, current):
         created = create_segment(self.path, index, self.segment_size, mode=self._mode)
         if created:
-            apply_retention(self.path, self.meta, index, min(current, index),
-                            hold_from=self._consumer_hold(current))
-            remove_stale_tmp(self.path)
+            self._after_create(index, current)
         return created
+
+    def _after_create(self, index, current):
+        # The creator's retention, with the new segment counted as the newest.
+        apply_retention(self.path, self.meta, index, min(current, index),
+                        hold_from=self._consumer_hold(current))
+        remove_stale_tmp(self.path)
 
     def _consumer_entries(self):
         # The registry is made by the first consumer; until then there is nothing to hold.
@@ -920,21 +924,23 @@ class RollingBusWriter(RollingWriterBase):
             return      # removed at once by retention: the writers are further on
         fd, _ = open_file(segment_path(self.path, index), os.O_RDONLY,
                           allow_foreign=self._allow_foreign)
-        job = _SpareJob(index, BackgroundCall.populate(w, made), None, fd)
+        call = BackgroundCall.populate(w, made)
+        if call is None:        # nothing to map ahead (prefault mapped it at open)
+            self._spare = (index, w, fd)
+            return
+        job = _SpareJob(index, call, None, fd)
         job.writer = w
         self._job = job
         self._countdown = min(self._every, SPARE_POLL_WRITES)
-        if job.call is None:
-            self._step(wait=True)   # nothing to map ahead (prefault mapped it at open)
 
     def _step(self, wait):
         """The spare's background call is done (``wait``: wait for it): its next step. A roll
         waits, and then maps no pages ahead (its writes map them as they go)."""
         job = self._job
-        if job.call is not None and not wait and not job.call.done:
+        if not wait and not job.call.done:
             self._countdown = min(self._every, SPARE_POLL_WRITES)
             return
-        rc = job.call.wait() if job.call is not None else 0
+        rc = job.call.wait()
         self._job = None
         if job.writer is not None:              # mapped (or not: rc says, the writes do it)
             if rc == -1:
@@ -962,9 +968,7 @@ class RollingBusWriter(RollingWriterBase):
             os.close(job.fd)
         linked = _link_temporary(self.path, job.index, job.tmp)
         if linked:
-            apply_retention(self.path, self.meta, job.index, min(self._k, job.index),
-                            hold_from=self._consumer_hold(self._k))
-            remove_stale_tmp(self.path)
+            self._after_create(job.index, self._k)
         if job.index == self._k + 1 and not wait:
             self._start_mapping(job.index, made=linked)
 
