@@ -3,6 +3,7 @@ package io.mappedbuspy;
 import java.io.EOFException;
 import java.io.IOException;
 import java.util.Objects;
+import java.util.function.BooleanSupplier;
 
 /**
  * Appends records to a bus file. Any number of writers (in any processes) may share a file; each record
@@ -318,21 +319,23 @@ public final class MappedBusWriter implements AutoCloseable {
     }
 
     // Maps every page of the file ahead, on the thread that calls it: a rolling writer's spare, prepared off the
-    // writing thread before any write goes there (SegmentRoller). One madvise for the whole file where it can
-    // (DiskSpace.populate: `made`, this process just made the file, whose pages are not up to date yet), else
-    // populate's loads.
-    void populateAll(boolean made) {
-        if (populated >= fileSize) {
-            return; // done, or not on tmpfs
-        }
+    // writing thread before any write goes there (SegmentRoller). POPULATE_STEP at a time, each one madvise where it
+    // can (DiskSpace.populate: `made`, this process just made the file, whose pages are not up to date yet), else
+    // populate's loads; it stops between steps once `stop` says so (the writer rolls into the file: a madvise holds
+    // the process's mapping lock, which the roll's own mmap would wait for), and the writes map the rest as they go.
+    void populateAll(boolean made, BooleanSupplier stop) {
         MemoryMappedFile m = mem();
-        long from = populated & ~(PAGE - 1);
-        if (!DiskSpace.populate(m, from, fileSize, made)) {
-            loadPages(m, from, fileSize);
+        for (long from = populated & ~(PAGE - 1); from < fileSize && !stop.getAsBoolean(); from = populated) {
+            long to = Math.min(fileSize, from + POPULATE_STEP);
+            if (!DiskSpace.populate(m, from, to, made)) {
+                loadPages(m, from, to);
+            }
+            populated = to;
         }
-        populated = fileSize;
     }
 
+    // A step of populateAll: 4 MiB, about half a millisecond of a read populate.
+    private static final long POPULATE_STEP = 4 << 20;
     // The kernel's default fault-around window (fault_around_bytes), and a page.
     private static final long POPULATE_CHUNK = 64 << 10;
     private static final long PAGE = 4096;

@@ -7,7 +7,6 @@ import java.nio.channels.FileChannel;
 import java.nio.channels.FileLock;
 import java.nio.file.LinkOption;
 import java.nio.file.NoSuchFileException;
-import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
@@ -39,18 +38,21 @@ final class SegmentRoller {
     private FileChannel limitChannel;
     private long limitChannelIndex = -1;
     private final ByteBuffer limitBuf = ByteBuffer.allocateDirect(8).order(ByteOrder.LITTLE_ENDIAN);
-    // The spare, prepared in two steps on the helper thread. Its temporary file, made and preallocated if this writer
-    // is its maker (64 MiB on tmpfs: 40 ms), which the writing thread links at its next look-ahead (or roll) and
-    // applies the creator's retention to at once, so the bus never holds more segments than retention allows. Then
+    // The spare, prepared in two steps on the helper thread. Made if this writer is its maker: its temporary file
+    // preallocated (64 MiB on tmpfs: 40 ms) and linked, both under the claim, so no writer that rolls meanwhile finds
+    // the segment neither made nor claimed and makes a second one on its writing thread (with four writers on two
+    // cores, half the rolls did); the writing thread runs the creator's retention at its next look-ahead (or roll). Then
     // the segment mapped with its pages (populateAll: 25 ms in its maker, 7 in the others), so no write waits for the
     // kernel. A segment whose making failed is left to the roll, which makes it itself and reports the error.
     private Future<Made> making;
     private long makingIndex = -1;
     private Future<MappedBusWriter> mapping;
     private long mappingIndex = -1;
+    // Set by a roll into the segment being mapped: the mapping step stops populating and hands it over.
+    private volatile boolean cutMapping;
     private long makeFailed = -1;
 
-    private record Made(Path tmp) { } // the making step's file to link; none: the segment exists, only mapped
+    private record Made(boolean linked) { } // whether the making step linked the segment (else it existed)
 
     // The thread that prepares spares and unmaps retired segments for this writer, started at the first spare.
     private ExecutorService helper;
@@ -170,7 +172,7 @@ final class SegmentRoller {
         makingIndex = index;
         making = helper().submit(() -> {
             if (bus.exists(index)) {
-                return new Made(null);
+                return new Made(false);
             }
             FileLock claim = claim(index);
             if (claim == null && !noClaims) {
@@ -178,21 +180,21 @@ final class SegmentRoller {
             }
             try {
                 if (bus.exists(index)) {
-                    return new Made(null);
+                    return new Made(false);
                 }
                 if (bus.firstAfter(index) >= 0) {
                     return null; // this writer is behind: it jumps ahead when it rolls
                 }
-                // The claim ends with the file made: one that must roll before this writer links it need not wait.
-                return new Made(bus.makeTemporary(index));
+                // The claim ends with the segment linked: a writer that rolls first waits for it, then opens it.
+                return new Made(bus.linkTemporary(index, bus.makeTemporary(index)));
             } finally {
                 release(claim);
             }
         });
     }
 
-    // The making step is over (waits for it if not): links the file on this thread, then the creator's retention and
-    // the readers waiting for the segment; with `thenMap`, the mapping step.
+    // The making step is over (waits for it if not): the creator's retention and the readers waiting for the segment;
+    // with `thenMap`, the mapping step.
     private void finishMaking(boolean thenMap) throws IOException {
         Future<Made> f = making;
         long index = makingIndex;
@@ -208,7 +210,7 @@ final class SegmentRoller {
         if (m == null) {
             return;
         }
-        boolean made = m.tmp() != null && bus.linkTemporary(index, m.tmp());
+        boolean made = m.linked();
         if (made) {
             bus.afterCreate(index, segment);
             wake.wakeIfNeeded(); // a reader past the end of the current segment waits for this one
@@ -232,7 +234,7 @@ final class SegmentRoller {
             } catch (NoSuchFileException e) {
                 return null; // removed at once by retention: the writers are further on
             }
-            x.populateAll(made);
+            x.populateAll(made, () -> cutMapping);
             return x;
         });
     }
@@ -384,10 +386,14 @@ final class SegmentRoller {
         }
         takeFaultReports();
         if (making != null) {
-            finishMaking(false); // the spare not made yet: waited for rather than made twice, linked here
+            finishMaking(false); // the spare not made yet: waited for rather than made twice
         }
-        if (mapping != null && (mapping.isDone() || mappingIndex != full + 1)) {
-            finishMapping(); // one not done yet is left to the helper: the roll opens the segment itself
+        if (mapping != null) {
+            // Into the segment being mapped: its populate stops at its next step and the roll takes it (opened here
+            // instead, its mmap would wait for that madvise anyway, then fault every page on the writes).
+            cutMapping = mappingIndex == full + 1;
+            finishMapping();
+            cutMapping = false;
         }
         applyMark(); // a previous roll's, not yet applied: rolls came faster than look-aheads
         markIndex = full;
