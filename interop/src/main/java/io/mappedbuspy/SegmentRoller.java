@@ -40,10 +40,10 @@ final class SegmentRoller {
     private final ByteBuffer limitBuf = ByteBuffer.allocateDirect(8).order(ByteOrder.LITTLE_ENDIAN);
     // The spare, prepared in two steps on the helper thread. Made if this writer is its maker: its temporary file
     // preallocated (64 MiB on tmpfs: 40 ms) and linked, both under the claim, so no writer that rolls meanwhile finds
-    // the segment neither made nor claimed and makes a second one on its writing thread (with four writers on two
-    // cores, half the rolls did); the writing thread runs the creator's retention at its next look-ahead (or roll). Then
-    // the segment mapped with its pages (populateAll: 25 ms in its maker, 7 in the others), so no write waits for the
-    // kernel. A segment whose making failed is left to the roll, which makes it itself and reports the error.
+    // the segment neither made nor claimed and makes a second one on its writing thread (four writers on two cores
+    // did at half their rolls); the writing thread runs the creator's retention at its next look-ahead (or roll).
+    // Then the segment mapped with its pages (populateAll: 25 ms in its maker, 7 in the others), so no write waits for
+    // the kernel. A segment whose making failed is left to the roll, which makes it itself and reports the error.
     private Future<Made> making;
     private long makingIndex = -1;
     private Future<MappedBusWriter> mapping;
@@ -389,9 +389,7 @@ final class SegmentRoller {
             finishMaking(false); // the spare not made yet: waited for rather than made twice
         }
         if (mapping != null) {
-            // Into the segment being mapped: its populate stops at its next step and the roll takes it (opened here
-            // instead, its mmap would wait for that madvise anyway, then fault every page on the writes).
-            cutMapping = mappingIndex == full + 1;
+            cutMapping = mappingIndex == full + 1; // into it: its populate stops at the next step (an mmap here waits)
             finishMapping();
             cutMapping = false;
         }
