@@ -22,8 +22,6 @@ final class SlotScan {
     private final long fileSize;
     private final int recordSize;
     private final long slot;
-    // The last position where a record fits (fileSize - slot).
-    private final long lastSlot;
     private final boolean readOnly;
     // A rolling bus's segment: its path is not checked while idle (retention may unlink it).
     boolean segment;
@@ -53,7 +51,6 @@ final class SlotScan {
         this.fileSize = fileSize;
         this.recordSize = recordSize;
         this.slot = Layout.slotSize(recordSize);
-        this.lastSlot = fileSize - slot;
         this.readOnly = readOnly;
     }
 
@@ -137,40 +134,12 @@ final class SlotScan {
     }
 
     // Moves to the next committed record (current), rolling back or skipping a slot left uncommitted past the
-    // timeout; false when there is none yet. See MappedBusReader.next. The common case, a committed record in
-    // the file, is this method alone, small enough for the JIT to inline into the caller's loop (the whole
-    // walk, 400 bytes of bytecode, is not: a call per record, the one a rolling reader paid twice).
+    // timeout; false when there is none yet. See MappedBusReader.next.
     boolean next(MemoryMappedFile m) throws EOFException, CorruptBusException, BusReplacedException {
-        long pos = position;
-        if (pos <= lastSlot && m.getStatus(pos) == Layout.STATUS_COMMITTED) {
-            delivered(pos);
-            return true;
-        }
-        return walk(m, pos);
-    }
-
-    // The committed record at pos is the current one.
-    private void delivered(long pos) {
-        current = pos;
-        position = pos + slot;
-        idle = 0; // the first empty poll after a record looks at the limit
-        delivered = true;
-        if (timerPosition == pos) {
-            timerPosition = NO_RECORD; // the slot we waited on was committed: the clock stops
-        }
-        if ((++records & FAULT_CHECK_RECORDS) == 0) {
-            // A page of a truncated file can read as a run of committed records: its fault report is
-            // raised here, in next(), not in the caller's code after it (see raiseFaultReports).
-            MemoryMappedFile.raiseFaultReports();
-        }
-    }
-
-    // next() past its common case: the end of the file, rolled-back and uncommitted slots, catching up.
-    private boolean walk(MemoryMappedFile m, long pos) throws EOFException, CorruptBusException,
-            BusReplacedException {
         current = NO_RECORD;
+        long pos = position;
         for (;;) {
-            if (pos > lastSlot) { // not pos + slot > fileSize: a corrupt limit near 2^63 would overflow
+            if (pos > fileSize - slot) { // not pos + slot: a corrupt limit near 2^63 would overflow
                 position = pos;
                 throw new EOFException("end of bus " + path + ": no record fits at position " + pos
                         + " in fileSize " + fileSize);
@@ -179,7 +148,18 @@ final class SlotScan {
             // limit's cache line, which every writer's fetch-and-add needs.
             int status = m.getStatus(pos);
             if (status == Layout.STATUS_COMMITTED) {
-                delivered(pos);
+                current = pos;
+                position = pos + slot;
+                idle = 0; // the first empty poll after a record looks at the limit
+                delivered = true;
+                if (timerPosition == pos) {
+                    timerPosition = NO_RECORD; // the slot we waited on was committed: the clock stops
+                }
+                if ((++records & FAULT_CHECK_RECORDS) == 0) {
+                    // A page of a truncated file can read as a run of committed records: its fault report is
+                    // raised here, in next(), not in the caller's code after it (see raiseFaultReports).
+                    MemoryMappedFile.raiseFaultReports();
+                }
                 return true;
             }
             if (status == Layout.STATUS_ROLLED_BACK) {
