@@ -168,6 +168,29 @@ except OSError:
 """
 
 
+def test_a_java_spare_maker_holds_its_claim_until_the_segment_is_linked(bus_dir, monkeypatch):
+    # Java's helper thread makes the spare and links it under its claim (docs/files-and-rolling.md,
+    # "Spare segment"): stopped between the two, it still holds the claim, so a writer that rolls
+    # meanwhile waits for the segment instead of making it a second time on its writing thread.
+    import procs
+    procs.java_or_skip()
+    RollingBusWriter(bus_dir, SEG, RS).open().close()
+    slot = 8 + RS
+    monkeypatch.setenv(rolling._STALL_ENV, "before-link")
+    w = procs.start_java("rolling-write", bus_dir, SEG, RS,
+                         (rolling.spare_trigger(SEG, RS) - 8) // slot + 1, 1)
+    try:
+        assert w.stdout.readline().strip() == "stalled before-link"
+        assert subprocess.run([sys.executable, "-c", CLAIM_PROBE, bus_dir]).returncode == 1
+        assert rolling.list_segments(bus_dir) == [0]
+        assert [x for x in os.listdir(bus_dir) if x.startswith(".tmp-")]    # made, not linked
+    finally:
+        w.kill()
+        w.wait()
+    # It lapses with its holder.
+    assert subprocess.run([sys.executable, "-c", CLAIM_PROBE, bus_dir]).returncode == 0
+
+
 def test_a_spare_is_made_beside_the_writes_and_its_claim_lapses_with_its_file(bus_dir):
     # The writer that takes the spare trigger preallocates segment 1 in the background under
     # its claim, which lapses once the file is made: a writer that goes quiet right after holds

@@ -335,7 +335,12 @@ public final class MappedBusWriter implements AutoCloseable {
     }
 
     // A step of populateAll: 4 MiB, about half a millisecond of a read populate.
-    private static final long POPULATE_STEP = 4 << 20;
+    static final long POPULATE_STEP = 4 << 20;
+
+    // Where the pages mapped ahead end (populate, populateAll).
+    long populatedTo() {
+        return populated;
+    }
     // The kernel's default fault-around window (fault_around_bytes), and a page.
     private static final long POPULATE_CHUNK = 64 << 10;
     private static final long PAGE = 4096;

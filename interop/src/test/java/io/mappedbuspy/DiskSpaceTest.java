@@ -67,6 +67,44 @@ public final class DiskSpaceTest {
         }
     }
 
+    /**
+     * A rolling writer's spare is mapped ahead a step at a time, and a roll into it stops that between two steps
+     * (SegmentRoller): the writes then map the rest as they go, and every record lands.
+     */
+    @Test
+    public void populateAllStopsBetweenStepsAndTheWritesMapTheRest() throws Exception {
+        Files.delete(file);
+        long size = 4 * MappedBusWriter.POPULATE_STEP;
+        int[] looks = {0};
+        long n = 0;
+        try (MappedBusWriter w = new MappedBusWriter(file.toString(), size, 8).open()) {
+            w.populateAll(false, () -> looks[0]++ > 0);
+            assertEquals(MappedBusWriter.POPULATE_STEP, w.populatedTo(), "one step, then stopped");
+            byte[] rec = new byte[8];
+            try {
+                for (;;) {
+                    rec[0] = (byte) n;
+                    w.write(rec, 0, 8);
+                    n++;
+                }
+            } catch (java.io.EOFException full) {
+                // every slot written
+            }
+        }
+        assertEquals((size - Layout.FIRST_RECORD_OFFSET) / Layout.slotSize(8), n, "the whole file written");
+        try (MappedBusReader r = new MappedBusReader(file.toString(), size, 8).open()) {
+            byte[] got = new byte[8];
+            for (long i = 0; i < n; i++) {
+                assertTrue(r.next(), "record " + i);
+                r.readBuffer(got, 0);
+                assertEquals((byte) i, got[0]);
+            }
+        } finally {
+            Files.deleteIfExists(BusMeta.metaPath(file.toString()));
+            Files.deleteIfExists(Paths.get(file + Layout.WAKE_SUFFIX));
+        }
+    }
+
     /** The descriptor is the channel's: one opened read-only cannot be grown (EBADF), and a closed one is none. */
     @Test
     public void fallocateUsesTheChannelsDescriptor() throws Exception {
