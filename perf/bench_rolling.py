@@ -3,6 +3,14 @@
     python3 perf/bench_rolling.py            # 3 rounds, 5,000,000 records a run
     python3 perf/bench_rolling.py --quick    # a smoke run (1 round, 300,000 records)
     python3 perf/bench_rolling.py --dir D    # the buses in directory D (default /dev/shm)
+    python3 perf/bench_rolling.py --pin      # the reader on one CPU, the writers on the others
+
+Unpinned, the scheduler sometimes runs the reader and a writer on one CPU for a whole run: on a
+2-CPU machine a run's rate is then bimodal (Python 1->1: about 7 or about 12 M msgs/s), and a
+round's ratio is as much where the processes ran as which bus. --pin (taskset: the reader on
+the first CPU this process may use, the writers on the rest) removes that spread; a rolling
+bus's segment work (each process's helper thread) then runs on its own process's CPU, with no
+idle CPU to take it. Its results go to perf/results/rolling-pinned.md and .json.
 
 On a tmpfs of 2 MiB pages (``mount -t tmpfs -o huge=within_size,size=8g tmpfs D``, as root;
 /dev/shm is mounted huge=never on most systems) a segment's fresh memory costs a twentieth of
@@ -77,7 +85,20 @@ def java(*args):
                             jvm_args=["-Xms256m", "-Xmx256m"])
 
 
-def run(lang, writers, kind, n, warmup, directory):
+def cpus(pin):
+    """The commands' prefixes: (reader's, writers') taskset, or none when not pinned."""
+    if not pin:
+        return [], []
+    if shutil.which("taskset") is None:
+        raise SystemExit("--pin needs taskset (util-linux)")
+    mine = sorted(os.sched_getaffinity(0))
+    if len(mine) < 2:
+        raise SystemExit("--pin needs two CPUs")
+    rest = ",".join(map(str, mine[1:]))
+    return ["taskset", "-c", str(mine[0])], ["taskset", "-c", rest]
+
+
+def run(lang, writers, kind, n, warmup, directory, pin=False):
     """One run: the reader's JSON result."""
     with ShmFiles(f"{lang}-{writers}-{kind}") as shm:
         path = shm("bus", directory)
@@ -99,7 +120,8 @@ def run(lang, writers, kind, n, warmup, directory):
             else:
                 rcmd = java("reader", kind, path, size, n, warmup)
                 wcmds = [java("writer", kind, path, size, k, i + 1) for i, k in enumerate(per)]
-            return reader_then_writers(rcmd, wcmds)
+            rpin, wpin = cpus(pin)
+            return reader_then_writers(rpin + rcmd, [wpin + c for c in wcmds])
         finally:
             shutil.rmtree(path, ignore_errors=True)
 
@@ -114,6 +136,7 @@ def main():
     ap.add_argument("--records", type=int)
     ap.add_argument("--only", choices=["py", "java"])
     ap.add_argument("--dir", default="/dev/shm", help="where the buses go (a tmpfs)")
+    ap.add_argument("--pin", action="store_true", help="the reader on one CPU, the writers on the rest")
     args = ap.parse_args()
     huge = _huge_pages(args.dir)
     k = 1 if args.quick else 3
@@ -135,7 +158,7 @@ def main():
             kinds = ("single", "rolling") if rnd % 2 == 0 else ("rolling", "single")
             for kind in kinds:
                 n = records[lang]
-                res = run(lang, w, kind, n, n // warmups[lang], args.dir)
+                res = run(lang, w, kind, n, n // warmups[lang], args.dir, args.pin)
                 runs[f"{lang} {w}->1"][kind].append(res["msgs_per_s"])
                 print(f"round {rnd + 1} {lang} {w}->1 {kind}: {res['msgs_per_s'] / 1e6:.2f} M/s",
                       flush=True)
@@ -154,7 +177,7 @@ def main():
                           single_samples=r["single"], rolling_samples=r["rolling"]))
     result = {"started": started, "mode": "quick" if args.quick else "full", "records": records, "timed_from": {lang: n // warmups[lang] for lang, n in records.items()},
               "rounds": k, "segment_size": SEGMENT, "machine": info, "pairs": table,
-              "segment_memory_ms": cost, "dir": args.dir, "huge_pages": huge,
+              "segment_memory_ms": cost, "dir": args.dir, "huge_pages": huge, "pinned": args.pin,
               "seconds": round(time.monotonic() - t0, 1), "target": TARGET}
     lines = [
         f"# Rolling bus against a single file (issue 24), {started}", "",
@@ -166,7 +189,9 @@ def main():
         + ", ".join(f"{lang} {n:,} (timed from record {n // warmups[lang]:,})"
                     for lang, n in records.items())
         + f"; rolling segments of {SEGMENT >> 20} MiB, in {args.dir} (tmpfs, "
-        + ("2 MiB pages: huge=" + huge if huge else "4 KiB pages") + f"), {result['seconds']} s.",
+        + ("2 MiB pages: huge=" + huge if huge else "4 KiB pages") + "), "
+        + ("the reader on one CPU, the writers on the others (--pin)" if args.pin else "unpinned")
+        + f", {result['seconds']} s.",
         "",
         "The reader's rate, M records/s: medians of the rounds; the ratio is the median of each "
         "round's rolling / single (the two runs of a round back to back).", "",
@@ -189,7 +214,7 @@ def main():
     text = "\n".join(lines) + "\n"
     print(text)
     if not args.quick and not args.only and not args.records:
-        name = "rolling-huge" if huge else "rolling"
+        name = "rolling-huge" if huge else "rolling-pinned" if args.pin else "rolling"
         with open(os.path.join(HERE, "results", name + ".json"), "w") as f:
             json.dump(result, f, indent=1)
         with open(os.path.join(HERE, "results", name + ".md"), "w") as f:
