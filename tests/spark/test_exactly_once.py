@@ -54,7 +54,7 @@ def test_replayed_micro_batch_writes_nothing_twice(spark, tmp_path):
              .writeStream.format("mappedbus").option("path", dst).option("fileSize", size)
              .option("layout", LAYOUT).option("checkpointLocation", ckpt)
              .trigger(availableNow=True).start())
-        q.awaitTermination(120)
+        assert q.awaitTermination(120), "the query did not end within 120 s"
     run()
     for name in os.listdir(os.path.join(ckpt, "commits")):
         if name.lstrip(".").startswith("2"):
@@ -72,11 +72,12 @@ def test_at_least_once_on_request_duplicates_a_replay(spark, tmp_path):
     write_ids(src, size, range(300))
 
     def run():
-        (spark.readStream.format("mappedbus").option("path", src).option("layout", LAYOUT)
-         .option("maxRecordsPerTrigger", 200).load().select("id", "value")
-         .writeStream.format("mappedbus").option("path", dst).option("fileSize", size)
-         .option("layout", LAYOUT).option("exactlyOnce", "false").option("checkpointLocation", ckpt)
-         .trigger(availableNow=True).start().awaitTermination(120))
+        q = (spark.readStream.format("mappedbus").option("path", src).option("layout", LAYOUT)
+             .option("maxRecordsPerTrigger", 200).load().select("id", "value")
+             .writeStream.format("mappedbus").option("path", dst).option("fileSize", size)
+             .option("layout", LAYOUT).option("exactlyOnce", "false").option("checkpointLocation", ckpt)
+             .trigger(availableNow=True).start())
+        assert q.awaitTermination(120), "the query did not end within 120 s"
     run()
     for name in os.listdir(os.path.join(ckpt, "commits")):
         if name.lstrip(".").startswith("1"):

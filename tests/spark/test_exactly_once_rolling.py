@@ -51,12 +51,14 @@ def extent(path):
 
 
 def run_available_now(spark, src, dst, ckpt, seg, per_trigger, partitions, exactly_once="true"):
-    (spark.readStream.format("mappedbus").option("path", src).option("layout", LAYOUT)
-     .option("maxRecordsPerTrigger", per_trigger).option("numPartitions", partitions).load()
-     .select("id", "value")
-     .writeStream.format("mappedbus").option("path", dst).option("segmentSize", seg)
-     .option("layout", LAYOUT).option("exactlyOnce", exactly_once).option("checkpointLocation", ckpt)
-     .trigger(availableNow=True).start().awaitTermination(120))
+    q = (spark.readStream.format("mappedbus").option("path", src).option("layout", LAYOUT)
+         .option("maxRecordsPerTrigger", per_trigger).option("numPartitions", partitions).load()
+         .select("id", "value")
+         .writeStream.format("mappedbus").option("path", dst).option("segmentSize", seg)
+         .option("layout", LAYOUT).option("exactlyOnce", exactly_once).option("checkpointLocation", ckpt)
+         .trigger(availableNow=True).start())
+    # A query still running would leave the reads that follow short, as if records were lost.
+    assert q.awaitTermination(120), "the query did not end within 120 s"
 
 
 def forget_batch(ckpt, batch):

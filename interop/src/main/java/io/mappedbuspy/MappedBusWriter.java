@@ -341,6 +341,7 @@ public final class MappedBusWriter implements AutoCloseable {
     long populatedTo() {
         return populated;
     }
+
     // The kernel's default fault-around window (fault_around_bytes), and a page.
     private static final long POPULATE_CHUNK = 64 << 10;
     private static final long PAGE = 4096;
