@@ -44,9 +44,6 @@ public final class RollingPerf {
             if (rolling) {
                 try (RollingBusWriter w = new RollingBusWriter(path, size, PriceUpdate.SIZE).open()) {
                     write(w::write, m, count);
-                    System.out.println(String.format(Locale.ROOT,
-                            "{\"rolls\": %d, \"roll_ms\": %.3f, \"max_roll_ms\": %.3f}",
-                            w.rolls(), w.rollNanos() / 1e6, w.maxRollNanos() / 1e6));
                 }
             } else {
                 try (MappedBusWriter w = new MappedBusWriter(path, size, PriceUpdate.SIZE).open()) {

@@ -48,7 +48,7 @@ final class SegmentRoller {
     private long makingIndex = -1;
     private Future<MappedBusWriter> mapping;
     private long mappingIndex = -1;
-    // Set by a roll into the segment being mapped: the mapping step stops populating and hands it over.
+    // Set by a roll: the mapping step under way stops populating and hands its segment over.
     private volatile boolean cutMapping;
     private long makeFailed = -1;
 
@@ -389,7 +389,7 @@ final class SegmentRoller {
             finishMaking(false); // the spare not made yet: waited for rather than made twice
         }
         if (mapping != null) {
-            cutMapping = mappingIndex == full + 1; // into it: its populate stops at the next step (an mmap here waits)
+            cutMapping = true; // its populate stops at the next step: taken as the spare (an mmap waits), or retired
             finishMapping();
             cutMapping = false;
         }
