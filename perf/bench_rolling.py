@@ -61,6 +61,9 @@ import segment_memory  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 SEGMENT = 64 << 20
 TARGET = 0.95
+# Each Java process first writes and reads this many records through a private bus of the run's
+# kind (RollingPerf's warmUp), so the JIT has compiled what the run takes before it starts.
+JIT_RECORDS = 4_000_000
 DRIVER = os.path.join(HERE, "java", "RollingPerf.java")
 BUILD = os.path.join(ROOT, "build", "perf-rolling")
 
@@ -118,10 +121,12 @@ def run(lang, writers, kind, n, warmup, directory, pin=False):
                 wcmds = [py_worker("bus-writer", path, size, PRICE_UPDATE_SIZE, "message", k,
                                    i + 1, *flag) for i, k in enumerate(per)]
             else:
-                rcmd = java("reader", kind, path, size, n, warmup)
-                wcmds = [java("writer", kind, path, size, k, i + 1) for i, k in enumerate(per)]
+                rcmd = java("reader", kind, path, size, n, warmup, JIT_RECORDS)
+                wcmds = [java("writer", kind, path, size, k, i + 1, JIT_RECORDS)
+                         for i, k in enumerate(per)]
             rpin, wpin = cpus(pin)
-            return reader_then_writers(rpin + rcmd, [wpin + c for c in wcmds])
+            return reader_then_writers(rpin + rcmd, [wpin + c for c in wcmds],
+                                       barrier=lang == "java")
         finally:
             shutil.rmtree(path, ignore_errors=True)
 

@@ -114,8 +114,9 @@ def java(main_class, *args, heap="256m"):
     return jvm.java_command(main_class, *args, jvm_args=[f"-Xms{heap}", f"-Xmx{heap}"])
 
 
-def start(cmd, stdout=subprocess.PIPE):
-    return subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.PIPE, text=True, env=env())
+def start(cmd, stdout=subprocess.PIPE, stdin=None):
+    return subprocess.Popen(cmd, stdin=stdin, stdout=stdout, stderr=subprocess.PIPE, text=True,
+                            env=env())
 
 
 def wait_ready(proc, timeout=60):
@@ -165,16 +166,24 @@ def finish(procs, timeout=900, minflt=None):
     return results
 
 
-def reader_then_writers(reader_cmd, writer_cmds, timeout=900, faults=False):
+def reader_then_writers(reader_cmd, writer_cmds, timeout=900, faults=False, barrier=False):
     """Start the reader, wait until it polls, start the writers; the reader's JSON. With
     ``faults``, it also holds each process's minor page faults: reader_minflt, writer_minflt
-    (the first writer's), start-up included."""
+    (the first writer's), start-up included. With ``barrier``, each writer prints 'ready' on
+    stderr and waits for a line on stdin: they are released together once all are ready."""
     reader = start(reader_cmd)
     writers = []
     wf, rf = [], []
     try:
         wait_ready(reader)
-        writers = [start(c) for c in writer_cmds]
+        writers = [start(c, stdin=subprocess.PIPE if barrier else None) for c in writer_cmds]
+        if barrier:
+            for w in writers:
+                wait_ready(w)
+            for w in writers:
+                w.stdin.write("go\n")
+                w.stdin.close()
+                w.stdin = None  # communicate() would flush it
         finish(writers, timeout, wf)
         res = finish([reader], timeout, rf)[0]
         if faults and res is not None:

@@ -1,9 +1,18 @@
+import io.mappedbuspy.Layout;
 import io.mappedbuspy.MappedBusReader;
 import io.mappedbuspy.MappedBusWriter;
 import io.mappedbuspy.RollingBusReader;
 import io.mappedbuspy.RollingBusWriter;
 import io.mappedbuspy.messages.PriceUpdate;
 
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.DirectoryStream;
+import java.nio.file.Files;
+import java.nio.file.LinkOption;
+import java.nio.file.Path;
 import java.util.Locale;
 
 /**
@@ -11,12 +20,20 @@ import java.util.Locale;
  * the two are compared side by side. Compiled by bench_rolling.py against build/jvm/mappedbuspy.jar.
  *
  * <pre>
- * RollingPerf writer single|rolling PATH SIZE COUNT SOURCE     SIZE: file size, or segment size
- * RollingPerf reader single|rolling PATH SIZE COUNT WARMUP     prints "ready" on stderr once open,
- *                                                             then one JSON line on stdout
+ * RollingPerf writer single|rolling PATH SIZE COUNT SOURCE JIT   SIZE: file size, or segment size;
+ *                                                              prints "ready" on stderr, then
+ *                                                              writes once a line comes on stdin
+ * RollingPerf reader single|rolling PATH SIZE COUNT WARMUP JIT   prints "ready" on stderr once open,
+ *                                                              then one JSON line on stdout
  * </pre>
  * The bus exists already (the driver creates it). Records are PriceUpdate (12 bytes); the price
  * changes every time.
+ *
+ * <p>JIT &gt; 0: before "ready", the process writes and reads JIT records through a private bus of
+ * the same kind beside PATH (a rolling one of 1 MiB segments, so it rolls every 43,690 records),
+ * then removes it: the JIT compiles the code the run takes (a rolling JVM compiles about half
+ * as much again as a single-file one, 0.2 s of CPU that would otherwise fall in the run), so the
+ * run measures the bus, not the JVM's first second.
  */
 public final class RollingPerf {
     private RollingPerf() {
@@ -38,7 +55,14 @@ public final class RollingPerf {
         long size = Long.parseLong(args[3]);
         long count = Long.parseLong(args[4]);
         PriceUpdate m = new PriceUpdate();
+        long jit = Long.parseLong(args[6]);
+        if (jit > 0) {
+            warmUp(rolling, Path.of(path + ".jit-" + ProcessHandle.current().pid()), jit);
+        }
         if (args[0].equals("writer")) {
+            System.err.println("ready");
+            System.err.flush();
+            new BufferedReader(new InputStreamReader(System.in, StandardCharsets.US_ASCII)).readLine();
             m.setSource(Integer.parseInt(args[5]));
             m.setQuantity(7);
             if (rolling) {
@@ -62,6 +86,58 @@ public final class RollingPerf {
                 read(() -> r.next() && r.readMessage(m) != null, m, count, warmup);
             }
         }
+    }
+
+    /** Writes and reads {@code n} records through a private bus of the kind given, then removes it. */
+    private static void warmUp(boolean rolling, Path path, long n) throws Exception {
+        PriceUpdate m = new PriceUpdate();
+        long segment = 1 << 20;
+        long size = Layout.recordOffset(n + BATCH, PriceUpdate.SIZE);
+        try {
+            if (rolling) {
+                try (RollingBusWriter w = new RollingBusWriter(path.toString(), segment, PriceUpdate.SIZE).open();
+                     RollingBusReader r = new RollingBusReader(path.toString(), segment, PriceUpdate.SIZE).open()) {
+                    warmUp(w::write, () -> r.next() && r.readMessage(m) != null, m, n);
+                }
+            } else {
+                try (MappedBusWriter w = new MappedBusWriter(path.toString(), size, PriceUpdate.SIZE).open();
+                     MappedBusReader r = new MappedBusReader(path.toString(), size, PriceUpdate.SIZE).open()) {
+                    warmUp(w::write, () -> r.next() && r.readMessage(m) != null, m, n);
+                }
+            }
+        } finally {
+            remove(path);
+            for (String beside : new String[] {".meta", ".wake", ".consumers"}) {
+                Files.deleteIfExists(Path.of(path + beside));
+            }
+        }
+    }
+
+    private static final int BATCH = 1000;
+
+    private static void warmUp(Write w, Poll poll, PriceUpdate m, long n) throws Exception {
+        for (long i = 0; i < n; i += BATCH) {
+            for (int j = 0; j < BATCH; j++) {
+                m.setPrice(j);
+                w.write(m);
+            }
+            for (int j = 0; j < BATCH; j++) {
+                while (!poll.next()) {
+                    Thread.onSpinWait();
+                }
+            }
+        }
+    }
+
+    private static void remove(Path path) throws IOException {
+        if (Files.isDirectory(path, LinkOption.NOFOLLOW_LINKS)) {
+            try (DirectoryStream<Path> s = Files.newDirectoryStream(path)) {
+                for (Path p : s) {
+                    Files.delete(p);
+                }
+            }
+        }
+        Files.deleteIfExists(path);
     }
 
     private static void write(Write w, PriceUpdate m, long count) throws Exception {
