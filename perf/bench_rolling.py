@@ -24,9 +24,13 @@ PriceUpdate records (12 bytes), the writers writing as fast as they can, the rea
 (sized for every record, preallocated before the run) and on a rolling bus of 64 MiB segments
 (about 3.4 M records each), which makes its segments during the run. Python runs 5 M records
 (about a second), timed from the tenth. Java runs 48 M (about a second and a half), timed from
-the third: a 5 M Java run lasts a tenth of a second and measures the JIT compiling the rolling
-code, which it does over the first few rolls, not the bus; 48 M keeps the single file under
-1 GiB, where the Java mapping is one window (a larger one is slower for reasons of its own).
+the third; 48 M keeps the single file under 1 GiB, where the Java mapping is one window (a larger
+one is slower for reasons of its own). Each Java process first writes and reads JIT_RECORDS
+through a private bus of the run's kind (a rolling one of 1 MiB segments), then says it is
+ready, and the writers start together: the run measures the bus, not the JVM compiling it. A
+rolling JVM compiles about half as much again as a single-file one (-XX:+CITime: 0.5-0.65 s of
+compiler CPU a process against 0.3-0.4), and in a run started cold that fell inside the timing,
+five JVMs on two cores: Java 4->1 read 0.74 x the single file cold, 0.95-1.01 warm.
 The pairs, Python (perf/workers.py) and Java (perf/java/RollingPerf.java, compiled here
 against build/jvm/mappedbuspy.jar):
 
@@ -196,7 +200,8 @@ def main():
         + f"; rolling segments of {SEGMENT >> 20} MiB, in {args.dir} (tmpfs, "
         + ("2 MiB pages: huge=" + huge if huge else "4 KiB pages") + "), "
         + ("the reader on one CPU, the writers on the others (--pin)" if args.pin else "unpinned")
-        + f", {result['seconds']} s.",
+        + f", {result['seconds']} s. Each Java process warmed its JIT on {JIT_RECORDS:,} records "
+        "of a private bus of the run's kind before the writers started.",
         "",
         "The reader's rate, M records/s: medians of the rounds; the ratio is the median of each "
         "round's rolling / single (the two runs of a round back to back).", "",
