@@ -36,6 +36,10 @@ public final class RollingBusReader extends ConsumingReader<RollingBusReader> im
     private boolean closed;
     // Where it is in the bus, once open (kept after close() for the counts).
     private RollingCursor c;
+    // The cursor's segment reader (null while waiting for a segment, and once closed), kept here: a load less in
+    // every record's chain of dependent loads (next() + readMessage() of a segment read alone: 9.5-10.0 -> 8.7-8.8
+    // ns a record, a single file 7.5-7.8).
+    private MappedBusReader current;
     private long initialEnd;
 
     /**
@@ -160,6 +164,7 @@ public final class RollingBusReader extends ConsumingReader<RollingBusReader> im
         }
         c = new RollingCursor(RollingDir.forReader(dir, segmentSize, recordSize, allowForeign), readOnly,
                 allowForeign, failOnGap, timeoutMs);
+        c.onSwitch = x -> current = x;
         try {
             initialEnd = c.currentEnd();
             c.openOldest();
@@ -204,11 +209,10 @@ public final class RollingBusReader extends ConsumingReader<RollingBusReader> im
     public boolean next() throws IOException {
         // The common case first, as on a single file: a record in the segment being read. Anything else (none yet,
         // the segment's end, a segment awaited, checks now and then, closed) is the cursor's.
-        RollingCursor cur = c;
-        MappedBusReader x;
-        if (cur != null && (x = cur.r) != null && !closed) {
+        MappedBusReader x = current;
+        if (x != null) {
             try {
-                return x.next() || cur.empty();
+                return x.next() || c.empty();
             } catch (EOFException e) {
                 // every slot of the segment is settled: the cursor moves on
             }
@@ -314,9 +318,9 @@ public final class RollingBusReader extends ConsumingReader<RollingBusReader> im
     }
 
     private MappedBusReader current() {
-        openState();
-        MappedBusReader r = c.r;
+        MappedBusReader r = current;
         if (r == null) {
+            openState();
             throw new IllegalStateException("no current record: call next() and check that it returned true");
         }
         return r;

@@ -3,6 +3,7 @@ package io.mappedbuspy;
 import java.io.EOFException;
 import java.io.IOException;
 import java.nio.file.NoSuchFileException;
+import java.util.function.Consumer;
 
 /**
  * Where a {@link RollingBusReader} is in its bus: the segment it reads (through a {@link MappedBusReader}) or waits
@@ -29,6 +30,8 @@ final class RollingCursor {
     // The current segment's reader; null while waiting for segment `segment` to appear (then reading starts
     // at pendingOffset in it).
     MappedBusReader r;
+    // Told r at every change (its reader keeps it: RollingBusReader.current).
+    Consumer<MappedBusReader> onSwitch;
     long segment;
     private long pendingOffset = Layout.FIRST_RECORD_OFFSET;
     private long pendingPolls;
@@ -98,6 +101,9 @@ final class RollingCursor {
             r.close();
         }
         r = next;
+        if (onSwitch != null) {
+            onSwitch.accept(next);
+        }
         segment = index;
         emptyPolls = 0;
     }
