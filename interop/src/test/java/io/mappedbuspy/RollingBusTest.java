@@ -112,6 +112,38 @@ public final class RollingBusTest {
     }
 
     /**
+     * The reader's calls say what state it is in: not open, no record current (before the first next(), and while
+     * it waits for a segment not made yet), closed; a record read at a segment's end stays readable until next().
+     */
+    @Test
+    public void aReadersCallsNameItsStateAcrossSegmentsAndAfterClose() throws Exception {
+        String dir = tmp.resolve("state").toString();
+        try (RollingBusWriter w = new RollingBusWriter(dir, SEG, REC).open()) {
+            RollingBusReader r = new RollingBusReader(dir, SEG, REC);
+            assertContains(assertThrows(IllegalStateException.class, r::next).getMessage(),
+                    "rolling reader for " + dir + " is not open");
+            r.open();
+            assertContains(assertThrows(IllegalStateException.class, () -> readRec(r)).getMessage(),
+                    "no current record");
+            writeN(w, 1, 0, (int) PER_SEG);
+            for (int i = 0; i < PER_SEG; i++) {
+                assertTrue(await(r, 5000), "record " + i);
+            }
+            assertEquals(PER_SEG - 1, readRec(r)[1], "the segment's last record, current");
+            assertFalse(r.next(), "segment 1 not made yet: the reader waits for it");
+            assertContains(assertThrows(IllegalStateException.class, () -> readRec(r)).getMessage(),
+                    "no current record");
+            writeN(w, 1, (int) PER_SEG, (int) PER_SEG + 1);
+            assertTrue(await(r, 5000), "the first record of segment 1");
+            assertEquals(PER_SEG, readRec(r)[1], "its payload");
+            r.close();
+            String closed = "rolling reader for " + dir + " is closed"; // the bus's state, not its segment's
+            assertContains(assertThrows(IllegalStateException.class, r::next).getMessage(), closed);
+            assertContains(assertThrows(IllegalStateException.class, () -> readRec(r)).getMessage(), closed);
+        }
+    }
+
+    /**
      * Segments that records fill to their last byte (8 + 256 slots of 16): the end of segment 0 is position 4104, which
      * is also (1, 0) by plain division; seek and commit take it as segment 0's end (RollingLayout.locate), as Python
      * gives it, and go on at the first record of segment 1.
