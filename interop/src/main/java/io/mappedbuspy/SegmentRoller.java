@@ -8,10 +8,12 @@ import java.nio.channels.FileLock;
 import java.nio.file.LinkOption;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.StandardOpenOption;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
+import java.util.concurrent.FutureTask;
 
 /**
  * The segments of a {@link RollingBusWriter} and its moves between them (docs/files-and-rolling.md, "Rolling bus":
@@ -39,11 +41,10 @@ final class SegmentRoller {
     private long limitChannelIndex = -1;
     private final ByteBuffer limitBuf = ByteBuffer.allocateDirect(8).order(ByteOrder.LITTLE_ENDIAN);
     // The spare, prepared in two steps on the helper thread. Made if this writer is its maker: its temporary file
-    // preallocated (64 MiB on tmpfs: 40 ms) and linked, both under the claim, so no writer that rolls meanwhile finds
-    // the segment neither made nor claimed and makes a second one on its writing thread (four writers on two cores
-    // did at half their rolls); the writing thread runs the creator's retention at its next look-ahead (or roll).
-    // Then the segment mapped with its pages (populateAll: 25 ms in its maker, 7 in the others), so no write waits for
-    // the kernel. A segment whose making failed is left to the roll, which makes it itself and reports the error.
+    // preallocated (64 MiB on tmpfs: 40 ms) and linked, both under the claim (a writer that rolls meanwhile must not
+    // find it neither made nor claimed, and make a second one); the creator's retention runs at the next look-ahead.
+    // Then mapped with its pages (populateAll: 25 ms in its maker, 7 in the others), so no write waits for the
+    // kernel. A segment whose making failed is left to the roll, which makes it itself and reports the error.
     private Future<Made> making;
     private long makingIndex = -1;
     private Future<MappedBusWriter> mapping;
@@ -261,8 +262,12 @@ final class SegmentRoller {
         }
     }
 
-    // A helper step's result, waited for; an interrupt is kept for the caller (a step cannot be abandoned midway).
+    // A helper step's result, waited for; one the helper has not started runs here (a roll would wait 6-12 ms for the
+    // helper to be scheduled where threads spin on every core). An interrupt is kept for the caller.
     private static <T> T await(Future<T> f) throws ExecutionException {
+        if (f instanceof FutureTask<?> t) {
+            t.run(); // nothing once the helper started it
+        }
         boolean interrupted = false;
         try {
             for (;;) {
@@ -471,7 +476,7 @@ final class SegmentRoller {
         retired = null;
         if (helper != null) {
             try {
-                await(helper.submit(() -> null)); // after the unmaps queued on the one thread: nothing stays mapped
+                await(CompletableFuture.runAsync(() -> { }, helper)); // after the unmaps queued: nothing stays mapped
             } catch (ExecutionException e) {
                 // an empty step: nothing to fail
             }
@@ -479,21 +484,16 @@ final class SegmentRoller {
             helper = null;
         }
         bus.close();
-        if (metaChannel != null) {
+        for (FileChannel ch : new FileChannel[] {metaChannel, limitChannel}) {
             try {
-                metaChannel.close();
+                if (ch != null) {
+                    ch.close();
+                }
             } catch (IOException e) {
-                // nothing written: nothing to lose
+                // bus.meta's for the claims, a segment's for reads: nothing written, nothing to lose
             }
-            metaChannel = null;
         }
-        if (limitChannel != null) {
-            try {
-                limitChannel.close();
-            } catch (IOException e) {
-                // read-only channel: nothing to lose
-            }
-            limitChannel = null;
-        }
+        metaChannel = null;
+        limitChannel = null;
     }
 }

@@ -1,6 +1,7 @@
 package io.mappedbuspy;
 
 import java.io.IOException;
+import java.lang.reflect.Field;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.file.Files;
@@ -9,10 +10,12 @@ import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.nio.file.attribute.FileTime;
 import java.nio.file.attribute.PosixFilePermissions;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
 import java.util.concurrent.atomic.AtomicReference;
 
 import org.junit.jupiter.api.Test;
@@ -24,6 +27,7 @@ import static io.mappedbuspy.Buses.assertContains;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
@@ -109,6 +113,46 @@ public final class RollingBusTest {
             assertEquals(w.busId(), r.busId(), "same id");
             assertEquals(0, r.lost(), "no loss");
         }
+    }
+
+    /**
+     * A roll whose next segment the helper thread has not started making (busy, or not scheduled: writers and readers
+     * spinning on every core) makes it on the writing thread instead of waiting for the helper; here the helper is
+     * held by a step of the test's until the end.
+     */
+    @Test
+    public void aRollMakesTheSegmentItselfWhenTheHelperHasNotStartedIt() throws Exception {
+        String dir = tmp.resolve("held").toString();
+        CountDownLatch hold = new CountDownLatch(1);
+        RollingBusWriter w = new RollingBusWriter(dir, SEG, REC).open();
+        try (RollingBusReader r = new RollingBusReader(dir, SEG, REC).open()) {
+            writeN(w, 1, 0, (int) PER_SEG + 1); // into segment 1, made as the spare: the helper exists
+            helperOf(w).execute(() -> {
+                try {
+                    hold.await();
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            });
+            assertTimeoutPreemptively(Duration.ofSeconds(20),
+                    () -> writeN(w, 1, (int) PER_SEG + 1, (int) (3 * PER_SEG + 1)), "rolls with the helper held");
+            assertEquals(3, w.segment(), "rolled twice");
+            for (int i = 0; i < 3 * PER_SEG + 1; i++) {
+                assertTrue(await(r, 5000), "record " + i);
+                assertEquals(i, readRec(r)[1], "payload of " + i);
+            }
+        } finally {
+            hold.countDown();
+            w.close(); // waits for the helper's queued steps
+        }
+    }
+
+    private static ExecutorService helperOf(RollingBusWriter w) throws ReflectiveOperationException {
+        Field segments = RollingBusWriter.class.getDeclaredField("segments");
+        segments.setAccessible(true);
+        Field helper = SegmentRoller.class.getDeclaredField("helper");
+        helper.setAccessible(true);
+        return (ExecutorService) helper.get(segments.get(w));
     }
 
     /**
