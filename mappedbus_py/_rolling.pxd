@@ -1,4 +1,5 @@
 # cython: language_level=3
+cimport cython
 from libc.stdint cimport int64_t
 
 from ._reader cimport MappedBusReader
@@ -84,4 +85,6 @@ cdef class RollingReaderBase:
     """Record slots skipped at gaps (``on_gap="skip"``): records lost to retention."""
 
     cdef int _empty(self) except -1
-    cdef int _advance(self, object message) except -1
+    @cython.final
+    cdef inline int _advance(self, object message) except -1
+    cdef int _follow_on(self, object message) except -1

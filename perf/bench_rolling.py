@@ -30,7 +30,7 @@ through a private bus of the run's kind (a rolling one of 1 MiB segments), then 
 ready, and the writers start together: the run measures the bus, not the JVM compiling it. A
 rolling JVM compiles about half as much again as a single-file one (-XX:+CITime: 0.5-0.65 s of
 compiler CPU a process against 0.3-0.4), and in a run started cold that fell inside the timing,
-five JVMs on two cores: Java 4->1 read 0.74 x the single file cold, 0.95-1.01 warm.
+five JVMs on two cores: Java 4->1 read 0.74 x the single file cold, 0.89-1.01 warm.
 The pairs, Python (perf/workers.py) and Java (perf/java/RollingPerf.java, compiled here
 against build/jvm/mappedbuspy.jar):
 

@@ -17,7 +17,7 @@ import mmap
 import os
 import time
 
-MADV_POPULATE_WRITE = 23    # Linux 5.14
+from segment_memory import MADV_POPULATE_WRITE
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 

@@ -30,12 +30,15 @@ import java.util.Locale;
  * changes every time.
  *
  * <p>JIT &gt; 0: before "ready", the process writes and reads JIT records through a private bus of
- * the same kind beside PATH (a rolling one of 1 MiB segments, so it rolls every 43,690 records),
+ * the same kind beside PATH (a rolling one of 1 MiB segments, so it rolls every 52,428 records),
  * then removes it: the JIT compiles the code the run takes (a rolling JVM compiles about half
  * as much again as a single-file one, 0.2 s of CPU that would otherwise fall in the run), so the
  * run measures the bus, not the JVM's first second.
  */
 public final class RollingPerf {
+    // The warm-up writes this many records, then reads them.
+    private static final int BATCH = 1000;
+
     private RollingPerf() {
     }
 
@@ -112,8 +115,6 @@ public final class RollingPerf {
             }
         }
     }
-
-    private static final int BATCH = 1000;
 
     private static void warmUp(Write w, Poll poll, PriceUpdate m, long n) throws Exception {
         for (long i = 0; i < n; i += BATCH) {
