@@ -17,6 +17,7 @@ root="$(cd "$here/.." && pwd)"
 out="$root/build/jvm"
 lib="$out/libmappedbuswake.so"
 sources=("$here/native/wake_jni.c" "$root/mappedbus_py/_wake.h" "$root/mappedbus_py/_atomic.h"
+         "$root/mappedbus_py/_liveness.h"
          "$here/build_native.sh")
 
 stale=0

@@ -31,6 +31,7 @@ typedef void JNIEnv;
 #endif
 
 #include "_wake.h"
+#include "_liveness.h"
 
 #define BASE(w) ((char *)(intptr_t)(w))
 
@@ -102,4 +103,22 @@ JNIEXPORT jlong JNICALL Java_io_mappedbuspy_WakeFile_nConstant(JNIEnv *env, jcla
         WAKE_STATE_PARKED, WAKE_FUTILE_RECLAIM, WAKE_PIN_NS, WAKE_ARMED_OFFSET,
     };
     return i >= 0 && i < (jint)(sizeof c / sizeof c[0]) ? c[i] : -1;
+}
+
+/* Liveness (mappedbus_py/_liveness.h; docs/design/side-files.md): an OFD write lock on one byte of a side
+ * file, through the descriptor of a FileChannel the holder opened itself (UnsafeAccess.descriptor). Each
+ * returns _liveness.h's codes: LIVE_TAKEN/LIVE_BUSY, LIVE_DEAD/LIVE_ALIVE, or LIVE_ERROR. */
+JNIEXPORT jint JNICALL Java_io_mappedbuspy_Liveness_nHold(JNIEnv *env, jclass cls, jint fd, jlong byte) {
+    (void)env; (void)cls;
+    return live_hold(fd, byte);
+}
+
+JNIEXPORT jint JNICALL Java_io_mappedbuspy_Liveness_nRelease(JNIEnv *env, jclass cls, jint fd, jlong byte) {
+    (void)env; (void)cls;
+    return live_release(fd, byte);
+}
+
+JNIEXPORT jint JNICALL Java_io_mappedbuspy_Liveness_nProbe(JNIEnv *env, jclass cls, jint fd, jlong byte) {
+    (void)env; (void)cls;
+    return live_probe(fd, byte);
 }
