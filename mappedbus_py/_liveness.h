@@ -38,6 +38,14 @@
 #include <stdint.h>
 #include <string.h>
 
+/* Linux's values (fcntl.h defines them only under _GNU_SOURCE, which an includer may have missed). */
+#ifndef F_OFD_GETLK
+#define F_OFD_GETLK 36
+#endif
+#ifndef F_OFD_SETLK
+#define F_OFD_SETLK 37
+#endif
+
 #define LIVE_UNUSED __attribute__((unused))
 
 /* live_hold */
