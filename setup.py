@@ -44,28 +44,35 @@ JARS = {  # jar -> (build script, sources it is compiled from)
 # The JNI library of the wake file -> (build script, sources): built for the wheel's own platform.
 NATIVE = {
     "libmappedbuswake.so": ("interop/build_native.sh",
-                            ["interop/build_native.sh", "interop/native", "mappedbus_py/_wake.h",
-                             "mappedbus_py/_atomic.h"]),
+                            ["interop/build_native.sh", "interop/native", "mappedbus_py/_core/_wake.h",
+                             "mappedbus_py/_core/_atomic.h", "mappedbus_py/_core/_liveness.h"]),
 }
 
 DEBUG = os.environ.get("MAPPEDBUS_DEBUG") == "1"   # annotate, linetrace, bounds checks
 
-MODULES = ["_mapping", "_message", "_record", "_liveness", "_wake", "_wakefd", "_consumers", "_writer", "_reader", "_rolling"]
+# Extension module -> its .pyx: the compiled core in mappedbus_py/_core/, the rolling bus's
+# per-record base classes beside the rolling package that subclasses them.
+MODULES = {f"mappedbus_py._core.{name}": f"mappedbus_py/_core/{name}.pyx"
+           for name in ["_mapping", "_message", "_record", "_liveness", "_wake", "_wakefd",
+                        "_consumers", "_writer", "_reader"]}
+MODULES["mappedbus_py.rolling._rolling"] = "mappedbus_py/rolling/_rolling.pyx"
+
+# Every header and declaration file an extension may include or cimport (a change rebuilds).
+CORE = "mappedbus_py/_core"
+DEPENDS = [f"{CORE}/{name}" for name in [
+    "_atomic.h", "_atomic.pxd", "_guard.h", "_guard.pxd", "_wake.h", "_wakefd.h", "_consumers.h",
+    "_consumers_clock.h", "_layout.pxd", "_background.h", "_liveness.h", "_liveness.pxd"]]
 
 extensions = [
     Extension(
-        f"mappedbus_py.{name}",
-        [f"mappedbus_py/{name}.pyx"],
-        include_dirs=["mappedbus_py"],
-        depends=["mappedbus_py/_atomic.h", "mappedbus_py/_atomic.pxd", "mappedbus_py/_guard.h",
-                 "mappedbus_py/_guard.pxd", "mappedbus_py/_wake.h", "mappedbus_py/_wakefd.h",
-                 "mappedbus_py/_consumers.h", "mappedbus_py/_consumers_clock.h",
-                 "mappedbus_py/_layout.pxd", "mappedbus_py/_background.h",
-                 "mappedbus_py/_liveness.h", "mappedbus_py/_liveness.pxd"],
+        name,
+        [source],
+        include_dirs=[CORE],
+        depends=DEPENDS,
         extra_compile_args=["-O0", "-g"] if DEBUG else ["-O3"],
         define_macros=[("CYTHON_TRACE_NOGIL", "1")] if DEBUG else [],
     )
-    for name in MODULES
+    for name, source in MODULES.items()
 ]
 
 

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds the JNI library that makes the system calls the JDK lacks for the Java port: those of the wake file's
-# protocol (FUTEX_WAIT and FUTEX_WAKE, kill(pid, 0), /proc/PID/stat; the protocol, mappedbus_py/_wake.h, runs in
+# protocol (FUTEX_WAIT and FUTEX_WAKE, kill(pid, 0), /proc/PID/stat; the protocol, mappedbus_py/_core/_wake.h, runs in
 # WakeFile.java; issue 22), and posix_fallocate and madvise(MADV_POPULATE_WRITE) for a rolling writer's next
 # segment (DiskSpace.java):
-#   build/jvm/libmappedbuswake.so   interop/native/wake_jni.c over mappedbus_py/_wake.h and _atomic.h
+#   build/jvm/libmappedbuswake.so   interop/native/wake_jni.c over mappedbus_py/_core/_wake.h and _atomic.h
 # The JDK's JNI headers come from JAVA_HOME, else from the JDK that javac on PATH belongs to (its real
 # path); without them the file declares the few JNI types it needs itself. CC picks the compiler
 # (default gcc). Skips work when the library is newer than its sources and this script. Without the
@@ -16,8 +16,8 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/.." && pwd)"
 out="$root/build/jvm"
 lib="$out/libmappedbuswake.so"
-sources=("$here/native/wake_jni.c" "$root/mappedbus_py/_wake.h" "$root/mappedbus_py/_atomic.h"
-         "$root/mappedbus_py/_liveness.h"
+sources=("$here/native/wake_jni.c" "$root/mappedbus_py/_core/_wake.h" "$root/mappedbus_py/_core/_atomic.h"
+         "$root/mappedbus_py/_core/_liveness.h"
          "$here/build_native.sh")
 
 stale=0

@@ -11,9 +11,9 @@ memory-mapped file, in the Mappedbus 0.5.1 format that JVM processes read and wr
         while r.read_into(msg):
             print(msg)
 """
-from ._reader import MappedBusReader
-from ._record import Record
-from ._writer import MappedBusWriter
+from ._core._reader import MappedBusReader
+from ._core._record import Record
+from ._core._writer import MappedBusWriter
 from .rolling import RollingBusReader, RollingBusWriter
 from .consumers import ConsumerInfo, consumers, remove_consumer
 from .errors import (BusBackPressureError, BusClosedError, BusFullError, BusGapError,

@@ -19,8 +19,8 @@ import math
 import os
 from typing import AsyncIterator, Optional, Protocol
 
-from ._record import Record
-from ._timeouts import check_timeout as _check_timeout
+from ._core._record import Record
+from ._core._timeouts import check_timeout as _check_timeout
 
 
 class _Reader(Protocol):

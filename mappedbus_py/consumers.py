@@ -12,10 +12,10 @@ import os
 import stat
 from typing import List, NamedTuple, Optional
 
-from ._consumers import ConsumerRegistry, holder_alive
-from .busmeta import meta_path, read_meta
-from .files import open_file
-from .layout import CONSUMERS_FILE, CONSUMERS_SUFFIX, CONSUMER_FLAG_EXPIRED, slot_size
+from ._core._consumers import ConsumerRegistry, holder_alive
+from .formats.busmeta import meta_path, read_meta
+from .formats.files import open_file
+from .formats.layout import CONSUMERS_FILE, CONSUMERS_SUFFIX, CONSUMER_FLAG_EXPIRED, slot_size
 from .rolling import (_choose_current, end_boundary, list_segments, read_bus_meta,
                       records_between)
 

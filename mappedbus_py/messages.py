@@ -9,7 +9,7 @@ no padding (or at explicit offsets), little-endian: the same bytes the Java
         price = int32()
         quantity = int32()
 """
-from ._message import Field, MessageBase
+from ._core._message import Field, MessageBase
 
 __all__ = (
     "Message", "Field", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",

@@ -2,7 +2,7 @@ from typing import Any, ClassVar, Dict, Optional, Tuple, Type, TypeVar
 
 import numpy
 
-from ._message import Field as Field, MessageBase
+from ._core._message import Field as Field, MessageBase
 
 _M = TypeVar("_M", bound="Message")
 

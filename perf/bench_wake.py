@@ -59,7 +59,7 @@ busy_spin); wake_py_py_async_RATE_{p50,p99,cpu}_vs_pipe_async (the pair / asynci
 wake_py_py_async_RATE_cpu_vs_pipe (/ the blocking pipe's CPU).
 
 The spin sweep (--spin-sweep; wake_spin.json, wake_spin.md): spin_park's spin (the reader's
-``spin=``, DEFAULT_SPIN in mappedbus_py/_reader.pyx) at each of SWEEP_SPINS, in one run: the busy
+``spin=``, DEFAULT_SPIN in mappedbus_py/_core/_reader.pyx) at each of SWEEP_SPINS, in one run: the busy
 path (1 -> 1 msgs/s and round-trip p50/p99, both ping-pong readers with that spin; busy_spin
 beside them, the reference) and Python -> Python read(timeout) at 1 kHz and 50 Hz (p50/p99,
 reader CPU; the pipe floor beside them). k rounds; each runs the probes (every spin and the pipe

@@ -15,7 +15,7 @@ PERF = os.path.join(ROOT, "perf")
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from mappedbus_py.layout import META_SUFFIX, WAKE_SUFFIX  # noqa: E402
+from mappedbus_py.formats.layout import META_SUFFIX, WAKE_SUFFIX  # noqa: E402
 
 PY = sys.executable
 HEADER = 8                 # record header: status + metadata

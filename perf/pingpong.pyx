@@ -1,7 +1,7 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
 """The machine's round-trip floor (bench_latency's "floor" pair, and the cache-line round trip
 bench_bus measures before every run): two processes bounce a counter through two cache lines of
-shared memory with the bus's own acquire loads and release stores (mappedbus_py/_atomic.h), in
+shared memory with the bus's own acquire loads and release stores (mappedbus_py/_core/_atomic.h), in
 C: no bus, no Python in the loop. What a round trip costs on this machine in this minute; a bus
 round trip moves at least these two lines. Built on first use by pyximport into build/perf-pyx."""
 import mmap

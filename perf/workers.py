@@ -460,7 +460,7 @@ def _perf_pyx(name):
     import pyximport
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     pyximport.install(build_dir=os.path.join(root, "build", "perf-pyx"), language_level=3,
-                      setup_args={"include_dirs": [os.path.join(root, "mappedbus_py"),
+                      setup_args={"include_dirs": [os.path.join(root, "mappedbus_py", "_core"),
                                                    np.get_include()]})
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     return importlib.import_module(name)

@@ -41,7 +41,7 @@ if [ ! -f "$stamp" ]; then
     python -m pip install -q --upgrade pip
     # The build tools too, so the in-place rebuild below works inside .venv.
     python -m pip install -q "cython>=3.0.10,<3.3" "setuptools>=64"
-    python -m pip install -q -e ".[test,jvm,spark,perf,docs,dist]"
+    python -m pip install -q -e ".[test,metrics,jvm,spark,perf,docs,dist]"
     touch "$stamp"
 fi
 # Rebuild the extensions in place when a .pyx/.pxd/.h changed (a no-op otherwise).

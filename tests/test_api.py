@@ -1,6 +1,6 @@
 """The public API is exactly the documented names; extension modules stay private."""
 import mappedbus_py
-from mappedbus_py import layout
+from mappedbus_py.formats import layout
 
 PUBLIC = {
     "MappedBusWriter", "MappedBusReader", "Record",
@@ -24,7 +24,7 @@ def test_all_lists_the_public_names_and_each_exists():
 def test_extension_modules_are_private():
     for name in ("_mapping", "_message", "_record", "_reader", "_writer"):
         assert name.startswith("_")
-        module = __import__(f"mappedbus_py.{name}", fromlist=["x"])
+        module = __import__(f"mappedbus_py._core.{name}", fromlist=["x"])
         assert module.__file__.endswith(".so")
 
 

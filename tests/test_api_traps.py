@@ -13,7 +13,7 @@ import pytest
 
 from mappedbus_py import (BusFullError, MappedBusReader, MappedBusWriter, PriceUpdate,
                           RollingBusReader, RollingBusWriter, Trade)
-from mappedbus_py.layout import record_offset
+from mappedbus_py.formats.layout import record_offset
 
 SIZE = 1 << 16
 

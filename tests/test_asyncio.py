@@ -11,7 +11,7 @@ import pytest
 
 from mappedbus_py import (BusFullError, MappedBusReader, MappedBusWriter, RollingBusReader,
                           RollingBusWriter)
-from mappedbus_py.layout import record_offset
+from mappedbus_py.formats.layout import record_offset
 
 SIZE = 1 << 16
 

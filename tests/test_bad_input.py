@@ -7,7 +7,7 @@ import pytest
 from mappedbus_py import (BusClosedError, BusFullError, CorruptBusError, MappedBusReader,
                           MappedBusWriter, Message, PriceUpdate, Trade, fixed_bytes)
 from mappedbus_py.errors import BusMismatchError, UnsafeBusFileError
-from mappedbus_py.layout import record_offset
+from mappedbus_py.formats.layout import record_offset
 
 SIZE = 100_000
 
@@ -215,7 +215,7 @@ def test_batch_rows_longer_than_record_size_are_refused(bus_path):
 
 
 def test_close_is_refused_while_a_buffer_of_the_mapping_is_alive(bus_path):
-    from mappedbus_py._mapping import MappedFile
+    from mappedbus_py._core._mapping import MappedFile
     f = MappedFile(bus_path, 4096)
     view = memoryview(f)
     with pytest.raises(BufferError, match="exported"):

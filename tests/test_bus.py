@@ -9,7 +9,7 @@ import pytest
 from mappedbus_py import (BusClosedError, BusFullError, MappedBusReader, MappedBusWriter,
                           PriceUpdate, Record, RollingBusReader, Token, Trade)
 from mappedbus_py.errors import BusMismatchError
-from mappedbus_py.layout import FIRST_RECORD_OFFSET, PAGE_SIZE, record_offset, slot_size
+from mappedbus_py.formats.layout import FIRST_RECORD_OFFSET, PAGE_SIZE, record_offset, slot_size
 
 SIZE = 100_000
 

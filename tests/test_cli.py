@@ -11,8 +11,8 @@ import pytest
 
 from conftest import GOLDEN, SHM
 from mappedbus_py import MappedBusWriter, PriceUpdate, RollingBusWriter, Trade
-from mappedbus_py.busmeta import meta_path
-from mappedbus_py.cli import main
+from mappedbus_py.formats.busmeta import meta_path
+from mappedbus_py.tools.cli import main
 from mappedbus_py.rolling import list_segments
 
 

@@ -5,9 +5,9 @@ import pathlib
 
 import pytest
 
-from mappedbus_py import commitlog
-from mappedbus_py.commitlog import Entry, Key, decode_entry, decode_log, read_log, recover
-from mappedbus_py.layout import COMMIT_ENTRY_SIZE
+from mappedbus_py.formats import commitlog
+from mappedbus_py.formats.commitlog import Entry, Key, decode_entry, decode_log, read_log, recover
+from mappedbus_py.formats.layout import COMMIT_ENTRY_SIZE
 from mappedbus_py.rolling import locate
 
 VECTORS = json.loads((pathlib.Path(__file__).parent / "vectors" / "commitlog.json").read_text())

@@ -17,7 +17,7 @@ from mappedbus_py import (BusBackPressureError, BusGapError, BusTruncatedError,
                           ConsumerInUseError, CorruptBusError, MappedBusReader,
                           MappedBusWriter, RollingBusReader, RollingBusWriter,
                           UnsafeBusFileError, layout)
-from mappedbus_py._consumers import C_CONSTANTS, ConsumerRegistry
+from mappedbus_py._core._consumers import C_CONSTANTS, ConsumerRegistry
 from mappedbus_py.rolling import (consumer_blockers, consumer_retention, consumer_segment,
                                   list_segments, records_between)
 
@@ -424,7 +424,7 @@ def test_consumer_policy_is_fixed_when_the_bus_is_created(rolling_dir):
 
 
 def test_retention_decisions():
-    from mappedbus_py.busmeta import BusMeta
+    from mappedbus_py.formats.busmeta import BusMeta
     meta = BusMeta.create("rolling", REC, segment_size=SEG, max_consumer_lag=2)
     end = 8 + PER * SLOT
     assert consumer_segment(3 * SEG + 8, SEG, REC) == 3

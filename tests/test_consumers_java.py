@@ -13,7 +13,7 @@ import pytest
 import mappedbus_py
 from mappedbus_py import (ConsumerInUseError, MappedBusReader, MappedBusWriter, RollingBusReader,
                           RollingBusWriter, jvm, layout)
-from mappedbus_py.busmeta import BusMeta
+from mappedbus_py.formats.busmeta import BusMeta
 from tests import procs
 
 pytestmark = pytest.mark.java

@@ -11,9 +11,9 @@ import pytest
 
 import mappedbus_py
 
-PUBLIC_MODULES = ["mappedbus_py"] + sorted(
-    f"mappedbus_py.{m.name}" for m in pkgutil.iter_modules(mappedbus_py.__path__)
-    if not m.name.startswith("_"))
+PUBLIC_MODULES = ["mappedbus_py"] + sorted(   # every layer's modules, none of _core
+    m.name for m in pkgutil.walk_packages(mappedbus_py.__path__, "mappedbus_py.")
+    if not any(part.startswith("_") for part in m.name.split(".")[1:]))
 DATA = (int, float, str, bytes, tuple, frozenset, list, dict, type(None))
 
 
@@ -30,7 +30,7 @@ def _class_docs(cls):
 
 
 def _undocumented_members(cls):
-    from mappedbus_py._message import Field
+    from mappedbus_py._core._message import Field
     for name in dir(cls):
         if name.startswith("_"):
             continue

@@ -17,9 +17,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import GOLDEN, SHM
 from mappedbus_py import MappedBusReader, MappedBusWriter, RollingBusWriter
-from mappedbus_py import metrics
+from mappedbus_py.tools import metrics
 from mappedbus_py.consumers import registry_path
-from mappedbus_py.layout import WAKE_FILE, WAKE_SUFFIX
+from mappedbus_py.formats.layout import WAKE_FILE, WAKE_SUFFIX
 from test_cli_consumers import Consumer, one_line
 
 RECORD = 12
@@ -339,7 +339,7 @@ def test_a_refresh_reads_only_new_slots_and_recounts_the_uncommitted(bus_path):
 
 
 def test_counts_agree_with_stat_on_a_bus_with_every_status(bus_path):
-    from mappedbus_py.inspect import describe
+    from mappedbus_py.tools.views import describe
     with MappedBusWriter(bus_path, 100_000, RECORD) as w:
         for i in range(200):
             if i % 7 == 3:

@@ -114,5 +114,5 @@ def test_java_layout_constants(jar):
     assert constants["FIRST_RECORD_OFFSET"] == "8"
     assert constants["HEADER_SIZE"] == "8"
     assert constants["META_MAGIC"] == "# mappedbus bus metadata"
-    from mappedbus_py.layout import CONSTANTS
+    from mappedbus_py.formats.layout import CONSTANTS
     assert sorted(constants) == sorted(CONSTANTS)

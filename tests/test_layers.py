@@ -1,10 +1,29 @@
-"""The house by layer: what ships is the library, each layer small, and no circles.
+"""The house by layer: what ships is the library, and what may import what.
+
+Java:
 
 - the library jar holds ``io.mappedbuspy`` and its messages, never the samples, the benchmark
   drivers or the tools (their own jars, see interop/build.sh);
-- no Java source file of the library is over 500 lines;
-- no two public Java classes share a simple name, across every source root;
-- the modules of ``mappedbus_py`` import each other without a circle.
+- no two public Java classes share a simple name, across every source root.
+
+Python (``mappedbus_py``), by layer, lowest first (``LAYERS``); a module imports modules of its
+own layer or of a lower one, never of a higher one, and no two modules import each other in a
+circle:
+
+- ``errors``: the exceptions;
+- ``formats/``: the files of a bus and their arithmetic, in pure Python (the Java side mirrors
+  them);
+- ``_core/``: the compiled core over its C headers, and ``aio``, the asyncio form of the core
+  readers' waits (``MappedBusReader.read_async`` hands over to it);
+- ``messages``: the message types over the core's ``_message``;
+- ``rolling/``: the rolling bus: its directory protocol, retention and consumer holds, argument
+  checks, the roller, then the writer and the reader over them;
+- ``consumers``: the named consumers of a bus, single-file or rolling;
+- ``tools/``: the ``mappedbus`` command and what it shows, which nothing of the library imports;
+- ``jvm``, ``spark``: the integrations; then the package's face, ``__init__`` and ``__main__``.
+
+The top level holds only the modules users import by name; an optional dependency is imported
+by the one module that needs it; no module is named like a module of the standard library.
 """
 import ast
 import os
@@ -12,6 +31,7 @@ import pathlib
 import re
 import shutil
 import subprocess
+import sys
 import zipfile
 
 import pytest
@@ -20,7 +40,6 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "mappedbus_py"
 JAVA_ROOTS = ROOT / "interop" / "src"
 LIBRARY_SOURCES = JAVA_ROOTS / "main" / "java"
-MAX_LIBRARY_LINES = 500
 
 
 # --- Java ------------------------------------------------------------------------------------
@@ -46,14 +65,6 @@ def test_library_jar_holds_the_library_only():
             assert f"io/mappedbuspy/{other}/{example}.class" in jar.namelist()
 
 
-def test_no_library_java_source_is_over_500_lines():
-    sizes = {str(p.relative_to(ROOT)): len(p.read_text().splitlines())
-             for p in LIBRARY_SOURCES.rglob("*.java")}
-    assert sizes, f"no Java sources under {LIBRARY_SOURCES}"
-    over = {path: n for path, n in sizes.items() if n > MAX_LIBRARY_LINES}
-    assert not over, f"library sources over {MAX_LIBRARY_LINES} lines: {over}"
-
-
 def test_no_library_source_includes_samples_perf_or_tools():
     packages = {p.parent.relative_to(LIBRARY_SOURCES).as_posix()
                 for p in LIBRARY_SOURCES.rglob("*.java")}
@@ -76,51 +87,134 @@ def test_no_two_public_java_classes_share_a_simple_name():
 
 # --- Python ----------------------------------------------------------------------------------
 
-_PYX_IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+(\.+\w*|mappedbus_py(?:\.\w+)?)[ \t]+c?import[ \t]+"
-                         r"(\([^)]*\)|[\w \t,]+)|c?import[ \t]+mappedbus_py\.(\w+))", re.M)
+# Lowest first. A module's layer is the first whose pattern names it ("pkg.*": every module of
+# that subpackage, the package itself included).
+LAYERS = [
+    ("errors", ["errors"]),
+    ("formats", ["formats.*"]),
+    ("core", ["_core.*", "aio"]),
+    ("messages", ["messages"]),
+    ("rolling protocol", ["rolling.directory", "rolling.retention", "rolling.args",
+                          "rolling.roller"]),
+    ("rolling bus", ["rolling.*"]),
+    ("consumers", ["consumers"]),
+    ("tools", ["tools.*"]),
+    ("integrations", ["jvm", "spark"]),
+    ("face", ["__init__", "__main__"]),
+]
+# What users import by name: nothing else lives at the top of the package.
+TOP_LEVEL = {"__init__", "__main__", "errors", "messages", "consumers", "aio", "jvm", "spark"}
+# An optional dependency -> the one module that imports it (its extra names it).
+OPTIONAL = {"prometheus_client": "tools.exporter", "jpype": "jvm", "pyspark": "spark"}
+
+_PYX_IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+(\.*[\w.]*)[ \t]+c?import[ \t]+"
+                         r"(\([^)]*\)|[\w \t,]+)|c?import[ \t]+([\w.]+))", re.M)
+
+
+def _modules():
+    """``{name: [source files]}`` of ``mappedbus_py``: a module's name is its dotted path in the
+    package (``_core._reader``, ``rolling`` for ``rolling/__init__.py``, ``__init__`` for the
+    package's own); a Cython module's sources are its ``.pyx`` and ``.pxd``."""
+    found = {}
+    for path in sorted(PACKAGE.rglob("*")):
+        if path.suffix not in (".py", ".pyx", ".pxd") or "__pycache__" in path.parts:
+            continue
+        parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
+        if parts[-1] == "__init__" and len(parts) > 1:
+            parts.pop()
+        found.setdefault(".".join(parts), []).append(path)
+    return found
+
+
+def _is_package(name, modules):
+    return name == "__init__" or any(p.name == "__init__.py" for p in modules[name])
+
+
+def _resolve(name, modules, level, module, names):
+    """The modules a ``from <level dots><module> import names`` in module ``name`` means
+    (``level`` 0: an absolute ``mappedbus_py...``), or ``import mappedbus_py.x`` (names empty)."""
+    if level:
+        base = [] if name == "__init__" else name.split(".")
+        if not _is_package(name, modules):
+            base = base[:-1]
+        base = base[:len(base) - (level - 1)] if level > 1 else base
+    else:
+        parts = module.split(".")
+        if parts[0] != PACKAGE.name:
+            return set()
+        base, module = [], ".".join(parts[1:])
+    target = ".".join(base + ([module] if module else []))
+    target = target or "__init__"
+    edges = set()
+    for n in names or [None]:
+        sub = f"{target}.{n}" if n and target != "__init__" else n
+        if n and sub in modules:
+            edges.add(sub)             # from package import module
+        elif target in modules:
+            edges.add(target)
+    return edges
+
+
+def _imports(name, modules):
+    """``(modules of mappedbus_py, top-level names of other packages)`` that module ``name``
+    imports, every statement counted (module level or in a function, import or cimport)."""
+    edges, others = set(), set()
+    for path in modules[name]:
+        if path.suffix == ".py":
+            for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+                if isinstance(node, ast.ImportFrom):
+                    names = [a.name for a in node.names]
+                    if node.level or (node.module or "").split(".")[0] == PACKAGE.name:
+                        edges |= _resolve(name, modules, node.level, node.module or "", names)
+                    else:
+                        others.add(node.module.split(".")[0])
+                elif isinstance(node, ast.Import):
+                    for a in node.names:
+                        if a.name.split(".")[0] == PACKAGE.name:
+                            edges |= _resolve(name, modules, 0, a.name, [])
+                        else:
+                            others.add(a.name.split(".")[0])
+            continue
+        for source, names, plain in _PYX_IMPORT.findall(path.read_text()):
+            if plain:
+                if plain.split(".")[0] == PACKAGE.name:
+                    edges |= _resolve(name, modules, 0, plain, [])
+                else:
+                    others.add(plain.split(".")[0])
+                continue
+            names = [n.split()[0] for n in names.strip("()").split(",") if n.strip()]
+            level = len(source) - len(source.lstrip("."))
+            if level or source.split(".")[0] == PACKAGE.name:
+                edges |= _resolve(name, modules, level, source.lstrip("."), names)
+            else:
+                others.add(source.split(".")[0])
+    return edges - {name}, others
 
 
 def _import_graph():
-    """``{module: {modules of mappedbus_py it imports}}`` over ``mappedbus_py/*.py`` and the Cython
-    ``*.pyx``, every import statement counted (module level or inside a function): ``from . import
-    x``, ``from .x import y``, ``import mappedbus_py.x``, ``from mappedbus_py import x``, and a
-    ``.pyx``'s ``cimport`` of another module's ``.pxd``. A name imported from the package itself
-    (not a module) is an edge to ``__init__``. ``.py`` files are read with ``ast``, ``.pyx`` files
-    (which ``ast`` cannot parse) line by line."""
-    modules = {p.stem for p in PACKAGE.glob("*.py")} | {p.stem for p in PACKAGE.glob("*.pyx")}
+    """``{module: {modules of mappedbus_py it imports}}`` over every ``.py``, ``.pyx`` and
+    ``.pxd`` of the package (``.py`` read with ``ast``; Cython, which ``ast`` cannot parse,
+    line by line)."""
+    modules = _modules()
+    return {name: _imports(name, modules)[0] for name in modules}
 
-    def from_import(module, names):
-        """``from .module import names`` (``module`` relative to the package, "" for the package)."""
-        if module:
-            return {module.split(".")[0]}
-        return {n if n in modules else "__init__" for n in names}   # from . import a, b
 
-    graph = {}
-    for name in modules:
-        edges = set()
-        path = PACKAGE / f"{name}.py"
-        if path.is_file():
-            for node in ast.walk(ast.parse(path.read_text(), filename=path.name)):
-                names = [a.name for a in node.names] if isinstance(node, (ast.Import, ast.ImportFrom)) else []
-                if isinstance(node, ast.ImportFrom):
-                    if node.level == 1:
-                        edges |= from_import(node.module, names)
-                    elif node.level == 0 and (node.module or "").split(".")[0] == PACKAGE.name:
-                        edges |= from_import(node.module.partition(".")[2], names)
-                elif isinstance(node, ast.Import):
-                    for parts in (n.split(".") for n in names):
-                        if parts[0] == PACKAGE.name:
-                            edges.add(parts[1] if len(parts) > 1 else "__init__")
-        else:
-            for source, names, plain in _PYX_IMPORT.findall((PACKAGE / f"{name}.pyx").read_text()):
-                if plain:
-                    edges.add(plain)
-                    continue
-                names = [n.split()[0] for n in names.strip("()").split(",") if n.strip()]
-                module = source[1:] if source.startswith(".") else source.partition(".")[2]
-                edges |= from_import(module, names)
-        graph[name] = {m for m in edges if m in modules and m != name}
-    return graph
+def _layer(module):
+    """The index in LAYERS of ``module``'s layer, or None."""
+    for i, (_, patterns) in enumerate(LAYERS):
+        for pattern in patterns:
+            if pattern.endswith(".*"):
+                package = pattern[:-2]
+                if module == package or module.startswith(package + "."):
+                    return i
+            elif module == pattern:
+                return i
+    return None
+
+
+def _upward_imports(graph):
+    """Every import of a module by a module of a lower layer: ``[(importer, imported)]``."""
+    return sorted((a, b) for a, edges in graph.items() for b in edges if _layer(b) > _layer(a))
 
 
 def _cycle(graph):
@@ -149,15 +243,54 @@ def _cycle(graph):
     return None
 
 
-def test_the_import_graph_of_mappedbus_py_has_no_circle():
+def test_the_import_graph_is_read_from_every_kind_of_source():
     graph = _import_graph()
-    assert {"cli", "inspect", "inspect_rolling", "rolling", "jvm", "_reader", "_writer"} <= graph.keys()
-    assert "inspect" in graph["inspect_rolling"] and "inspect_rolling" in graph["cli"]
-    assert {"_mapping", "_writer", "layout"} <= graph["_reader"]   # the .pyx are read too
-    cycle = _cycle(graph)
+    assert {"tools.cli", "tools.views", "rolling", "jvm", "_core._reader", "_core._writer",
+            "formats.layout", "rolling._rolling"} <= graph.keys()
+    assert {"_core._mapping", "_core._writer", "formats.layout", "errors"} <= graph["_core._reader"]
+    assert {"_core._atomic", "_core._guard"} <= graph["_core._reader"]   # a .pyx's cimports
+    assert {"_core._reader", "_core._consumers"} <= graph["rolling._rolling"]   # .pxd, absolute
+    assert {"tools.views", "formats.layout", "messages"} <= graph["tools.cli"]
+    assert "_core._reader" in graph["__init__"] and "tools.cli" in graph["__main__"]
+
+
+def test_every_module_has_a_layer():
+    assert not [m for m in _import_graph() if _layer(m) is None]
+
+
+def test_no_module_imports_a_higher_layer():
+    upward = _upward_imports(_import_graph())
+    assert not upward, "imports of a higher layer: " + ", ".join(
+        f"{a} ({LAYERS[_layer(a)][0]}) -> {b} ({LAYERS[_layer(b)][0]})" for a, b in upward)
+
+
+def test_the_import_graph_of_mappedbus_py_has_no_circle():
+    cycle = _cycle(_import_graph())
     assert cycle is None, "import circle: " + " -> ".join(cycle)
 
 
-def test_the_cycle_finder_finds_a_circle():
+def test_the_checks_find_a_circle_and_an_upward_import():
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b"}, "b": set()}) is None
+    graph = {"formats.layout": {"errors"}, "errors": set(), "_core._reader": {"formats.layout"},
+             "formats.files": {"rolling.reader"}, "rolling.reader": set()}
+    assert _upward_imports(graph) == [("formats.files", "rolling.reader")]
+
+
+def test_the_top_level_holds_only_what_users_import():
+    top = {m for m in _modules() if "." not in m} - {"_core", "formats", "rolling", "tools"}
+    assert top == TOP_LEVEL
+
+
+def test_an_optional_dependency_is_imported_by_its_one_module():
+    modules = _modules()
+    users = {}
+    for name in modules:
+        for other in _imports(name, modules)[1] & OPTIONAL.keys():
+            users.setdefault(other, set()).add(name)
+    assert users == {dep: {module} for dep, module in OPTIONAL.items()}
+
+
+def test_no_module_is_named_like_a_standard_library_module():
+    names = {m.rpartition(".")[2] for m in _modules()} - {"__init__", "__main__"}
+    assert not names & set(sys.stdlib_module_names), names & set(sys.stdlib_module_names)

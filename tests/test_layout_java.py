@@ -4,7 +4,7 @@ import subprocess
 import pytest
 
 from mappedbus_py import jvm
-from mappedbus_py.layout import CONSTANTS
+from mappedbus_py.formats.layout import CONSTANTS
 from procs import java_or_skip
 
 pytestmark = pytest.mark.java

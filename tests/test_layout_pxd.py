@@ -1,6 +1,6 @@
 """The offsets Cython code compiles in (_layout.pxd) are layout.py's."""
-from mappedbus_py import layout
-from mappedbus_py._rolling import PXD_CONSTANTS
+from mappedbus_py.formats import layout
+from mappedbus_py.rolling._rolling import PXD_CONSTANTS
 
 
 def test_the_cimportable_layout_matches_layout_py():
@@ -11,7 +11,7 @@ def test_the_cimportable_layout_matches_layout_py():
 def test_no_literal_record_offsets_in_the_hot_paths():
     import pathlib
     import re
-    root = pathlib.Path(layout.__file__).parent
-    for name in ("_writer.pyx", "_reader.pyx", "_rolling.pyx"):
+    root = pathlib.Path(layout.__file__).parent.parent
+    for name in ("_core/_writer.pyx", "_core/_reader.pyx", "rolling/_rolling.pyx"):
         text = (root / name).read_text()
         assert not re.search(r"\brec \+ [48]\b|_cur \+ 8\b", text), name

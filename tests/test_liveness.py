@@ -8,11 +8,11 @@ import time
 
 import pytest
 
-from mappedbus_py._liveness import Hold, LiveFile, Liveness
+from mappedbus_py._core._liveness import Hold, LiveFile, Liveness
 
 HOLD_AND_WAIT = """
 import os, sys, time
-from mappedbus_py._liveness import LiveFile, Hold
+from mappedbus_py._core._liveness import LiveFile, Hold
 f = LiveFile(os.open(sys.argv[1], os.O_RDWR | os.O_CLOEXEC))
 assert f.hold(int(sys.argv[2])) == Hold.TAKEN
 print("held", flush=True)

@@ -10,9 +10,9 @@ import pytest
 
 from conftest import GOLDEN
 from mappedbus_py import MappedBusReader, MappedBusWriter
-from mappedbus_py.busmeta import meta_path, read_meta
+from mappedbus_py.formats.busmeta import meta_path, read_meta
 from mappedbus_py.errors import BusMismatchError, CorruptBusError
-from mappedbus_py.layout import record_offset
+from mappedbus_py.formats.layout import record_offset
 
 SIZE = 100_000
 

@@ -175,8 +175,8 @@ def test_sdist_holds_what_building_the_wheel_needs(dists):
               "interop/build.sh", "interop/build_spark.sh",
               "build/jvm/mappedbuspy.jar", "build/jvm/mappedbuspy-spark.jar",
               "build/jvm/mappedbuspy-tools.jar",
-              "mappedbus_py/_reader.pyx", "mappedbus_py/_reader.pxd", "mappedbus_py/_atomic.h",
-              "mappedbus_py/_wake.h", "mappedbus_py/_wakefd.h", "interop/native/wake_jni.c",
+              "mappedbus_py/_core/_reader.pyx", "mappedbus_py/_core/_reader.pxd", "mappedbus_py/_core/_atomic.h",
+              "mappedbus_py/_core/_wake.h", "mappedbus_py/_core/_wakefd.h", "interop/native/wake_jni.c",
               "interop/build_native.sh",
               "interop/src/spark/resources/META-INF/services/"
               "org.apache.spark.sql.sources.DataSourceRegister"}
@@ -319,7 +319,7 @@ def test_readme_examples_pass_mypy_strict_with_the_installed_wheel_outside_the_c
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     # The package and its stubs came from the installed wheel, nothing from the checkout.
     parsed = re.findall(r"Parsing (\S+) \((mappedbus_py[\w.]*)\)", proc.stderr)
-    assert {m for _, m in parsed} >= {"mappedbus_py", "mappedbus_py._reader", "mappedbus_py.rolling"}
+    assert {m for _, m in parsed} >= {"mappedbus_py", "mappedbus_py._core._reader", "mappedbus_py.rolling"}
     site = venv.resolve()
     assert all(pathlib.Path(f).resolve().is_relative_to(site) for f, _ in parsed), parsed
     assert any(f.endswith("_reader.pyi") for f, _ in parsed)

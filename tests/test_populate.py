@@ -59,7 +59,7 @@ def test_prefault_maps_everything_and_a_batch_maps_as_it_goes(bus_path):
 
 
 def test_a_background_fallocate_grows_the_file_and_its_result_is_waited_for(bus_path):
-    from mappedbus_py._rolling import BackgroundCall
+    from mappedbus_py.rolling._rolling import BackgroundCall
     fd = os.open(bus_path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         call = BackgroundCall.fallocate(fd, 8 << 20)
@@ -72,7 +72,7 @@ def test_a_background_fallocate_grows_the_file_and_its_result_is_waited_for(bus_
 
 
 def test_a_background_populate_maps_every_page_of_a_writer(bus_path):
-    from mappedbus_py._rolling import BackgroundCall
+    from mappedbus_py.rolling._rolling import BackgroundCall
     with MappedBusWriter(bus_path, SIZE, 12) as w:
         assert mapped_kb(bus_path) < 1024
         call = BackgroundCall.populate(w, True)
@@ -87,7 +87,7 @@ def test_a_background_populate_maps_every_page_of_a_writer(bus_path):
 
 
 def test_a_forked_child_never_waits_for_its_parents_background_call(bus_path):
-    from mappedbus_py._rolling import BackgroundCall
+    from mappedbus_py.rolling._rolling import BackgroundCall
     fd = os.open(bus_path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
         call = BackgroundCall.fallocate(fd, 256 << 20)

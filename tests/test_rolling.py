@@ -15,9 +15,10 @@ import pytest
 
 from mappedbus_py import (BusGapError, BusMismatchError, BusReplacedError, MappedBusReader,
                           MappedBusWriter, PriceUpdate, RollingBusReader, RollingBusWriter)
-from mappedbus_py import cli, rolling
-from mappedbus_py.busmeta import BusMeta, write_meta
-from mappedbus_py.layout import META_FILE, segment_name
+from mappedbus_py.tools import cli
+from mappedbus_py import rolling
+from mappedbus_py.formats.busmeta import BusMeta, write_meta
+from mappedbus_py.formats.layout import META_FILE, segment_name
 
 from java_original import ORIGINAL_JAR
 

@@ -118,7 +118,8 @@ def test_a_writer_killed_while_creating_a_segment_leaves_a_bus_others_continue(b
 
 CLAIM_HOLDER = """
 import fcntl, os, sys, time
-from mappedbus_py import layout, rolling
+from mappedbus_py.formats import layout
+from mappedbus_py import rolling
 bus, seg = sys.argv[1], int(sys.argv[2])
 fd = os.open(os.path.join(bus, layout.META_FILE), os.O_WRONLY)
 fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, layout.SEGMENT_CLAIM_BASE + 1)
@@ -159,7 +160,7 @@ def test_a_writer_that_must_roll_waits_for_the_segment_another_process_claimed(b
 
 CLAIM_PROBE = """
 import fcntl, os, sys
-from mappedbus_py import layout
+from mappedbus_py.formats import layout
 fd = os.open(os.path.join(sys.argv[1], layout.META_FILE), os.O_WRONLY)
 try:
     fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, layout.SEGMENT_CLAIM_BASE + 1)

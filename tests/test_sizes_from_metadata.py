@@ -6,7 +6,7 @@ import pathlib
 import pytest
 
 from mappedbus_py import BusMismatchError, MappedBusReader, MappedBusWriter, PriceUpdate
-from mappedbus_py.busmeta import meta_path
+from mappedbus_py.formats.busmeta import meta_path
 
 SIZE = 100_000
 

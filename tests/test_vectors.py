@@ -5,8 +5,8 @@ import pathlib
 
 import pytest
 
-from mappedbus_py.busmeta import BusMeta
-from mappedbus_py.layout import join_position, record_index, slot_size
+from mappedbus_py.formats.busmeta import BusMeta
+from mappedbus_py.formats.layout import join_position, record_index, slot_size
 from mappedbus_py.rolling import (consumer_blockers, consumer_retention, consumer_segment,
                                   end_boundary, gap_range, spare_trigger, locate, on_grid, records_between,
                                   retention_plan, slots_per_segment)

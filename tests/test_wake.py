@@ -1,4 +1,4 @@
-"""Idle readers park on the wake file beside the bus and writers wake them (mappedbus_py/_wake.h).
+"""Idle readers park on the wake file beside the bus and writers wake them (mappedbus_py/_core/_wake.h).
 
 Timing assertions here are loose on purpose (a shared 2-core machine): a parked reader is given
 a self-wake bound of a second or more, so a record delivered well within it came by a wake, and
@@ -21,8 +21,8 @@ import pytest
 
 from mappedbus_py import (BusReplacedError, BusTruncatedError, MappedBusReader, MappedBusWriter,
                           RollingBusReader, RollingBusWriter)
-from mappedbus_py import layout
-from mappedbus_py._wake import C_CONSTANTS, WakeFile
+from mappedbus_py.formats import layout
+from mappedbus_py._core._wake import C_CONSTANTS, WakeFile
 
 SIZE = 1 << 20
 LONG_PARK = dict(idle="park", park=2.0, park_max=2.0)   # a lost wake-up costs 2 s
@@ -146,7 +146,7 @@ def test_the_lost_wake_up_window_hammered_a_million_times_never_waits_for_the_se
     import pyximport
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     pyximport.install(build_dir=os.path.join(root, "build", "test-pyx"), language_level=3,
-                      setup_args={"include_dirs": [os.path.join(root, "mappedbus_py"), root]})
+                      setup_args={"include_dirs": [os.path.join(root, "mappedbus_py", "_core"), root]})
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import wake_hammer
     n = 1_000_000

@@ -1,6 +1,6 @@
 """Python and Java wake each other through the one wake file beside a bus (issue 22): a Python writer
 wakes a Java reader parked in ``waitNext``, a Java writer wakes a Python reader parked in
-``read``. The Java side calls the same protocol (mappedbus_py/_wake.h) through its JNI library.
+``read``. The Java side calls the same protocol (mappedbus_py/_core/_wake.h) through its JNI library.
 
 Timing is asserted loosely (a shared 2-core machine): the parked reader's self-wake bound is 2 s,
 so a record delivered well inside it came by a wake; one that took the whole bound is a lost
@@ -17,12 +17,12 @@ import time
 import pytest
 
 from mappedbus_py import MappedBusReader, MappedBusWriter, jvm
-from mappedbus_py import layout
+from mappedbus_py.formats import layout
 from tests import procs
 
 pytestmark = pytest.mark.java
 
-WakeFile = pytest.importorskip("mappedbus_py._wake").WakeFile
+WakeFile = pytest.importorskip("mappedbus_py._core._wake").WakeFile
 
 TESTS_JAR = (jvm.pathlib.Path(os.environ["MAPPEDBUS_PY_JARS"]) if os.environ.get("MAPPEDBUS_PY_JARS")
              else jvm.BUILD) / "mappedbuspy-tests.jar"

@@ -11,7 +11,8 @@ import pytest
 
 import procs
 from java_original import client_command
-from mappedbus_py import MappedBusReader, MappedBusWriter, jvm, layout
+from mappedbus_py import MappedBusReader, MappedBusWriter, jvm
+from mappedbus_py.formats import layout
 
 pytestmark = [pytest.mark.java, pytest.mark.original]
 

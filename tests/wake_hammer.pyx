@@ -1,5 +1,5 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
-"""The lost-wake-up window hammered with the wake protocol itself (mappedbus_py/_wake.h): a
+"""The lost-wake-up window hammered with the wake protocol itself (mappedbus_py/_core/_wake.h): a
 forked parker waits for record i exactly as a reader does (prepare, look, wait, done) while
 the writer commits record i after a random delay that lands before, inside and after the
 parker's registration, then wakes as a writer does. Built on first use by pyximport."""
@@ -9,8 +9,8 @@ import os
 from libc.stdint cimport int32_t, int64_t, uint32_t
 from posix.unistd cimport getppid, pid_t
 
-from mappedbus_py._atomic cimport load_acquire_i32, cas_i32, load_acquire_i64, store_release_i64, cpu_relax
-from mappedbus_py._wake cimport (wake_init, wake_claim, wake_prepare, wake_seq, wake_wait, wake_done,
+from mappedbus_py._core._atomic cimport load_acquire_i32, cas_i32, load_acquire_i64, store_release_i64, cpu_relax
+from mappedbus_py._core._wake cimport (wake_init, wake_claim, wake_prepare, wake_seq, wake_wait, wake_done,
                                  wake_needed, wake_all, wake_now_ns)
 
 cdef enum:

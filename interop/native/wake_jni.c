@@ -1,6 +1,6 @@
 /* The system calls the JDK lacks: those of the wake file's protocol, and posix_fallocate and madvise for a
  * rolling writer's next segment (io.mappedbuspy.DiskSpace). The Java port (io.mappedbuspy.WakeFile) runs
- * the protocol of mappedbus_py/_wake.h itself, in Java: every load, store and read-modify-write of the
+ * the protocol of mappedbus_py/_core/_wake.h itself, in Java: every load, store and read-modify-write of the
  * mapped file goes through the JVM's Unsafe, whose fault on a page past the end of a file truncated
  * under the mapping is an InternalError. Nothing here reads or writes the mapping: a fault in native
  * code would be a SIGBUS that ends the JVM. The futex calls take the word's address, and on a page
@@ -105,7 +105,7 @@ JNIEXPORT jlong JNICALL Java_io_mappedbuspy_WakeFile_nConstant(JNIEnv *env, jcla
     return i >= 0 && i < (jint)(sizeof c / sizeof c[0]) ? c[i] : -1;
 }
 
-/* Liveness (mappedbus_py/_liveness.h; docs/design/side-files.md): an OFD write lock on one byte of a side
+/* Liveness (mappedbus_py/_core/_liveness.h; docs/design/side-files.md): an OFD write lock on one byte of a side
  * file, through the descriptor of a FileChannel the holder opened itself (UnsafeAccess.descriptor). Each
  * returns _liveness.h's codes: LIVE_TAKEN/LIVE_BUSY, LIVE_DEAD/LIVE_ALIVE, or LIVE_ERROR. */
 JNIEXPORT jint JNICALL Java_io_mappedbuspy_Liveness_nHold(JNIEnv *env, jclass cls, jint fd, jlong byte) {

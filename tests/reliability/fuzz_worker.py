@@ -30,7 +30,7 @@ from hypothesis import HealthCheck, Phase, given, seed, settings, strategies as 
 
 from mappedbus_py import (BusFullError, CorruptBusError, MappedBusReader, MappedBusWriter,
                           PriceUpdate, Trade)
-from mappedbus_py.cli import main as cli_main
+from mappedbus_py.tools.cli import main as cli_main
 
 ALLOWED = (CorruptBusError, BusFullError, ValueError, OSError)
 CASE_SECONDS = 20

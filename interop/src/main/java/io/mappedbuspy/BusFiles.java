@@ -20,7 +20,7 @@ import java.util.Set;
 /**
  * The files around a bus, checked before they are trusted: never through a symbolic link, nothing but
  * regular files, owner and mode checked; small files (metadata) written atomically. Mirrors
- * {@code mappedbus_py/files.py}.
+ * {@code mappedbus_py/formats/files.py}.
  */
 public final class BusFiles {
     private static final SecureRandom RANDOM = new SecureRandom();

@@ -17,7 +17,7 @@ import java.util.Objects;
 
 /**
  * A bus's metadata file: kind, sizes, identity and creation time, which the Mappedbus 0.5.1 format never
- * stores. The format is in {@code mappedbus_py/layout.py}'s docstring; {@code mappedbus_py/busmeta.py}
+ * stores. The format is in {@code mappedbus_py/formats/layout.py}'s docstring; {@code mappedbus_py/formats/busmeta.py}
  * reads and writes the same files. Immutable.
  */
 public final class BusMeta {

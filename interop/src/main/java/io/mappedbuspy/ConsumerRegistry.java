@@ -14,7 +14,7 @@ import java.util.concurrent.locks.LockSupport;
 
 /**
  * The consumer registry beside a bus ({@code PATH.consumers}, or {@code DIR/bus.consumers}; layout in {@link Layout}).
- * The protocol is {@code mappedbus_py/_consumers.h}'s, ported step by step with the same memory orders (each step
+ * The protocol is {@code mappedbus_py/_core/_consumers.h}'s, ported step by step with the same memory orders (each step
  * names the C function it mirrors), through {@link MemoryMappedFile}'s Unsafe accessors as {@link WakeFile} ports
  * {@code _wake.h}. Liveness (a holder's pid and its start time, /proc/PID/stat field 22) is pure Java here: no JNI.
  *

@@ -32,7 +32,7 @@ package io.mappedbuspy;
  *
  * <p>Readers of this project park on a <em>wake file</em> beside the bus ({@code PATH + WAKE_SUFFIX}, or
  * {@code DIR/WAKE_FILE} for a rolling bus), never inside the bus file, which writers of this project look at
- * after each commit ({@link WakeFile}; the protocol is {@code mappedbus_py/_wake.h}):
+ * after each commit ({@link WakeFile}; the protocol is {@code mappedbus_py/_core/_wake.h}):
  *
  * <pre>
  *  0            8             12                64            68            72
@@ -58,7 +58,7 @@ package io.mappedbuspy;
  *
  * <p>Named consumers keep their positions in a <em>consumer registry</em> beside the bus ({@code PATH +
  * CONSUMERS_SUFFIX}, or {@code DIR/CONSUMERS_FILE} for a rolling bus), {@link #CONSUMERS_FILE_SIZE} bytes, all zero
- * when new ({@link ConsumerRegistry}; the protocol is {@code mappedbus_py/_consumers.h}):
+ * when new ({@link ConsumerRegistry}; the protocol is {@code mappedbus_py/_core/_consumers.h}):
  *
  * <pre>
  *  0            8             12               64                     72
@@ -92,7 +92,7 @@ package io.mappedbuspy;
  * <p>The Spark connector's exactly-once sink keeps a <em>commit log</em> beside the bus ({@code PATH +
  * COMMIT_LOG_SUFFIX}, or {@code DIR/COMMIT_LOG_FILE} for a rolling bus): an append-only file of
  * {@link #COMMIT_ENTRY_SIZE}-byte entries appended under an exclusive file lock (docs/files-and-rolling.md, "Spark
- * sink commit log"; {@code mappedbus_py/commitlog.py} reads it):
+ * sink commit log"; {@code mappedbus_py/formats/commitlog.py} reads it):
  *
  * <pre>
  *  +0          +4         +8             +16            +24          +32           +36    +40

@@ -4,7 +4,7 @@ import java.nio.channels.FileChannel;
 
 /**
  * Whether the holder of a side file's slot is alive, as the kernel keeps it: an open-file-description
- * (OFD) write lock on one byte of the file, the slot's first byte (mappedbus_py/_liveness.h; design in
+ * (OFD) write lock on one byte of the file, the slot's first byte (mappedbus_py/_core/_liveness.h; design in
  * docs/design/side-files.md, "Liveness"). The kernel drops the lock when its holder dies, and any
  * process sharing the file sees it, in any pid namespace; a pid is no proof across containers, and a
  * zombie's pid looks alive.

@@ -479,7 +479,7 @@ public final class RollingDir {
         }
     }
 
-    // Test hook, the same as mappedbus_py/rolling.py's: MAPPEDBUS_TEST_ROLL_STALL=before-link|after-link makes a
+    // Test hook, the same as mappedbus_py/rolling/__init__.py's: MAPPEDBUS_TEST_ROLL_STALL=before-link|after-link makes a
     // segment creator stop forever there (tests SIGKILL it), to show that a creator killed mid-roll leaves a bus
     // that others continue.
     private static void stall(String where) {

@@ -12,7 +12,7 @@ import java.util.concurrent.locks.LockSupport;
 
 /**
  * The wake file beside a bus ({@code PATH.wake}, or {@code DIR/bus.wake} for a rolling bus; layout in
- * {@link Layout}): readers park on it, writers wake them. The protocol is {@code mappedbus_py/_wake.h}'s, ported
+ * {@link Layout}): readers park on it, writers wake them. The protocol is {@code mappedbus_py/_core/_wake.h}'s, ported
  * here statement by statement with the same memory orders (each step names the C function it mirrors): every
  * access to the file goes through {@link MemoryMappedFile}'s Unsafe accessors, and the JNI library
  * {@value #LIBRARY_NAME} ({@code interop/native/wake_jni.c}) only makes the system calls: FUTEX_WAIT and FUTEX_WAKE

@@ -5,7 +5,7 @@ import java.lang.invoke.VarHandle;
 import java.nio.file.Path;
 
 /**
- * The wake file's protocol, {@code mappedbus_py/_wake.h}, statement by statement: each step names the C function it
+ * The wake file's protocol, {@code mappedbus_py/_core/_wake.h}, statement by statement: each step names the C function it
  * mirrors and takes the address {@code w} of the mapped file (or of {@link WakeFile}'s page of zeros), as the C
  * functions take its {@code char *}. The memory orders are {@code _atomic.h}'s: its seq-cst compare-and-swap,
  * fetch-add, exchange, load and store are Unsafe's compareAndSwapInt, getAndAddInt, getAndSetInt, getIntVolatile

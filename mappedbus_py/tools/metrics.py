@@ -16,14 +16,14 @@ import stat as _stat
 import threading
 import time
 
-from .busmeta import meta_path, read_meta
-from .files import open_file
-from .layout import (FIRST_RECORD_OFFSET, LIMIT_OFFSET, META_FILE, STATUS_COMMITTED,
+from ..formats.busmeta import meta_path, read_meta
+from ..formats.files import open_file
+from ..formats.layout import (FIRST_RECORD_OFFSET, LIMIT_OFFSET, META_FILE, STATUS_COMMITTED,
                      STATUS_NOT_SET, STATUS_ROLLED_BACK, WAKE_FILE, WAKE_MAGIC,
                      WAKE_PARKED_OFFSET, WAKE_SUFFIX, join_position, slot_size)
-from .rolling import (end_boundary, list_segments, open_dir, read_bus_meta, segment_path,
+from ..rolling import (end_boundary, list_segments, open_dir, read_bus_meta, segment_path,
                       slots_per_segment)
-from .rolling import locate, records_between as _records_to
+from ..rolling import locate, records_between as _records_to
 
 __all__ = ("SlotCounter", "BusCounter", "BusSnapshot", "open_bus", "parked_readers",
            "list_consumers", "records_between", "BusCollector", "serve",
@@ -365,7 +365,7 @@ def parked_readers(path, rolling):
 def list_consumers(path):
     """``mappedbus_py.consumers(path)``: the bus's registered consumers ([] without a
     registry). A corrupt registry raises CorruptBusError."""
-    from .consumers import consumers
+    from ..consumers import consumers
     return consumers(path, allow_foreign=True)
 
 

@@ -42,24 +42,24 @@ import stat
 import struct
 import time
 
-from ._reader import (DEFAULT_TIMEOUT, DEFAULT_SPIN, DEFAULT_PARK, DEFAULT_PARK_MAX,
+from .._core._reader import (DEFAULT_TIMEOUT, DEFAULT_SPIN, DEFAULT_PARK, DEFAULT_PARK_MAX,
                       _check_idle, MappedBusReader, _check_position, _check_start,
                       _check_rollback_timeout)
-from ._record import Record
+from .._core._record import Record
 from ._rolling import BackgroundCall, RollingReaderBase, RollingWriterBase
-from ._timeouts import check_timeout as _check_timeout
-from ._wake import WakeFile
-from ._consumers import ConsumerRegistry, check_name as _check_consumer_name
-from ._wakefd import WakeFd
-from ._writer import MappedBusWriter, _as_size, _check_sizes
-from . import aio as _aio
-from .busmeta import BusMeta, read_meta, write_meta
-from .errors import (BusBackPressureError, BusClosedError, BusFullError, BusGapError,
+from .._core._timeouts import check_timeout as _check_timeout
+from .._core._wake import WakeFile
+from .._core._consumers import ConsumerRegistry, check_name as _check_consumer_name
+from .._core._wakefd import WakeFd
+from .._core._writer import MappedBusWriter, _as_size, _check_sizes
+from .. import aio as _aio
+from ..formats.busmeta import BusMeta, read_meta, write_meta
+from ..errors import (BusBackPressureError, BusClosedError, BusFullError, BusGapError,
                      BusMismatchError, BusReplacedError, CorruptBusError,
                      RecordsRolledBackError, UnsafeBusFileError)
-from .files import check_trusted, open_file
-from .messages import Message
-from .layout import (CONSUMERS_FILE, ON_CONSUMER_LAG, WAKE_FILE, FIRST_RECORD_OFFSET,
+from ..formats.files import check_trusted, open_file
+from ..messages import Message
+from ..formats.layout import (CONSUMERS_FILE, ON_CONSUMER_LAG, WAKE_FILE, FIRST_RECORD_OFFSET,
                      SEGMENT_CLAIM_BASE, SEGMENT_CLAIM_WAIT_MS,
                      is_record_boundary, join_position, split_position, HEADER_SIZE, META_FILE, SEGMENT_SUFFIX, TMP_PREFIX,
                      mapped_size, segment_index, segment_name, slot_size)

@@ -10,9 +10,9 @@ from libc.string cimport memcpy
 from ._atomic cimport load_acquire_i32, load_acquire_i64
 from ._mapping cimport MappedFile
 from ._wake cimport wake_proc_start
-from .errors import (BusLockTimeoutError, BusMismatchError, BusTruncatedError,
+from ..errors import (BusLockTimeoutError, BusMismatchError, BusTruncatedError,
                      ConsumerInUseError, CorruptBusError)
-from .layout import CONSUMERS_FILE_SIZE as _LAYOUT_SIZE
+from ..formats.layout import CONSUMERS_FILE_SIZE as _LAYOUT_SIZE
 
 cdef extern from "_consumers.h" nogil:
     int CONSUMERS_MAGIC_OFFSET, CONSUMERS_VERSION_OFFSET, CONSUMERS_LOCK_OFFSET

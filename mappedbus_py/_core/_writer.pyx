@@ -20,9 +20,9 @@ from cpython.mem cimport PyMem_Calloc, PyMem_Free
 from cpython.tuple cimport PyTuple_GET_SIZE, PyTuple_GET_ITEM
 
 from ._mapping import DEFAULT_LOCK_TIMEOUT, check_lock_timeout, check_mode
-from .busmeta import meta_path, read_meta
-from .errors import BusClosedError, BusFullError, CorruptBusError, RecordsRolledBackError
-from .layout import FIRST_RECORD_OFFSET, HEADER_SIZE, MAX_RECORD_SIZE, WAKE_SUFFIX
+from ..formats.busmeta import meta_path, read_meta
+from ..errors import BusClosedError, BusFullError, CorruptBusError, RecordsRolledBackError
+from ..formats.layout import FIRST_RECORD_OFFSET, HEADER_SIZE, MAX_RECORD_SIZE, WAKE_SUFFIX
 
 cdef extern from *:
     """

@@ -27,8 +27,8 @@ from ._consumers cimport ConsumerRegistry, consumer_entry, consumer_commit
 from ._mapping import DEFAULT_LOCK_TIMEOUT, check_lock_timeout
 from ._timeouts import check_timeout as _check_timeout
 from ._writer import _check_sizes, _check_limit, _check_path, _reopen, _resolve_sizes
-from .errors import BusClosedError, BusFullError, BusReplacedError, CorruptBusError
-from .layout import (FIRST_RECORD_OFFSET, HEADER_SIZE, DEFAULT_TIMEOUT_MS, MIN_ROLLBACK_TIMEOUT_MS,
+from ..errors import BusClosedError, BusFullError, BusReplacedError, CorruptBusError
+from ..formats.layout import (FIRST_RECORD_OFFSET, HEADER_SIZE, DEFAULT_TIMEOUT_MS, MIN_ROLLBACK_TIMEOUT_MS,
                      DEFAULT_PARK_NS, DEFAULT_PARK_MAX_NS, DEFAULT_SPIN_NS, WAKE_SUFFIX,
                      CONSUMERS_SUFFIX)
 from ._consumers import check_name as _check_consumer_name
@@ -953,12 +953,12 @@ cdef class MappedBusReader:
     def read_async(self, timeout=None):
         """``read(timeout)`` to ``await``: polls without blocking the event loop (see
         ``mappedbus_py.aio``)."""
-        from . import aio
+        from .. import aio
         return aio.read_async(self, timeout)
 
     def records_async(self, timeout=None):
         """``records(timeout)`` for ``async for``, without blocking the event loop."""
-        from . import aio
+        from .. import aio
         return aio.records_async(self, timeout)
 
     def read_batch(self, out, meta=None, timeout=None):

@@ -19,11 +19,11 @@ from posix.mman cimport mmap, munmap, PROT_READ, PROT_WRITE, MAP_SHARED, MAP_FAI
 from ._atomic cimport load_acquire_i64, cas_i64
 from ._guard cimport guard_install, guard_register, guard_unregister
 
-from .busmeta import BusMeta, meta_path, read_meta, write_meta
-from .errors import (BusLockTimeoutError, BusMismatchError, BusReplacedError,
+from ..formats.busmeta import BusMeta, meta_path, read_meta, write_meta
+from ..errors import (BusLockTimeoutError, BusMismatchError, BusReplacedError,
                      BusTruncatedError)
-from .files import open_file
-from .layout import FIRST_RECORD_OFFSET, PAGE_SIZE
+from ..formats.files import open_file
+from ..formats.layout import FIRST_RECORD_OFFSET, PAGE_SIZE
 
 DEFAULT_LOCK_TIMEOUT = 10.0
 

@@ -17,9 +17,9 @@ import struct
 from collections import Counter
 from typing import NamedTuple, Optional
 
-from .busmeta import meta_path, read_meta
-from .files import open_file
-from .layout import (FIRST_RECORD_OFFSET, LIMIT_OFFSET, META_MAGIC, PAYLOAD_OFFSET,
+from ..formats.busmeta import meta_path, read_meta
+from ..formats.files import open_file
+from ..formats.layout import (FIRST_RECORD_OFFSET, LIMIT_OFFSET, META_MAGIC, PAYLOAD_OFFSET,
                      STATUS_COMMITTED, STATUS_NOT_SET, STATUS_ROLLED_BACK, is_record_boundary,
                      slot_size)
 
@@ -187,8 +187,8 @@ def consumer_entries(path):
     """The consumers of the bus at ``path`` (a file or a rolling bus's directory) as the
     ``consumers`` objects of the JSON schema (``docs/cli.md``), by name; [] without a
     registry. A corrupt registry is InspectError, one line naming the registry."""
-    from .consumers import registry_path
-    from .errors import MappedBusError
+    from ..consumers import registry_path
+    from ..errors import MappedBusError
     from .metrics import list_consumers
     try:
         rows = list_consumers(path)

@@ -10,16 +10,16 @@ import time
 cimport cython
 from posix.unistd cimport getpid
 
-from ._record cimport Record
-from ._reader cimport MappedBusReader, END
-from ._writer cimport MappedBusWriter
-from ._layout cimport (LIMIT_OFFSET, FIRST_RECORD_OFFSET, STATUS_OFFSET, METADATA_OFFSET,
+from .._core._record cimport Record
+from .._core._reader cimport MappedBusReader, END
+from .._core._writer cimport MappedBusWriter
+from .._core._layout cimport (LIMIT_OFFSET, FIRST_RECORD_OFFSET, STATUS_OFFSET, METADATA_OFFSET,
                        PAYLOAD_OFFSET, HEADER_SIZE)
-from ._guard cimport guard_is_dead
-from ._atomic cimport load_acquire_i64
-from ._consumers cimport ConsumerRegistry, consumer_entry, consumer_commit
+from .._core._guard cimport guard_is_dead
+from .._core._atomic cimport load_acquire_i64
+from .._core._consumers cimport ConsumerRegistry, consumer_entry, consumer_commit
 
-from .errors import BusClosedError, BusFullError
+from ..errors import BusClosedError, BusFullError
 
 #: _layout.pxd's offsets as compiled, for the test that checks them against layout.py.
 PXD_CONSTANTS = {

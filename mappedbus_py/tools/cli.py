@@ -21,10 +21,11 @@ import stat as _stat
 import sys
 import time
 
-from . import inspect, inspect_rolling, messages
-from .errors import MappedBusError
-from .inspect import STATUS_NAMES, InspectError, escape
-from .layout import FIRST_RECORD_OFFSET, META_FILE
+from .. import messages
+from . import views, views_rolling
+from ..errors import MappedBusError
+from .views import STATUS_NAMES, InspectError, escape
+from ..formats.layout import FIRST_RECORD_OFFSET, META_FILE
 from .metrics import DEFAULT_HOST, DEFAULT_PORT
 
 __all__ = ("main", "parse_layout")
@@ -315,8 +316,8 @@ def _dump(rows, a, layout, type_id, out, shown=0, header=True):
 def _follow(d, a, layout, type_id, out, shown):
     """--follow: every record committed from the limit the dump stopped at, as it comes (the
     reader parks between records; writers wake it)."""
-    from ._reader import MappedBusReader
-    from .rolling import RollingBusReader
+    from .._core._reader import MappedBusReader
+    from ..rolling import RollingBusReader
     rolling = d["kind"] == "rolling"
     start = d["positions"]["limit"]
     if rolling:
@@ -327,7 +328,7 @@ def _follow(d, a, layout, type_id, out, shown):
                                  read_only=True)
     with reader:
         rows = ((rec.position, reader.segment if rolling else None,
-                 inspect.Slot(rec.position, 1, rec.meta, rec.payload))
+                 views.Slot(rec.position, 1, rec.meta, rec.payload))
                 for rec in reader.records(timeout=a.idle_exit))
         return _dump(rows, a, layout, type_id, out, shown, header=False)
 
@@ -373,7 +374,7 @@ def _print_consumers(rows, out, indent=""):
 
 def _consumers_cmd(a, out):
     _check_bus(a.path)
-    rows = inspect.consumer_entries(a.path)
+    rows = views.consumer_entries(a.path)
     if a.json:
         json.dump({"path": a.path, "consumers": rows}, out)
         out.write("\n")
@@ -388,7 +389,7 @@ def _exporter(a, out):
     from .metrics import serve
     for path in a.paths:
         _check_bus(path)
-        inspect.consumer_entries(path)       # a corrupt registry: refused now, one line
+        views.consumer_entries(path)       # a corrupt registry: refused now, one line
     try:
         server, _, stop = serve(a.paths, a.host, a.port)
     except OSError as e:
@@ -413,7 +414,7 @@ def _exporter(a, out):
 def _top(a, out):
     from . import top
     _check_bus(a.path)
-    inspect.consumer_entries(a.path)
+    views.consumer_entries(a.path)
     return top.run(a.path, out, interval=a.interval, once=a.once)
 
 
@@ -429,15 +430,15 @@ def _run(a, out):
         if a.file_size is not None:
             raise InspectError(f"{escape(a.path)}: --file-size does not apply to a rolling bus "
                                f"(each segment's size is segment_size in its {META_FILE})")
-        face = inspect_rolling
-        d = inspect_rolling.describe(a.path, a.record_size)
+        face = views_rolling
+        d = views_rolling.describe(a.path, a.record_size)
     else:
-        face = inspect
-        d = inspect.describe(a.path, a.record_size, a.file_size,
-                             lengths=a.command == "dump" and a.bytes)
+        face = views
+        d = views.describe(a.path, a.record_size, a.file_size,
+                           lengths=a.command == "dump" and a.bytes)
     if a.command == "stat":
         try:
-            d["consumers"] = inspect.consumer_entries(a.path)
+            d["consumers"] = views.consumer_entries(a.path)
         except InspectError as e:                   # a corrupt registry: a note, as for the bus
             d["consumers"] = None
             d["problems"].append(str(e))

@@ -2,9 +2,9 @@
 cimport cython
 from libc.stdint cimport int64_t
 
-from ._reader cimport MappedBusReader
-from ._writer cimport MappedBusWriter
-from ._consumers cimport ConsumerRegistry
+from .._core._reader cimport MappedBusReader
+from .._core._writer cimport MappedBusWriter
+from .._core._consumers cimport ConsumerRegistry
 
 
 cdef extern from "_background.h" nogil:

@@ -3,8 +3,8 @@
 import os
 
 from ._mapping cimport MappedFile
-from .errors import CorruptBusError
-from .layout import WAKE_FILE_SIZE as _LAYOUT_SIZE
+from ..errors import CorruptBusError
+from ..formats.layout import WAKE_FILE_SIZE as _LAYOUT_SIZE
 
 cdef extern from "_wake.h" nogil:
     int WAKE_MAGIC_OFFSET, WAKE_VERSION_OFFSET, WAKE_PARKED_OFFSET, WAKE_ARMED_OFFSET, WAKE_SEQ_OFFSET

@@ -1,6 +1,6 @@
 from typing import Iterable, Mapping, Type, TypeVar, Union
 
-from .messages import Message
+from ..messages import Message
 
 _M = TypeVar("_M", bound=Message)
 

@@ -12,7 +12,7 @@ import os
 import secrets
 import time
 
-from .errors import BusMismatchError, CorruptBusError
+from ..errors import BusMismatchError, CorruptBusError
 from .files import open_file, write_atomic
 from .layout import (DEFAULT_CONSUMER_BLOCK_MS, META_FORMAT, META_MAGIC, META_MAX_BYTES,
                      META_SUFFIX, ON_CONSUMER_LAG)

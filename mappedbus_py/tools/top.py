@@ -7,7 +7,7 @@ nothing is written.
 """
 import time
 
-from .inspect import escape
+from .views import escape
 from .metrics import list_consumers, open_bus, parked_readers, records_between
 
 __all__ = ("frame", "run")

@@ -5,9 +5,9 @@ from typing import (Any, AsyncIterator, Coroutine, Iterator, List, Literal, Opti
 
 from typing_extensions import Buffer, Self
 
-from ._message import MessageBase
-from ._record import Record
-from .busmeta import BusMeta
+from .._core._message import MessageBase
+from .._core._record import Record
+from ..formats.busmeta import BusMeta
 
 _Path = Union[str, "os.PathLike[str]"]
 _Msg = TypeVar("_Msg", bound=MessageBase)

@@ -5,12 +5,12 @@ shares (``docs/cli.md``); segments are read through ``inspect.survey`` and ``ins
 """
 import os
 
-from .files import open_file
-from .inspect import (InspectError, _content_notes, _off_grid, escape, record_counts, scan,
+from ..formats.files import open_file
+from .views import (InspectError, _content_notes, _off_grid, escape, record_counts, scan,
                       survey)
-from .layout import (FIRST_RECORD_OFFSET, META_FILE, is_record_boundary, join_position,
+from ..formats.layout import (FIRST_RECORD_OFFSET, META_FILE, is_record_boundary, join_position,
                      mapped_size, slot_size, split_position)
-from .rolling import (end_boundary, gap_range, list_segments, open_dir, read_bus_meta,
+from ..rolling import (end_boundary, gap_range, list_segments, open_dir, read_bus_meta,
                       segment_path, slots_per_segment)
 
 __all__ = ("describe", "check_start", "slots")

@@ -10,7 +10,7 @@ import os
 import secrets
 import stat
 
-from .errors import UnsafeBusFileError
+from ..errors import UnsafeBusFileError
 from .layout import TMP_PREFIX
 
 __all__ = ("file_kind", "check_trusted", "open_file", "write_atomic")

@@ -1,6 +1,6 @@
 # cython: language_level=3, embedsignature=True
 cimport cython
-from .errors import CorruptBusError
+from ..errors import CorruptBusError
 
 
 @cython.embedsignature(False)     # the docstring carries the signature
