@@ -20,7 +20,7 @@ import os
 from typing import AsyncIterator, Optional, Protocol
 
 from ._core._record import Record
-from ._core._timeouts import check_timeout as _check_timeout
+from ._core._checks import check_timeout as _check_timeout
 
 
 class _Reader(Protocol):

@@ -16,8 +16,8 @@ from ._core._consumers import ConsumerRegistry, holder_alive
 from .formats.busmeta import meta_path, read_meta
 from .formats.files import open_file
 from .formats.layout import CONSUMERS_FILE, CONSUMERS_SUFFIX, CONSUMER_FLAG_EXPIRED, slot_size
-from .rolling import (_choose_current, end_boundary, list_segments, read_bus_meta,
-                      records_between)
+from .formats.positions import end_boundary, records_between
+from .rolling.directory import choose_current, list_segments, read_bus_meta
 
 __all__ = ("ConsumerInfo", "consumers", "remove_consumer", "registry_path")
 
@@ -77,7 +77,7 @@ def _lags(path, entries, allow_foreign):
         segs = list_segments(path) if meta is not None else []
         if meta is None or not segs:
             return [None] * len(entries), None if meta is None else meta.id
-        k, limit = _choose_current(path, segs, allow_foreign)
+        k, limit = choose_current(path, segs, allow_foreign)
         return [records_between(e["position"], k, limit, meta.segment_size, meta.record_size)
                 for e in entries], meta.id
     try:

@@ -135,7 +135,7 @@ def _in_process(path, n):
     (the text), the second including the first."""
     from prometheus_client import CollectorRegistry, generate_latest
 
-    from mappedbus_py.tools.metrics import BusCollector
+    from mappedbus_py.tools.exporter import BusCollector
     from mappedbus_py import consumers
     col = BusCollector([path])
     reg = CollectorRegistry(auto_describe=False)

@@ -13,10 +13,10 @@ import warnings
 import pytest
 
 import mappedbus_py as mb
-from mappedbus_py import (BusBackPressureError, BusGapError, BusTruncatedError,
-                          ConsumerInUseError, CorruptBusError, MappedBusReader,
-                          MappedBusWriter, RollingBusReader, RollingBusWriter,
-                          UnsafeBusFileError, layout)
+from mappedbus_py import (BusBackPressureError, BusGapError, BusTruncatedError, ConsumerInUseError,
+                          CorruptBusError, MappedBusReader, MappedBusWriter, RollingBusReader,
+                          RollingBusWriter, UnsafeBusFileError)
+from mappedbus_py.formats import layout
 from mappedbus_py._core._consumers import C_CONSTANTS, ConsumerRegistry
 from mappedbus_py.rolling import (consumer_blockers, consumer_retention, consumer_segment,
                                   list_segments, records_between)

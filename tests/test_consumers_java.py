@@ -12,7 +12,8 @@ import pytest
 
 import mappedbus_py
 from mappedbus_py import (ConsumerInUseError, MappedBusReader, MappedBusWriter, RollingBusReader,
-                          RollingBusWriter, jvm, layout)
+                          RollingBusWriter, jvm)
+from mappedbus_py.formats import layout
 from mappedbus_py.formats.busmeta import BusMeta
 from tests import procs
 

@@ -17,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import GOLDEN, SHM
 from mappedbus_py import MappedBusReader, MappedBusWriter, RollingBusWriter
+from mappedbus_py.formats.positions import records_to
 from mappedbus_py.tools import metrics
 from mappedbus_py.consumers import registry_path
 from mappedbus_py.formats.layout import WAKE_FILE, WAKE_SUFFIX
@@ -363,8 +364,22 @@ def test_counts_agree_with_stat_on_a_bus_with_every_status(bus_path):
 
 
 def test_records_between_positions():
-    assert metrics.records_between(8, 8 + 5 * 20, RECORD) == 5
-    assert metrics.records_between(100, 8, RECORD) == 0
+    assert records_to(8, 8 + 5 * 20, RECORD) == 5
+    assert records_to(100, 8, RECORD) == 0
     # rolling, segment_size 4096: 204 records a segment
-    assert metrics.records_between(8, 4096 + 8, RECORD, 4096) == 204
-    assert metrics.records_between(8 + 200 * 20, 2 * 4096 + 8 + 20, RECORD, 4096) == 4 + 204 + 1
+    assert records_to(8, 4096 + 8, RECORD, 4096) == 204
+    assert records_to(8 + 200 * 20, 2 * 4096 + 8 + 20, RECORD, 4096) == 4 + 204 + 1
+
+
+def test_without_prometheus_client_the_exporter_names_the_extra_and_the_cli_still_starts():
+    code = ("import sys\n"
+            "sys.modules['prometheus_client'] = None   # as if not installed\n"
+            "from mappedbus_py.tools import cli, exporter\n"
+            "try:\n"
+            "    exporter._prometheus()\n"
+            "except ImportError as e:\n"
+            "    print(e)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "pip install 'mappedbus_py[metrics]'" in proc.stdout, proc.stdout

@@ -16,8 +16,8 @@ circle:
 - ``_core/``: the compiled core over its C headers, and ``aio``, the asyncio form of the core
   readers' waits (``MappedBusReader.read_async`` hands over to it);
 - ``messages``: the message types over the core's ``_message``;
-- ``rolling/``: the rolling bus: its directory protocol, retention and consumer holds, argument
-  checks, the roller, then the writer and the reader over them;
+- ``rolling/``: the rolling bus: its parts (directory protocol, retention and consumer holds,
+  options, the roller, the per-record Cython bases), then the writer and the reader over them;
 - ``consumers``: the named consumers of a bus, single-file or rolling;
 - ``tools/``: the ``mappedbus`` command and what it shows, which nothing of the library imports;
 - ``jvm``, ``spark``: the integrations; then the package's face, ``__init__`` and ``__main__``.
@@ -94,9 +94,9 @@ LAYERS = [
     ("formats", ["formats.*"]),
     ("core", ["_core.*", "aio"]),
     ("messages", ["messages"]),
-    ("rolling protocol", ["rolling.directory", "rolling.retention", "rolling.args",
-                          "rolling.roller"]),
-    ("rolling bus", ["rolling.*"]),
+    ("rolling parts", ["rolling.directory", "rolling.retention", "rolling.options",
+                       "rolling.roller", "rolling._rolling"]),
+    ("rolling bus", ["rolling.*"]),                 # its writer and reader, the package
     ("consumers", ["consumers"]),
     ("tools", ["tools.*"]),
     ("integrations", ["jvm", "spark"]),

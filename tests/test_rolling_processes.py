@@ -90,7 +90,7 @@ def test_a_writer_killed_while_creating_a_segment_leaves_a_bus_others_continue(b
     RollingBusWriter(bus_dir, SEG, RS).open().close()
     per_seg = (SEG - 8) // (8 + RS)
     # The stalled writer fills half a segment, then stops inside the creation of segment 1.
-    stalled = start("write", bus_dir, SEG, RS, per_seg, 9, env={rolling._STALL_ENV: where})
+    stalled = start("write", bus_dir, SEG, RS, per_seg, 9, env={rolling.directory.STALL_ENV: where})
     assert stalled.stdout.readline().strip() == f"stalled {where}"
     stalled.send_signal(signal.SIGKILL)
     stalled.wait()
@@ -177,7 +177,7 @@ def test_a_java_spare_maker_holds_its_claim_until_the_segment_is_linked(bus_dir,
     procs.java_or_skip()
     RollingBusWriter(bus_dir, SEG, RS).open().close()
     slot = 8 + RS
-    monkeypatch.setenv(rolling._STALL_ENV, "before-link")
+    monkeypatch.setenv(rolling.directory.STALL_ENV, "before-link")
     w = procs.start_java("rolling-write", bus_dir, SEG, RS,
                          (rolling.spare_trigger(SEG, RS) - 8) // slot + 1, 1)
     try:

@@ -25,8 +25,11 @@ from ._wakefd cimport WakeFd
 from ._consumers cimport ConsumerRegistry, consumer_entry, consumer_commit
 
 from ._mapping import DEFAULT_LOCK_TIMEOUT, check_lock_timeout
-from ._timeouts import check_timeout as _check_timeout
-from ._writer import _check_sizes, _check_limit, _check_path, _reopen, _resolve_sizes
+from ._checks import (IDLE_STRATEGIES, check_idle as _check_idle, check_path as _check_path,
+                      check_position as _check_position,
+                      check_rollback_timeout as _check_rollback_timeout, check_sizes as _check_sizes,
+                      check_start as _check_start, check_timeout as _check_timeout)
+from ._writer import _check_limit, _reopen, _resolve_sizes
 from ..errors import BusClosedError, BusFullError, BusReplacedError, CorruptBusError
 from ..formats.layout import (FIRST_RECORD_OFFSET, HEADER_SIZE, DEFAULT_TIMEOUT_MS, MIN_ROLLBACK_TIMEOUT_MS,
                      DEFAULT_PARK_NS, DEFAULT_PARK_MAX_NS, DEFAULT_SPIN_NS, WAKE_SUFFIX,
@@ -46,8 +49,6 @@ cdef enum:
     IDLE_BUSY_SPIN = 0
     IDLE_SPIN_PARK = 1
     IDLE_PARK = 2
-#: The idle strategies a reader's wait can use (Aeron's names: busy spin, backoff, park).
-IDLE_STRATEGIES = ("busy_spin", "spin_park", "park")
 #: Seconds a spin_park reader spins before it parks (layout.DEFAULT_SPIN_NS).
 DEFAULT_SPIN = DEFAULT_SPIN_NS / 1e9
 #: Seconds a parked reader sleeps before it looks by itself, at first and at most.
@@ -65,58 +66,6 @@ cdef int NEVER_DEAD = 0      # what _dead points to while no mapping is open
 
 #: Seconds a slot may stay allocated but uncommitted before a reader rolls it back.
 DEFAULT_TIMEOUT = DEFAULT_TIMEOUT_MS / 1000
-
-
-def _check_idle(idle, spin, park, park_max):
-    if idle not in IDLE_STRATEGIES:
-        raise ValueError(f"idle must be one of {', '.join(map(repr, IDLE_STRATEGIES))}, "
-                         f"got {idle!r}")
-    for name, value, low, high in (("spin", spin, 0.0, 1.0), ("park", park, 10e-6, 60.0),
-                                   ("park_max", park_max, 10e-6, 60.0)):
-        if isinstance(value, bool) or not isinstance(value, (int, float)) \
-                or not low <= value <= high:
-            raise ValueError(f"{name} must be between {low:g} and {high:g} seconds, "
-                             f"got {value!r}")
-    if park_max < park:
-        raise ValueError(f"park_max ({park_max!r} s) must be at least park ({park!r} s)")
-
-
-def _check_rollback_timeout(seconds, what="timeout", given=None):
-    """The constructor's ``timeout`` (and ``reader.timeout``): how long a slot may stay
-    allocated but uncommitted before readers roll it back. At least MIN_ROLLBACK_TIMEOUT_MS;
-    ``math.inf`` never rolls back. Returns nanoseconds (clamped to what an int64 holds)."""
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds != seconds \
-            or seconds < MIN_ROLLBACK_TIMEOUT_MS / 1000:
-        raise ValueError(
-            f"{what} is the rollback timeout: how long a slot may stay allocated but "
-            f"uncommitted before readers roll it back; it must be at least "
-            f"{MIN_ROLLBACK_TIMEOUT_MS / 1000:g} s ({MIN_ROLLBACK_TIMEOUT_MS} ms), got "
-            f"{given or f'{seconds!r} seconds'} "
-            f"(a read call's timeout=0, 'do not wait', is an argument of read/wait/records)")
-    return int(min(seconds * 1e9, 2.0**62))
-
-
-def _check_start(start):
-    if start is None or (isinstance(start, str) and start == "end"):
-        return start
-    if not isinstance(start, bool):
-        try:
-            start = index(start)
-        except TypeError:
-            pass
-        else:
-            return _check_position(start)
-    raise ValueError(f"start must be None (the first record), 'end' (only new records) or "
-                     f"a record position (an int), got {start!r}")
-
-
-def _check_position(position):
-    if isinstance(position, bool):
-        raise TypeError(f"a position must be an int, got {position!r}")
-    position = index(position)
-    if not 0 <= position < 2**62:
-        raise ValueError(f"position {position} is outside any bus (0 to 2**62)")
-    return position
 
 
 cdef inline int64_t monotonic_ns() noexcept nogil:

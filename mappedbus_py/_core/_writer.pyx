@@ -19,6 +19,7 @@ from ._wake cimport WakeFile, wake_needed
 from cpython.mem cimport PyMem_Calloc, PyMem_Free
 from cpython.tuple cimport PyTuple_GET_SIZE, PyTuple_GET_ITEM
 
+from ._checks import as_size as _as_size, check_path as _check_path, check_sizes as _check_sizes
 from ._mapping import DEFAULT_LOCK_TIMEOUT, check_lock_timeout, check_mode
 from ..formats.busmeta import meta_path, read_meta
 from ..errors import BusClosedError, BusFullError, CorruptBusError, RecordsRolledBackError
@@ -40,46 +41,6 @@ cdef int NEVER_DEAD = 0      # what _dead points to while no mapping is open
 # with one madvise(MADV_POPULATE_WRITE) instead of one page fault per 4 KiB page (see
 # _populate); 64 KiB keeps the one write that pays for it to ~15 us.
 cdef int64_t POPULATE_CHUNK = 64 * 1024
-
-
-def _as_size(value, name):
-    # Any integer (numpy's too, through __index__), but not a bool: True is no size.
-    if not isinstance(value, bool):
-        try:
-            return index(value)
-        except TypeError:
-            pass
-    raise TypeError(f"{name} must be an integer, got {type(value).__name__} {value!r}")
-
-
-def _check_sizes(file_size, record_size):
-    """Shared by writer and reader: the argument errors a caller can make. Returns the
-    sizes as ints."""
-    file_size = _as_size(file_size, "file_size")
-    record_size = _as_size(record_size, "record_size")
-    if record_size <= 0:
-        raise ValueError(f"record_size must be positive, got {record_size}")
-    if record_size > MAX_RECORD_SIZE:
-        raise ValueError(f"record_size must be at most {MAX_RECORD_SIZE}, got {record_size}")
-    if file_size <= 0:
-        raise ValueError(f"file_size must be positive, got {file_size}")
-    need = FIRST_RECORD_OFFSET + HEADER_SIZE + record_size
-    if file_size < need:
-        raise ValueError(f"file_size {file_size} cannot hold one record of record_size "
-                         f"{record_size}: it needs at least {need} bytes")
-    if file_size >= 2**62:
-        raise ValueError(f"file_size {file_size} is too large")
-    return file_size, record_size
-
-
-def _check_path(path):
-    """A bus path as str: str, bytes and os.PathLike are taken (bytes decoded as the file
-    system does)."""
-    try:
-        return os.fsdecode(os.fspath(path))
-    except TypeError:
-        raise TypeError(f"a bus path must be str, bytes or os.PathLike, got "
-                        f"{type(path).__name__} {path!r}") from None
 
 
 def _resolve_sizes(path, file_size, record_size, allow_foreign):

@@ -38,6 +38,10 @@ cdef class BackgroundCall:
     cdef _finish(self, int rc)
 
 
+# The per-record bases of RollingBusWriter and RollingBusReader. The contract with their Python
+# subclasses (rolling/writer.py, rolling/reader.py) is in _rolling.pyx's docstring: the subclass
+# sets these fields and defines the methods the base calls back (declared there, raising
+# NotImplementedError in the base).
 cdef class RollingWriterBase:
     cdef public MappedBusWriter _w    # the segment being written; None while closed
     cdef public long _countdown       # writes until the next look at the limit

@@ -1,10 +1,21 @@
 # cython: language_level=3, embedsignature=True
 """The rolling bus's per-record paths, at C level: a write or a read goes straight to the
 segment's single-file writer or reader (their cdef methods), as it would on a single file.
-Everything else (opening, rolling, following, retention, gaps, consumers) is rolling.py's,
-in the subclasses RollingBusWriter and RollingBusReader; these bases call back into it only
-at a segment's end (``_roll``, ``_follow``), every ``_countdown`` writes (``_look_ahead``)
-and every 65536 empty polls (``_check_id``)."""
+Everything else (opening, rolling, following, retention, gaps, consumers) is the Python
+subclasses', ``RollingBusWriter`` (rolling/writer.py, roller.py) and ``RollingBusReader``
+(rolling/reader.py).
+
+The contract between a base and its subclass: the subclass sets the base's fields (declared,
+each with its meaning, in _rolling.pxd) and defines the methods the base calls back, which the
+base declares below as methods raising NotImplementedError. It calls them only off the
+per-record path:
+
+- ``RollingWriterBase``: ``_look_ahead()`` every ``_countdown`` writes, ``_make_spare()`` when
+  a write allocated the slot at ``_trigger``, ``_roll()`` when the segment is full (BusFullError);
+- ``RollingReaderBase``: ``_live()`` (the open segment reader, or BusClosedError) and
+  ``_follow()`` (at a segment's end: True once the reader moved on) when a read finds nothing,
+  ``_check_id(now_ns)`` every 65536 empty polls, ``_commit_position(position)`` (the position
+  to store, checked) and ``_commit_refused()`` (raises why not) in ``commit()``."""
 import time
 
 cimport cython
@@ -113,7 +124,20 @@ cdef class BackgroundCall:
 
 
 cdef class RollingWriterBase:
-    """The write path of ``RollingBusWriter`` (see rolling.py)."""
+    """The write path of ``RollingBusWriter`` (rolling/writer.py)."""
+
+    # The subclass's part of the contract (the module docstring): the roller's steps.
+    def _look_ahead(self):
+        """Every ``_countdown`` writes: look at the segment's limit, prepare the spare."""
+        raise NotImplementedError("RollingWriterBase._look_ahead: defined by the subclass")
+
+    def _make_spare(self):
+        """This write allocated the slot at ``_trigger``: make the next segment."""
+        raise NotImplementedError("RollingWriterBase._make_spare: defined by the subclass")
+
+    def _roll(self):
+        """The segment is full: make the next one current."""
+        raise NotImplementedError("RollingWriterBase._roll: defined by the subclass")
 
     def write(self, data, Py_ssize_t offset=0, Py_ssize_t length=-1):
         """Write one record (see ``MappedBusWriter.write``); True once committed."""
@@ -140,7 +164,28 @@ cdef int NONE = 0
 
 
 cdef class RollingReaderBase:
-    """The read paths of ``RollingBusReader`` (see rolling.py)."""
+    """The read paths of ``RollingBusReader`` (rolling/reader.py)."""
+
+    # The subclass's part of the contract (the module docstring).
+    def _live(self):
+        """The open segment's reader; BusClosedError when the reader is closed."""
+        raise NotImplementedError("RollingReaderBase._live: defined by the subclass")
+
+    def _follow(self):
+        """At the end of the segment: True once the reader moved to a later one."""
+        raise NotImplementedError("RollingReaderBase._follow: defined by the subclass")
+
+    def _check_id(self, now):
+        """BusReplacedError if the directory now holds another bus (``now``: monotonic ns)."""
+        raise NotImplementedError("RollingReaderBase._check_id: defined by the subclass")
+
+    def _commit_position(self, position):
+        """The position ``commit(position)`` stores (None: this reader's), checked."""
+        raise NotImplementedError("RollingReaderBase._commit_position: defined by the subclass")
+
+    def _commit_refused(self):
+        """Raise why ``commit()`` cannot store (no consumer held, the reader closed, ...)."""
+        raise NotImplementedError("RollingReaderBase._commit_refused: defined by the subclass")
 
     def __cinit__(self):
         self._centry = NULL

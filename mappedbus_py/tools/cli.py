@@ -26,7 +26,7 @@ from . import views, views_rolling
 from ..errors import MappedBusError
 from .views import STATUS_NAMES, InspectError, escape
 from ..formats.layout import FIRST_RECORD_OFFSET, META_FILE
-from .metrics import DEFAULT_HOST, DEFAULT_PORT
+from .exporter import DEFAULT_HOST, DEFAULT_PORT
 
 __all__ = ("main", "parse_layout")
 
@@ -386,7 +386,7 @@ def _consumers_cmd(a, out):
 def _exporter(a, out):
     import signal
     import threading
-    from .metrics import serve
+    from .exporter import serve
     for path in a.paths:
         _check_bus(path)
         views.consumer_entries(path)       # a corrupt registry: refused now, one line

@@ -8,7 +8,8 @@ nothing is written.
 import time
 
 from .views import escape
-from .metrics import list_consumers, open_bus, parked_readers, records_between
+from ..formats.positions import records_to
+from .metrics import list_consumers, open_bus, parked_readers
 
 __all__ = ("frame", "run")
 
@@ -52,8 +53,8 @@ def frame(path, before, after, cons_before, cons_after, dt):
                  f"{'state':<10} {'pid':>8}  last commit")
     for c in sorted(cons_after, key=lambda c: c.name):
         p = prev.get(c.name)
-        rate = "-" if p is None else _rate(records_between(p.position, c.position,
-                                                           s.record_size, seg), dt)
+        rate = "-" if p is None else _rate(records_to(p.position, c.position,
+                                                      s.record_size, seg), dt)
         state = "expired" if c.expired else ("alive" if c.alive else "stopped")
         lag = "-" if c.lag is None else f"{c.lag:,}"
         lines.append(f"{escape(c.name):<24} {c.position:>16} {lag:>12} {rate:>10}  "

@@ -10,8 +10,8 @@ from .views import (InspectError, _content_notes, _off_grid, escape, record_coun
                       survey)
 from ..formats.layout import (FIRST_RECORD_OFFSET, META_FILE, is_record_boundary, join_position,
                      mapped_size, slot_size, split_position)
-from ..rolling import (end_boundary, gap_range, list_segments, open_dir, read_bus_meta,
-                      segment_path, slots_per_segment)
+from ..formats.positions import end_boundary, gap_range, slots_per_segment
+from ..rolling.directory import list_segments, open_dir, read_bus_meta, segment_path
 
 __all__ = ("describe", "check_start", "slots")
 

@@ -203,7 +203,7 @@ class Run:
         env = dict(os.environ)
         stall = self.stalls_wanted.get(lane)
         if stall:
-            env[rolling._STALL_ENV] = stall
+            env[rolling.directory.STALL_ENV] = stall
         if lang == "py":
             cmd = ROLLING_CHILD + ["write", self.bus, SEG, RS, count, wid]
         else:

@@ -1,0 +1,197 @@
+"""The rolling bus's writer: ``RollingBusWriter``, its options, opening and closing; the
+per-record path is ``RollingWriterBase`` (``_rolling.pyx``), the moves between segments the
+roller's (``roller.SegmentRoller``)."""
+import os
+
+from .._core._checks import as_size as _as_size
+from .._core._writer import MappedBusWriter
+from ..errors import BusBackPressureError, BusClosedError, BusFullError, RecordsRolledBackError
+from ..formats.layout import slot_size
+from ..formats.positions import slots_per_segment
+from ._rolling import RollingWriterBase
+from .directory import (choose_current, create_or_open_meta, create_segment, list_segments,
+                        open_dir, open_wake, writer_sizes)
+from .options import check_consumer_policy, check_retention, check_segment_sizes, reopen
+from .roller import OpenSegment, SegmentClaims, SegmentRoller
+
+__all__ = ("RollingBusWriter",)
+
+
+class RollingBusWriter(SegmentRoller, RollingWriterBase):
+    """Writes records onto a rolling bus; many writers (processes) may share one.
+
+    Same use as ``MappedBusWriter``: ``write(message_or_bytes[, offset, length])`` -> bool,
+    ``write_batch(rows, meta=0)`` -> committed count. When a segment is full the writer
+    moves to the next one (a record never spans two segments). A writer pickles: the copy
+    reopens the bus by path with the same options, open if this one was open.
+
+    ``segment_size`` and ``record_size`` are needed to create a bus; for a bus that exists,
+    sizes left out (None) come from its ``bus.meta`` (``RollingBusWriter(path)``), as the
+    reader takes them, and a size given that differs from it is a BusMismatchError.
+    """
+
+    # No instance __dict__: a per-record call finds its method without a dict lookup.
+    # (The public attributes are the base class's, with their docstrings.)
+    __slots__ = ('_allow_foreign', '_claims', '_consumer_policy', '_every', '_fd', '_half', '_job',
+                 '_k', '_kwargs', '_mark', '_mode', '_prefault', '_registry', '_retention',
+                 '_retired', '_slot', '_spare', '_wake')
+
+
+    def __init__(self, path, segment_size=None, record_size=None, *, retain_segments=0,
+                 retain_bytes=0, retain_age=None, max_consumer_lag=0, on_consumer_lag="expire",
+                 consumer_block_timeout=None, mode=0o600, allow_foreign=False,
+                 prefault=False):
+        # The single-file writer checks the sizes the same way; fail here, before any file.
+        if segment_size is not None:
+            segment_size = _as_size(segment_size, "segment_size")
+        if record_size is not None:
+            record_size = _as_size(record_size, "record_size")
+        segment_size, record_size = check_segment_sizes(
+            *writer_sizes(os.fspath(path), segment_size, record_size, allow_foreign))
+        MappedBusWriter(os.fspath(path), segment_size, record_size, mode=mode)
+        self._kwargs = dict(retain_segments=retain_segments, retain_bytes=retain_bytes,
+                            retain_age=retain_age, max_consumer_lag=max_consumer_lag,
+                            on_consumer_lag=on_consumer_lag,
+                            consumer_block_timeout=consumer_block_timeout, mode=mode,
+                            allow_foreign=allow_foreign, prefault=prefault)
+        self.path = os.fspath(path)
+        self.segment_size = segment_size
+        self.record_size = record_size
+        self._retention = check_retention(retain_segments, retain_bytes, retain_age)
+        self._consumer_policy = check_consumer_policy(max_consumer_lag, on_consumer_lag,
+                                                     consumer_block_timeout)
+        self._registry = None     # DIR/bus.consumers once it exists (retention reads it)
+        self._mode = mode
+        self._allow_foreign = allow_foreign
+        self._prefault = prefault
+        self._slot = slot_size(record_size)
+        self._half = segment_size // 2
+        self._every = max(1, min(4096, slots_per_segment(segment_size, record_size) // 8))
+        self.meta = None
+        self._w = None
+        self._k = -1
+        self._spare = None        # Spare: the segment after _k, open and mapped ahead
+        self._job = None          # _SpareJob: the spare being made or mapped in the background
+        self._fd = -1             # the current segment, read-only: to look at its limit
+        self._retired = []        # OpenSegments left behind, closed later
+        self._mark = None         # FullMark: the last roll, its time to set as the mtime
+        self._countdown = 0
+        self._wake = None         # DIR/bus.wake, shared by this writer's segment writers
+        self._claims = SegmentClaims(self.path, allow_foreign)   # on DIR/bus.meta
+
+    @property
+    def bus_id(self):
+        """The bus's random id from ``bus.meta`` (new for every bus created at this path);
+        None until opened."""
+        return self.meta.id if self.meta is not None else None
+
+    @property
+    def segment(self):
+        """The index of the segment this writer writes into."""
+        return self._k
+
+    @property
+    def closed(self):
+        """True until ``open()``, and again after ``close()``."""
+        return self._w is None
+
+    def open(self):
+        """Create the bus (directory, ``bus.meta``, segment 0) if it does not exist, else
+        check it (BusMismatchError on other sizes), and enter its newest segment with
+        records. Returns the writer; opening an open writer does nothing."""
+        if self._w is not None:
+            return self
+        open_dir(self.path, create=True, allow_foreign=self._allow_foreign)
+        self.meta = create_or_open_meta(self.path, self.segment_size, self.record_size,
+                                        self._retention, mode=self._mode,
+                                        allow_foreign=self._allow_foreign,
+                                        consumers=self._consumer_policy)
+        segs = list_segments(self.path)
+        if not segs:
+            create_segment(self.path, 0, self.segment_size, mode=self._mode)
+            segs = list_segments(self.path)
+        k, _ = choose_current(self.path, segs, self._allow_foreign)
+        self._wake = open_wake(self.path, self._allow_foreign, self._mode)
+        self._enter(k, None)
+        self._countdown = 1      # look at the limit on the first write
+        return self
+
+    def close(self):
+        """Unmap every segment this writer holds; the bus stays. Closing twice is harmless."""
+        if self._job is not None:
+            self._step(wait=True)
+        if self._mark is not None:
+            self._apply_mark()
+        if self._spare is not None:
+            self._retired.append(self._spare.segment)
+        if self._w is not None:
+            self._retired.append(OpenSegment(self._w, self._fd))
+        self._close_retired()
+        self._w, self._spare, self._fd = None, None, -1
+        if self._wake is not None:
+            self._wake.close()
+            self._wake = None
+        if self._registry is not None:
+            self._registry.close()
+            self._registry = None
+        self._claims.close()
+
+    def __enter__(self):
+        return self.open()
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __reduce__(self):
+        return (reopen, (RollingBusWriter, self.path, self.segment_size,
+                                  self.record_size, self._kwargs, self._w is not None))
+
+    def __repr__(self):
+        state = "closed" if self._w is None else f"open in segment {self._k}"
+        return (f"<RollingBusWriter {state} path={self.path!r} segment_size="
+                f"{self.segment_size} record_size={self.record_size}>")
+
+    def write_batch(self, rows, meta=0):
+        """Write every row of a C-contiguous array as one record each (see
+        ``MappedBusWriter.write_batch``), rolling between rows as segments fill up."""
+        import numpy
+        if self._w is None:
+            raise BusClosedError("write to a closed RollingBusWriter (call open() first)")
+        rows = numpy.ascontiguousarray(rows)
+        if rows.ndim == 0:
+            rows = rows.reshape(1)
+        n = len(rows)
+        metas = None if isinstance(meta, int) else numpy.ascontiguousarray(meta, dtype="<i4")
+        if metas is not None and metas.shape != (n,):
+            raise ValueError(f"meta has shape {metas.shape}, expected ({n},)")
+        done = committed = 0
+        rolled_back = []
+        self._countdown -= n
+        while done < n:
+            if self._countdown <= 0:
+                self._look_ahead()
+            part_meta = meta if metas is None else metas[done:]
+            try:
+                committed += self._w.write_batch(rows[done:], part_meta)
+                break
+            except BusFullError as e:
+                # A batch that starts exactly at the segment's end allocates nothing: the
+                # error then carries no counts.
+                fit = getattr(e, "committed", 0) + len(getattr(e, "rolled_back", ()))
+                committed += getattr(e, "committed", 0)
+                rolled_back += [done + i for i in getattr(e, "rolled_back", ())]
+                done += fit
+                try:
+                    self._roll()
+                except BusBackPressureError as bp:
+                    bp.committed, bp.rolled_back = committed, rolled_back
+                    raise
+            except RecordsRolledBackError as e:
+                committed += e.committed
+                rolled_back += [done + i for i in e.rolled_back]
+                break
+        if rolled_back:
+            raise RecordsRolledBackError(
+                f"{len(rolled_back)} of {n} rows were rolled back by a reader before this "
+                f"writer committed them", committed, rolled_back)
+        return committed
