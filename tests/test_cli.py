@@ -2,6 +2,7 @@
 import json
 import os
 import pathlib
+import re
 import subprocess
 import shutil
 import sys
@@ -338,3 +339,11 @@ def test_dump_follow_prints_each_record_as_it_comes_then_stops_when_idle(bus_pat
 def test_idle_exit_needs_follow():
     code, out, err = run("dump", "/dev/shm/nope", "--idle-exit", "1")
     assert code == 2 and "only with --follow" in err
+
+
+def test_every_command_the_parser_knows_has_one_entry_in_the_table(capsys):
+    from mappedbus_py.tools import cli
+    assert main(["--help"]) == 0
+    choices = re.search(r"\{([\w,]+)\}", capsys.readouterr().out).group(1).split(",")
+    assert sorted(choices) == sorted(cli.COMMANDS) == ["consumers", "dump", "exporter", "stat",
+                                                       "top"]

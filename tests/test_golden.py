@@ -8,7 +8,8 @@ import pytest
 
 from conftest import GOLDEN, golden_copy
 from mappedbus_py import BusFullError, MappedBusReader, PriceUpdate
-from mappedbus_py.tools.views import scan, summarize
+from mappedbus_py.tools.slots import scan
+from mappedbus_py.tools.views import summarize
 
 import json
 FILES = [f["file"] for f in json.load(open(GOLDEN / "manifest.json"))["files"]]

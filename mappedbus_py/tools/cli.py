@@ -15,15 +15,18 @@ sizes that disagree with the metadata, ...) are one line on stderr and exit stat
 JSON of ``--json`` is described in ``docs/cli.md``.
 """
 import argparse
+import dataclasses
 import json
 import os
 import stat as _stat
 import sys
 import time
+from typing import Callable
 
 from .. import messages
 from . import views, views_rolling
 from ..errors import MappedBusError
+from .slots import Slot
 from .views import STATUS_NAMES, InspectError, escape
 from ..formats.layout import FIRST_RECORD_OFFSET, META_FILE
 from .exporter import DEFAULT_HOST, DEFAULT_PORT
@@ -328,7 +331,7 @@ def _follow(d, a, layout, type_id, out, shown):
                                  read_only=True)
     with reader:
         rows = ((rec.position, reader.segment if rolling else None,
-                 views.Slot(rec.position, 1, rec.meta, rec.payload))
+                 Slot(rec.position, 1, rec.meta, rec.payload))
                 for rec in reader.records(timeout=a.idle_exit))
         return _dump(rows, a, layout, type_id, out, shown, header=False)
 
@@ -418,36 +421,50 @@ def _top(a, out):
     return top.run(a.path, out, interval=a.interval, once=a.once)
 
 
-def _run(a, out):
-    if a.command == "consumers":
-        return _consumers_cmd(a, out)
-    if a.command == "exporter":
-        return _exporter(a, out)
-    if a.command == "top":
-        return _top(a, out)
+@dataclasses.dataclass(frozen=True)
+class _BusView:
+    """What ``stat`` and ``dump`` read of one kind of bus (``views``, ``views_rolling``)."""
+    describe: Callable      # (args) -> the stat dict of docs/cli.md
+    check_start: Callable   # (dict, --start) -> the offset or position to dump from
+    slots: Callable         # (dict, start) -> (position, segment or None, Slot) rows
+
+
+_SINGLE_FILE = _BusView(
+    describe=lambda a: views.describe(a.path, a.record_size, a.file_size,
+                                      lengths=a.command == "dump" and a.bytes),
+    check_start=views.check_start, slots=views.slots)
+_ROLLING = _BusView(describe=lambda a: views_rolling.describe(a.path, a.record_size),
+                    check_start=views_rolling.check_start, slots=views_rolling.slots)
+
+
+def _bus_view(a):
+    """The view of the bus at ``a.path`` and its stat dict."""
     st = _check_bus(a.path)
-    if _stat.S_ISDIR(st.st_mode):
-        if a.file_size is not None:
-            raise InspectError(f"{escape(a.path)}: --file-size does not apply to a rolling bus "
-                               f"(each segment's size is segment_size in its {META_FILE})")
-        face = views_rolling
-        d = views_rolling.describe(a.path, a.record_size)
+    if not _stat.S_ISDIR(st.st_mode):
+        return _SINGLE_FILE, _SINGLE_FILE.describe(a)
+    if a.file_size is not None:
+        raise InspectError(f"{escape(a.path)}: --file-size does not apply to a rolling bus "
+                           f"(each segment's size is segment_size in its {META_FILE})")
+    return _ROLLING, _ROLLING.describe(a)
+
+
+def _stat_cmd(a, out):
+    _, d = _bus_view(a)
+    try:
+        d["consumers"] = views.consumer_entries(a.path)
+    except InspectError as e:                   # a corrupt registry: a note, as for the bus
+        d["consumers"] = None
+        d["problems"].append(str(e))
+    if a.json:
+        json.dump(d, out)
+        out.write("\n")
     else:
-        face = views
-        d = views.describe(a.path, a.record_size, a.file_size,
-                           lengths=a.command == "dump" and a.bytes)
-    if a.command == "stat":
-        try:
-            d["consumers"] = views.consumer_entries(a.path)
-        except InspectError as e:                   # a corrupt registry: a note, as for the bus
-            d["consumers"] = None
-            d["problems"].append(str(e))
-        if a.json:
-            json.dump(d, out)
-            out.write("\n")
-        else:
-            _print_stat(d, out)
-        return 0
+        _print_stat(d, out)
+    return 0
+
+
+def _dump_cmd(a, out):
+    view, d = _bus_view(a)
     layout = type_id = None
     if a.layout:
         layout = parse_layout(a.layout)
@@ -457,13 +474,22 @@ def _run(a, out):
                                f"(record_size {d['record_size']})")
         type_id = a.type_id if a.type_id is not None else \
             getattr(_SHIPPED.get(a.layout.lower()), "type_id", None)
-    start = face.check_start(d, a.start)
+    start = view.check_start(d, a.start)
     if not a.json:
         _print_stat(d, out)
-    shown = _dump(face.slots(d, start), a, layout, type_id, out)
+    shown = _dump(view.slots(d, start), a, layout, type_id, out)
     if a.follow and shown != a.max:
         _follow(d, a, layout, type_id, out, shown)
     return 0
+
+
+#: The commands, by the name a user types: each runs with the parsed arguments and the output.
+COMMANDS = {"stat": _stat_cmd, "dump": _dump_cmd, "consumers": _consumers_cmd,
+            "exporter": _exporter, "top": _top}
+
+
+def _run(a, out):
+    return COMMANDS[a.command](a, out)
 
 
 def _message(e):

@@ -18,30 +18,17 @@ import threading
 import time
 
 from ..formats.busmeta import meta_path, read_meta
-from ..formats.files import open_file
-from ..formats.layout import (FIRST_RECORD_OFFSET, LIMIT_OFFSET, META_FILE, STATUS_COMMITTED,
+from ..formats.layout import (FIRST_RECORD_OFFSET, META_FILE, STATUS_COMMITTED,
                      STATUS_NOT_SET, STATUS_ROLLED_BACK, WAKE_FILE, WAKE_MAGIC,
                      WAKE_PARKED_OFFSET, WAKE_SUFFIX, join_position, slot_size)
 from ..formats.positions import end_boundary, records_to, slots_per_segment
 from ..rolling.directory import list_segments, open_dir, read_bus_meta, segment_path
+from .slots import CHUNK, chunks, open_read_only, read_limit, statuses
 
 __all__ = ("SlotCounter", "BusCounter", "BusSnapshot", "open_bus", "parked_readers",
            "list_consumers")
 
-_CHUNK = 1 << 20            # bytes read by one pread
 _RECHECK_SPAN = 1 << 20     # uncommitted slots within this many bytes are re-read with one pread
-
-
-def _open_ro(path):
-    fd, st = open_file(path, os.O_RDONLY, allow_foreign=True)
-    return fd, st
-
-
-def _statuses(data, step):
-    """The int32 status of every whole slot in ``data`` (slots of ``step`` bytes)."""
-    import numpy as np                  # here: the CLI's other commands start without it
-    n = len(data) // step
-    return np.ndarray((n,), dtype="<i4", buffer=data, offset=0, strides=(step,))
 
 
 class SlotCounter:
@@ -62,7 +49,7 @@ class SlotCounter:
         self._pending = []          # offsets of allocated slots seen with status 0, ascending
         self._fd = fd
         if fd is None:
-            self._fd, _ = _open_ro(self.path)
+            self._fd, _ = open_read_only(self.path)
 
     @property
     def not_set(self):
@@ -124,27 +111,18 @@ class SlotCounter:
         """Read the limit, re-read the uncommitted slots, then read the slots allocated
         since the last refresh, at most ``budget`` bytes of them (None: all). Returns the
         number of bytes of new slots read."""
-        head = os.pread(self._fd, 8, LIMIT_OFFSET)
-        self.limit = int.from_bytes(head, "little", signed=True) if len(head) == 8 else 0
+        self.limit = read_limit(self._fd)
         if self._pending:
             self._recheck()
         stop = min(self.limit, self.end)
         done = 0
-        while self.cursor + self.step <= stop and (budget is None or done < budget):
-            n = min(max(1, _CHUNK // self.step), (stop - self.cursor) // self.step)
-            if budget is not None:
-                n = max(1, min(n, (budget - done) // self.step))
-            data = os.pread(self._fd, n * self.step, self.cursor)
-            st = _statuses(data, self.step)
-            if not len(st):
-                break                       # the file shrank under the limit
+        for pos, data in chunks(self._fd, self.step, self.cursor, stop, budget):
+            st = statuses(data, self.step)
             waiting = (st == STATUS_NOT_SET).nonzero()[0]
             self._tally(st)                 # status 0 lands in no total
-            self._pending.extend(int(self.cursor + k * self.step) for k in waiting)
-            self.cursor += len(st) * self.step
+            self._pending.extend(int(pos + k * self.step) for k in waiting)
+            self.cursor = pos + len(st) * self.step
             done += len(st) * self.step
-            if len(st) < n:
-                break
         return done
 
 
@@ -199,7 +177,7 @@ class BusCounter:
             self._ident = os.stat(os.path.join(self.path, META_FILE)).st_ino
             return
         meta = read_meta(meta_path(self.path), allow_foreign=True)
-        fd, st = _open_ro(self.path)
+        fd, st = open_read_only(self.path)
         if meta is None or meta.kind != "single" or meta.inode != st.st_ino:
             os.close(fd)
             raise ValueError(f"{self.path}: no metadata ({meta_path(self.path)}) describing "
@@ -321,7 +299,7 @@ class BusCounter:
                            segments=len(indices), record_size=self.record_size,
                            segment_size=self.segment_size, taken=time.time())
 
-    def catch_up(self, chunk=_CHUNK):
+    def catch_up(self, chunk=CHUNK):
         """Refresh in steps of ``chunk`` bytes, taking the lock for each step only, until
         every allocated slot was read (what the exporter's background thread runs)."""
         while True:
@@ -343,7 +321,7 @@ def parked_readers(path, rolling):
     there is none (it is not created) or when it is not a wake file yet."""
     wake = os.path.join(path, WAKE_FILE) if rolling else os.fspath(path) + WAKE_SUFFIX
     try:
-        fd, _ = _open_ro(wake)
+        fd, _ = open_read_only(wake)
     except FileNotFoundError:
         return 0
     try:

@@ -1,29 +1,22 @@
-"""Read a bus file slot by slot without changing it: what ``mappedbus stat|dump`` show.
-
-Works on any file, however corrupt: it reads with ``pread`` (no mapping, so a file that
-shrinks while it is read only ends the scan early, never a SIGBUS) and never looks past
-the file's end. The file is opened as bus files are (no symbolic links, regular files only,
-so a FIFO is refused without blocking), but files of other users are accepted: nothing is
-written.
+"""What ``mappedbus stat|dump`` show of a single-file bus, read slot by slot without changing
+it (``slots``: with ``pread``, so it works on any file, however corrupt).
 
 ``describe`` takes the sizes from the bus's metadata file (``PATH.meta``) when it has one;
 a file without one (the Java original's) needs the sizes given, and is then checked on the
 record grid they imply: a limit off the grid or a status other than 0/1/2 is
 ``InspectError`` ("not a bus, or not one of that record size"), not a report of nonsense.
-The dict it returns is the schema of ``docs/cli.md``, shared with ``inspect_rolling``.
+The dict it returns is the schema of ``docs/cli.md``, shared with ``views_rolling``.
 """
 import os
-import struct
 from collections import Counter
 from typing import NamedTuple, Optional
 
 from ..formats.busmeta import meta_path, read_meta
-from ..formats.files import open_file
-from ..formats.layout import (FIRST_RECORD_OFFSET, LIMIT_OFFSET, META_MAGIC, PAYLOAD_OFFSET,
-                     STATUS_COMMITTED, STATUS_NOT_SET, STATUS_ROLLED_BACK, is_record_boundary,
-                     slot_size)
+from ..formats.layout import (FIRST_RECORD_OFFSET, META_MAGIC, STATUS_COMMITTED, STATUS_NOT_SET,
+                              STATUS_ROLLED_BACK, is_record_boundary, slot_size)
+from .slots import Slot, open_read_only, read_limit, scan, slots_of
 
-__all__ = ("Slot", "Summary", "Survey", "InspectError", "scan", "survey", "summarize",
+__all__ = ("Summary", "Survey", "InspectError", "survey", "summarize", "off_grid", "content_notes",
            "describe", "check_start", "slots", "record_counts", "consumer_entries", "escape",
            "STATUS_NAMES")
 
@@ -34,13 +27,6 @@ STATUS_NAMES = {STATUS_NOT_SET: "not set", STATUS_COMMITTED: "committed",
 class InspectError(ValueError):
     """The path cannot be inspected as asked (not a bus, sizes that disagree with its
     metadata, a start off the record grid, ...). The message is one line naming the path."""
-
-
-class Slot(NamedTuple):
-    offset: int
-    status: int
-    meta: int
-    payload: bytes
 
 
 class Summary(NamedTuple):
@@ -66,64 +52,18 @@ class Survey(NamedTuple):
     bad_length: Optional[Slot]      # with lengths=True: the first whose meta is not 0..record_size
 
 
-_CHUNK = 1 << 20     # bytes read at a time
-
-
-def _open(path):
-    fd, _ = open_file(path, os.O_RDONLY, allow_foreign=True)
-    return fd
-
-
-def _read_limit(fd):
-    head = os.pread(fd, 8, LIMIT_OFFSET)
-    return struct.unpack("<q", head)[0] if len(head) == 8 else 0
-
-
-def _scan_fd(fd, record_size, file_size, start, all_slots):
-    length = os.fstat(fd).st_size
-    end = min(length, file_size if file_size is not None else length)
-    stop = end if all_slots else min(end, max(_read_limit(fd), 0))
-    step = slot_size(record_size)
-    pos = start
-    per_chunk = max(1, _CHUNK // step)
-    while pos + step <= end and pos < stop:
-        n = min(per_chunk, (min(end, stop + step - 1) - pos) // step)
-        if n <= 0:
-            break
-        data = os.pread(fd, n * step, pos)
-        for i in range(len(data) // step):     # a short read: the file shrank; stop there
-            at = i * step
-            status, meta = struct.unpack_from("<ii", data, at)
-            yield Slot(pos + at, status, meta, data[at + PAYLOAD_OFFSET:at + step])
-        if len(data) < n * step:
-            return
-        pos += n * step
-
-
-def scan(path, record_size, file_size=None, start=FIRST_RECORD_OFFSET, all_slots=False):
-    """Yield every allocated slot (below the limit) as a ``Slot``; with ``all_slots`` also
-    the empty ones up to the end of the file."""
-    if record_size <= 0:
-        raise ValueError(f"record_size must be positive, got {record_size}")
-    fd = _open(path)
-    try:
-        yield from _scan_fd(fd, record_size, file_size, start, all_slots)
-    finally:
-        os.close(fd)
-
-
 def survey(fd, record_size, file_size=None, *, lengths=False):
     """Count the allocated slots of the open file ``fd`` by status, noting the first that
     no writer could have left (a status other than 0/1/2; with ``lengths``, a byte-array
     length outside 0..record_size)."""
     length = os.fstat(fd).st_size
-    limit = _read_limit(fd)
+    limit = read_limit(fd)
     step = slot_size(record_size)
     capacity = max(0, (min(length, length if file_size is None else file_size)
                        - FIRST_RECORD_OFFSET) // step)
     counts = Counter()
     bad_status = bad_length = None
-    for s in _scan_fd(fd, record_size, file_size, FIRST_RECORD_OFFSET, False):
+    for s in slots_of(fd, record_size, file_size, FIRST_RECORD_OFFSET, False):
         counts[s.status] += 1
         if bad_status is None and s.status not in STATUS_NAMES:
             bad_status = s
@@ -133,7 +73,7 @@ def survey(fd, record_size, file_size=None, *, lengths=False):
                   bad_status, bad_length)
 
 
-def _off_grid(limit, record_size):
+def off_grid(limit, record_size):
     """A limit no writer leaves: neither 0 (a new file) nor a record boundary."""
     return limit != 0 and not is_record_boundary(limit, record_size)
 
@@ -142,7 +82,7 @@ def summarize(path, record_size, file_size=None) -> Summary:
     """The figures of one file, problems in words (lenient: never raises for content)."""
     if record_size <= 0:
         raise ValueError(f"record_size must be positive, got {record_size}")
-    fd = _open(path)
+    fd, _ = open_read_only(path)
     try:
         sv = survey(fd, record_size, file_size)
     finally:
@@ -150,7 +90,7 @@ def summarize(path, record_size, file_size=None) -> Summary:
     fsize = file_size if file_size is not None else sv.length
     end = min(sv.length, fsize)
     problems = []
-    if _off_grid(sv.limit, record_size):
+    if off_grid(sv.limit, record_size):
         problems.append(f"limit {sv.limit} is not a record boundary for record_size "
                         f"{record_size}: wrong record_size, or a corrupt file")
     if sv.limit > end:
@@ -158,12 +98,14 @@ def summarize(path, record_size, file_size=None) -> Summary:
                         f"(a writer's fetch-and-add went past the end)")
     if fsize > sv.length:
         problems.append(f"file_size {fsize} is larger than the file ({sv.length} bytes)")
-    problems += _content_notes(sv.counts, "corrupt, or the wrong record_size")
+    problems += content_notes(sv.counts, "corrupt, or the wrong record_size")
     return Summary(os.fspath(path), sv.length, fsize, record_size, sv.limit, sv.capacity,
                    sum(sv.counts.values()), dict(sv.counts), problems)
 
 
-def _content_notes(counts, why="corrupt"):
+def content_notes(counts, why="corrupt"):
+    """What the status counts of a bus file say is wrong with it, in words (``why``: the
+    word for a status no writer leaves)."""
     notes = []
     bad = sum(n for st, n in counts.items() if st not in STATUS_NAMES)
     if bad:
@@ -234,7 +176,7 @@ def describe(path, record_size=None, file_size=None, *, lengths=False):
     InspectError. Without metadata ``record_size`` is required and the file must look like
     a bus of that record size (``lengths``: of byte-array records) on its record grid."""
     path = os.fspath(path)
-    fd, st = open_file(path, os.O_RDONLY, allow_foreign=True)
+    fd, st = open_read_only(path)
     try:
         meta, note = _single_meta(path, st)
         if meta is not None:
@@ -268,14 +210,14 @@ def describe(path, record_size=None, file_size=None, *, lengths=False):
     problems = [note] if note else []
     if meta is None:
         _check_grid(path, record_size, sv, lengths)
-    elif _off_grid(sv.limit, record_size):
+    elif off_grid(sv.limit, record_size):
         problems.append(f"limit {sv.limit} is not a record boundary for record_size "
                         f"{record_size}: a corrupt file")
     full = sv.limit >= sv.end
     if full:
         problems.append(f"the bus is full: its {sv.capacity} records fill file_size "
                         f"{file_size} (limit {sv.limit}, end {sv.end})")
-    problems += _content_notes(sv.counts)
+    problems += content_notes(sv.counts)
     return {
         "kind": "single", "path": path,
         "metadata": meta_path(path) if meta is not None else None,
@@ -293,7 +235,7 @@ def describe(path, record_size=None, file_size=None, *, lengths=False):
 def _check_grid(path, record_size, sv, lengths):
     """InspectError unless a file without metadata looks like a bus of ``record_size``."""
     why = f"not a bus, or not one of record_size {record_size}"
-    if _off_grid(sv.limit, record_size):
+    if off_grid(sv.limit, record_size):
         raise InspectError(f"{escape(path)}: limit {sv.limit} is not a record boundary for "
                            f"record_size {record_size} ({FIRST_RECORD_OFFSET}, "
                            f"{FIRST_RECORD_OFFSET + slot_size(record_size)}, ...): {why}")

@@ -6,12 +6,12 @@ shares (``docs/cli.md``); segments are read through ``inspect.survey`` and ``ins
 import os
 
 from ..formats.files import open_file
-from .views import (InspectError, _content_notes, _off_grid, escape, record_counts, scan,
-                      survey)
 from ..formats.layout import (FIRST_RECORD_OFFSET, META_FILE, is_record_boundary, join_position,
-                     mapped_size, slot_size, split_position)
+                              mapped_size, slot_size, split_position)
 from ..formats.positions import end_boundary, gap_range, slots_per_segment
 from ..rolling.directory import list_segments, open_dir, read_bus_meta, segment_path
+from .slots import scan
+from .views import InspectError, content_notes, escape, off_grid, record_counts, survey
 
 __all__ = ("describe", "check_start", "slots")
 
@@ -30,10 +30,10 @@ def _segment(path, index, meta):
     if sv.length < mapped_size(meta.segment_size):
         problems.append(f"{sv.length} bytes, shorter than the {mapped_size(meta.segment_size)} "
                         f"a segment of segment_size {meta.segment_size} has: truncated")
-    if _off_grid(sv.limit, meta.record_size):
+    if off_grid(sv.limit, meta.record_size):
         problems.append(f"limit {sv.limit} is not a record boundary for record_size "
                         f"{meta.record_size}: a corrupt segment")
-    problems += _content_notes(sv.counts)
+    problems += content_notes(sv.counts)
     return {"index": index,
             "first_position": join_position(index, FIRST_RECORD_OFFSET, meta.segment_size),
             "limit": sv.limit, "limit_position": join_position(index, sv.limit, meta.segment_size),

@@ -18,7 +18,7 @@ from collections import defaultdict
 import pytest
 
 from mappedbus_py import MappedBusWriter
-from mappedbus_py.tools.views import scan
+from mappedbus_py.tools.slots import scan
 from reliability_helpers import (CHILD, have_java, jars, java, long_variant, parse_reader, shm_dir,
                                  spawn)  # noqa: F401 (fixtures)
 
