@@ -68,7 +68,7 @@ def create_bus(path, file_size, record_size):
 
 # The Java original (Mappedbus 0.5.1 built for JDK 17), a peer measured in the same run. It is not
 # part of the project: it is looked up beside the checkout (or in $MAPPEDBUS_ORIGINAL_DIR, as the
-# tests do: tests/java_original.py) and skipped when absent.
+# tests do: tests/support/java_original.py) and skipped when absent.
 ORIGINAL_DIR = os.path.normpath(os.environ.get("MAPPEDBUS_ORIGINAL_DIR")
                                 or os.path.join(ROOT, "..", "shared", "original"))
 ORIGINAL_JAR = os.path.join(ORIGINAL_DIR, "mappedbus-0.5.1-jdk17.jar")

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from java_original import ORIGINAL_JAR
+from support.java_original import ORIGINAL_JAR
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

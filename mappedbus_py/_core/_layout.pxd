@@ -1,6 +1,6 @@
 # cython: language_level=3
 # The wire layout's offsets for Cython code: the names of layout.py (where the diagram is),
-# compiled in. tests/test_layout_pxd.py checks they equal layout.py's.
+# compiled in. tests/formats/test_layout_pxd.py checks they equal layout.py's.
 
 cdef enum:
     LIMIT_OFFSET = 0            # int64 limit at the start of the file

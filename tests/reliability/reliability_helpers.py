@@ -11,7 +11,7 @@ import pytest
 
 HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
-CHILD = [sys.executable, str(ROOT / "tests" / "bus_child.py")]
+CHILD = [sys.executable, str(ROOT / "tests" / "support" / "bus_child.py")]
 JARS = [str(ROOT / "build" / "jvm" / "mappedbuspy.jar"),
         str(ROOT / "build" / "jvm" / "mappedbuspy-tools.jar"),
         str(ROOT / "build" / "jvm" / "mappedbuspy-tests.jar")]

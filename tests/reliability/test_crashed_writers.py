@@ -1,6 +1,6 @@
 """Crashed writers: Python and Java writer processes killed with SIGKILL at random moments,
 some of them frozen between allocating a record and committing it (the stall hook of
-tests/bus_child.py and StreamWriter), while other writers go on and three readers (two
+tests/support/bus_child.py and StreamWriter), while other writers go on and three readers (two
 Python, one Java) read live. Every record whose commit succeeded reaches every reader exactly
 once, in one order all share; each dead writer's slot is rolled back after the timeout and
 counted as lost; no reader hangs. CI: one run of 30 kills; MAPPEDBUS_LONG=1: 5 runs of 100."""

@@ -33,9 +33,9 @@ from reliability_helpers import ROOT, have_java, shm_dir  # noqa: F401 (fixture)
 pytestmark = [pytest.mark.slow, pytest.mark.java]
 
 sys.path.insert(0, str(ROOT / "tests"))
-import rolling_child  # noqa: E402  (the readers' summary, to read the files the same way)
+from support import rolling_child  # noqa: E402  (the readers' summary, to read the files the same way)
 
-ROLLING_CHILD = [sys.executable, str(ROOT / "tests" / "rolling_child.py")]
+ROLLING_CHILD = [sys.executable, str(ROOT / "tests" / "support" / "rolling_child.py")]
 BUS_TOOL = "io.mappedbuspy.tools.BusTool"
 VERIFY = "io.mappedbuspy.tools.RollingVerify"
 JVM_ARGS = ("-Xmx64m", "-XX:+UseSerialGC")

@@ -6,7 +6,7 @@ import java.util.function.LongFunction;
 /**
  * The arithmetic and the decisions of a rolling bus (docs/files-and-rolling.md, "Rolling bus" and "Retention that holds
  * consumers"), written once for the JVM as pure functions: no file is touched here. Python has the same functions in
- * {@code mappedbus_py/rolling/__init__.py}; {@code tests/vectors/rolling.json} pins both (tests/test_vectors.py and
+ * {@code mappedbus_py/rolling/__init__.py}; {@code tests/vectors/rolling.json} pins both (tests/rolling/test_vectors.py and
  * VectorsTest.java run every case of it), so a change one language makes and the other does not follow fails both.
  *
  * <p>A position names a place across segments: {@code segment * segmentSize + offset}

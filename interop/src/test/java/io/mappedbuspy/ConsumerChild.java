@@ -10,7 +10,7 @@ import java.nio.file.LinkOption;
 import java.nio.file.Path;
 
 /**
- * The other process of ConsumersTest and tests/test_consumers_java.py: a named consumer in another JVM. The bus is a
+ * The other process of ConsumersTest and tests/jvm/test_consumers_java.py: a named consumer in another JVM. The bus is a
  * single file when PATH is a file, a rolling bus when it is a directory; sizes come from its metadata.
  *
  * <pre>

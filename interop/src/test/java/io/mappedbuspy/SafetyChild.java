@@ -5,7 +5,7 @@ import java.io.IOException;
 import java.nio.file.NoSuchFileException;
 
 /**
- * A writer or reader process for tests/test_java_safety.py: it keeps a bus open while the test truncates,
+ * A writer or reader process for tests/jvm/test_java_safety.py: it keeps a bus open while the test truncates,
  * replaces or removes the file, reopens after every BusTruncatedException / BusReplacedException, and prints
  * how many it saw. Exits 0 unless something else went wrong.
  *

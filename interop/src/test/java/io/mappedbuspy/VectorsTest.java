@@ -28,7 +28,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 
 /**
  * The language-neutral vectors of {@code tests/vectors/rolling.json}, run against the JVM side's pure functions
- * ({@link RollingLayout}, {@link Layout}, {@link ConsumerRetention}); tests/test_vectors.py runs the same file
+ * ({@link RollingLayout}, {@link Layout}, {@link ConsumerRetention}); tests/rolling/test_vectors.py runs the same file
  * against Python's. Every case of every section is one dynamic test, named by its "why".
  */
 public final class VectorsTest {

@@ -8,7 +8,7 @@ import java.nio.charset.StandardCharsets;
 import java.util.concurrent.TimeUnit;
 
 /**
- * The Java side of tests/test_wake_java.py: a reader parked in waitNext that the Python writer must wake, and a writer
+ * The Java side of tests/jvm/test_wake_java.py: a reader parked in waitNext that the Python writer must wake, and a writer
  * whose records must wake a parked Python reader. Records carry the writer's CLOCK_MONOTONIC time (System.nanoTime,
  * time.monotonic_ns) in their first 8 bytes, little-endian, so either side reports the wake-up's latency.
  *

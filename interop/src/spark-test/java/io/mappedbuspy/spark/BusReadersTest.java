@@ -32,7 +32,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * (README "Columns"). Two kinds of fixture: payloads that the Python {@code Message} classes produced
  * ({@code to_bytes()}, pasted below as hex, generated with the command in {@link #pythonPayloads}) written
  * into a bus here with the Java writer; and the golden files the Java original wrote
- * ({@code tests/data/golden}, whose bytes the Python reader decodes in {@code tests/test_golden.py}),
+ * ({@code tests/data/golden}, whose bytes the Python reader decodes in {@code tests/core/test_golden.py}),
  * checked against their manifest.
  */
 public final class BusReadersTest {

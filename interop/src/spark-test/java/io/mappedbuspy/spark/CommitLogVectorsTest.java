@@ -38,7 +38,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 /**
  * The language-neutral vectors of {@code tests/vectors/commitlog.json}, run against {@link CommitLog}: its entries'
  * bytes both ways, the entries read from a log file, and the recovery decision ({@link CommitLog#recover}).
- * tests/test_commitlog_vectors.py runs the same file against {@code mappedbus_py/formats/commitlog.py}.
+ * tests/formats/test_commitlog_vectors.py runs the same file against {@code mappedbus_py/formats/commitlog.py}.
  */
 public final class CommitLogVectorsTest {
     private static final String[] SECTIONS = {"entries", "files", "recovery"};

@@ -31,7 +31,7 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
 
 /**
  * What the connector tests share: options, the golden bus files of {@code tests/data/golden} (written by
- * the Java original; {@code tests/test_golden.py} reads the same bytes as the Python {@code Message}
+ * the Java original; {@code tests/core/test_golden.py} reads the same bytes as the Python {@code Message}
  * classes), records with payload bytes given as they are (hex), rows of both readers as text, and seeds
  * for generated cases.
  */

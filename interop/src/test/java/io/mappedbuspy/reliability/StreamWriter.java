@@ -6,7 +6,7 @@ import io.mappedbuspy.MemoryMappedFile;
 
 /**
  * A writer process for the reliability tests (tests/reliability): the Java twin of
- * {@code tests/bus_child.py stream}.
+ * {@code tests/support/bus_child.py stream}.
  *
  * <pre>StreamWriter &lt;path&gt; &lt;fileSize&gt; &lt;recordSize&gt; &lt;count&gt; &lt;writerId&gt; [progressEvery [pauseMs]]</pre>
  *

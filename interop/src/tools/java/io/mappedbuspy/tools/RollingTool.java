@@ -20,7 +20,7 @@ import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 
 /**
- * BusTool's rolling-bus commands (the twin of {@code tests/rolling_child.py}, same output lines):
+ * BusTool's rolling-bus commands (the twin of {@code tests/support/rolling_child.py}, same output lines):
  * <pre>
  *  rolling-write dir segmentSize recordSize count writerId [--retain-segments n] [--retain-bytes n]
  *      [--retain-age-ms n]: 8-byte records (int32 writerId, int32 i); prints "wrote N committed M"

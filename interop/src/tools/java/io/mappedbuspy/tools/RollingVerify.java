@@ -12,7 +12,7 @@ import java.time.Duration;
 
 /**
  * A rolling-bus reader for reliability tests that prints a summary instead of the records (the twin of
- * {@code tests/rolling_child.py verify}, same lines):
+ * {@code tests/support/rolling_child.py verify}, same lines):
  * <pre>
  *  RollingVerify dir segmentSize recordSize [--timeout ms] [--idle-exit ms] [--stop-file F]
  *      [--on-gap raise|skip] [--start pos] [--poll-sleep-us n]

@@ -5,7 +5,7 @@ import pytest
 
 from mappedbus_py import jvm
 from mappedbus_py.formats.layout import CONSTANTS
-from procs import java_or_skip
+from support.procs import java_or_skip
 
 pytestmark = pytest.mark.java
 

@@ -228,7 +228,7 @@ def test_the_readme_use_example_prints_the_message_and_the_raw_bytes(bus_path):
     import re
     import subprocess
     import sys
-    readme = (pathlib.Path(__file__).resolve().parent.parent / "README.md").read_text()
+    readme = (pathlib.Path(__file__).resolve().parents[2] / "README.md").read_text()
     example = re.findall(r"^```python\n(.*?)^```", readme, re.S | re.M)[0]
     assert "/dev/shm/prices" in example
     example = example.replace("/dev/shm/prices", bus_path).replace("timeout=5)", "timeout=0.2)")

@@ -6,7 +6,7 @@ more with the variable naming a directory that does not exist (.ci/run)."""
 import os
 
 ENV = "MAPPEDBUS_ORIGINAL_DIR"
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ORIGINAL_DIR = os.path.normpath(os.environ.get(ENV) or os.path.join(ROOT, "..", "shared", "original"))
 ORIGINAL_JAR = os.path.join(ORIGINAL_DIR, "mappedbus-0.5.1-jdk17.jar")
 

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from mappedbus_py import jvm
-from tests import procs
+from support import procs
 
 TESTS_JAR = (jvm.pathlib.Path(os.environ["MAPPEDBUS_PY_JARS"]) if os.environ.get("MAPPEDBUS_PY_JARS")
              else jvm.BUILD) / "mappedbuspy-tests.jar"

@@ -10,7 +10,7 @@ import pytest
 
 from mappedbus_py import MappedBusReader, MappedBusWriter, PriceUpdate, Token, Trade
 from mappedbus_py.formats.layout import STATUS_NOT_SET, STATUS_ROLLED_BACK
-from procs import (check_integrity, end_counts, java_or_skip, open_gate, parse_reader, start,
+from support.procs import (check_integrity, end_counts, java_or_skip, open_gate, parse_reader, start,
                    start_java)
 
 pytestmark = pytest.mark.java

@@ -18,7 +18,7 @@ import pytest
 
 from mappedbus_py import MappedBusReader, MappedBusWriter, jvm
 from mappedbus_py.formats import layout
-from tests import procs
+from support import procs
 
 pytestmark = pytest.mark.java
 

@@ -9,12 +9,12 @@ import sys
 
 import pytest
 
-import procs
-from java_original import client_command
+from support import procs
+from support.java_original import client_command
 from mappedbus_py import BusGapError, RollingBusReader, jvm
 
-ROLLING_CHILD = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                              "rolling_child.py")]
+ROLLING_CHILD = [sys.executable, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                              "support", "rolling_child.py")]
 
 pytestmark = pytest.mark.java
 

@@ -12,8 +12,10 @@ import time
 
 import pytest
 
-from mappedbus_py import MappedBusReader, MappedBusWriter, PriceUpdate, Trade, jvm
-from procs import java_or_skip
+if __name__ == "__main__":      # a scenario (below): the helpers are in tests/support
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from mappedbus_py import MappedBusReader, MappedBusWriter, PriceUpdate, Trade, jvm  # noqa: E402
+from support.procs import java_or_skip  # noqa: E402
 
 pytestmark = pytest.mark.java
 pytest.importorskip("jpype")

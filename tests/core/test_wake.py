@@ -144,7 +144,7 @@ def test_writers_pay_nothing_but_a_load_while_nobody_is_parked(bus_path):
 @pytest.mark.slow
 def test_the_lost_wake_up_window_hammered_a_million_times_never_waits_for_the_self_wake():
     import pyximport
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     pyximport.install(build_dir=os.path.join(root, "build", "test-pyx"), language_level=3,
                       setup_args={"include_dirs": [os.path.join(root, "mappedbus_py", "_core"), root]})
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))

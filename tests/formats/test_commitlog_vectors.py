@@ -10,7 +10,7 @@ from mappedbus_py.formats.commitlog import Entry, Key, decode_entry, decode_log,
 from mappedbus_py.formats.layout import COMMIT_ENTRY_SIZE
 from mappedbus_py.rolling import locate
 
-VECTORS = json.loads((pathlib.Path(__file__).parent / "vectors" / "commitlog.json").read_text())
+VECTORS = json.loads((pathlib.Path(__file__).parent.parent / "vectors" / "commitlog.json").read_text())
 SECTIONS = ("entries", "files", "recovery")
 
 

@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from procs import java_or_skip
+from support.procs import java_or_skip
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.mark.slow

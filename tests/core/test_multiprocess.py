@@ -6,7 +6,7 @@ import time
 import pytest
 
 from mappedbus_py import MappedBusReader, MappedBusWriter
-from procs import check_integrity, parse_reader, start
+from support.procs import check_integrity, parse_reader, start
 
 
 @pytest.mark.slow

@@ -20,7 +20,7 @@ from mappedbus_py import rolling
 from mappedbus_py.formats.busmeta import BusMeta, write_meta
 from mappedbus_py.formats.layout import META_FILE, segment_name
 
-from java_original import ORIGINAL_JAR
+from support.java_original import ORIGINAL_JAR
 
 SEG = 4096
 RS = 12

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TEST_SH = os.path.join(ROOT, "interop", "test.sh")
 # Fewer tests than this means discovery broke (a renamed class, a missing jar), not that tests passed.
 # Core: 116 example tests + 1204 property cases (LayoutPropertiesTest, StatusPropertiesTest: 200 seeded
@@ -91,7 +91,7 @@ def test_summary_parser_reads_failures_from_the_launcher_report():
 
 
 def test_java_runs_every_vector(core_jars):
-    """VectorsTest runs every case of tests/vectors/rolling.json against the JVM side (tests/test_vectors.py
+    """VectorsTest runs every case of tests/vectors/rolling.json against the JVM side (tests/rolling/test_vectors.py
     runs them against Python's): one JUnit test per case, plus the check that every section has a runner."""
     import json
     with open(os.path.join(ROOT, "tests", "vectors", "rolling.json")) as f:

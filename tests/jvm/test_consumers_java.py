@@ -15,7 +15,7 @@ from mappedbus_py import (ConsumerInUseError, MappedBusReader, MappedBusWriter, 
                           RollingBusWriter, jvm)
 from mappedbus_py.formats import layout
 from mappedbus_py.formats.busmeta import BusMeta
-from tests import procs
+from support import procs
 
 pytestmark = pytest.mark.java
 

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-import procs
-from java_original import client_command
+from support import procs
+from support.java_original import client_command
 from mappedbus_py import MappedBusReader, MappedBusWriter, jvm
 from mappedbus_py.formats import layout
 

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GOLDEN = os.path.join(ROOT, "tests", "data", "golden")
 # The library and the tools jar (BusTool), as a class path.
 JAR = os.pathsep.join(os.path.join(ROOT, "build", "jvm", name)

@@ -15,8 +15,8 @@ import pytest
 
 from mappedbus_py import RollingBusReader, RollingBusWriter, rolling
 
-CHILD = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                      "rolling_child.py")]
+CHILD = [sys.executable, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                      "support", "rolling_child.py")]
 SEG = 4096
 RS = 8
 
@@ -145,7 +145,7 @@ def test_a_writer_that_must_roll_waits_for_the_segment_another_process_claimed(b
         if lang == "python":
             w = start("write", bus_dir, SEG, RS, n, 1)
         else:
-            import procs
+            from support import procs
             procs.java_or_skip()
             w = procs.start_java("rolling-write", bus_dir, SEG, RS, n, 1)
         out = w.communicate(timeout=120)[0]
@@ -173,7 +173,7 @@ def test_a_java_spare_maker_holds_its_claim_until_the_segment_is_linked(bus_dir,
     # Java's helper thread makes the spare and links it under its claim (docs/files-and-rolling.md,
     # "Spare segment"): stopped between the two, it still holds the claim, so a writer that rolls
     # meanwhile waits for the segment instead of making it a second time on its writing thread.
-    import procs
+    from support import procs
     procs.java_or_skip()
     RollingBusWriter(bus_dir, SEG, RS).open().close()
     slot = 8 + RS

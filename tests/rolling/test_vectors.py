@@ -11,7 +11,7 @@ from mappedbus_py.rolling import (consumer_blockers, consumer_retention, consume
                                   end_boundary, gap_range, spare_trigger, locate, on_grid, records_between,
                                   retention_plan, slots_per_segment)
 
-VECTORS = json.loads((pathlib.Path(__file__).parent / "vectors" / "rolling.json").read_text())
+VECTORS = json.loads((pathlib.Path(__file__).parent.parent / "vectors" / "rolling.json").read_text())
 
 
 def cases(section):

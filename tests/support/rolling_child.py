@@ -1,4 +1,4 @@
-"""A rolling-bus client run as a separate process by tests/test_rolling_processes.py.
+"""A rolling-bus client run as a separate process by tests/rolling/test_rolling_processes.py.
 
     write <dir> <segment_size> <record_size> <count> <writer_id> [--retain-segments n] [--go FILE]
           [--batch n]
