@@ -42,7 +42,7 @@ if (( stale )); then
     mkdir -p "$out"
     echo "compiling $here/native/wake_jni.c" >&2
     tmp="$lib.tmp.$$"
-    "${CC:-gcc}" -O2 -shared -fPIC -fvisibility=hidden -Wall -Wextra "${includes[@]}" -I"$root/mappedbus_py" \
+    "${CC:-gcc}" -O2 -shared -fPIC -fvisibility=hidden -Wall -Wextra "${includes[@]}" -I"$root/mappedbus_py/_core" \
         -o "$tmp" "$here/native/wake_jni.c"
     mv -f "$tmp" "$lib"   # atomically: a JVM loading the old one meanwhile keeps a whole file
 fi

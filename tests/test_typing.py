@@ -10,7 +10,7 @@ import sys
 import pytest
 
 import mappedbus_py
-from mappedbus_py import MappedBusReader, MappedBusWriter, Record, RollingBusReader
+from mappedbus_py import MappedBusReader, MappedBusWriter, Record, RollingBusReader, RollingBusWriter
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PKG = ROOT / "mappedbus_py"
@@ -72,7 +72,8 @@ def test_a_misuse_is_a_type_error_for_mypy(tmp_path):
 
 def test_the_package_ships_stubs_and_py_typed():
     assert (PKG / "py.typed").is_file()
-    for mod in ("_reader", "_writer", "_record", "_mapping", "_message"):
+    for mod in ("_core/_reader", "_core/_writer", "_core/_record", "_core/_mapping",
+                "_core/_message", "rolling/reader", "rolling/writer", "rolling/__init__"):
         assert (PKG / f"{mod}.pyi").is_file(), mod
 
 
@@ -90,10 +91,11 @@ def _stub_members(stub, cls):
     raise AssertionError(f"{stub} has no class {cls}")
 
 
-@pytest.mark.parametrize("stub, cls", [("_reader.pyi", MappedBusReader),
-                                       ("_writer.pyi", MappedBusWriter),
-                                       ("_record.pyi", Record),
-                                       ("rolling.pyi", RollingBusReader)])
+@pytest.mark.parametrize("stub, cls", [("_core/_reader.pyi", MappedBusReader),
+                                       ("_core/_writer.pyi", MappedBusWriter),
+                                       ("_core/_record.pyi", Record),
+                                       ("rolling/reader.pyi", RollingBusReader),
+                                       ("rolling/writer.pyi", RollingBusWriter)])
 def test_the_stubs_list_every_public_member(stub, cls):
     public = {n for n in dir(cls) if not n.startswith("_")}
     missing = public - _stub_members(stub, cls.__name__)

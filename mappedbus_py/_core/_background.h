@@ -1,7 +1,7 @@
 /* One slow system call on a thread of its own, never holding the GIL: a rolling writer's
  * spare segment is preallocated (posix_fallocate) and its pages mapped (madvise
  * MADV_POPULATE_*) beside the writes, as the Java writer's helper thread does, while the
- * writing thread goes on (rolling.py, the spare; _rolling.pyx, BackgroundCall).
+ * writing thread goes on (rolling/roller.py, the spare; _rolling.pyx, BackgroundCall).
  *
  * The call's thread publishes its result with a release store of `done` (_atomic.h); the
  * writing thread looks with an acquire load and joins it once done. A forked child has no

@@ -43,7 +43,7 @@ PXD_CONSTANTS = {
 cdef class BackgroundCall:
     """One slow system call on a C thread of its own, which never takes the GIL
     (_background.h): a rolling writer's spare segment preallocated (``fallocate``), then
-    its pages mapped (``populate``), while the writing thread goes on writing; rolling.py
+    its pages mapped (``populate``), while the writing thread goes on writing; the roller
     looks at ``done`` between writes and calls ``wait()`` once it is (or at a roll)."""
 
     def __cinit__(self):
@@ -247,7 +247,7 @@ cdef class RollingReaderBase:
 
     cdef int _follow_on(self, object message) except -1:
         # _advance found no segment open (raises), or its end (END: every slot settled):
-        # rolling.py's _follow() moves on (or raises a gap), and the next one is polled.
+        # RollingBusReader._follow() moves on (or raises a gap), and the next one is polled.
         cdef MappedBusReader r = self._r
         cdef int found = END
         while found == END:
