@@ -294,3 +294,30 @@ def test_an_optional_dependency_is_imported_by_its_one_module():
 def test_no_module_is_named_like_a_standard_library_module():
     names = {m.rpartition(".")[2] for m in _modules()} - {"__init__", "__main__"}
     assert not names & set(sys.stdlib_module_names), names & set(sys.stdlib_module_names)
+
+
+_FROM_IMPORT = re.compile(r"^[ \t]*from[ \t]+(\.+[\w.]*|mappedbus_py[\w.]*)[ \t]+c?import[ \t]+"
+                          r"(\([^)]*\)|[^\n]+)", re.M)
+
+
+def _private_imports(text):
+    """The names with one leading underscore a source imports from a module of the package."""
+    found = []
+    for _, names in _FROM_IMPORT.findall(text):
+        for entry in names.strip("()").replace("\n", " ").split(","):
+            name = entry.split("#")[0].split()
+            if name and name[0].startswith("_") and not name[0].startswith("__"):
+                found.append(name[0])
+    return found
+
+
+def test_no_module_imports_another_modules_private_names():
+    # A helper one module needs from another has a public name in a home of its own
+    # (``_core/_checks.py``, ``rolling/directory.py``, ...); a module private to the package
+    # (``_core._reader``) is fine, a private name inside one is not.
+    assert _private_imports("from ._writer import _reopen, check_sizes\n"
+                            "from .._core._checks import (as_size as _as_size,\n"
+                            "    _check_limit)\n") == ["_reopen", "_check_limit"]
+    found = {str(p.relative_to(PACKAGE)): names for p in sorted(PACKAGE.rglob("*"))
+             if p.suffix in (".py", ".pyx", ".pxd") and (names := _private_imports(p.read_text()))}
+    assert not found, found

@@ -6,10 +6,13 @@ ValueError or TypeError naming the argument."""
 import os
 from operator import index
 
+from ..errors import CorruptBusError
+from ..formats.busmeta import meta_path, read_meta
 from ..formats.layout import FIRST_RECORD_OFFSET, HEADER_SIZE, MAX_RECORD_SIZE, MIN_ROLLBACK_TIMEOUT_MS
 
 __all__ = ("check_timeout", "check_idle", "check_rollback_timeout", "check_start",
-           "check_position", "as_size", "check_sizes", "check_path", "IDLE_STRATEGIES")
+           "check_position", "as_size", "check_sizes", "check_path", "resolve_sizes", "check_limit",
+           "IDLE_STRATEGIES")
 
 #: The idle strategies a reader's wait can use (Aeron's names: busy spin, backoff, park).
 IDLE_STRATEGIES = ("busy_spin", "spin_park", "park")
@@ -115,3 +118,30 @@ def check_path(path):
     except TypeError:
         raise TypeError(f"a bus path must be str, bytes or os.PathLike, got "
                         f"{type(path).__name__} {path!r}") from None
+
+
+def resolve_sizes(path, file_size, record_size, allow_foreign):
+    """The sizes to open ``path`` with: those given, the missing ones (None) from the bus's
+    metadata file. A given size that disagrees with the metadata fails later, at open, with
+    BusMismatchError naming both."""
+    if file_size is not None and record_size is not None:
+        return file_size, record_size
+    meta = read_meta(meta_path(path), allow_foreign=allow_foreign)
+    if meta is None or meta.kind != "single":
+        missing = " and ".join(n for n, v in (("file_size", file_size), ("record_size", record_size))
+                               if v is None)
+        why = ("it has no metadata file (" + meta_path(path) + ")" if meta is None else
+               f"{meta_path(path)} describes a {meta.kind} bus")
+        raise ValueError(f"{path!r}: {missing} not given and {why}: a bus made by the Java "
+                         f"original, or not made yet, needs both sizes")
+    return (meta.file_size if file_size is None else file_size,
+            meta.record_size if record_size is None else record_size)
+
+
+def check_limit(limit, slot, record_size, path):
+    """A limit off the record grid means a wrong record_size or a corrupt file."""
+    if limit != 0 and (limit < FIRST_RECORD_OFFSET or (limit - FIRST_RECORD_OFFSET) % slot != 0):
+        raise CorruptBusError(
+            f"{path!r}: limit {limit} is not a record boundary for record_size "
+            f"{record_size} (records start at 8 and take {slot} bytes): the file was "
+            f"written with another record_size, or it is corrupt")

@@ -25,11 +25,12 @@ from ._wakefd cimport WakeFd
 from ._consumers cimport ConsumerRegistry, consumer_entry, consumer_commit
 
 from ._mapping import DEFAULT_LOCK_TIMEOUT, check_lock_timeout
-from ._checks import (IDLE_STRATEGIES, check_idle as _check_idle, check_path as _check_path,
+from ._checks import (IDLE_STRATEGIES, check_idle as _check_idle, check_limit as _check_limit,
+                      check_path as _check_path, resolve_sizes as _resolve_sizes,
                       check_position as _check_position,
                       check_rollback_timeout as _check_rollback_timeout, check_sizes as _check_sizes,
                       check_start as _check_start, check_timeout as _check_timeout)
-from ._writer import _check_limit, _reopen, _resolve_sizes
+from ._writer import reopen as _reopen
 from ..errors import BusClosedError, BusFullError, BusReplacedError, CorruptBusError
 from ..formats.layout import (FIRST_RECORD_OFFSET, HEADER_SIZE, DEFAULT_TIMEOUT_MS, MIN_ROLLBACK_TIMEOUT_MS,
                      DEFAULT_PARK_NS, DEFAULT_PARK_MAX_NS, DEFAULT_SPIN_NS, WAKE_SUFFIX,

@@ -19,9 +19,9 @@ from ._wake cimport WakeFile, wake_needed
 from cpython.mem cimport PyMem_Calloc, PyMem_Free
 from cpython.tuple cimport PyTuple_GET_SIZE, PyTuple_GET_ITEM
 
-from ._checks import as_size as _as_size, check_path as _check_path, check_sizes as _check_sizes
+from ._checks import (as_size as _as_size, check_limit as _check_limit, check_path as _check_path,
+                      check_sizes as _check_sizes, resolve_sizes as _resolve_sizes)
 from ._mapping import DEFAULT_LOCK_TIMEOUT, check_lock_timeout, check_mode
-from ..formats.busmeta import meta_path, read_meta
 from ..errors import BusClosedError, BusFullError, CorruptBusError, RecordsRolledBackError
 from ..formats.layout import FIRST_RECORD_OFFSET, HEADER_SIZE, MAX_RECORD_SIZE, WAKE_SUFFIX
 
@@ -43,25 +43,7 @@ cdef int NEVER_DEAD = 0      # what _dead points to while no mapping is open
 cdef int64_t POPULATE_CHUNK = 64 * 1024
 
 
-def _resolve_sizes(path, file_size, record_size, allow_foreign):
-    """The sizes to open ``path`` with: those given, the missing ones (None) from the bus's
-    metadata file. A given size that disagrees with the metadata fails later, at open, with
-    BusMismatchError naming both."""
-    if file_size is not None and record_size is not None:
-        return file_size, record_size
-    meta = read_meta(meta_path(path), allow_foreign=allow_foreign)
-    if meta is None or meta.kind != "single":
-        missing = " and ".join(n for n, v in (("file_size", file_size), ("record_size", record_size))
-                               if v is None)
-        why = ("it has no metadata file (" + meta_path(path) + ")" if meta is None else
-               f"{meta_path(path)} describes a {meta.kind} bus")
-        raise ValueError(f"{path!r}: {missing} not given and {why}: a bus made by the Java "
-                         f"original, or not made yet, needs both sizes")
-    return (meta.file_size if file_size is None else file_size,
-            meta.record_size if record_size is None else record_size)
-
-
-def _reopen(cls, path, file_size, record_size, kwargs, opened):
+def reopen(cls, path, file_size, record_size, kwargs, opened):
     """Unpickling a writer or reader: a new one on the same path, opened if it was."""
     obj = cls(path, file_size, record_size, **kwargs)
     if opened:
@@ -90,15 +72,6 @@ def _metas(meta, Py_ssize_t nrows):
         bad = arr[(arr < -2**31) | (arr >= 2**31)][0]
         raise ValueError(f"meta {int(bad)} is outside the int32 range")
     return numpy.ascontiguousarray(arr, dtype="<i4")
-
-
-def _check_limit(int64_t limit, int64_t slot, int32_t record_size, path):
-    """A limit off the record grid means a wrong record_size or a corrupt file."""
-    if limit != 0 and (limit < FIRST or (limit - FIRST) % slot != 0):
-        raise CorruptBusError(
-            f"{path!r}: limit {limit} is not a record boundary for record_size "
-            f"{record_size} (records start at 8 and take {slot} bytes): the file was "
-            f"written with another record_size, or it is corrupt")
 
 
 @cython.embedsignature(False)     # the docstring carries the signature
@@ -225,7 +198,7 @@ cdef class MappedBusWriter:
         kwargs = dict(mode=self._mode, preallocate=self._preallocate, prefault=self._prefault,
                       allow_foreign=self._allow_foreign, lock_timeout=self._lock_timeout,
                       wake=self._wakes, _segment=self._segment)
-        return (_reopen, (MappedBusWriter, self.path, self.file_size, self.record_size,
+        return (reopen, (MappedBusWriter, self.path, self.file_size, self.record_size,
                           kwargs, self._base != NULL))
 
     def __repr__(self):
