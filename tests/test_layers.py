@@ -321,3 +321,12 @@ def test_no_module_imports_another_modules_private_names():
     found = {str(p.relative_to(PACKAGE)): names for p in sorted(PACKAGE.rglob("*"))
              if p.suffix in (".py", ".pyx", ".pxd") and (names := _private_imports(p.read_text()))}
     assert not found, found
+
+
+def test_the_tests_mirror_the_layout():
+    # Test modules sit in the folder of what they test; their helpers in tests/support.
+    folders = {p.parent.relative_to(ROOT / "tests").as_posix()
+               for p in (ROOT / "tests").rglob("test_*.py")}
+    assert folders == {".", "core", "formats", "rolling", "consumers", "tools", "jvm", "spark",
+                       "reliability"}, folders
+    assert not list((ROOT / "tests" / "support").glob("test_*.py"))
