@@ -3,7 +3,7 @@
 1. Two Python and two Java writer processes write ~10 M records through ~77 segments of 2 MiB
    while two Python and two Java readers follow live; writers are SIGKILLed at random moments,
    writers of both languages stopped inside a segment creation (MAPPEDBUS_TEST_ROLL_STALL, the
-   same hook in rolling.py and RollingDir.java) and Java ones near a segment boundary; each
+   same hook in rolling/directory.py and RollingDir.java) and Java ones near a segment boundary; each
    killed writer is replaced
    by a new one that writes the rest of its share. Every reader prints one summary line
    (rolling_child.py verify / RollingVerify): the four lines must be identical, and agree with
@@ -28,6 +28,7 @@ import pytest
 
 from mappedbus_py import (BusGapError, MappedBusReader, RollingBusReader, RollingBusWriter,
                           jvm, rolling)
+from mappedbus_py.formats import layout
 from reliability_helpers import ROOT, have_java, shm_dir  # noqa: F401 (fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.java]
@@ -411,7 +412,7 @@ def test_mixed_writers_killed_at_random_and_during_rolls_leave_every_reader_the_
     assert (plain.n, plain.hash) == (first["n"], int(first["hash"], 16))
     assert status_counts[1] == first["n"] and status_counts[2] == first["skipped"]
     # Temporary files: only those of writers killed inside a segment creation.
-    tmps = [n for n in os.listdir(bus) if n.startswith(rolling.TMP_PREFIX)]
+    tmps = [n for n in os.listdir(bus) if n.startswith(layout.TMP_PREFIX)]
     killed_pids = {run.writers[wid]["pid"] for _, wid, _, _ in run.kills}
     for name in tmps:
         m = TMP_PID.search(name)
@@ -439,7 +440,7 @@ GAP_PER = (GAP_SEG - 8) // SLOT        # 255
 
 def maps_segment(pid, bus, index):
     """Whether process ``pid`` maps segment ``index`` of ``bus`` (maybe removed since)."""
-    name = os.path.join(bus, rolling.segment_name(index))
+    name = os.path.join(bus, layout.segment_name(index))
     with open(f"/proc/{pid}/maps") as f:
         return any(line.split(None, 5)[-1].strip().startswith(name) for line in f
                    if len(line.split(None, 5)) == 6)
