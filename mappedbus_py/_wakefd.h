@@ -23,6 +23,9 @@
 
 #include "_wake.h"
 
+/* Not every file that includes this header calls every function. */
+#define WAKEFD_UNUSED __attribute__((unused))
+
 #define WAKEFD_IDLE_NS 100000000      /* the thread's sleep while not armed */
 
 typedef struct {
@@ -45,14 +48,14 @@ static inline int wakefd_ready(const char *watch, int aligned) {
     return aligned ? load_acquire_i32(watch) != 0 : load_acquire_u8(watch) != 0;
 }
 
-static void wakefd_fire(wakefd *f) {
+WAKEFD_UNUSED static void wakefd_fire(wakefd *f) {
     uint64_t one = 1;
     store_seq_cst_int(&f->armed, 0);
     wake_done(f->w, f->slot);
     if (write(f->efd, &one, sizeof one) < 0) { /* EAGAIN: readable already */ }
 }
 
-static void *wakefd_run(void *arg) {
+WAKEFD_UNUSED static void *wakefd_run(void *arg) {
     wakefd *f = (wakefd *)arg;
     while (!load_acquire_int(&f->stop)) {
         uint32_t cur = wake_seq(f->w);
@@ -81,7 +84,7 @@ static void *wakefd_run(void *arg) {
 }
 
 /* 0, or an errno. */
-static int wakefd_start(wakefd *f, char *w, int slot, int64_t park_ns, int64_t park_max_ns) {
+WAKEFD_UNUSED static int wakefd_start(wakefd *f, char *w, int slot, int64_t park_ns, int64_t park_max_ns) {
     memset(f, 0, sizeof *f);
     f->w = w;
     f->slot = slot;
@@ -101,7 +104,7 @@ static int wakefd_start(wakefd *f, char *w, int slot, int64_t park_ns, int64_t p
 
 /* Arm for the slot at ``watch`` (NULL: past a segment's end, any wake fires). Returns 0 when
  * armed, 1 when a record may be there now (not armed: read, then arm again). */
-static int wakefd_arm(wakefd *f, const char *watch, int aligned) {
+WAKEFD_UNUSED static int wakefd_arm(wakefd *f, const char *watch, int aligned) {
     uint32_t v = wake_prepare(f->w, f->slot);
     if (wakefd_ready(watch, aligned)) {
         wake_done(f->w, f->slot);
@@ -124,7 +127,7 @@ static int wakefd_arm(wakefd *f, const char *watch, int aligned) {
 
 /* Stop watching. Once it returns the thread no longer reads the watched word (its mapping
  * may go). */
-static void wakefd_disarm(wakefd *f) {
+WAKEFD_UNUSED static void wakefd_disarm(wakefd *f) {
     pthread_mutex_lock(&f->mu);
     store_seq_cst_int(&f->armed, 0);
     f->watch = NULL;
@@ -132,12 +135,12 @@ static void wakefd_disarm(wakefd *f) {
     wake_done(f->w, f->slot);
 }
 
-static void wakefd_drain(wakefd *f) {
+WAKEFD_UNUSED static void wakefd_drain(wakefd *f) {
     uint64_t n;
     if (read(f->efd, &n, sizeof n) < 0) { /* EAGAIN: nothing to drain */ }
 }
 
-static void wakefd_stop(wakefd *f) {
+WAKEFD_UNUSED static void wakefd_stop(wakefd *f) {
     if (!f->started) return;
     wakefd_disarm(f);
     store_seq_cst_int(&f->stop, 1);
