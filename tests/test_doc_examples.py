@@ -276,6 +276,6 @@ def test_a_java_block_runs_as_a_main_method_and_its_errors_name_the_document_lin
         assert d.results == {0: None, 1: None}
         with pytest.raises(pytest.fail.Exception) as e:
             d.run(2)
-        assert "doc.md:11 exited with" in str(e.value) and "DocBlock.java:13" in str(e.value)
+        assert "doc.md:11 exited with" in str(e.value) and "DocBlock.java:12" in str(e.value)
     finally:
         d.clean()
