@@ -320,7 +320,12 @@ public final class ConsumersTest {
             }
             assertTrue(raised, "truncation to " + cut + " noticed");
             r.close();
-            assertThrows(CorruptBusException.class, () -> Consumers.consumers(path));
+            if (cut == 0) {
+                // all zero: as a first opener killed before sizing it leaves it, an empty registry at once
+                assertEquals(List.of(), Consumers.consumers(path));
+            } else {
+                assertThrows(CorruptBusException.class, () -> Consumers.consumers(path));
+            }
             try (MappedBusReader again = new MappedBusReader(path).setConsumer("t").open()) {
                 assertEquals(0, read(again), "a registry again, entries gone");
             }
