@@ -74,9 +74,8 @@ cdef class WakeFile:
         self._live = None
         cdef int rc = wake_init(self._file.base)
         if rc != 0:
+            version = int.from_bytes((self._file.base + WAKE_VERSION_OFFSET)[:4], "little")
             self._file.close()
-            version = int.from_bytes((self._file.base + WAKE_VERSION_OFFSET)[:4], "little") \
-                if rc == -2 else 0
             why = {-1: "its magic is not a wake file's",
                    -2: f"its version is {version}, this reads {WAKE_VERSION} (an older one is "
                        f"of a release that told parkers by pid: stop every process of the bus "
