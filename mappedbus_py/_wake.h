@@ -169,6 +169,14 @@ static inline uint32_t wake_prepare(char *w, int i) {
     return (uint32_t)load_acquire_i32(w + WAKE_SEQ_OFFSET);
 }
 
+/* wake_prepare for a parker without a slot (all held, or no locks here): armed, not counted
+ * in parked; a writer's wake reaches it all the same. */
+static inline uint32_t wake_arm(char *w) {
+    store_seq_cst_i32(w + WAKE_ARMED_OFFSET, 1);
+    fence_seq_cst();
+    return (uint32_t)load_acquire_i32(w + WAKE_SEQ_OFFSET);
+}
+
 static inline uint32_t wake_seq(const char *w) {
     return (uint32_t)load_acquire_i32(w + WAKE_SEQ_OFFSET);
 }

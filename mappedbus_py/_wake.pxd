@@ -11,6 +11,7 @@ cdef extern from "_wake.h" nogil:
     int wake_claim(char *w, int fd, int pid)
     void wake_release(char *w, int fd, int i)
     uint32_t wake_prepare(char *w, int i)
+    uint32_t wake_arm(char *w)
     uint32_t wake_seq(const char *w)
     void wake_wait(char *w, uint32_t v, int64_t ns)
     void wake_done(char *w, int i)
@@ -35,8 +36,9 @@ cdef class WakeFile:
     cdef object _live          # LiveFile holding _slot's liveness byte; None without a slot
     cdef int _futile           # wakes in a row that woke nobody (dead parkers?)
     cdef int64_t _reclaimed_ns # when this parker last looked for dead parkers
+    cdef int64_t _claim_failed_ns  # when it last found no slot (it retries a second later)
 
-    cdef int claim(self) except -1
+    cdef int claim(self) except -2
     cdef object open_live(self)
     cdef int hold_slot(self, object live) except -2
     cdef void let_go_slot(self, object live, int i) noexcept

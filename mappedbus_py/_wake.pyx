@@ -158,32 +158,47 @@ cdef class WakeFile:
             look.close()
         return n
 
-    cdef int claim(self) except -1:
+    cdef int claim(self) except -2:
         # A slot per parking object; a forked child (another pid) claims its own (the
-        # parent's description was closed in it, see _liveness.pyx).
+        # parent's description was closed in it, see _liveness.pyx). -1 without one (all
+        # held, no locks on this file system, the file replaced: the bus's own checks say
+        # so), tried again a second later.
         cdef int pid = os.getpid()
         if self._slot >= 0 and self._pid == pid:
             return self._slot
+        cdef int64_t now = wake_now_ns()
+        if self._pid == pid and self._claim_failed_ns != 0 \
+                and now - self._claim_failed_ns < RECLAIM_EVERY_NS:
+            return -1
         self._pid = pid
         self._slot = -1
         if self._live is not None:
             self._live.close()
-        self._live = self.open_live()
-        self._slot = self.hold_slot(self._live)
-        if self._slot < 0:
-            self._live.close()
             self._live = None
+        try:
+            self._live = self.open_live()
+            self._slot = self.hold_slot(self._live)
+        except OSError:
+            self._slot = -1
+        if self._slot < 0:
+            if self._live is not None:
+                self._live.close()
+            self._live = None
+            self._claim_failed_ns = now
         return self._slot
 
     cdef uint32_t prepare(self) except? 0xFFFFFFFF:
         """Register as parked: the caller then looks at the bus once more, and waits on
         the value returned only if it found nothing."""
-        if self.claim() < 0:
-            raise OverflowError(f"{self.path!r}: all {WAKE_SLOT_COUNT} parking slots are taken")
         cdef int64_t now = wake_now_ns()
         if now - self._reclaimed_ns > RECLAIM_EVERY_NS:
             self._reclaimed_ns = now
-            self.reclaim_dead(True)
+            try:
+                self.reclaim_dead(True)
+            except OSError:
+                pass            # the file replaced, or no locks: nothing to undo from here
+        if self.claim() < 0:
+            return wake_arm(self.base)      # parks all the same, uncounted
         return wake_prepare(self.base, self._slot)
 
     cdef void done(self) noexcept:

@@ -162,6 +162,24 @@ final class ConsumerRetention implements AutoCloseable {
     }
 
     /**
+     * At a writer's open and at each roll, when the consumers matter (they hold retention, or block the writers): the
+     * registry, if there is one, is opened and read, so that one that cannot be (garbage, a link, another user's file)
+     * is an error where the user acts, never a retention that silently stops.
+     *
+     * @throws CorruptBusException    if it is not a registry
+     * @throws UnsafeBusFileException if it is a link or not to be trusted
+     */
+    void check() throws IOException {
+        if (!block && !RollingLayout.retains(bus.meta)) {
+            return;
+        }
+        ConsumerRegistry r = registry();
+        if (r != null) {
+            entries(r);
+        }
+    }
+
+    /**
      * Under {@code block}, before a writer rolls into segment {@code target}: waits (looking every millisecond) while a
      * consumer that is not expired would lag more than {@code max_consumer_lag} segments ({@link #consumerBlockers}),
      * at most {@code consumer_block_ms}.
