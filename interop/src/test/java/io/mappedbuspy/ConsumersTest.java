@@ -561,4 +561,56 @@ public final class ConsumersTest {
                 () -> new RollingBusWriter(dir).setMaxConsumerLag(3).open());
         assertThrows(IllegalArgumentException.class, () -> new RollingBusWriter(dir).setOnConsumerLag("wait"));
     }
+
+    /**
+     * A registry that cannot be read (garbage, a link) on a rolling bus whose consumers hold retention or block: an
+     * error at the writer's open, and at a write that rolls when it went bad after the open (nothing written, the
+     * writer still in its segment, never stuck); once it reads again the write rolls.
+     */
+    @Test
+    public void unreadableRegistryFailsTheWritersOpenAndEveryRoll() throws Exception {
+        for (String policy : new String[] {BusMeta.EXPIRE, BusMeta.BLOCK}) {
+            for (boolean link : new boolean[] {false, true}) {
+                String dir = tmp.resolve("bad-" + policy + "-" + link).toString();
+                new RollingBusWriter(dir, SEG, REC).setRetention(1, 0, 0).setMaxConsumerLag(2)
+                        .setOnConsumerLag(policy).open().close();
+                Path reg = Path.of(dir, Layout.CONSUMERS_FILE);
+                Class<? extends IOException> expected = link ? UnsafeBusFileException.class : CorruptBusException.class;
+                Runnable plant = () -> {
+                    try {
+                        if (link) {
+                            Path other = tmp.resolve("elsewhere-" + policy);
+                            Files.write(other, new byte[Layout.CONSUMERS_FILE_SIZE]);
+                            Files.createSymbolicLink(reg, other);
+                        } else {
+                            byte[] junk = new byte[Layout.CONSUMERS_FILE_SIZE];
+                            new Random(7).nextBytes(junk);
+                            Files.write(reg, junk);
+                        }
+                    } catch (IOException e) {
+                        throw new RuntimeException(e);
+                    }
+                };
+                plant.run();
+                assertThrows(expected, () -> new RollingBusWriter(dir).open());
+                Files.delete(reg);
+                try (RollingBusWriter w = new RollingBusWriter(dir).open()) {
+                    long v = 0;
+                    while (v < 16) { // segment 0 full (16 records a segment)
+                        w.write(value(v++), 0, REC);
+                    }
+                    plant.run();
+                    for (int attempt = 0; attempt < 3; attempt++) {
+                        final long x = v;
+                        IOException e = assertThrows(expected, () -> w.write(value(x), 0, REC));
+                        assertContains(e.getMessage(), Layout.CONSUMERS_FILE);
+                        assertEquals(0, w.segment());
+                    }
+                    Files.delete(reg);
+                    w.write(value(v), 0, REC);
+                    assertEquals(1, w.segment());
+                }
+            }
+        }
+    }
 }
