@@ -744,9 +744,11 @@ class RollingBusWriter(RollingWriterBase):
         target = self._k + 1
         if self._job is not None:
             self._step(wait=True)
-        if self._consumers_matter():
-            # Where the user acts: a registry that cannot be read fails the write that rolls
-            # (nothing written), at every roll until it can be; retention waits meanwhile.
+        if self._consumers_matter() and (self._registry is None
+                                         or self._registry_error is not None):
+            # Where the user acts: a registry that cannot be read (opened now, or found
+            # unreadable by a look-ahead's retention) fails the write that rolls (nothing
+            # written), at every roll until it can be; retention waits meanwhile.
             self._consumer_entries()
             self._registry_error = None
         self._wait_for_consumers(target)

@@ -209,7 +209,7 @@ public final class Layout {
     public static final int WAKE_SEQ_OFFSET = 128;
     /** Offset of the first parking slot. */
     public static final int WAKE_SLOTS_OFFSET = 256;
-    /** Size of a parking slot: pid, state, start time. */
+    /** Size of a parking slot: pid, state, taken time. */
     public static final int WAKE_SLOT_SIZE = 16;
     /** Number of parking slots: {@code (WAKE_FILE_SIZE - WAKE_SLOTS_OFFSET) / WAKE_SLOT_SIZE}. */
     public static final int WAKE_SLOT_COUNT = (WAKE_FILE_SIZE - WAKE_SLOTS_OFFSET) / WAKE_SLOT_SIZE;
