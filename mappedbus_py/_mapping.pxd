@@ -40,7 +40,8 @@ cdef class MappedFile:
 
     cpdef close(self)
     cdef _open(self, int64_t record_size, bint create, bint init, int mode, bint preallocate,
-               bint prefault, bint allow_foreign, double lock_timeout, bint segment)
+               bint prefault, bint allow_foreign, double lock_timeout, bint segment,
+               int64_t lock_offset)
     cdef _grow(self, int fd, int64_t size, bint preallocate)
     cdef _map(self, int fd, int64_t size, bint prefault)
     cdef _unmap(self)

@@ -51,31 +51,35 @@ def check_lock_timeout(timeout):
         raise ValueError(f"lock_timeout must be a non-negative number of seconds, got {timeout!r}")
 
 
-def _lock_holder(fd, exclusive):
+def _lock_holder(fd, exclusive, start=0, length=0):
     """The pid of a process holding a lock that conflicts with ours, or None."""
     want = fcntl.F_WRLCK if exclusive else fcntl.F_RDLCK
     try:
-        res = fcntl.fcntl(fd, fcntl.F_GETLK, struct.pack(_FLOCK, want, os.SEEK_SET, 0, 0, 0))
+        res = fcntl.fcntl(fd, fcntl.F_GETLK, struct.pack(_FLOCK, want, os.SEEK_SET, start,
+                                                         length, 0))
     except OSError:
         return None
     l_type, _, _, _, pid = struct.unpack(_FLOCK, res)
     return pid if l_type != fcntl.F_UNLCK and pid > 0 else None
 
 
-def _lock(fd, exclusive, double timeout, path):
-    """Take the open lock, polling until ``timeout`` seconds have passed."""
+def _lock(fd, exclusive, double timeout, path, int64_t lock_offset=-1):
+    """Take the open lock, polling until ``timeout`` seconds have passed: the whole file, or
+    with ``lock_offset`` >= 0 the one byte there (a side file whose other bytes carry
+    liveness locks, which a whole-file lock would wait on)."""
     kind = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
+    start, length = (0, 0) if lock_offset < 0 else (int(lock_offset), 1)
     deadline = time.monotonic() + timeout
     delay = 0.0005
     while True:
         try:
-            fcntl.lockf(fd, kind | fcntl.LOCK_NB)
+            fcntl.lockf(fd, kind | fcntl.LOCK_NB, length, start)
             return
         except OSError as e:
             if e.errno not in (errno.EACCES, errno.EAGAIN):
                 raise OSError(e.errno, f"cannot lock the bus file: {e.strerror}", path) from None
         if time.monotonic() >= deadline:
-            pid = _lock_holder(fd, exclusive)
+            pid = _lock_holder(fd, exclusive, start, length)
             who = f"process {pid}" if pid is not None else "another process"
             raise BusLockTimeoutError(
                 f"{path!r}: {who} held the bus file's open lock for more than {timeout:g} s "
@@ -122,12 +126,15 @@ cdef class MappedFile:
     initialising writer); ``init`` sets the limit 0 -> 8 under the lock. ``segment`` (a
     rolling bus's segment): the file must exist, is never grown, has no metadata file.
     Whatever a failed open created, it removes. ``prefault`` maps every page at open.
+    ``lock_offset`` >= 0 takes the open lock on that one byte instead of the whole file (the
+    side files whose slots carry OFD liveness locks: a whole-file lock would wait on them).
     """
 
     def __cinit__(self, path, int64_t file_size, *, bint read_only=False, mode=0o600,
                   bint preallocate=True, bint prefault=False, create=None,
                   int64_t record_size=0, bint init=False, bint allow_foreign=False,
-                  lock_timeout=DEFAULT_LOCK_TIMEOUT, bint segment=False):
+                  lock_timeout=DEFAULT_LOCK_TIMEOUT, bint segment=False,
+                  int64_t lock_offset=-1):
         self.base = NULL
         self.dead = 0
         self._guard_slot = -1
@@ -153,7 +160,7 @@ cdef class MappedFile:
                     f"more than {lock_timeout:g} s", os.getpid())
             try:
                 self._open(record_size, create, init, mode, preallocate, prefault,
-                           allow_foreign, lock_timeout, segment)
+                           allow_foreign, lock_timeout, segment, lock_offset)
                 return
             except _NotYet:
                 pass
@@ -172,7 +179,8 @@ cdef class MappedFile:
             time.sleep(0.001)
 
     cdef _open(self, int64_t record_size, bint create, bint init, int mode, bint preallocate,
-               bint prefault, bint allow_foreign, double lock_timeout, bint segment):
+               bint prefault, bint allow_foreign, double lock_timeout, bint segment,
+               int64_t lock_offset):
         path = self.path
         cdef int64_t size = self.mapped_size
         cdef bint created, meta_written
@@ -196,7 +204,7 @@ cdef class MappedFile:
                     continue    # another process created it first: open theirs
                 created = True
             try:
-                _lock(fd, create, lock_timeout, path)
+                _lock(fd, create, lock_timeout, path, lock_offset)
                 if not _same_file(path, st):
                     # Its creator removed it after a failed open, or it was replaced.
                     created = False

@@ -17,6 +17,7 @@ cdef class WakeFd:
     cdef wakefd _f             # the watcher thread and its eventfd
     cdef WakeFile _wake        # keeps the wake file mapped while the thread runs
     cdef int _slot             # the watcher's own parking slot, or -1
+    cdef object _live          # the LiveFile holding _slot's liveness byte
     cdef int _pid              # the process that started the thread
     cdef bint _running
 

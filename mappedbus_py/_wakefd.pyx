@@ -2,7 +2,7 @@
 """A reader's file descriptor for event loops: readable when a record may be there."""
 import os
 
-from ._wake cimport WakeFile, wake_claim, wake_release, wake_proc_start
+from ._wake cimport WakeFile
 
 
 cdef class WakeFd:
@@ -18,12 +18,15 @@ cdef class WakeFd:
             raise ValueError("WakeFd needs an open WakeFile")
         self._wake = wake
         self._pid = os.getpid()
-        self._slot = wake_claim(wake.base, self._pid, wake_proc_start(self._pid))
+        self._live = wake.open_live()      # the slot's liveness, a description of its own
+        self._slot = wake.hold_slot(self._live)
         if self._slot < 0:
+            self._live.close()
             raise OverflowError(f"{wake.path!r}: all parking slots are taken")
         cdef int rc = wakefd_start(&self._f, wake.base, self._slot, park_ns, park_max_ns)
         if rc != 0:
-            wake_release(wake.base, self._slot, self._pid)
+            wake.let_go_slot(self._live, self._slot)
+            self._live.close()
             self._slot = -1
             raise OSError(rc, f"cannot start the wake-up thread: {os.strerror(rc)}")
         self._running = True
@@ -64,12 +67,12 @@ cdef class WakeFd:
             return          # a forked child: the thread and the slot are the parent's
         with nogil:
             wakefd_stop(&self._f)
-        if self._wake.base != NULL:
-            wake_release(self._wake.base, self._slot, self._pid)
+        self._wake.let_go_slot(self._live, self._slot)
+        self._live.close()
         self._slot = -1
 
     def __dealloc__(self):
         if self._running and self._pid == os.getpid():
             wakefd_stop(&self._f)
-            if self._wake is not None and self._wake.base != NULL:
-                wake_release(self._wake.base, self._slot, self._pid)
+            if self._wake is not None and self._live is not None:
+                self._wake.let_go_slot(self._live, self._slot)

@@ -77,11 +77,12 @@ Readers park on a *wake file* beside the bus (``PATH + WAKE_SUFFIX``, or ``DIR/W
 for a rolling bus), which writers of this project look at after each commit. It is
 WAKE_FILE_SIZE bytes, all zero when new (a valid empty state), little-endian::
 
-      0            8            12                 64           68           72
-      +------------+------------+-- zeros ---------+------------+------------+-- zeros --
-      | magic i64  | version i32|                  | parked i32 | armed i32  |
-      +------------+------------+------------------+------------+------------+----------
+      0            8            12     16          64           68           72
+      +------------+------------+------+-- zeros --+------------+------------+-- zeros --
+      | magic i64  | version i32|      |           | parked i32 | armed i32  |
+      +------------+------------+------+-----------+------------+------------+----------
       ^ WAKE_MAGIC_OFFSET       ^ WAKE_VERSION_OFFSET
+                                       ^ WAKE_OPEN_LOCK_OFFSET: the byte openers lock
                                                    ^ WAKE_PARKED_OFFSET: readers parked now
                                                                 ^ WAKE_ARMED_OFFSET: 1 once a
                                                      reader parked since the last wake; a writer
@@ -96,31 +97,37 @@ WAKE_FILE_SIZE bytes, all zero when new (a valid empty state), little-endian::
 
       one slot (WAKE_SLOT_SIZE bytes) per parking reader:
       +-----------+-------------+---------------------------------+
-      | pid i32   | state i32   | start i64                       |
+      | pid i32   | state i32   | taken_ns i64                    |
       +-----------+-------------+---------------------------------+
-      ^ WAKE_SLOT_PID_OFFSET: 0 = free
-                  ^ WAKE_SLOT_STATE_OFFSET: 0 idle, 1 parked (counted in parked)
-                                ^ WAKE_SLOT_START_OFFSET: the holder's start time, clock
-                                  ticks since boot (/proc/PID/stat field 22): a slot whose
-                                  pid is gone or reused is reclaimed by the others
+      ^ the slot's liveness byte (its first): held by its parker's OFD lock (_liveness.h),
+        which the kernel drops when the parker dies; unlocked = free, whatever the words say
+      ^ WAKE_SLOT_PID_OFFSET: the parker's pid, for people only (0 once let go)
+                  ^ WAKE_SLOT_STATE_OFFSET: 0 idle, 1 parked (counted in parked); a dead
+                    parker's park is undone by whoever takes its byte next
+                                ^ WAKE_SLOT_START_OFFSET: when it was taken (Unix ns), for
+                                  people only
 
 The magic (WAKE_MAGIC, "MBUSWAK1") and version are set by compare-and-swap from zero by
-whoever opens the file first. The protocol is in ``_wake.h``.
+whoever opens the file first. Version 2 (WAKE_VERSION): slots are held by OFD locks;
+version 1 told them by pid and start time, and a file of version 1 is refused (stop the
+processes of the bus and delete it). The protocol is in ``_wake.h``.
 
 Named consumers keep their positions in a *consumer registry* beside the bus (``PATH +
 CONSUMERS_SUFFIX``, or ``DIR/CONSUMERS_FILE`` for a rolling bus), CONSUMERS_FILE_SIZE
-bytes, all zero when new, little-endian. The protocol is in ``_consumers.h``::
+bytes, all zero when new, little-endian; version 2 (CONSUMERS_VERSION) knows holders by OFD
+locks, version 1 (by pid) is refused. The protocol is in ``_consumers.h``::
 
-      0            8             12               64                     72
-      +------------+-------------+-- zeros -------+----------------------+-- zeros --
-      | magic i64  | version i32 |                | lock i64             |
-      +------------+-------------+----------------+----------------------+-----------
+      0            8             12     16        64                     72
+      +------------+-------------+------+-- zeros -+----------------------+-- zeros --
+      | magic i64  | version i32 |      |          | lock i64             |
+      +------------+-------------+------+----------+----------------------+-----------
       ^ CONSUMERS_MAGIC_OFFSET   ^ CONSUMERS_VERSION_OFFSET
-                                                  ^ CONSUMERS_LOCK_OFFSET: 0 free, else the
-        holder: pid | (start & 0xFFFFFFFF) << 32 (start as in the wake file). Held for
-        structural changes only (an entry made, claimed, released, expired, removed), never
-        for a commit; a holder that is gone (no such pid, or another start) is replaced by
-        compare-and-swap
+                                        ^ CONSUMERS_OPEN_LOCK_OFFSET: the byte openers lock
+                                                  ^ CONSUMERS_LOCK_OFFSET: the lock is an
+        OFD lock on this word's first byte (_liveness.h), taken without blocking and retried
+        for a bounded time (BusLockTimeoutError); the kernel drops it when its holder dies.
+        The word shows the holder's pid, for people only. Held for structural changes only
+        (an entry made, claimed, expired, removed), never for a commit
 
       128            256            384
       +--------------+--------------+-----+------------------------------------------
@@ -142,8 +149,11 @@ bytes, all zero when new, little-endian. The protocol is in ``_consumers.h``::
         (read between two equal odd gens) never sees a torn entry
       CONSUMER_FLAGS_OFFSET: CONSUMER_FLAG_EXPIRED (bit 0) once a writer's retention
         expired it (cleared by its next commit)
-      CONSUMER_PID_OFFSET, CONSUMER_START_OFFSET: the live holder (0: none); a second
-        live holder is refused, a holder that is gone is replaced
+      the entry's liveness byte (its first, at CONSUMER_GEN_OFFSET): held by the reader
+        holding the name, by an OFD lock through a description of its own (_liveness.h); a
+        second live holder is refused, a dead one's name is taken at once
+      CONSUMER_PID_OFFSET, CONSUMER_START_OFFSET: the holder's pid and when it took the
+        name (Unix ns), for people only
       CONSUMER_POSITION_OFFSET: the committed position (where the consumer goes on reading,
         a position as readers use them), stored with one atomic 8-byte store by its holder
       CONSUMER_COMMITTED_NS_OFFSET: when it was last committed (Unix ns, a coarse clock)
@@ -251,9 +261,12 @@ WAKE_SUFFIX = ".wake"
 WAKE_FILE = "bus.wake"
 WAKE_FILE_SIZE = 4096
 WAKE_MAGIC = int.from_bytes(b"MBUSWAK1", "little")
-WAKE_VERSION = 1
+WAKE_VERSION = 2     # 2: parkers known by OFD locks, not pids (1 is refused: CorruptBusError)
 WAKE_MAGIC_OFFSET = 0
 WAKE_VERSION_OFFSET = 8
+#: The one byte openers lock (a POSIX lock, as bus files' whole-file open lock) while they
+#: create and size the file; a whole-file lock would wait on the slots' liveness locks.
+WAKE_OPEN_LOCK_OFFSET = 16
 WAKE_PARKED_OFFSET = 64
 WAKE_ARMED_OFFSET = 68
 WAKE_SEQ_OFFSET = 128
@@ -279,9 +292,11 @@ CONSUMERS_SUFFIX = ".consumers"
 CONSUMERS_FILE = "bus.consumers"
 CONSUMERS_FILE_SIZE = 32768
 CONSUMERS_MAGIC = int.from_bytes(b"MBUSCON1", "little")
-CONSUMERS_VERSION = 1
+CONSUMERS_VERSION = 2     # 2: holders and the lock by OFD locks, not pids (1 is refused)
 CONSUMERS_MAGIC_OFFSET = 0
 CONSUMERS_VERSION_OFFSET = 8
+#: As WAKE_OPEN_LOCK_OFFSET: the byte openers lock while they create and size the file.
+CONSUMERS_OPEN_LOCK_OFFSET = 16
 CONSUMERS_LOCK_OFFSET = 64
 CONSUMERS_ENTRIES_OFFSET = 128
 CONSUMER_ENTRY_SIZE = 128
@@ -332,13 +347,14 @@ CONSTANTS = {
         "SEGMENT_SUFFIX", "SEGMENT_DIGITS", "TMP_PREFIX", "SEGMENT_CLAIM_BASE",
         "SEGMENT_CLAIM_WAIT_MS",
         "WAKE_SUFFIX", "WAKE_FILE", "WAKE_FILE_SIZE", "WAKE_MAGIC", "WAKE_VERSION",
-        "WAKE_MAGIC_OFFSET", "WAKE_VERSION_OFFSET", "WAKE_PARKED_OFFSET", "WAKE_ARMED_OFFSET",
+        "WAKE_MAGIC_OFFSET", "WAKE_VERSION_OFFSET", "WAKE_OPEN_LOCK_OFFSET", "WAKE_PARKED_OFFSET", "WAKE_ARMED_OFFSET",
         "WAKE_SEQ_OFFSET",
         "WAKE_SLOTS_OFFSET", "WAKE_SLOT_SIZE", "WAKE_SLOT_COUNT", "WAKE_SLOT_PID_OFFSET",
         "WAKE_SLOT_STATE_OFFSET", "WAKE_SLOT_START_OFFSET", "DEFAULT_PARK_NS",
         "DEFAULT_PARK_MAX_NS", "DEFAULT_SPIN_NS",
         "CONSUMERS_SUFFIX", "CONSUMERS_FILE", "CONSUMERS_FILE_SIZE", "CONSUMERS_MAGIC",
         "CONSUMERS_VERSION", "CONSUMERS_MAGIC_OFFSET", "CONSUMERS_VERSION_OFFSET",
+        "CONSUMERS_OPEN_LOCK_OFFSET",
         "CONSUMERS_LOCK_OFFSET", "CONSUMERS_ENTRIES_OFFSET", "CONSUMER_ENTRY_SIZE",
         "CONSUMER_ENTRY_COUNT", "CONSUMER_GEN_OFFSET", "CONSUMER_FLAGS_OFFSET",
         "CONSUMER_PID_OFFSET", "CONSUMER_START_OFFSET", "CONSUMER_POSITION_OFFSET",

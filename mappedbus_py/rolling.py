@@ -56,7 +56,7 @@ from . import aio as _aio
 from .busmeta import BusMeta, read_meta, write_meta
 from .errors import (BusBackPressureError, BusClosedError, BusFullError, BusGapError,
                      BusMismatchError, BusReplacedError, CorruptBusError,
-                     RecordsRolledBackError, UnsafeBusFileError)
+                     MappedBusError, RecordsRolledBackError, UnsafeBusFileError)
 from .files import check_trusted, open_file
 from .messages import Message
 from .layout import (CONSUMERS_FILE, ON_CONSUMER_LAG, WAKE_FILE, FIRST_RECORD_OFFSET,
@@ -429,6 +429,10 @@ def bus_consumer_entries(registry, meta):
     return [e for e in registry.entries() if e["bus_id"] == meta.id]
 
 
+# _hold_or_defer's outcome when the consumers' holds are not known (the registry cannot be read).
+_NO_HOLD_KNOWN = object()
+
+
 def _open_registry(path, allow_foreign, *, create, mode=0o600):
     """``DIR/bus.consumers`` of the rolling bus ``path``; None if absent and not ``create``."""
     try:
@@ -555,8 +559,8 @@ class RollingBusWriter(RollingWriterBase):
     # No instance __dict__: a per-record call finds its method without a dict lookup.
     # (The public attributes are the base class's, with their docstrings.)
     __slots__ = ('_allow_foreign', '_consumer_policy', '_every', '_fd', '_half', '_job', '_k',
-                 '_kwargs', '_mark', '_meta_fd', '_mode', '_prefault', '_registry', '_retention',
-                 '_retired', '_slot', '_spare', '_wake')
+                 '_kwargs', '_mark', '_meta_fd', '_mode', '_prefault', '_registry',
+                 '_registry_error', '_retention', '_retired', '_slot', '_spare', '_wake')
 
     def __init__(self, path, segment_size=None, record_size=None, *, retain_segments=0,
                  retain_bytes=0, retain_age=None, max_consumer_lag=0, on_consumer_lag="expire",
@@ -582,6 +586,8 @@ class RollingBusWriter(RollingWriterBase):
         self._consumer_policy = _check_consumer_args(max_consumer_lag, on_consumer_lag,
                                                      consumer_block_timeout)
         self._registry = None     # DIR/bus.consumers once it exists (retention reads it)
+        self._registry_error = None  # why a look-ahead's retention could not read it: raised
+                                     # at the next roll (retention waits for it meanwhile)
         self._mode = mode
         self._allow_foreign = allow_foreign
         self._prefault = prefault
@@ -632,32 +638,56 @@ class RollingBusWriter(RollingWriterBase):
             create_segment(self.path, 0, self.segment_size, mode=self._mode)
             segs = list_segments(self.path)
         k, _ = _choose_current(self.path, segs, self._allow_foreign)
+        if self._consumers_matter():
+            # A registry that cannot be read (corrupt, a link, another owner's) is an error
+            # now, not a writer whose retention or back-pressure fails later.
+            self._consumer_entries()
         self._wake = _open_wake(self.path, self._allow_foreign, self._mode)
         self._enter(k, None)
         self._countdown = 1      # look at the limit on the first write
         return self
 
     def close(self):
-        """Unmap every segment this writer holds; the bus stays. Closing twice is harmless."""
+        """Unmap every segment this writer holds; the bus stays. Closing twice is harmless.
+        It always closes: every step runs, then the first error (if any) is raised (the last
+        roll's retention when the consumer registry cannot be read, for one)."""
+        errors = []
+
+        def attempt(step, *args):
+            try:
+                step(*args)
+            except BaseException as e:      # released below in any case, raised after
+                errors.append(e)
+
         if self._job is not None:
-            self._step(wait=True)
+            attempt(self._step, True)
         if self._mark is not None:
-            self._apply_mark()
+            attempt(self._apply_mark)
+            if self._mark is not None and self._registry_error is not None:
+                errors.append(self._registry_error)     # that retention did not run
+        self._mark = None
         if self._spare is not None:
             self._retired.append(self._spare[1:])
         if self._w is not None:
             self._retired.append((self._w, self._fd))
-        self._close_retired()
+        retired, self._retired = self._retired, []
+        for w, fd in retired:
+            attempt(w.close)
+            if fd >= 0:
+                attempt(os.close, fd)
         self._w, self._spare, self._fd = None, None, -1
         if self._wake is not None:
-            self._wake.close()
+            attempt(self._wake.close)
             self._wake = None
         if self._registry is not None:
-            self._registry.close()
+            attempt(self._registry.close)
             self._registry = None
         if self._meta_fd is not None and self._meta_fd >= 0:
-            os.close(self._meta_fd)
+            attempt(os.close, self._meta_fd)
         self._meta_fd = None
+        self._registry_error = None
+        if errors:
+            raise errors[0]
 
     def __enter__(self):
         return self.open()
@@ -714,6 +744,13 @@ class RollingBusWriter(RollingWriterBase):
         target = self._k + 1
         if self._job is not None:
             self._step(wait=True)
+        if self._consumers_matter() and (self._registry is None
+                                         or self._registry_error is not None):
+            # Where the user acts: a registry that cannot be read (opened now, or found
+            # unreadable by a look-ahead's retention) fails the write that rolls (nothing
+            # written), at every roll until it can be; retention waits meanwhile.
+            self._consumer_entries()
+            self._registry_error = None
         self._wait_for_consumers(target)
         if self._spare is not None and self._spare[0] == target:
             self._mark_full()
@@ -749,13 +786,15 @@ class RollingBusWriter(RollingWriterBase):
         # A roll's deferred work: the full segment's mtime, then retention, which now counts
         # that segment as history (the creation of the one rolled into counted it as current).
         index, when = self._mark
-        self._mark = None
         try:
             os.utime(segment_path(self.path, index), ns=(when, when), follow_symlinks=False)
         except FileNotFoundError:
             pass
-        apply_retention(self.path, self.meta, self._k, self._k,
-                        hold_from=self._consumer_hold(self._k))
+        hold = self._hold_or_defer(self._k)
+        if hold is _NO_HOLD_KNOWN:
+            return      # kept: retried at the next look-ahead; the next roll raises why
+        self._mark = None
+        apply_retention(self.path, self.meta, self._k, self._k, hold_from=hold)
 
     def _claim(self, index):
         """Segment ``index``'s claim (layout.SEGMENT_CLAIM_BASE): True if this writer took it,
@@ -810,10 +849,29 @@ class RollingBusWriter(RollingWriterBase):
         return created
 
     def _after_create(self, index, current):
-        # The creator's retention, with the new segment counted as the newest.
-        apply_retention(self.path, self.meta, index, min(current, index),
-                        hold_from=self._consumer_hold(current))
+        # The creator's retention, with the new segment counted as the newest (none while
+        # the consumers' holds cannot be read: the roll's retention runs once they can).
+        hold = self._hold_or_defer(current)
+        if hold is not _NO_HOLD_KNOWN:
+            apply_retention(self.path, self.meta, index, min(current, index), hold_from=hold)
         remove_stale_tmp(self.path)
+
+    def _consumers_matter(self):
+        """Whether this bus's consumers hold its retention or block its writers."""
+        meta = self.meta
+        return bool(meta.max_consumer_lag) and (
+            meta.on_consumer_lag == "block" or bool(meta.retain_segments or meta.retain_bytes
+                                                    or meta.retain_age_ms))
+
+    def _hold_or_defer(self, current):
+        """``_consumer_hold(current)``, or _NO_HOLD_KNOWN when the registry cannot be read:
+        retention then removes nothing (a consumer's position is never lost to a registry
+        fault), and the error is kept for the next roll to raise."""
+        try:
+            return self._consumer_hold(current)
+        except (MappedBusError, OSError) as e:
+            self._registry_error = e
+            return _NO_HOLD_KNOWN
 
     def _consumer_entries(self):
         # The registry is made by the first consumer; until then there is nothing to hold.

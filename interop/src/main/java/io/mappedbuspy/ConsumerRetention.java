@@ -28,6 +28,8 @@ final class ConsumerRetention implements AutoCloseable {
     private final boolean block;
     private final byte[] busId;
     private ConsumerRegistry registry;
+    // A retention could not read the registry: the next roll's check reads it again.
+    private boolean unreadable;
 
     ConsumerRetention(RollingDir bus) {
         this.bus = bus;
@@ -150,15 +152,39 @@ final class ConsumerRetention implements AutoCloseable {
      *         {@link RollingLayout#NO_HOLD} when none holds anything
      */
     long hold(long k) throws IOException {
+        try {
+            ConsumerRegistry r = registry();
+            if (r == null) {
+                return RollingLayout.NO_HOLD;
+            }
+            Plan p = consumerRetention(entries(r), bus.meta, k);
+            for (ConsumerEntry e : p.expire) {
+                r.expire(e);
+            }
+            return p.hold;
+        } catch (IOException | RuntimeException e) {
+            unreadable = true; // the next roll reads it again, and fails while it cannot
+            throw e;
+        }
+    }
+
+    /**
+     * At a writer's open and at each roll, when the consumers matter (they hold retention, or block the writers): the
+     * registry, if there is one, is opened and read, so that one that cannot be (garbage, a link, another user's file)
+     * is an error where the user acts, never a retention that silently stops.
+     *
+     * @throws CorruptBusException    if it is not a registry
+     * @throws UnsafeBusFileException if it is a link or not to be trusted
+     */
+    void check() throws IOException {
+        if (!block && !RollingLayout.retains(bus.meta) || registry != null && !unreadable) {
+            return; // read at its open, and by every retention since (which flags it when it cannot)
+        }
         ConsumerRegistry r = registry();
-        if (r == null) {
-            return RollingLayout.NO_HOLD;
+        if (r != null) {
+            entries(r);
         }
-        Plan p = consumerRetention(entries(r), bus.meta, k);
-        for (ConsumerEntry e : p.expire) {
-            r.expire(e);
-        }
-        return p.hold;
+        unreadable = false;
     }
 
     /**

@@ -46,6 +46,9 @@ public final class Consumers {
         boolean rolling = Files.isDirectory(p, LinkOption.NOFOLLOW_LINKS);
         ConsumerRegistry reg;
         try {
+            if (ConsumerRegistry.shortAndEmpty(registryPath(p, rolling))) {
+                return List.of(); // never sized by its first opener (killed first): nobody registered
+            }
             reg = ConsumerRegistry.open(registryPath(p, rolling), false, "rw-------", false, true);
         } catch (NoSuchFileException e) {
             return List.of();

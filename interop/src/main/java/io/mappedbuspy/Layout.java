@@ -35,11 +35,12 @@ package io.mappedbuspy;
  * after each commit ({@link WakeFile}; the protocol is {@code mappedbus_py/_wake.h}):
  *
  * <pre>
- *  0            8             12                64            68            72
- *  +------------+-------------+-- zeros --------+-------------+-------------+-- zeros --
- *  | magic i64  | version i32 |                 | parked i32  | armed i32   |
- *  +------------+-------------+-----------------+-------------+-------------+-----------
+ *  0            8             12     16         64            68            72
+ *  +------------+-------------+------+- zeros --+-------------+-------------+-- zeros --
+ *  | magic i64  | version i32 |      |          | parked i32  | armed i32   |
+ *  +------------+-------------+------+----------+-------------+-------------+-----------
  *  WAKE_MAGIC_OFFSET, WAKE_VERSION_OFFSET        WAKE_PARKED_OFFSET: readers parked now
+ *                                    WAKE_OPEN_LOCK_OFFSET: the byte openers lock
  *                                                WAKE_ARMED_OFFSET: 1 once a reader parked since the last
  *                                                wake; writers load it after each commit
  *  128          132                   256
@@ -51,9 +52,10 @@ package io.mappedbuspy;
  *  one slot (WAKE_SLOT_SIZE bytes) per parking reader:
  *  +0            +4              +8
  *  +-------------+---------------+--------------------------------+
- *  | pid i32     | state i32     | start i64 (clock ticks)        |
+ *  | pid i32     | state i32     | taken_ns i64                   |
  *  +-------------+---------------+--------------------------------+
- *  0 = free      0 idle, 1 parked
+ *  the first byte: the parker's liveness (an OFD lock; unlocked = free); pid and taken_ns for people only
+ *                0 idle, 1 parked
  * </pre>
  *
  * <p>Named consumers keep their positions in a <em>consumer registry</em> beside the bus ({@code PATH +
@@ -61,13 +63,14 @@ package io.mappedbuspy;
  * when new ({@link ConsumerRegistry}; the protocol is {@code mappedbus_py/_consumers.h}):
  *
  * <pre>
- *  0            8             12               64                     72
- *  +------------+-------------+-- zeros -------+----------------------+-- zeros --
- *  | magic i64  | version i32 |                | lock i64             |
- *  +------------+-------------+----------------+----------------------+-----------
+ *  0            8             12     16        64                     72
+ *  +------------+-------------+------+- zeros -+----------------------+-- zeros --
+ *  | magic i64  | version i32 |      |         | lock i64             |
+ *  +------------+-------------+------+---------+----------------------+-----------
  *  CONSUMERS_MAGIC_OFFSET, CONSUMERS_VERSION_OFFSET
- *                                              CONSUMERS_LOCK_OFFSET: 0 free, else the holder,
- *                                              pid | (start &amp; 0xFFFFFFFF) &lt;&lt; 32; structural changes only
+ *                                    CONSUMERS_OPEN_LOCK_OFFSET: the byte openers lock
+ *                                              CONSUMERS_LOCK_OFFSET: an OFD lock on its first byte
+ *                                              (structural changes only); the word shows its pid
  *  128            256            384
  *  +--------------+--------------+-----+-----------------------------------------+
  *  | entry 0      | entry 1      | ... | entry CONSUMER_ENTRY_COUNT - 1          |
@@ -85,7 +88,9 @@ package io.mappedbuspy;
  *  +-------------------+-------------------+------------------------+-------------------+
  *  gen: even = free, odd = in use (+1 at make and at remove, under the lock)
  *  flags: CONSUMER_FLAG_EXPIRED once a writer's retention expired it (cleared by its next commit)
- *  pid, start: the live holder (0: none); position: the committed position (one atomic 8-byte store)
+ *  the first byte (gen's): the holder's liveness, an OFD lock held by the reader holding the name
+ *  pid, start: the holder's pid and when it took the name (Unix ns), for people only
+ *  position: the committed position (one atomic 8-byte store)
  *  name: 1 to CONSUMER_NAME_MAX bytes of UTF-8, NUL padded
  * </pre>
  *
@@ -176,12 +181,20 @@ public final class Layout {
     public static final int WAKE_FILE_SIZE = 4096;
     /** int64 at {@link #WAKE_MAGIC_OFFSET}: "MBUSWAK1" little-endian, set by CAS from 0 by the first opener. */
     public static final long WAKE_MAGIC = 0x314B41575355424DL;
-    /** int32 at {@link #WAKE_VERSION_OFFSET}, set by CAS from 0 by the first opener. */
-    public static final int WAKE_VERSION = 1;
+    /**
+     * int32 at {@link #WAKE_VERSION_OFFSET}, set by CAS from 0 by the first opener. 2: parkers are known by OFD locks
+     * on their slots' first bytes ({@link Liveness}); a file of version 1 (parkers known by pid) is refused.
+     */
+    public static final int WAKE_VERSION = 2;
     /** Offset of the int64 magic. */
     public static final int WAKE_MAGIC_OFFSET = 0;
     /** Offset of the int32 version. */
     public static final int WAKE_VERSION_OFFSET = 8;
+    /**
+     * The one byte openers lock (the POSIX open lock) while they create and size the file: a whole-file lock would
+     * wait on the slots' liveness locks.
+     */
+    public static final int WAKE_OPEN_LOCK_OFFSET = 16;
     /** Offset of the int32 count of readers parked now. */
     public static final int WAKE_PARKED_OFFSET = 64;
     /**
@@ -196,18 +209,18 @@ public final class Layout {
     public static final int WAKE_SEQ_OFFSET = 128;
     /** Offset of the first parking slot. */
     public static final int WAKE_SLOTS_OFFSET = 256;
-    /** Size of a parking slot: pid, state, start time. */
+    /** Size of a parking slot: pid, state, taken time. */
     public static final int WAKE_SLOT_SIZE = 16;
     /** Number of parking slots: {@code (WAKE_FILE_SIZE - WAKE_SLOTS_OFFSET) / WAKE_SLOT_SIZE}. */
     public static final int WAKE_SLOT_COUNT = (WAKE_FILE_SIZE - WAKE_SLOTS_OFFSET) / WAKE_SLOT_SIZE;
-    /** Offset in a slot of the int32 pid of its holder (0: free). */
+    /**
+     * Offset in a slot of the int32 pid of its holder, for people only. The slot's first byte is its liveness byte:
+     * locked (an OFD lock) while its parker lives; unlocked, the slot is free whatever the words say.
+     */
     public static final int WAKE_SLOT_PID_OFFSET = 0;
     /** Offset in a slot of the int32 state: 0 idle, 1 parked (counted at {@link #WAKE_PARKED_OFFSET}). */
     public static final int WAKE_SLOT_STATE_OFFSET = 4;
-    /**
-     * Offset in a slot of the int64 start time of its holder (clock ticks since boot, /proc/PID/stat field 22):
-     * a slot whose pid is gone or reused is reclaimed by the others.
-     */
+    /** Offset in a slot of the int64 time it was taken (Unix ns), for people only. */
     public static final int WAKE_SLOT_START_OFFSET = 8;
     /**
      * How long a parked reader sleeps before it looks by itself, in nanoseconds, at first: the bound on the delay of
@@ -234,13 +247,21 @@ public final class Layout {
     public static final int CONSUMERS_FILE_SIZE = 32768;
     /** int64 at {@link #CONSUMERS_MAGIC_OFFSET}: "MBUSCON1" little-endian, set by CAS from 0 by the first opener. */
     public static final long CONSUMERS_MAGIC = 0x314E4F435355424DL;
-    /** int32 at {@link #CONSUMERS_VERSION_OFFSET}, set by CAS from 0 by the first opener. */
-    public static final int CONSUMERS_VERSION = 1;
+    /**
+     * int32 at {@link #CONSUMERS_VERSION_OFFSET}, set by CAS from 0 by the first opener. 2: holders and the lock are
+     * OFD locks ({@link Liveness}); a registry of version 1 (holders known by pid) is refused.
+     */
+    public static final int CONSUMERS_VERSION = 2;
     /** Offset of the registry's int64 magic. */
     public static final int CONSUMERS_MAGIC_OFFSET = 0;
     /** Offset of the registry's int32 version. */
     public static final int CONSUMERS_VERSION_OFFSET = 8;
-    /** Offset of the int64 lock word of structural changes: 0, or {@code pid | (start & 0xFFFFFFFF) << 32}. */
+    /** The one byte openers lock while they create and size the registry (as {@link #WAKE_OPEN_LOCK_OFFSET}). */
+    public static final int CONSUMERS_OPEN_LOCK_OFFSET = 16;
+    /**
+     * Offset of the lock of structural changes: an OFD lock on this word's first byte, taken without blocking and
+     * retried for a bounded time; the word shows the holder's pid, for people only.
+     */
     public static final int CONSUMERS_LOCK_OFFSET = 64;
     /** Offset of entry 0. */
     public static final int CONSUMERS_ENTRIES_OFFSET = 128;
@@ -252,9 +273,12 @@ public final class Layout {
     public static final int CONSUMER_GEN_OFFSET = 0;
     /** Offset in an entry of the int32 flags ({@link #CONSUMER_FLAG_EXPIRED}). */
     public static final int CONSUMER_FLAGS_OFFSET = 4;
-    /** Offset in an entry of the int32 pid of its live holder (0: none). */
+    /**
+     * Offset in an entry of the int32 pid of its holder, for people only; the entry's first byte is its liveness
+     * byte, locked (an OFD lock) by the reader holding the name.
+     */
     public static final int CONSUMER_PID_OFFSET = 8;
-    /** Offset in an entry of the int64 start time of its holder (clock ticks since boot, as in the wake file). */
+    /** Offset in an entry of the int64 time its holder took it (Unix ns), for people only. */
     public static final int CONSUMER_START_OFFSET = 16;
     /** Offset in an entry of the int64 committed position. */
     public static final int CONSUMER_POSITION_OFFSET = 24;

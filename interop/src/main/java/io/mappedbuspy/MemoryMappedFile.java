@@ -53,6 +53,11 @@ public final class MemoryMappedFile extends MappedAtomics implements AutoCloseab
         /** Take the open lock exclusive (writers) instead of shared. */
         boolean exclusive;
         long lockTimeoutMs = DEFAULT_LOCK_TIMEOUT_MS;
+        /**
+         * Take the open lock on this one byte instead of the whole file (-1): the side files whose slots carry OFD
+         * liveness locks ({@link Liveness}), which a whole-file lock would wait on.
+         */
+        long lockOffset = -1;
         /** Runs under the open lock before the file is grown or mapped: checks that write nothing. */
         Step beforeGrow;
         /** Runs under the open lock once mapped: initialisation. */
@@ -295,6 +300,14 @@ public final class MemoryMappedFile extends MappedAtomics implements AutoCloseab
             throw new BusReplacedException(path + " now names another file (inode " + a.get("ino")
                     + ", mapped: " + inode + "): the bus was deleted and recreated, or replaced");
         }
+    }
+
+    /**
+     * The channel this instance opened (its own open file description: what {@link Liveness} holds and probes
+     * through), or null once closed.
+     */
+    FileChannel channel() {
+        return channel;
     }
 
     /** Drops the mapping; every later access throws {@link IllegalStateException}. */

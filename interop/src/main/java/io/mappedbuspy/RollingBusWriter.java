@@ -178,6 +178,15 @@ public final class RollingBusWriter implements AutoCloseable {
     public RollingBusWriter open() throws IOException {
         openCheck();
         RollingDir b = RollingDir.forWriter(dir, segmentSize, recordSize, retention, consumerPolicy, allowForeign);
+        ConsumerRetention held = b.consumers();
+        if (held != null) {
+            try {
+                held.check(); // a registry that cannot be read is an error now, not at some later write
+            } catch (IOException | RuntimeException e) {
+                b.close();
+                throw e;
+            }
+        }
         wake = WakeFile.forRollingBus(dir, allowForeign); // never fails: without it, readers find records by polling
         SegmentRoller s = new SegmentRoller(b, wake, allowForeign);
         try {

@@ -245,7 +245,8 @@ final class SafeOpen {
             for (;;) {
                 FileLock lock;
                 try {
-                    lock = ch.tryLock(0, Long.MAX_VALUE, !o.exclusive);
+                    lock = o.lockOffset < 0 ? ch.tryLock(0, Long.MAX_VALUE, !o.exclusive)
+                            : ch.tryLock(o.lockOffset, 1, !o.exclusive);
                 } catch (OverlappingFileLockException e) {
                     lock = null; // held by this JVM outside this monitor (a rolling bus's own lock): wait
                 }

@@ -386,8 +386,11 @@ final class SegmentRoller {
         long t0 = System.nanoTime();
         long full = segment;
         ConsumerRetention held = bus.consumers();
-        if (held != null && held.blocks()) {
-            held.awaitRoom(full + 1); // before anything moves: a BusBackPressureException leaves the write retryable
+        if (held != null) {
+            held.check(); // a registry that cannot be read fails the write that rolls, before anything moves
+            if (held.blocks()) {
+                held.awaitRoom(full + 1); // before anything moves: a BusBackPressureException leaves the write retryable
+            }
         }
         takeFaultReports();
         if (making != null) {

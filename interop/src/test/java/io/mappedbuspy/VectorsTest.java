@@ -206,7 +206,7 @@ public final class VectorsTest {
             JsonObject o = c.getAsJsonObject();
             int flags = o.get("expired").getAsBoolean() ? Layout.CONSUMER_FLAG_EXPIRED : 0;
             entries.add(new ConsumerEntry(index++, 1, flags, 0, 0, l(o, "position"), 0, 0,
-                    new byte[Layout.CONSUMER_BUS_ID_SIZE], o.get("name").getAsString()));
+                    new byte[Layout.CONSUMER_BUS_ID_SIZE], o.get("name").getAsString(), Liveness.DEAD));
         }
         ConsumerRetention.Plan plan = ConsumerRetention.consumerRetention(entries, meta, l(v, "current"));
         assertEquals(hold(v, "hold_from"), plan.hold, "consumerRetention: hold");
