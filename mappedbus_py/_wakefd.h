@@ -73,6 +73,7 @@ typedef struct {
     int inflight;            /* completions still to come */
     int futex_pending;       /* a FUTEX_WAIT is queued */
     uint32_t wait_v;         /* the value it waits on */
+    int64_t fire_at_ns;      /* monotonic ns its linked timeout ends (about) */
     int outcome;             /* WAKEFD_OUTCOME_* of the last FUTEX_WAIT, NONE once read */
     struct __kernel_timespec ts;   /* the link timeout's bound (read by the kernel at submit) */
 } wakefd_ring;
@@ -93,6 +94,7 @@ typedef struct {
     int armed;               /* 1: fire once (seq-cst: see above) */
     int deep;                /* 1 while the thread sleeps until arm() (seq-cst with armed) */
     int64_t last_arm_ns;     /* monotonic ns of the last arm() */
+    int64_t fire_at_ns;      /* fire by then even if nothing came (monotonic ns), or 0 */
     uint32_t armed_v;        /* seq when armed */
     const char *watch;       /* the status word to look at, or NULL: any wake fires */
     int aligned;             /* watch is 4-byte aligned (else its low byte is read) */
@@ -164,6 +166,7 @@ static int wakefd_ring_wait(wakefd *f, uint32_t v, int64_t ns) {
     r->inflight += 2;
     r->futex_pending = 1;
     r->wait_v = v;
+    r->fire_at_ns = wake_now_ns() + ns;
     return 0;
 }
 
@@ -303,16 +306,21 @@ static void *wakefd_run(void *arg) {
             }
             continue;
         }
+        int64_t fire_at;
         pthread_mutex_lock(&f->mu);
         if (load_acquire_int(&f->armed))
             found = wakefd_ready(f->watch, f->aligned);
+        fire_at = f->fire_at_ns;
         pthread_mutex_unlock(&f->mu);
-        if (cur != f->armed_v || found) {
+        int64_t now = wake_now_ns();
+        if (cur != f->armed_v || found || (fire_at > 0 && now >= fire_at)) {
             wakefd_fire(f);
             continue;
         }
-        wake_wait_raw(f->w, cur, f->backoff.cur_ns);
-        if (wake_seq(f->w) == cur) {
+        int64_t ns = f->backoff.cur_ns;
+        int cut = fire_at > 0 && fire_at - now < ns;
+        wake_wait_raw(f->w, cur, cut ? fire_at - now : ns);
+        if (!cut && wake_seq(f->w) == cur) {
             /* the park bound passed with no wake: the look decides the next bound */
             pthread_mutex_lock(&f->mu);
             found = load_acquire_int(&f->armed) && wakefd_ready(f->watch, f->aligned);
@@ -379,9 +387,11 @@ static void wakefd_ring_backoff(wakefd *f, const char *watch) {
 }
 
 /* Arm for the slot at ``watch`` (NULL: past a segment's end, any wake fires), clearing any
- * earlier readiness. Returns 0 when armed, 1 when a record may be there now (not armed:
- * read, then arm again), or -errno. */
-WAKE_UNUSED static int wakefd_arm(wakefd *f, const char *watch, int aligned) {
+ * earlier readiness; ``within_ns`` > 0: readable after that long at the latest, even if
+ * nothing came (a caller's own deadline or check, without a timer of its own). Returns 0
+ * when armed, 1 when a record may be there now (not armed: read, then arm again), or
+ * -errno. */
+WAKE_UNUSED static int wakefd_arm(wakefd *f, const char *watch, int aligned, int64_t within_ns) {
     if (f->kind == WAKEFD_KIND_RING) {
         wakefd_ring *r = &f->ring;
         wakefd_reap(f);
@@ -393,12 +403,22 @@ WAKE_UNUSED static int wakefd_arm(wakefd *f, const char *watch, int aligned) {
             wake_done(f->w, f->slot);
             return 1;
         }
+        int64_t ns = f->backoff.cur_ns;
+        if (within_ns > 0 && within_ns < ns) ns = within_ns;
         if (r->futex_pending) {
-            if (r->wait_v == v) return 0;      /* the queued wait still serves */
-            wake_done(f->w, f->slot);         /* seq moved: it completes now */
-            return 1;
+            if (r->wait_v != v) {
+                wake_done(f->w, f->slot);     /* seq moved: it completes now */
+                return 1;
+            }
+            if (r->fire_at_ns <= wake_now_ns() + ns) return 0;   /* the queued wait serves */
+            wakefd_ring_cancel(f);            /* it would fire too late: queue a new one */
+            v = wake_prepare(f->w, f->slot);
+            if (wakefd_ready(watch, aligned) || !wake_needed(f->w)) {
+                wake_done(f->w, f->slot);
+                return 1;
+            }
         }
-        int rc = wakefd_ring_wait(f, v, f->backoff.cur_ns);
+        int rc = wakefd_ring_wait(f, v, ns);
         if (rc < 0) {
             wake_done(f->w, f->slot);
             return rc;
@@ -415,7 +435,9 @@ WAKE_UNUSED static int wakefd_arm(wakefd *f, const char *watch, int aligned) {
     f->watch = watch;
     f->aligned = aligned;
     f->armed_v = v;
-    store_release_i64(&f->last_arm_ns, wake_now_ns());
+    int64_t now = wake_now_ns();
+    f->fire_at_ns = within_ns > 0 ? now + within_ns : 0;
+    store_release_i64(&f->last_arm_ns, now);
     store_seq_cst_int(&f->armed, 1);
     pthread_mutex_unlock(&f->mu);
     /* the thread in its deep sleep (it stored deep = 1, then found armed == 0): wake it */
@@ -441,6 +463,7 @@ WAKE_UNUSED static void wakefd_disarm(wakefd *f) {
     pthread_mutex_lock(&f->mu);
     store_seq_cst_int(&f->armed, 0);
     f->watch = NULL;
+    f->fire_at_ns = 0;
     pthread_mutex_unlock(&f->mu);
     wake_done(f->w, f->slot);
     wakefd_drain(f);

@@ -11,7 +11,7 @@ cdef extern from "_wakefd.h" nogil:
     int wakefd_start(wakefd *f, char *w, int slot, int64_t park_ns, int64_t park_max_ns,
                      int kind)
     int wakefd_fileno(const wakefd *f)
-    int wakefd_arm(wakefd *f, const char *watch, int aligned)
+    int wakefd_arm(wakefd *f, const char *watch, int aligned, int64_t within_ns)
     void wakefd_disarm(wakefd *f)
     void wakefd_drain(wakefd *f)
     void wakefd_stop(wakefd *f)
@@ -24,5 +24,5 @@ cdef class WakeFd:
     cdef int _pid              # the process that made it
     cdef bint _running
 
-    cdef int arm(self, const char *watch, bint aligned) except -1
+    cdef int arm(self, const char *watch, bint aligned, int64_t within_ns) except -1
     cdef disarm(self)

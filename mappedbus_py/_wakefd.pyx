@@ -33,8 +33,8 @@ cdef class WakeFd:
     or when the self-look's bound (``park_ns`` doubling to ``park_max_ns``) passes: an
     io_uring (``WakeFdKind.RING``) where the kernel runs FUTEX_WAIT in one, else an eventfd
     and a thread (``WakeFdKind.THREAD``). ``kind``: what to try first (None: the
-    MAPPEDBUS_PY_WAKEFD environment variable, else RING). ``arm(watch)`` before a wait,
-    ``fileno()`` for the event loop."""
+    MAPPEDBUS_PY_WAKEFD environment variable, else RING). ``arm(watch, within)`` before a
+    wait, ``fileno()`` for the event loop."""
 
     def __cinit__(self, WakeFile wake, int64_t park_ns, int64_t park_max_ns, kind=None):
         self._slot = -1
@@ -66,11 +66,12 @@ cdef class WakeFd:
             raise ValueError("the reader's wake-up descriptor is closed")
         return wakefd_fileno(&self._f)
 
-    cdef int arm(self, const char *watch, bint aligned) except -1:
-        # 0: armed; 1: a record may be there now (not armed). Clears the readiness.
+    cdef int arm(self, const char *watch, bint aligned, int64_t within_ns) except -1:
+        # 0: armed; 1: a record may be there now (not armed). Clears the readiness;
+        # within_ns > 0: readable after that long at the latest.
         if not self._running:
             raise ValueError("the reader's wake-up descriptor is closed")
-        cdef int rc = wakefd_arm(&self._f, watch, aligned)
+        cdef int rc = wakefd_arm(&self._f, watch, aligned, within_ns)
         if rc < 0:
             raise OSError(-rc, f"cannot arm the reader's wake-up descriptor: {os.strerror(-rc)}")
         return rc

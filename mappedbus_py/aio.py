@@ -7,9 +7,10 @@ wakes the bus's parked readers, or when the reader's self-look bound passes (``p
 seconds, backing off to ``park_max`` while nothing comes: records whose writer woke nobody).
 Where the kernel runs FUTEX_WAIT in an io_uring (Linux 6.7+) the descriptor is that ring and
 the writer's wake wakes the loop directly; elsewhere a thread of the reader's process relays
-it through an eventfd (docs/waiting.md). Every ``CHECK_INTERVAL`` seconds the wait also
-polls once itself, so a stalled writer's slot is timed out and rolled back, and a truncated
-or replaced file raises, as in the blocking ``wait()``. A reader without a wake file
+it through an eventfd (docs/waiting.md). Every ``CHECK_INTERVAL`` seconds the wait also polls
+once itself (``arm(within=...)``: the descriptor fires by then, no timer of the loop's), so a
+stalled writer's slot is timed out and rolled back, and a truncated or replaced file raises,
+as in the blocking ``wait()``. A reader without a wake file
 (``idle="busy_spin"``, or a directory it may not write) is polled with backoff from
 ``MIN_POLL_INTERVAL`` to ``MAX_POLL_INTERVAL``.
 
@@ -27,7 +28,7 @@ from ._timeouts import check_timeout as _check_timeout
 class _Reader(Protocol):
     def read(self, timeout: Optional[float] = ...) -> Optional[Record]: ...
     def fileno(self) -> int: ...
-    def arm(self) -> bool: ...
+    def arm(self, within: Optional[float] = ...) -> bool: ...
     def disarm(self) -> None: ...
 
 __all__ = ("read_async", "records_async", "CHECK_INTERVAL", "MIN_POLL_INTERVAL",
@@ -65,8 +66,8 @@ async def read_async(reader: _Reader, timeout: Optional[float] = None) -> Option
     waiting: "list[asyncio.Future[None]]" = []
 
     def readable() -> None:
-        # A wake or the self-look's bound: take the readiness (the loop would call us again
-        # before the task runs) and let the task look.
+        # A wake, the self-look's bound or ``within``: take the readiness (the loop would
+        # call us again before the task runs) and let the task look.
         reader.disarm()
         if waiting:
             _wakeup(waiting[0])
@@ -79,15 +80,13 @@ async def read_async(reader: _Reader, timeout: Optional[float] = None) -> Option
                 wait = min(wait, deadline - loop.time())
                 if wait <= 0:
                     return None
-            # Still armed after a CHECK_INTERVAL with nothing: arm() keeps the queued wait.
-            if reader.arm():
+            # The descriptor fires within ``wait`` by itself: no timer of the loop's.
+            if reader.arm(wait):
                 fut: "asyncio.Future[None]" = loop.create_future()
                 waiting[:] = [fut]
-                timer = loop.call_later(wait, _wakeup, fut)
                 try:
                     await fut
                 finally:
-                    timer.cancel()
                     waiting.clear()
             rec = reader.read(0)
             if rec is not None:
