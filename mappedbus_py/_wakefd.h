@@ -314,6 +314,8 @@ static void *wakefd_run(void *arg) {
         pthread_mutex_unlock(&f->mu);
         int64_t now = wake_now_ns();
         if (cur != f->armed_v || found || (fire_at > 0 && now >= fire_at)) {
+            /* a record no wake announced: back to the shortest bound */
+            if (found && cur == f->armed_v) wake_backoff_after(&f->backoff, 0, 1, now);
             wakefd_fire(f);
             continue;
         }
