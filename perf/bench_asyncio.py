@@ -56,6 +56,23 @@ def run_variant(name, rate, n):
             os.environ[KIND_ENV] = saved
 
 
+def ring_available():
+    """Whether this kernel gives a reader's fileno() the io_uring kind (else both bus variants
+    run the relay thread)."""
+    import tempfile
+    from mappedbus_py._wake import WakeFile
+    from mappedbus_py._wakefd import WakeFd, WakeFdKind
+    with tempfile.TemporaryDirectory() as tmp:
+        w = WakeFile(os.path.join(tmp, "probe.wake"))
+        try:
+            fd = WakeFd(w, 1_000_000, 1_000_000, WakeFdKind.RING)
+            kind = fd.kind
+            fd.close()
+        finally:
+            w.close()
+    return kind is WakeFdKind.RING
+
+
 def figures(results):
     out = {}
     for name, rs in results.items():
@@ -103,6 +120,8 @@ def main(argv=None):
             print(f"round {i + 1}/{k}: {name}", file=sys.stderr, flush=True)
             results[name].append(run_variant(name, a.rate, n))
     f = figures(results)
+    if not ring_available():
+        print("WARNING: no io_uring FUTEX_WAIT here: the 'ring' row ran the relay thread")
     print(table(f, a.rate))
     if a.json:
         with open(a.json, "w") as out:
