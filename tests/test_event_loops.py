@@ -153,6 +153,27 @@ def test_a_writer_that_wakes_nobody_reaches_a_selector_reader_within_the_self_lo
         assert returns < 4000
 
 
+def test_the_bound_holds_after_the_descriptor_sat_unarmed_for_long(bus_path, kind):
+    # The relay thread sleeps until arm() once nobody armed it for a second: arm() must wake it.
+    with MappedBusWriter(bus_path, SIZE, 8, wake=False) as w, \
+            MappedBusReader(bus_path, SIZE, 8) as r:
+        sel = selectors.DefaultSelector()
+        sel.register(r.fileno(), selectors.EVENT_READ)
+        time.sleep(1.3)
+        t = threading.Timer(0.05, lambda: w.write(stamp()))
+        t.start()
+        try:
+            while (rec := r.read(0)) is None:
+                if r.arm():
+                    sel.select(timeout=5)
+        finally:
+            t.join()
+            r.disarm()
+            sel.close()
+        late = (time.monotonic_ns() - struct.unpack("<q", rec.data)[0]) / 1e9
+        assert late < 0.016 + 0.2
+
+
 def test_a_writer_that_wakes_nobody_reaches_an_asyncio_reader_within_the_self_look_bound(
         bus_path, kind):
     async def await_records(r, w):
