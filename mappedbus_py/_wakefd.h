@@ -43,6 +43,7 @@
 #include "_wake.h"
 
 #define WAKEFD_DEEP_NS 1000000000LL   /* not armed this long: the thread sleeps until arm() */
+#define WAKEFD_CANCEL_WAIT_NS 1000000000LL   /* disarm's longest wait for the cancelled wait */
 
 #define WAKEFD_KIND_RING 1
 #define WAKEFD_KIND_THREAD 2
@@ -111,6 +112,20 @@ static inline int wakefd_enter(int fd, unsigned submit, unsigned wait_nr) {
     long rc = syscall(__NR_io_uring_enter, fd, submit, wait_nr,
                       wait_nr ? IORING_ENTER_GETEVENTS : 0, NULL, 0);
     return rc < 0 ? -errno : (int)rc;
+}
+
+/* Wait up to ns for a completion (ns: the kernel's timeout, so a request whose completion
+ * another thread must run cannot hang us); 0 or -errno (-ETIME: none came). */
+static inline int wakefd_enter_wait(int fd, int64_t ns) {
+    struct __kernel_timespec ts;
+    struct io_uring_getevents_arg arg;
+    ts.tv_sec = ns / 1000000000;
+    ts.tv_nsec = ns % 1000000000;
+    memset(&arg, 0, sizeof arg);
+    arg.ts = (uint64_t)(uintptr_t)&ts;
+    long rc = syscall(__NR_io_uring_enter, fd, 0, 1,
+                      IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG, &arg, sizeof arg);
+    return rc < 0 ? -errno : 0;
 }
 
 static struct io_uring_sqe *wakefd_sqe(wakefd_ring *r) {
@@ -183,11 +198,14 @@ static void wakefd_ring_cancel(wakefd *f) {
         sqe->user_data = WAKEFD_UD_CANCEL;
         if (wakefd_enter(r->fd, 1, 0) == 1) r->inflight++;
     }
-    /* the futex's, the timeout's and the cancel's completions come at once now */
-    while (r->inflight > 0) {
-        int rc = wakefd_enter(r->fd, 0, 1);
+    /* the futex's, the timeout's and the cancel's completions come at once now (run by the
+     * thread that armed: another one's may take a moment; past a second, they come later
+     * and the next reap takes them) */
+    int64_t give_up = wake_now_ns() + WAKEFD_CANCEL_WAIT_NS;
+    while (r->inflight > 0 && wake_now_ns() < give_up) {
+        int rc = wakefd_enter_wait(r->fd, WAKEFD_CANCEL_WAIT_NS / 10);
         wakefd_reap(f);
-        if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) break;
+        if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY && rc != -ETIME) break;
     }
     if (cancelled) r->outcome = WAKEFD_OUTCOME_NONE;    /* cut short: no word on the bound */
 }
@@ -242,14 +260,16 @@ static int wakefd_ring_open(wakefd *f) {
     r->cq_tail = (unsigned *)(cq + p.cq_off.tail);
     r->cq_mask = (unsigned *)(cq + p.cq_off.ring_mask);
     r->cqes = (struct io_uring_cqe *)(cq + p.cq_off.cqes);
-    /* The probe: a wait on a value seq does not hold must fail with EAGAIN at once (an older
-     * kernel answers EINVAL: no FUTEX_WAIT). */
+    /* The probe: a wait on a value seq does not hold (it is not 2^31 bumps away) must fail
+     * with EAGAIN at once; an older kernel answers EINVAL (no FUTEX_WAIT), one without
+     * IORING_ENTER_EXT_ARG (which disarm needs) EINVAL too. */
     uint32_t seq = wake_seq(f->w);
-    int rc = wakefd_ring_wait(f, seq + 1, 1000000000LL);
+    int rc = wakefd_ring_wait(f, seq + 0x80000000u, 1000000000LL);
     if (rc < 0) goto fail_rc;
     int res = 0, got = 0;
     while (r->inflight > 0) {
-        rc = wakefd_enter(r->fd, 0, 1);
+        rc = wakefd_enter_wait(r->fd, 2000000000LL);
+        if (rc == -ETIME) goto fail_rc;
         unsigned head = *r->cq_head, tail = (unsigned)load_acquire_i32(r->cq_tail);
         for (; head != tail; head++) {
             struct io_uring_cqe *cqe = &r->cqes[head & *r->cq_mask];
@@ -261,8 +281,7 @@ static int wakefd_ring_open(wakefd *f) {
     }
     r->futex_pending = 0;
     r->outcome = WAKEFD_OUTCOME_NONE;
-    /* seq may have moved meanwhile: then the wait was queued and woken (0) */
-    if (!got || (res != -EAGAIN && res != 0)) { rc = got ? res : -EIO; goto fail_rc; }
+    if (!got || res != -EAGAIN) { rc = got ? res : -EIO; goto fail_rc; }
     return 0;
 fail:
     rc = -errno;
