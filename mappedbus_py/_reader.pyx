@@ -778,11 +778,14 @@ cdef class MappedBusReader:
             self._fd = WakeFd(self._wake, self._park_ns, self._park_max_ns)
         return self._fd.fileno()
 
-    def arm(self):
-        """Make ``fileno()`` fire once the next record may be there (clears an earlier
-        readiness). Returns False, without arming, if a record is ready now."""
+    def arm(self, within=None):
+        """Make ``fileno()`` fire once the next record may be there, and not before (clears
+        an earlier readiness). ``within``: seconds; fire after that long at the latest even
+        if nothing came (an event loop's deadline, without a timer of its own; None: only
+        the self-look's bound, ``park`` to ``park_max``). Returns False, without arming, if
+        a record is ready now."""
         self.fileno()
-        return not self._arm_fd(self._fd)
+        return not self._arm_fd(self._fd, within)
 
     def _ready(self):
         # Something to look at: the next slot's status is set, or the end of the file.
@@ -796,17 +799,22 @@ cdef class MappedBusReader:
         if self._fd is not None:
             self._fd.disarm()
 
-    def _arm_fd(self, WakeFd fd):
+    def _arm_fd(self, WakeFd fd, within=None):
         # Arm ``fd`` on the slot this reader looks at next (past the last slot, on any wake:
         # a rolling reader waiting for the next segment). True if a record may be there now.
         cdef char *watch = NULL
+        cdef int64_t within_ns = 0
+        if within is not None:
+            _check_timeout(within, "within")
+            # at least 1 us (0 means no bound down there); a day at most (it only bounds a wait)
+            within_ns = max(1000, <int64_t>(min(within, 86400.0) * 1e9))
         if self._base == NULL:
             raise BusClosedError("the MappedBusReader is closed")
         if self._pos <= self._last:
             watch = self._base + self._pos
         elif not self._segment:
             return True            # the end of a single-file bus: read() raises it
-        return fd.arm(watch, self._aligned) == 1
+        return fd.arm(watch, self._aligned, within_ns) == 1
 
     cdef int64_t _current(self) except -1:
         if self._cur < 0:

@@ -1554,11 +1554,12 @@ class RollingBusReader(RollingReaderBase):
             self._wakefd = WakeFd(self._wake, int(kw["park"] * 1e9), int(kw["park_max"] * 1e9))
         return self._wakefd.fileno()
 
-    def arm(self):
-        """Make ``fileno()`` fire once the next record may be there. Returns False, without
-        arming, if one may be ready now (then call ``next()``/``read(0)``)."""
+    def arm(self, within=None):
+        """Make ``fileno()`` fire once the next record may be there; ``within`` as for
+        ``MappedBusReader.arm()``. Returns False, without arming, if one may be ready now
+        (then call ``next()``/``read(0)``)."""
         self.fileno()
-        return not self._r._arm_fd(self._wakefd)
+        return not self._r._arm_fd(self._wakefd, within)
 
     def disarm(self):
         """Stop watching for ``fileno()`` (a wait that ended by timeout or cancellation)."""
