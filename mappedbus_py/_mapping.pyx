@@ -19,13 +19,25 @@ from posix.mman cimport mmap, munmap, PROT_READ, PROT_WRITE, MAP_SHARED, MAP_FAI
 from ._atomic cimport load_acquire_i64, cas_i64
 from ._guard cimport guard_install, guard_register, guard_unregister
 
+cdef extern from "_watch.h" nogil:
+    int WATCH_REPLACED
+    int WATCH_SHRUNK
+    int WATCH_INTERVAL_NS
+    int watch_register(const char *path, unsigned long dev, unsigned long ino, int64_t size,
+                       const char *base, int64_t last, int *flag)
+    void watch_unregister(int slot)
+
 from .busmeta import BusMeta, meta_path, read_meta, write_meta
 from .errors import (BusLockTimeoutError, BusMismatchError, BusReplacedError,
                      BusTruncatedError)
 from .files import open_file
-from .layout import FIRST_RECORD_OFFSET, PAGE_SIZE
+from .layout import FIRST_RECORD_OFFSET, HEADER_SIZE, PAGE_SIZE
 
 DEFAULT_LOCK_TIMEOUT = 10.0
+#: Seconds between the writers' watch's looks at their paths (_watch.h): a write that
+#: starts later than this (plus one round of lstat()s) after its file was removed,
+#: replaced or truncated raises.
+WATCH_INTERVAL = WATCH_INTERVAL_NS / 1e9
 
 # POSIX record locks belong to the process, not the descriptor: two threads of one process
 # would both get them, and closing any descriptor of the file drops them. Threads of this
@@ -122,15 +134,19 @@ cdef class MappedFile:
     initialising writer); ``init`` sets the limit 0 -> 8 under the lock. ``segment`` (a
     rolling bus's segment): the file must exist, is never grown, has no metadata file.
     Whatever a failed open created, it removes. ``prefault`` maps every page at open.
+    ``watch`` (writers): the writers' watch (_watch.h) looks at the path every
+    ``WATCH_INTERVAL`` seconds and marks the mapping dead once the path names no file or
+    another one, or the file is shorter than the mapping; ``raise_dead`` then says which.
     """
 
     def __cinit__(self, path, int64_t file_size, *, bint read_only=False, mode=0o600,
                   bint preallocate=True, bint prefault=False, create=None,
                   int64_t record_size=0, bint init=False, bint allow_foreign=False,
-                  lock_timeout=DEFAULT_LOCK_TIMEOUT, bint segment=False):
+                  lock_timeout=DEFAULT_LOCK_TIMEOUT, bint segment=False, bint watch=False):
         self.base = NULL
         self.dead = 0
         self._guard_slot = -1
+        self._watch_slot = -1
         self.path = os.fspath(path)
         self.file_size = file_size
         self.read_only = read_only
@@ -154,6 +170,8 @@ cdef class MappedFile:
             try:
                 self._open(record_size, create, init, mode, preallocate, prefault,
                            allow_foreign, lock_timeout, segment)
+                if watch:
+                    self._watch(record_size, segment)
                 return
             except _NotYet:
                 pass
@@ -293,7 +311,22 @@ cdef class MappedFile:
             raise OSError(errno.EMFILE, "too many bus mappings in this process for the "
                           "SIGBUS guard", self.path)
 
+    cdef _watch(self, int64_t record_size, bint segment):
+        # A segment is watched only while it has room: past `last` its writers roll.
+        cdef bytes path = os.fsencode(self.path)
+        cdef int64_t last = self.file_size - (HEADER_SIZE + record_size) if segment else 0
+        self._watch_slot = watch_register(path, self.st_dev, self.st_ino, self.mapped_size,
+                                          self.base if segment else NULL, last, &self.dead)
+        if self._watch_slot < 0:
+            code = errno_value()
+            self._unmap()
+            raise OSError(code, f"cannot watch the bus file for removal or replacement: "
+                          f"{os.strerror(code)}", self.path)
+
     cdef _unmap(self):
+        if self._watch_slot >= 0:
+            watch_unregister(self._watch_slot)    # before the mapping goes: it reads the limit
+            self._watch_slot = -1
         if self.base != NULL:
             guard_unregister(self._guard_slot)   # before the range can be reused
             self._guard_slot = -1
@@ -310,6 +343,15 @@ cdef class MappedFile:
         return self.dead != 0
 
     cdef int raise_dead(self) except -1:
+        if self.dead == WATCH_REPLACED:
+            raise BusReplacedError(
+                f"{self.path!r} was removed or replaced while this process wrote to it (its "
+                f"path names no file or another one): records written to the old file would "
+                f"reach no reader, so nothing more is written")
+        if self.dead == WATCH_SHRUNK:
+            raise BusTruncatedError(
+                f"{self.path!r} is shorter than this process's mapping (truncated while in "
+                f"use): the bus is gone, nothing more is written to it")
         raise BusTruncatedError(
             f"{self.path!r} shrank under this process's mapping (truncated or overwritten "
             f"while in use): the bus is gone, nothing more is read from or written to it")
@@ -324,6 +366,26 @@ cdef class MappedFile:
         if now.st_dev != self.st_dev or now.st_ino != self.st_ino:
             raise BusReplacedError(f"{self.path!r} now names another file than the bus this "
                                    f"process mapped (replaced, or deleted and recreated)")
+
+    cpdef int check_file(self, bint removal_ok=False) except -1:
+        """A waiting reader's look, one lstat(): BusReplacedError if the path names another
+        file, or no file unless ``removal_ok`` (a rolling bus's segment, which retention may
+        remove while it is read); BusTruncatedError (the mapping marked dead) if the file
+        is shorter than the mapping, even with the pages read so far still in it."""
+        try:
+            now = os.lstat(self.path)
+        except FileNotFoundError:
+            if removal_ok:
+                return 0
+            raise BusReplacedError(f"{self.path!r} was removed while this process used it: "
+                                   f"the bus is gone") from None
+        if now.st_dev != self.st_dev or now.st_ino != self.st_ino:
+            raise BusReplacedError(f"{self.path!r} now names another file than the bus this "
+                                   f"process mapped (replaced, or deleted and recreated)")
+        if now.st_size < self.mapped_size:
+            self.dead = 1
+            self.raise_dead()
+        return 0
 
     cpdef check_intact(self):
         """Called before reporting corruption: if the file shrank under the mapping (and
