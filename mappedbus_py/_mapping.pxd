@@ -51,3 +51,4 @@ cdef class MappedFile:
     cdef int raise_dead(self) except -1
     cpdef check_path(self)
     cpdef check_intact(self)
+    cpdef int check_slots(self, int64_t record_size) except -1

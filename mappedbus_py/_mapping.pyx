@@ -13,10 +13,10 @@ import threading
 import time
 
 from cpython.buffer cimport PyBUF_WRITABLE
-from libc.stdint cimport int64_t
+from libc.stdint cimport int32_t, int64_t
 from posix.mman cimport mmap, munmap, PROT_READ, PROT_WRITE, MAP_SHARED, MAP_FAILED, MAP_POPULATE
 
-from ._atomic cimport load_acquire_i64, cas_i64
+from ._atomic cimport load_acquire_i64, cas_i64, status_load_acquire
 from ._guard cimport guard_install, guard_register, guard_unregister
 
 cdef extern from "_watch.h" nogil:
@@ -29,7 +29,7 @@ cdef extern from "_watch.h" nogil:
 
 from .busmeta import BusMeta, meta_path, read_meta, write_meta
 from .errors import (BusLockTimeoutError, BusMismatchError, BusReplacedError,
-                     BusTruncatedError)
+                     BusTruncatedError, CorruptBusError)
 from .files import open_file
 from .layout import FIRST_RECORD_OFFSET, HEADER_SIZE, PAGE_SIZE
 
@@ -46,6 +46,8 @@ _THREAD_LOCK = threading.Lock()
 # struct flock on Linux (x86-64, aarch64): l_type, l_whence, l_start, l_len, l_pid.
 _FLOCK = "hhqqi4x"
 _REOPEN_ATTEMPTS = 100
+#: Slots whose statuses a file without metadata has checked at open (check_slots).
+CHECKED_SLOTS = 4096
 
 
 class _NotYet(Exception):
@@ -385,6 +387,37 @@ cdef class MappedFile:
         if now.st_size < self.mapped_size:
             self.dead = 1
             self.raise_dead()
+        return 0
+
+    cpdef int check_slots(self, int64_t record_size) except -1:
+        """A file without metadata (the Java original's) does not say its record_size: check
+        the one given against what the file shows, before anything is read or written.
+        Every slot on its grid below the limit (the first CHECKED_SLOTS of them) must hold
+        a status of 0, 1 or 2: with another record_size those words fall inside other
+        records' payloads, which rarely look like statuses. CorruptBusError otherwise.
+
+        What cannot be told: a record_size whose slot is a multiple of the true one (its
+        grid lands on true slot starts only, and the limit is on it when the record count
+        suits), and payload bytes that happen to read 0, 1 or 2 where a status would be
+        (zeros read as an uncommitted slot; a reader then waits for it, and rolls it back
+        after its timeout). The limit's place on the grid is checked by the caller; a bus
+        with metadata has its record_size checked exactly, and needs none of this."""
+        cdef int64_t slot = record_size + HEADER_SIZE
+        cdef int64_t limit = load_acquire_i64(self.base)
+        cdef int64_t end = min(limit, FIRST_RECORD_OFFSET + CHECKED_SLOTS * slot,
+                               self.file_size - slot + 1)
+        cdef int64_t pos = FIRST_RECORD_OFFSET
+        cdef bint aligned = record_size % 4 == 0
+        cdef int32_t status
+        while pos < end:
+            status = status_load_acquire(self.base + pos, aligned)
+            if status < 0 or status > 2:
+                self.check_intact()
+                raise CorruptBusError(
+                    f"{self.path!r}: with record_size {record_size} the record at {pos} has "
+                    f"status {status} (valid: 0, 1, 2): the file was written with another "
+                    f"record_size (it has no metadata file to say which), or it is corrupt")
+            pos += slot
         return 0
 
     cpdef check_intact(self):

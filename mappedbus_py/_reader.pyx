@@ -279,6 +279,8 @@ cdef class MappedBusReader:
         cdef int64_t limit = load_acquire_i64(f.base)
         try:
             _check_limit(limit, self._slot, self.record_size, self.path)
+            if f.bus_id is None and not self._segment:
+                f.check_slots(self.record_size)    # no metadata: nothing misaligned read
         except BaseException:
             f.close()
             raise

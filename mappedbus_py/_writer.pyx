@@ -212,6 +212,8 @@ cdef class MappedBusWriter:
                        watch=True)   # removed/replaced: raise, not write into the void
         try:
             _check_limit(f.limit_at_open, self._slot, self.record_size, self.path)
+            if f.bus_id is None and not self._segment:
+                f.check_slots(self.record_size)    # no metadata: nothing misaligned written
         except BaseException:
             f.close()
             raise
