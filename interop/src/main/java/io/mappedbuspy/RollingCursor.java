@@ -18,7 +18,7 @@ final class RollingCursor {
     private static final int LIST_EVERY = 1024;
     private static final int IDENTITY_EVERY = 1 << 16;
     // ... or at least this often (by the clock) for a caller that sleeps between polls.
-    private static final long CHECK_INTERVAL_NS = 100_000_000L;
+    private static final long CHECK_INTERVAL_NS = 10_000_000L; // docs/safety.md: the readers' bound
 
     final RollingDir bus;
     private final long segmentSize;
@@ -183,9 +183,9 @@ final class RollingCursor {
 
     /** A poll of the current segment found no record: the identity check now and then; false. */
     boolean empty() throws IOException {
-        // The clock is read on one empty poll in 64 only: a caller that sleeps between polls still gets
+        // The clock is read on one empty poll in 16 only: a caller that sleeps between polls still gets
         // the check within about CHECK_INTERVAL_NS, a spinning one within IDENTITY_EVERY polls.
-        if ((++emptyPolls & 63) == 0) {
+        if ((++emptyPolls & 15) == 0) {
             long now = System.nanoTime();
             if (emptyPolls >= IDENTITY_EVERY || now - lastIdentityCheck >= CHECK_INTERVAL_NS) {
                 emptyPolls = 0;
