@@ -6,7 +6,9 @@ import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.NotDirectoryException;
+import java.nio.file.Path;
 import java.nio.file.Paths;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.locks.LockSupport;
@@ -152,6 +154,29 @@ final class FileWatch {
                 }
             }
             LockSupport.parkNanos(INTERVAL_NS);
+        }
+    }
+
+    /**
+     * A file's identity and version (device, inode, size, mtime; links not followed), or null if it cannot be had
+     * (gone, no unix attributes): a rolling reader reads {@code bus.meta} again only when it changed.
+     */
+    static Object key(Path p) {
+        try {
+            Map<String, Object> a = Files.readAttributes(p, "unix:dev,ino,size,lastModifiedTime",
+                    LinkOption.NOFOLLOW_LINKS);
+            return List.of(a.get("dev"), a.get("ino"), a.get("size"), a.get("lastModifiedTime"));
+        } catch (IOException | UnsupportedOperationException e) {
+            return null;
+        }
+    }
+
+    /** The metadata file at p, or null if there is none (a rolling reader's look at its bus.meta). */
+    static BusMeta readMeta(Path p, boolean allowForeign) throws IOException {
+        try {
+            return BusMeta.read(p, allowForeign);
+        } catch (NoSuchFileException e) {
+            return null;
         }
     }
 }

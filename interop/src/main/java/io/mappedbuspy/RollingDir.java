@@ -16,8 +16,6 @@ import java.nio.file.attribute.PosixFilePermission;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.security.SecureRandom;
 import java.util.Arrays;
-import java.util.List;
-import java.util.Map;
 import java.util.Set;
 
 /**
@@ -465,24 +463,11 @@ public final class RollingDir {
     /** Re-reads {@code bus.meta}: BusReplacedException unless it still holds this bus's id. */
     void checkIdentity() throws IOException {
         Path metaPath = dir.resolve(Layout.META_FILE);
-        // Cheap when nothing changed: bus.meta's inode, size and mtime as when its id last matched.
-        Object key;
-        try {
-            Map<String, Object> a = Files.readAttributes(metaPath, "unix:dev,ino,size,lastModifiedTime",
-                    LinkOption.NOFOLLOW_LINKS);
-            key = List.of(a.get("dev"), a.get("ino"), a.get("size"), a.get("lastModifiedTime"));
-        } catch (IOException | UnsupportedOperationException e) {
-            key = null; // gone (read below says so), or no unix attributes: read it
-        }
+        Object key = FileWatch.key(metaPath); // read again only when changed since its id last matched
         if (key != null && key.equals(metaKey)) {
             return;
         }
-        BusMeta now;
-        try {
-            now = BusMeta.read(metaPath, allowForeign);
-        } catch (NoSuchFileException e) {
-            now = null;
-        }
+        BusMeta now = FileWatch.readMeta(metaPath, allowForeign);
         if (now == null) {
             throw new BusReplacedException("rolling bus " + dir + " (bus " + meta.id() + ") was removed: "
                     + metaPath + " no longer exists");
@@ -493,9 +478,7 @@ public final class RollingDir {
         }
         metaKey = key;
     }
-
-    // bus.meta's attributes when checkIdentity last found this bus's id in it (null: not yet).
-    private volatile Object metaKey;
+    private volatile Object metaKey; // FileWatch.key of bus.meta when its id last matched
 
     // Test hook, the same as mappedbus_py/rolling.py's: MAPPEDBUS_TEST_ROLL_STALL=before-link|after-link makes a
     // segment creator stop forever there (tests SIGKILL it), to show that a creator killed mid-roll leaves a bus
