@@ -34,7 +34,8 @@ Choices this implementation makes where the contract leaves room:
   again for its id only when that changed) every ``ID_CHECK_NS`` (10 ms) while waiting or
   polling, as a single-file reader looks at its file: a bus removed or replaced raises
   BusReplacedError within that. The segment being read is looked at as often (its own
-  reader's look): replaced or truncated raises; removed is retention's, and fine.
+  reader's look): replaced or truncated raises; removed is retention's, and fine, unless no
+  later segment exists (retention keeps the newest): then BusReplacedError.
 """
 import errno
 import fcntl
@@ -1405,17 +1406,34 @@ class RollingBusReader(RollingReaderBase):
         except (FileNotFoundError, NotADirectoryError):
             key = None
         if key is not None and key == self._meta_st:
-            return
+            return self._check_newest()
         try:
             meta = read_bus_meta(self.path, allow_foreign=self._allow_foreign)
         except (FileNotFoundError, NotADirectoryError):
             meta = None
         if meta is not None and meta.id == self.meta.id:
             self._meta_st = key
+            return self._check_newest()
         if meta is None or meta.id != self.meta.id:
             what = "is gone" if meta is None else f"now holds bus {meta.id}"
             raise BusReplacedError(f"{self.path!r}: the rolling bus {self.meta.id} was "
                                    f"replaced: its {META_FILE} {what}")
+
+    def _check_newest(self):
+        # Retention removes a segment only once later ones exist: the segment being read gone
+        # with none after it means the bus lost its newest segment (its writers raise), and
+        # no record can come. One lstat; the listing only then.
+        if self._r is None or self._at_end:
+            return
+        try:
+            os.lstat(segment_path(self.path, self._k))
+            return
+        except FileNotFoundError:
+            pass
+        if not any(i > self._k for i in list_segments(self.path)):
+            raise BusReplacedError(f"{self.path!r}: its newest segment {self._k} was removed "
+                                   f"(not by retention, which keeps the newest): no record can "
+                                   f"come to this reader")
 
     def _follow(self):
         """At the end of segment ``_k``: move on if the next segment is there (throttled).

@@ -252,16 +252,32 @@ def test_a_rolling_reader_notices_its_segment_truncated_or_replaced(tmp_path, ho
 
 
 def test_a_segment_removed_by_retention_is_still_read_to_its_end(tmp_path):
+    # Retention removes a segment once later ones exist: its readers read it to its end.
     bus = str(tmp_path / "bus")
-    with RollingBusWriter(bus, SIZE, 8) as w:
-        for i in range(3):
+    seg = 1 << 16
+    per_segment = (seg - 8) // 16
+    with RollingBusWriter(bus, seg, 8) as w:
+        for i in range(per_segment + 5):         # into segment 1
             w.write(b"%d" % i)
         with RollingBusReader(bus) as r:
             assert r.read(0).data.rstrip(b"\0") == b"0"
-            os.unlink(segment_path(bus, 0))        # what retention does to an old segment
-            time.sleep(0.03)                       # past a look
-            assert r.read(0).data.rstrip(b"\0") == b"1"
-            assert r.read(timeout=0.05).data.rstrip(b"\0") == b"2"
+            os.unlink(segment_path(bus, 0))       # what retention does to an old segment
+            time.sleep(0.03)                      # past a look
+            got = [r.read(timeout=0.05).data.rstrip(b"\0") for _ in range(per_segment + 4)]
+            assert got == [b"%d" % i for i in range(1, per_segment + 5)]
+            assert r.read(timeout=0.05) is None
+
+
+def test_a_rolling_reader_notices_its_newest_segment_removed(tmp_path):
+    # Not retention's (which keeps the newest): no record can come; its writers raise too.
+    bus = str(tmp_path / "bus")
+    with RollingBusWriter(bus, SIZE, 8) as w:
+        w.write(b"x")
+    p = start(ROLLING_READER, bus, "read_async", CHILD_BUDGET_S)
+    os.unlink(segment_path(bus, 0))
+    last, elapsed = finish(p)
+    assert last == "BusReplacedError"
+    assert elapsed < BOUND_S
 
 
 # -- a file without metadata opened with the wrong record_size -------------------------
