@@ -125,4 +125,48 @@ public class FileWatchTest {
         }
         assertTrue(!Files.exists(segmentZero(dir)), "retention removed the full segments");
     }
+
+    // Polls next() every 20 ms (as an event loop would) until it throws, for at most BOUND_NS.
+    private interface Poll {
+        boolean next() throws Exception;
+    }
+
+    private static Exception pollUntilItThrows(Poll p) throws Exception {
+        long end = System.nanoTime() + BOUND_NS;
+        while (System.nanoTime() < end) {
+            try {
+                assertTrue(!p.next(), "no record was written");
+            } catch (BusReplacedException | BusTruncatedException e) {
+                return e;
+            }
+            Thread.sleep(20);
+        }
+        throw new AssertionError("no error after " + BOUND_NS / 1_000_000 + " ms of polls");
+    }
+
+    @Test
+    @Timeout(60)
+    public void aRollingReaderNoticesItsSegmentReplacedOrTruncated() throws Exception {
+        for (String how : new String[] {"replace", "shrink"}) {
+            String dir = tmp.resolve("read-" + how).toString();
+            try (RollingBusWriter w = new RollingBusWriter(dir, 1 << 20, 8).open()) {
+                w.write(X, 0, 3);
+            }
+            try (RollingBusReader r = new RollingBusReader(dir).open()) {
+                assertTrue(r.next());
+                Path seg = segmentZero(dir);
+                if (how.equals("replace")) { // bus.meta kept as it was: only the segment can tell
+                    Files.copy(seg, Path.of(seg + ".new"));
+                    Files.move(Path.of(seg + ".new"), seg, StandardCopyOption.REPLACE_EXISTING);
+                } else {
+                    try (var f = new java.io.RandomAccessFile(seg.toString(), "rw")) {
+                        f.setLength(4096);
+                    }
+                }
+                Exception e = pollUntilItThrows(r::next);
+                assertTrue(how.equals("replace") ? e instanceof BusReplacedException
+                        : e instanceof BusTruncatedException, e.toString());
+            }
+        }
+    }
 }
