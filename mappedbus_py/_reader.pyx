@@ -200,7 +200,8 @@ cdef class MappedBusReader:
     (links, file type, owner and mode unless ``allow_foreign``, the open lock within
     ``lock_timeout`` seconds, the metadata's sizes). A file that shrinks under the mapping
     raises BusTruncatedError; a path that no longer names the mapped file (removed,
-    replaced) raises BusReplacedError once the reader is caught up.
+    replaced) raises BusReplacedError once the reader is caught up. A waiting or polling
+    reader looks every ``FILE_CHECK`` (10 ms) seconds (docs/safety.md has the bounds).
     """
 
     def __init__(self, path, file_size=None, record_size=None, *, timeout=DEFAULT_TIMEOUT,
