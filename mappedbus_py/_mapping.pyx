@@ -315,7 +315,7 @@ cdef class MappedFile:
 
     cdef _watch(self, int64_t record_size, bint segment):
         # A segment is watched only while it has room: past `last` its writers roll.
-        cdef bytes path = os.fsencode(self.path)
+        cdef bytes path = os.fsencode(os.path.abspath(self.path))   # a later chdir changes nothing
         cdef int64_t last = self.file_size - (HEADER_SIZE + record_size) if segment else 0
         self._watch_slot = watch_register(path, self.st_dev, self.st_ino, self.mapped_size,
                                           self.base if segment else NULL, last, &self.dead)

@@ -296,3 +296,19 @@ def test_a_wrong_record_size_on_a_file_without_metadata_is_refused_before_any_re
         cls(bus_path, SIZE, 4).open()
     with MappedBusReader(bus_path, SIZE, 16) as r:  # the right one reads them all
         assert len(list(r.records(0))) == 10
+
+
+def test_a_writer_opened_by_a_relative_path_is_not_fooled_by_a_chdir(tmp_path, monkeypatch):
+    # The watch looks at the path as it was at open: after a chdir the relative path names
+    # nothing, which must not pass for a removal.
+    from mappedbus_py import BusReplacedError
+    monkeypatch.chdir(tmp_path)
+    with MappedBusWriter("rel.bus", SIZE, 8) as w:
+        monkeypatch.chdir("/")
+        time.sleep(0.05)                          # several rounds of the watch
+        assert w.write(b"x")
+        os.unlink(tmp_path / "rel.bus")
+        with pytest.raises(BusReplacedError, match="rel.bus"):
+            for _ in range(2000):
+                w.write(b"y")
+                time.sleep(0.001)
