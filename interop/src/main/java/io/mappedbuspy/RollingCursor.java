@@ -190,7 +190,7 @@ final class RollingCursor {
             if (emptyPolls >= IDENTITY_EVERY || now - lastIdentityCheck >= CHECK_INTERVAL_NS) {
                 emptyPolls = 0;
                 lastIdentityCheck = now;
-                bus.checkIdentity();
+                checkIdentity();
             }
         }
         return false;
@@ -212,7 +212,23 @@ final class RollingCursor {
             r.waitCheck();
         }
         lastIdentityCheck = System.nanoTime();
+        checkIdentity();
+    }
+
+    // bus.meta still holds this bus's id, and the segment read is there, or retention's to remove (a later one
+    // exists): retention keeps the newest, so the newest gone means no record can come (rolling.py _check_newest).
+    private void checkIdentity() throws IOException {
         bus.checkIdentity();
+        if (r == null || bus.exists(segment)) {
+            return;
+        }
+        for (long i : bus.segments()) {
+            if (i > segment) {
+                return;
+            }
+        }
+        throw new BusReplacedException(bus.segmentPath(segment) + ", the newest segment of its rolling bus, was removed "
+                + "(not by retention, which keeps the newest): no record can come to this reader");
     }
 
     // Waiting for segment `segment`: a cheap existence check now and then, a listing (for gaps) and an
@@ -226,7 +242,7 @@ final class RollingCursor {
         if (n % LIST_EVERY == 0 || now - lastIdentityCheck >= CHECK_INTERVAL_NS) {
             if (n > 0) {
                 lastIdentityCheck = now;
-                bus.checkIdentity();
+                checkIdentity();
             }
             place(segment, pendingOffset);
         } else if (bus.exists(segment)) {

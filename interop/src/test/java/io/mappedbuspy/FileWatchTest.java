@@ -146,8 +146,8 @@ public class FileWatchTest {
 
     @Test
     @Timeout(60)
-    public void aRollingReaderNoticesItsSegmentReplacedOrTruncated() throws Exception {
-        for (String how : new String[] {"replace", "shrink"}) {
+    public void aRollingReaderNoticesItsSegmentReplacedTruncatedOrItsNewestRemoved() throws Exception {
+        for (String how : new String[] {"replace", "shrink", "removeNewest"}) {
             String dir = tmp.resolve("read-" + how).toString();
             try (RollingBusWriter w = new RollingBusWriter(dir, 1 << 20, 8).open()) {
                 w.write(X, 0, 3);
@@ -158,14 +158,16 @@ public class FileWatchTest {
                 if (how.equals("replace")) { // bus.meta kept as it was: only the segment can tell
                     Files.copy(seg, Path.of(seg + ".new"));
                     Files.move(Path.of(seg + ".new"), seg, StandardCopyOption.REPLACE_EXISTING);
-                } else {
+                } else if (how.equals("shrink")) {
                     try (var f = new java.io.RandomAccessFile(seg.toString(), "rw")) {
                         f.setLength(4096);
                     }
+                } else { // not retention's: it keeps the newest segment
+                    Files.delete(seg);
                 }
                 Exception e = pollUntilItThrows(r::next);
-                assertTrue(how.equals("replace") ? e instanceof BusReplacedException
-                        : e instanceof BusTruncatedException, e.toString());
+                assertTrue(how.equals("shrink") ? e instanceof BusTruncatedException
+                        : e instanceof BusReplacedException, e.toString());
             }
         }
     }
