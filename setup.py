@@ -61,7 +61,7 @@ extensions = [
                  "mappedbus_py/_guard.pxd", "mappedbus_py/_wake.h", "mappedbus_py/_wakefd.h",
                  "mappedbus_py/_consumers.h", "mappedbus_py/_consumers_clock.h",
                  "mappedbus_py/_layout.pxd", "mappedbus_py/_background.h",
-                 "mappedbus_py/_liveness.h", "mappedbus_py/_liveness.pxd"],
+                 "mappedbus_py/_liveness.h", "mappedbus_py/_liveness.pxd", "mappedbus_py/_watch.h"],
         extra_compile_args=["-O0", "-g"] if DEBUG else ["-O3"],
         define_macros=[("CYTHON_TRACE_NOGIL", "1")] if DEBUG else [],
     )

@@ -39,7 +39,8 @@ cdef class MappedBusReader:
     cdef int64_t _initial_limit  # the limit at open(), for has_recovered()
     cdef bint _delivered       # a record since the last empty poll: the next one pauses first
     cdef unsigned int _idle    # empty polls: the limit is read on one in 16 of them
-    cdef bint _path_check_due  # an empty poll asks for the path check (once per 2^16)
+    cdef bint _path_check_due  # an empty poll asks for the file's look (it is due)
+    cdef int64_t _next_look    # monotonic ns when the file's next look is due
     cdef int64_t _timeout_ns   # how long a slot may stay uncommitted before rollback
     cdef int64_t _wait_pos     # the uncommitted slot being timed, or -1
     cdef int64_t _wait_start   # monotonic ns when this reader saw the stall begin
@@ -91,6 +92,7 @@ cdef class MappedBusReader:
     cdef int _raise_end(self) except -1
     cdef int _check_replaced(self) except -1
     cdef int _check_file(self) except -1
+    cdef int _look_if_due(self) except -1
     cdef int _park(self, int64_t ns) except -1
     cdef bint _timed_out(self, int64_t pos) except -1
     cdef int _wait(self, object timeout) except -1

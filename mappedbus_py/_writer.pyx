@@ -161,7 +161,10 @@ cdef class MappedBusWriter:
     those), a missing file created with exactly ``mode``, the open lock waited for at most
     ``lock_timeout`` seconds (BusLockTimeoutError), the metadata file ``PATH.meta`` checked
     (BusMismatchError) or written. A file that shrinks under the mapping raises
-    BusTruncatedError instead of killing the process with SIGBUS.
+    BusTruncatedError instead of killing the process with SIGBUS. A file removed or replaced
+    while open (its path names no file or another one) raises BusReplacedError at the first
+    write that starts more than about ``WATCH_INTERVAL`` (1 ms) later; records written to
+    the orphaned file would reach no reader (docs/safety.md).
 
     A writer pickles (for ``multiprocessing`` spawn): the copy reopens the bus by path with
     the same sizes and options, open if this one was open.
@@ -205,9 +208,12 @@ cdef class MappedBusWriter:
         cdef MappedFile f = MappedFile(self.path, self.file_size, mode=self._mode, preallocate=self._preallocate,
                        prefault=self._prefault, create=True, init=True,
                        record_size=self.record_size, allow_foreign=self._allow_foreign,
-                       lock_timeout=self._lock_timeout, segment=self._segment)
+                       lock_timeout=self._lock_timeout, segment=self._segment,
+                       watch=True)   # removed/replaced: raise, not write into the void
         try:
             _check_limit(f.limit_at_open, self._slot, self.record_size, self.path)
+            if f.bus_id is None and not self._segment:
+                f.check_slots(self.record_size)    # no metadata: nothing misaligned written
         except BaseException:
             f.close()
             raise

@@ -30,9 +30,12 @@ Choices this implementation makes where the contract leaves room:
   stalled slot back) only makes its mtime later: retention errs on keeping.
 - **Readers at a segment end** look for segment k+1 at most once per ``FOLLOW_MIN_NS``
   (50 µs), backing off to ``FOLLOW_MAX_NS`` (1 ms) while it stays absent (with a spare
-  segment it is almost always there already), and re-read ``bus.meta`` for its id at most
-  every ``ID_CHECK_NS`` (100 ms) while waiting; a reader caught up inside a segment does so
-  once every 65536 empty ``next()`` calls and whenever its blocking wait has waited 100 ms.
+  segment it is almost always there already), and look at ``bus.meta`` (an lstat; read
+  again for its id only when that changed) every ``ID_CHECK_NS`` (10 ms) while waiting or
+  polling, as a single-file reader looks at its file: a bus removed or replaced raises
+  BusReplacedError within that. The segment being read is looked at as often (its own
+  reader's look): replaced or truncated raises; removed is retention's, and fine, unless no
+  later segment exists (retention keeps the newest): then BusReplacedError.
 """
 import errno
 import fcntl
@@ -77,7 +80,7 @@ TMP_MAX_AGE_S = 60
 SPARE_POLL_WRITES = 64
 FOLLOW_MIN_NS = 50_000
 FOLLOW_MAX_NS = 1_000_000
-ID_CHECK_NS = 100_000_000
+ID_CHECK_NS = 10_000_000
 _FIRST = FIRST_RECORD_OFFSET
 _LIMIT = struct.Struct("<q")
 # Test hook: "before-link" / "after-link" make a segment creator stop forever there (the
@@ -1103,7 +1106,7 @@ class RollingBusReader(RollingReaderBase):
     # (The public attributes are the base class's, with their docstrings.)
     __slots__ = ('_allow_foreign', '_at_end', '_cindex', '_creg', '_done_rollbacks',
                  '_done_skipped', '_end', '_follow_at', '_follow_wait', '_id_at', '_idle_kw',
-                 '_initial_end', '_k', '_on_gap', '_park', '_raw', '_slot',
+                 '_initial_end', '_k', '_meta_st', '_on_gap', '_park', '_raw', '_slot',
                  '_start', '_timeout', '_wake', '_wakefd')
 
     def __init__(self, path, segment_size=None, record_size=None, *, timeout=DEFAULT_TIMEOUT,
@@ -1147,6 +1150,7 @@ class RollingBusReader(RollingReaderBase):
         self._follow_at = 0
         self._follow_wait = FOLLOW_MIN_NS
         self._id_at = 0
+        self._meta_st = None      # bus.meta's (dev, ino, size, mtime) when its id last matched
         self._idle = 0
         self._initial_end = 0
         self.consumer = consumer
@@ -1452,15 +1456,42 @@ class RollingBusReader(RollingReaderBase):
     # -- following segments ------------------------------------------------------------
 
     def _check_id(self, now):
+        # An lstat of bus.meta; its id is read again only when the file looks changed.
         self._id_at = now + ID_CHECK_NS
         try:
+            st = os.lstat(os.path.join(self.path, META_FILE))
+            key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        except (FileNotFoundError, NotADirectoryError):
+            key = None
+        if key is not None and key == self._meta_st:
+            return self._check_newest()
+        try:
             meta = read_bus_meta(self.path, allow_foreign=self._allow_foreign)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             meta = None
+        if meta is not None and meta.id == self.meta.id:
+            self._meta_st = key
+            return self._check_newest()
         if meta is None or meta.id != self.meta.id:
             what = "is gone" if meta is None else f"now holds bus {meta.id}"
             raise BusReplacedError(f"{self.path!r}: the rolling bus {self.meta.id} was "
                                    f"replaced: its {META_FILE} {what}")
+
+    def _check_newest(self):
+        # Retention removes a segment only once later ones exist: the segment being read gone
+        # with none after it means the bus lost its newest segment (its writers raise), and
+        # no record can come. One lstat; the listing only then.
+        if self._r is None or self._at_end:
+            return
+        try:
+            os.lstat(segment_path(self.path, self._k))
+            return
+        except FileNotFoundError:
+            pass
+        if not any(i > self._k for i in list_segments(self.path)):
+            raise BusReplacedError(f"{self.path!r}: its newest segment {self._k} was removed "
+                                   f"(not by retention, which keeps the newest): no record can "
+                                   f"come to this reader")
 
     def _follow(self):
         """At the end of segment ``_k``: move on if the next segment is there (throttled).
@@ -1504,7 +1535,7 @@ class RollingBusReader(RollingReaderBase):
         if self.next():
             return True
         if timeout is not None and _check_timeout(timeout) <= 0:
-            return False
+            return self._look()
         deadline = None if timeout is None else time.monotonic() + timeout
         pause = 20e-6
         while True:
@@ -1534,12 +1565,23 @@ class RollingBusReader(RollingReaderBase):
                     return True
                 continue
             try:
-                if self._r.wait(min(remaining, 0.1)):
+                # The segment's reader looks at its file every 10 ms as it waits; the bus's
+                # id is looked at between its waits, as often.
+                if self._r.wait(min(remaining, ID_CHECK_NS / 1e9)):
                     return True
                 self._check_id(time.monotonic_ns())
             except BusFullError:
                 if self._follow() and self.next():
                     return True
+
+    def _look(self):
+        # An empty poll's looks when due (read(0), read_async): the bus's id, and the
+        # segment's file (True if it was replaced with a record left, now current).
+        now = time.monotonic_ns()
+        if now >= self._id_at:
+            self._check_id(now)
+        r = self._r
+        return r is not None and not self._at_end and r._look()
 
     def fileno(self):
         """A file descriptor for event loops, as ``MappedBusReader.fileno()``: after

@@ -276,9 +276,7 @@ public final class MappedBusReader extends ConsumingReader<MappedBusReader> impl
         } catch (BusTruncatedException e) {
             throw fault(m, e);
         }
-        if (!segment) {
-            m.checkPath();
-        }
+        m.checkPath(segment); // a segment: replaced raises, removed is retention's
         if (wake != null) {
             wake.check();
         }

@@ -28,6 +28,8 @@ public final class MappedBusWriter implements AutoCloseable {
     private String busId;
     // Set once a fault showed the file truncated: every later call throws.
     private BusTruncatedException dead;
+    // The writers' watch's entry for the open file: removed, replaced or shrunk makes every write throw.
+    private FileWatch.Entry watch = FileWatch.NONE;
     private long writes;
     // The offset of this writer's last allocation (-1: none yet): a rolling writer asks whether it was its
     // segment's spare trigger (RollingLayout.spareTrigger).
@@ -115,6 +117,8 @@ public final class MappedBusWriter implements AutoCloseable {
         }
         BusOpen b = BusOpen.forWriter(path, fileSize, recordSize, allowForeign, lockTimeoutMs, segment);
         mem = b.mem;
+        // Removed or replaced while open: throw, never write into the orphaned file (FileWatch).
+        watch = FileWatch.watch(path, mem, segment ? fileSize - slot : -1);
         if (!segment) {
             wake = WakeFile.forBus(path, allowForeign); // never fails: without it, readers find records by polling
             ownsWake = true;
@@ -213,7 +217,9 @@ public final class MappedBusWriter implements AutoCloseable {
      * @return true if committed; false if a reader had already rolled the record back (too slow)
      * @throws EOFException          if the bus is full
      * @throws BusTruncatedException if the file was truncated under the mapping (this or an earlier write
-     *                               touched a page past its new end)
+     *                               touched a page past its new end, or the writers' watch saw it shorter)
+     * @throws java.io.UncheckedIOException with a {@link BusReplacedException} if the path was removed or names
+     *                               another file since about {@link FileWatch#INTERVAL_NS} ago (docs/safety.md)
      */
     public boolean write(MappedBusMessage message) throws EOFException {
         MemoryMappedFile m = mem();
@@ -355,6 +361,7 @@ public final class MappedBusWriter implements AutoCloseable {
         if (m == null) {
             throw new IllegalStateException("writer for " + path + " is " + (closed ? "closed" : "not open"));
         }
+        watch.check();
         return m;
     }
 
@@ -380,6 +387,8 @@ public final class MappedBusWriter implements AutoCloseable {
     @Override
     public void close() {
         closed = true;
+        watch.close();
+        watch = FileWatch.NONE;
         if (ownsWake) {
             wake.close();
             ownsWake = false;

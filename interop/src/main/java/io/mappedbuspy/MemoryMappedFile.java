@@ -287,11 +287,25 @@ public final class MemoryMappedFile extends MappedAtomics implements AutoCloseab
      * @throws BusReplacedException if so
      */
     public void checkPath() throws BusReplacedException {
+        checkPath(false);
+    }
+
+    /**
+     * Throws if the path names another file than the mapped one, or none unless {@code removalOk} (a rolling bus's
+     * segment, which retention may remove while it is read).
+     *
+     * @param removalOk whether a path that names no file is fine
+     * @throws BusReplacedException if not
+     */
+    public void checkPath(boolean removalOk) throws BusReplacedException {
         Path p = Paths.get(path);
         Map<String, Object> a;
         try {
             a = Files.readAttributes(p, "unix:ino,dev", LinkOption.NOFOLLOW_LINKS);
         } catch (NoSuchFileException e) {
+            if (removalOk) {
+                return;
+            }
             throw new BusReplacedException(path + " was removed while mapped: no process can open this bus any more");
         } catch (IOException e) {
             return;

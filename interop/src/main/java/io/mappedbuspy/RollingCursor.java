@@ -18,7 +18,7 @@ final class RollingCursor {
     private static final int LIST_EVERY = 1024;
     private static final int IDENTITY_EVERY = 1 << 16;
     // ... or at least this often (by the clock) for a caller that sleeps between polls.
-    private static final long CHECK_INTERVAL_NS = 100_000_000L;
+    private static final long CHECK_INTERVAL_NS = 10_000_000L; // docs/safety.md: the readers' bound
 
     final RollingDir bus;
     private final long segmentSize;
@@ -183,14 +183,14 @@ final class RollingCursor {
 
     /** A poll of the current segment found no record: the identity check now and then; false. */
     boolean empty() throws IOException {
-        // The clock is read on one empty poll in 64 only: a caller that sleeps between polls still gets
+        // The clock is read on one empty poll in 16 only: a caller that sleeps between polls still gets
         // the check within about CHECK_INTERVAL_NS, a spinning one within IDENTITY_EVERY polls.
-        if ((++emptyPolls & 63) == 0) {
+        if ((++emptyPolls & 15) == 0) {
             long now = System.nanoTime();
             if (emptyPolls >= IDENTITY_EVERY || now - lastIdentityCheck >= CHECK_INTERVAL_NS) {
                 emptyPolls = 0;
                 lastIdentityCheck = now;
-                bus.checkIdentity();
+                checkIdentity();
             }
         }
         return false;
@@ -212,7 +212,23 @@ final class RollingCursor {
             r.waitCheck();
         }
         lastIdentityCheck = System.nanoTime();
+        checkIdentity();
+    }
+
+    // bus.meta still holds this bus's id, and the segment read is there, or retention's to remove (a later one
+    // exists): retention keeps the newest, so the newest gone means no record can come (rolling.py _check_newest).
+    private void checkIdentity() throws IOException {
         bus.checkIdentity();
+        if (r == null || bus.exists(segment)) {
+            return;
+        }
+        for (long i : bus.segments()) {
+            if (i > segment) {
+                return;
+            }
+        }
+        throw new BusReplacedException(bus.segmentPath(segment) + ", the newest segment of its rolling bus, was removed "
+                + "(not by retention, which keeps the newest): no record can come to this reader");
     }
 
     // Waiting for segment `segment`: a cheap existence check now and then, a listing (for gaps) and an
@@ -226,7 +242,7 @@ final class RollingCursor {
         if (n % LIST_EVERY == 0 || now - lastIdentityCheck >= CHECK_INTERVAL_NS) {
             if (n > 0) {
                 lastIdentityCheck = now;
-                bus.checkIdentity();
+                checkIdentity();
             }
             place(segment, pendingOffset);
         } else if (bus.exists(segment)) {

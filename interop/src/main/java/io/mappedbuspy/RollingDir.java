@@ -463,12 +463,11 @@ public final class RollingDir {
     /** Re-reads {@code bus.meta}: BusReplacedException unless it still holds this bus's id. */
     void checkIdentity() throws IOException {
         Path metaPath = dir.resolve(Layout.META_FILE);
-        BusMeta now;
-        try {
-            now = BusMeta.read(metaPath, allowForeign);
-        } catch (NoSuchFileException e) {
-            now = null;
+        Object key = FileWatch.key(metaPath); // read again only when changed since its id last matched
+        if (key != null && key.equals(metaKey)) {
+            return;
         }
+        BusMeta now = FileWatch.readMeta(metaPath, allowForeign);
         if (now == null) {
             throw new BusReplacedException("rolling bus " + dir + " (bus " + meta.id() + ") was removed: "
                     + metaPath + " no longer exists");
@@ -477,7 +476,9 @@ public final class RollingDir {
             throw new BusReplacedException("rolling bus " + dir + " was replaced: " + metaPath + " holds bus "
                     + now.id() + ", not " + meta.id() + " (deleted and recreated)");
         }
+        metaKey = key;
     }
+    private volatile Object metaKey; // FileWatch.key of bus.meta when its id last matched
 
     // Test hook, the same as mappedbus_py/rolling.py's: MAPPEDBUS_TEST_ROLL_STALL=before-link|after-link makes a
     // segment creator stop forever there (tests SIGKILL it), to show that a creator killed mid-roll leaves a bus

@@ -14,7 +14,7 @@ final class SlotScan {
     static final long NO_RECORD = -1;
     // Pauses (about 25 ns each on the AMD EPYC of perf/) on the first empty poll after a record.
     private static final int CATCH_UP_PAUSES = 4;
-    private static final long CHECK_INTERVAL_NS = 100_000_000L;
+    private static final long CHECK_INTERVAL_NS = 10_000_000L; // docs/safety.md: the readers' bound
     // Records delivered between raisings of pending fault reports (a mask: every 1024th).
     private static final long FAULT_CHECK_RECORDS = 1023;
 
@@ -249,10 +249,11 @@ final class SlotScan {
         return now - timerStart >= timeoutNanos;
     }
 
-    // Caught up: now and then (2^16 empty polls, or 100 ms), check that the file is still whole and that
-    // the path still names it (system calls, where the JVM also delivers a pending fault report).
+    // Caught up: now and then (2^16 empty polls, or 10 ms: the clock is read on one empty poll in 16), check
+    // that the file is still whole and that the path still names it (a segment's: names no other file; its
+    // removal is retention's) (system calls, where the JVM also delivers a pending fault report).
     private void idleCheck(MemoryMappedFile m) throws BusReplacedException {
-        if ((++emptyPolls & 63) != 0) {
+        if ((++emptyPolls & 15) != 0) {
             return;
         }
         long now = System.nanoTime();
@@ -262,8 +263,6 @@ final class SlotScan {
         lastCheck = now;
         MemoryMappedFile.raiseFaultReports(); // a fault of a page read as empty: raised in next()
         m.checkLength();
-        if (!segment) {
-            m.checkPath();
-        }
+        m.checkPath(segment);
     }
 }
