@@ -602,8 +602,9 @@ cdef class GroupReader:
         else:
             g = self._g_of(rec)
             word = self._word_of(rec, g)
-        if word == 0 or group_word_tag(word) != group_tag(g, self._shift):
-            return False       # not this member's (any more)
+        if word == 0 or group_word_tag(word) != group_tag(g, self._shift) \
+                or group_word_owner(word) != self.member:
+            return False       # not delivered to this member, or not any more
         if state == GROUP_DEAD:
             return self._dead_letter(g, word, GROUP_REJECTED_OFFSET) == 1
         return self._finish(g, word, state) == 1
