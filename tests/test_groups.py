@@ -442,3 +442,20 @@ def test_members_in_two_pid_namespaces(tmp_path):
         rec = b.read(5.0)
         assert rec is not None and rec.position == got
         assert all(b.ack(r) for r in others + [rec])
+
+
+def test_rolling_bus_reader_with_group_is_a_member(tmp_path):
+    path = str(tmp_path / "roll")
+    with RollingBusWriter(path, 1 << 16, RECORD) as w:
+        w.write(b"a")
+        w.write(b"b")
+    with RollingBusReader(path, group="resize", lease=5) as a, \
+            RollingBusReader(path, group="resize") as b:
+        assert isinstance(a, GroupReader) and a.group == "resize"
+        ra, rb = a.read(0), b.read(0)
+        assert (ra.payload[:1], rb.payload[:1]) == (b"a", b"b")
+        assert a.ack(ra) and b.ack(rb)
+    with RollingBusReader(path) as plain:             # group=None: a plain reader
+        assert plain.read(0).payload[:1] == b"a"
+    with pytest.raises(TypeError, match="path alone"):
+        RollingBusReader(path, 1 << 16, RECORD, group="resize")
