@@ -459,3 +459,26 @@ def test_rolling_bus_reader_with_group_is_a_member(tmp_path):
         assert plain.read(0).payload[:1] == b"a"
     with pytest.raises(TypeError, match="path alone"):
         RollingBusReader(path, 1 << 16, RECORD, group="resize")
+
+
+def test_cli_groups_lists_members_and_counts(tmp_path, capsys):
+    from mappedbus_py import cli
+    bus = _bus(tmp_path, 3)
+    assert cli.main(["groups", bus]) == 0
+    assert capsys.readouterr().out.strip() == "no work groups"
+    with GroupReader(bus, "resize", name="worker-a") as a:
+        a.ack(a.read(0))
+        a.read(0)
+        assert cli.main(["groups", bus, "--json"]) == 0
+        d = json.loads(capsys.readouterr().out)
+        g, = d["groups"]
+        assert (g["name"], g["acked"], g["pending"], g["start"], g["end"]) == ("resize", 1, 1, 1, 2)
+        m, = g["members"]
+        assert (m["pid"], m["alive"], m["in_flight"], m["name"]) == (os.getpid(), "alive", 1,
+                                                                    "worker-a")
+        assert cli.main(["groups", bus]) == 0
+        text = capsys.readouterr().out
+        assert "group resize: acked 1, pending 1" in text and "worker-a" in text
+    open(bus + ".groups/resize.group", "r+b").write(b"garbage!")
+    assert cli.main(["groups", bus]) == 2
+    assert "not a group file" in capsys.readouterr().err
