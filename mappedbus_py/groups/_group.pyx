@@ -641,6 +641,7 @@ cdef class GroupReader:
 
     @property
     def closed(self):
+        """True once ``close()`` ran."""
         return self._base == NULL
 
     @property
