@@ -482,3 +482,26 @@ def test_cli_groups_lists_members_and_counts(tmp_path, capsys):
     open(bus + ".groups/resize.group", "r+b").write(b"garbage!")
     assert cli.main(["groups", bus]) == 2
     assert "not a group file" in capsys.readouterr().err
+
+
+def test_a_member_inherited_through_fork_refuses_to_work_in_the_child(tmp_path):
+    bus = _bus(tmp_path, 2)
+    with GroupReader(bus, "g") as a:
+        held = a.read(0)
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                a.read(0)
+            except mappedbus_py.BusClosedError as e:
+                code = 0 if "fork" in str(e) else 2
+            try:
+                a.ack(held)
+                code = 3
+            except mappedbus_py.BusClosedError:
+                pass
+            a.close()                    # must not give back the parent's records
+            os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert a.ack(held)               # still the parent's

@@ -63,6 +63,7 @@ cdef class GroupReader:
     cdef int _shift            # log2(_window): tag(g) = g >> _shift
     cdef object _live          # LiveFile: this member's own description of the group file
     cdef int _live_fd          # its descriptor (probes of other members' slots go through it)
+    cdef int _gen              # the module's fork counter when made: a forked child's differs
     cdef readonly int member
     """This member's slot in the group (0..127)."""
     cdef char *_mslot          # its slot in the mapping

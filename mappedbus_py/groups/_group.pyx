@@ -43,6 +43,19 @@ cdef double MAX_WAIT_S = 2.0**62 / 1e9
 cdef int64_t FIRST = FIRST_RECORD_OFFSET
 
 
+cdef int _fork_gen = 0
+
+
+def _after_fork():
+    # A child of fork() shares its parent's member slot and not its liveness lock (LiveFile
+    # closes it): members made before the fork refuse to work there.
+    global _fork_gen
+    _fork_gen += 1
+
+
+os.register_at_fork(after_in_child=_after_fork)
+
+
 class GroupFullError(MappedBusError):
     """Every member slot of the group (GROUP_MEMBER_COUNT) is held by a live member."""
 
@@ -218,6 +231,7 @@ cdef class GroupReader:
                                          allow_foreign=self._reader_kw["allow_foreign"]))
         self._live = live
         self._live_fd = live.fileno()
+        self._gen = _fork_gen
         for i in range(GROUP_MEMBER_COUNT):
             held = live.hold(group_member_byte(i))
             if held is Hold.TAKEN:
@@ -350,6 +364,9 @@ cdef class GroupReader:
         cdef int found
         if self._base == NULL:
             raise BusClosedError("the GroupReader is closed")
+        if self._gen != _fork_gen:
+            raise BusClosedError("this GroupReader was made before fork(): a member belongs to "
+                                 "one process; make a GroupReader in the child")
         if self._in_flight >= self._max_in_flight:
             return 0
         hint = load_acquire_i64(self._base + GROUP_HINT_OFFSET)
@@ -508,6 +525,9 @@ cdef class GroupReader:
         cdef int64_t *mine
         if self._base == NULL:
             raise BusClosedError("the GroupReader is closed")
+        if self._gen != _fork_gen:
+            raise BusClosedError("this GroupReader was made before fork(): a member belongs to "
+                                 "one process; make a GroupReader in the child")
         ok = group_finish(self._base, self._window, g, word, state)
         mine = &self._words[g & (self._window - 1)]
         if mine[0] == word:
@@ -594,6 +614,9 @@ cdef class GroupReader:
 
     def _settle(self, rec, int state):
         cdef int64_t g, word
+        if self._gen != _fork_gen and self._base != NULL:
+            raise BusClosedError("this GroupReader was made before fork(): a member belongs to "
+                                 "one process; make a GroupReader in the child")
         if rec is None:
             if self._cur_g < 0:
                 raise RuntimeError("nothing read yet: ack() without a record settles the record "
@@ -653,7 +676,7 @@ cdef class GroupReader:
         """Give back every record this member holds (others get them at once), let go of its
         member slot and unmap."""
         if self._base != NULL:
-            if self.member >= 0:
+            if self.member >= 0 and self._gen == _fork_gen:
                 group_release_owner(self._base, self._window, self._shift, self.member)
             self._base = NULL
         if self._live is not None:
