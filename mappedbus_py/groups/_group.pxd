@@ -6,6 +6,10 @@ from mappedbus_py._reader cimport MappedBusReader
 from mappedbus_py._record cimport Record
 
 
+cdef extern from "_atomic.h" nogil:
+    void store_release_i32(void *p, int32_t v)   # (not in _atomic.pxd): a member's in_flight
+
+
 cdef extern from "groups/_group.h" nogil:
     int GROUP_FULL
     int GROUP_CORRUPT

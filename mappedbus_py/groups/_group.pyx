@@ -295,7 +295,7 @@ cdef class GroupReader:
         self._in_flight += 1
         self._delivered += 1
         store_release_i64(self._mslot + GROUP_MEMBER_DELIVERED_OFFSET, self._delivered)
-        (<int32_t *>(self._mslot + GROUP_MEMBER_IN_FLIGHT_OFFSET))[0] = self._in_flight
+        store_release_i32(self._mslot + GROUP_MEMBER_IN_FLIGHT_OFFSET, self._in_flight)
         return 1
 
     cdef int _acquire_new(self) except -1:
@@ -534,7 +534,7 @@ cdef class GroupReader:
             mine[0] = 0
             if self._in_flight > 0:
                 self._in_flight -= 1
-            (<int32_t *>(self._mslot + GROUP_MEMBER_IN_FLIGHT_OFFSET))[0] = self._in_flight
+            store_release_i32(self._mslot + GROUP_MEMBER_IN_FLIGHT_OFFSET, self._in_flight)
         if ok and state == GROUP_ACKED:
             self._acked += 1
             store_release_i64(self._mslot + GROUP_MEMBER_ACKED_OFFSET, self._acked)
@@ -565,7 +565,7 @@ cdef class GroupReader:
             mine[0] = 0
             if self._in_flight > 0:
                 self._in_flight -= 1
-            (<int32_t *>(self._mslot + GROUP_MEMBER_IN_FLIGHT_OFFSET))[0] = self._in_flight
+            store_release_i32(self._mslot + GROUP_MEMBER_IN_FLIGHT_OFFSET, self._in_flight)
         if ok:
             fetch_add_i64(self._base + counter, 1)
             if counter != GROUP_DEAD_LETTERED_OFFSET:
@@ -651,8 +651,20 @@ cdef class GroupReader:
     def ack_batch(self, records):
         """``ack`` each record of ``records``; returns how many were still this member's."""
         cdef int n = 0
+        cdef GroupRecord r
+        if self._base == NULL:
+            raise BusClosedError("the GroupReader is closed")
+        if self._gen != _fork_gen:
+            raise BusClosedError("this GroupReader was made before fork(): a member belongs to "
+                                 "one process; make a GroupReader in the child")
         for rec in records:
-            n += self._settle(rec, GROUP_ACKED)
+            if type(rec) is not GroupRecord:
+                n += self._settle(rec, GROUP_ACKED)
+                continue
+            r = <GroupRecord>rec
+            if group_word_owner(r._word) != self.member:
+                continue
+            n += self._finish(r._g, r._word, GROUP_ACKED)
         return n
 
     # -- state ------------------------------------------------------------------------
