@@ -281,6 +281,11 @@ def test_corrupt_foreign_and_symlinked_group_files_are_refused_at_once(tmp_path)
     os.chmod(path, 0o666)
     with pytest.raises(UnsafeBusFileError, match="writable by group or others"):
         GroupReader(bus, "g")
+    os.chmod(path, 0o600)
+    if os.geteuid() == 0:                          # a file of another user (root can make one)
+        os.chown(path, 12345, -1)
+        with pytest.raises(UnsafeBusFileError, match="owned by uid 12345"):
+            GroupReader(bus, "g")
 
 
 def test_a_group_of_another_bus_is_refused(tmp_path):
