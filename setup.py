@@ -66,6 +66,16 @@ extensions = [
         define_macros=[("CYTHON_TRACE_NOGIL", "1")] if DEBUG else [],
     )
     for name in MODULES
+] + [
+    Extension(
+        "mappedbus_py.groups._group",
+        ["mappedbus_py/groups/_group.pyx"],
+        include_dirs=["mappedbus_py"],
+        depends=["mappedbus_py/groups/_group.h", "mappedbus_py/groups/_group.pxd",
+                 "mappedbus_py/_atomic.h", "mappedbus_py/_liveness.h", "mappedbus_py/_reader.pxd"],
+        extra_compile_args=["-O0", "-g"] if DEBUG else ["-O3"],
+        define_macros=[("CYTHON_TRACE_NOGIL", "1")] if DEBUG else [],
+    )
 ]
 
 

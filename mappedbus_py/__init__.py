@@ -16,6 +16,7 @@ from ._record import Record
 from ._writer import MappedBusWriter
 from .rolling import RollingBusReader, RollingBusWriter
 from .consumers import ConsumerInfo, consumers, remove_consumer
+from . import groups
 from .errors import (BusBackPressureError, BusClosedError, BusFullError, BusGapError,
                      BusLockTimeoutError, BusMismatchError, BusReplacedError,
                      BusTruncatedError, ConsumerInUseError, CorruptBusError, MappedBusError,
@@ -34,4 +35,5 @@ __all__ = (
     "BusMismatchError", "UnsafeBusFileError", "BusLockTimeoutError", "BusTruncatedError",
     "BusReplacedError", "BusGapError", "RecordsRolledBackError",
     "consumers", "remove_consumer", "ConsumerInfo", "ConsumerInUseError", "BusBackPressureError",
+    "groups",
 )

@@ -419,3 +419,117 @@ def split_position(position, segment_size):
 def join_position(index, offset, segment_size):
     """The rolling-bus position of ``offset`` in segment ``index``."""
     return index * segment_size + offset
+
+
+# -- work groups (issue 35; docs/design/side-files.md, "Work groups"; docs/groups.md) --------
+#
+# A work group hands each record of a bus to one member of the group at a time. One file a
+# group, beside the bus: PATH + GROUP_DIR_SUFFIX + "/" + NAME + GROUP_SUFFIX (single file),
+# DIR/GROUP_DIR/NAME + GROUP_SUFFIX (rolling); its dead-letter bus beside it, a rolling bus
+# in the directory ... NAME + GROUP_DEAD_SUFFIX. Little-endian; all zero where not written.
+#
+#   0            8             12           16              20                24
+#   +------------+-------------+------------+---------------+-----------------+--------------+
+#   | magic i64  | version i32 | window i32 | max_deliv i32 | max_in_flight   | lease_ns i64 |
+#   +------------+-------------+------------+---------------+-----------------+--------------+
+#   32 bus id (16 bytes)   48 created_ns i64 (Unix epoch)   56 start position i64 (``start=``)
+#   64   start i64  (own line)  the oldest g not yet done (acked, dead-lettered or skipped)
+#   128  end i64    (own line)  one past the last g acquired or skipped
+#   192  counters i64: redelivered, dead_lettered, released, rejected, hint (moved by every
+#        release: members look for redeliveries when it moved)
+#   256  members: GROUP_MEMBER_COUNT slots of GROUP_MEMBER_SIZE bytes; a member's liveness
+#        byte is its slot's first byte (an OFD lock, mappedbus_py/_liveness.h):
+#        0 pid i32 (for people) | 4 in_flight i32 | 8 acked i64 | 16 taken_ns i64 |
+#        24 delivered i64 | 32 name (24 bytes, UTF-8, zero padded)
+#   GROUP_ENTRIES_OFFSET: ``window`` entries (a power of two) of GROUP_ENTRY_SIZE bytes,
+#        entry(g) = g mod window:
+#        0 word i64 (CAS) = tag u32 (g / window) | state u8 << 32 | deliveries u8 << 40
+#                           | owner u16 << 48 (a member slot)
+#        8 lease deadline i64 (CLOCK_MONOTONIC ns; written before the CAS that publishes it)
+#        16 position i64 (the record's bus position)
+#
+# Records are named by their global slot index g: a single-file bus's record index, a
+# rolling bus's segment * slots_per_segment + slot.
+
+GROUP_DIR_SUFFIX = ".groups"
+GROUP_DIR = "groups"
+GROUP_SUFFIX = ".group"
+GROUP_DEAD_SUFFIX = ".dead"
+GROUP_NAME_MAX = 64
+GROUP_MAGIC = int.from_bytes(b"MBUSGRP1", "little")
+GROUP_VERSION = 1
+GROUP_MAGIC_OFFSET = 0
+GROUP_VERSION_OFFSET = 8
+GROUP_WINDOW_OFFSET = 12
+GROUP_MAX_DELIVERIES_OFFSET = 16
+GROUP_MAX_IN_FLIGHT_OFFSET = 20
+GROUP_LEASE_NS_OFFSET = 24
+GROUP_BUS_ID_OFFSET = 32
+GROUP_BUS_ID_SIZE = 16
+GROUP_CREATED_NS_OFFSET = 48
+GROUP_START_POSITION_OFFSET = 56
+GROUP_START_OFFSET = 64
+GROUP_END_OFFSET = 128
+GROUP_REDELIVERED_OFFSET = 192
+GROUP_DEAD_LETTERED_OFFSET = 200
+GROUP_RELEASED_OFFSET = 208
+GROUP_REJECTED_OFFSET = 216
+GROUP_HINT_OFFSET = 224
+GROUP_MEMBERS_OFFSET = 256
+GROUP_MEMBER_SIZE = 64
+GROUP_MEMBER_COUNT = 128
+GROUP_MEMBER_PID_OFFSET = 0
+GROUP_MEMBER_IN_FLIGHT_OFFSET = 4
+GROUP_MEMBER_ACKED_OFFSET = 8
+GROUP_MEMBER_TAKEN_NS_OFFSET = 16
+GROUP_MEMBER_DELIVERED_OFFSET = 24
+GROUP_MEMBER_NAME_OFFSET = 32
+GROUP_MEMBER_NAME_MAX = 24
+GROUP_ENTRIES_OFFSET = GROUP_MEMBERS_OFFSET + GROUP_MEMBER_COUNT * GROUP_MEMBER_SIZE   # 8448
+GROUP_ENTRY_SIZE = 32
+GROUP_ENTRY_WORD_OFFSET = 0
+GROUP_ENTRY_LEASE_OFFSET = 8
+GROUP_ENTRY_POSITION_OFFSET = 16
+# entry states (the word's bits 32..39)
+GROUP_EMPTY = 0
+GROUP_ACQUIRED = 1
+GROUP_RELEASED = 2
+GROUP_ACKED = 3
+GROUP_DEAD = 4
+GROUP_SKIP = 5
+GROUP_DEFAULT_WINDOW = 4096
+GROUP_MAX_WINDOW = 1 << 20
+GROUP_DEFAULT_MAX_DELIVERIES = 5
+GROUP_DEFAULT_LEASE_NS = 30_000_000_000
+# A dead-letter record: this header, then the record's payload (record_size bytes).
+#   0 position i64 (in the group's bus) | 8 deliveries i32 | 12 meta i32 (the record's) |
+#   16 group name (GROUP_NAME_MAX bytes, UTF-8, zero padded)
+GROUP_DEAD_POSITION_OFFSET = 0
+GROUP_DEAD_DELIVERIES_OFFSET = 8
+GROUP_DEAD_META_OFFSET = 12
+GROUP_DEAD_NAME_OFFSET = 16
+GROUP_DEAD_HEADER_SIZE = GROUP_DEAD_NAME_OFFSET + GROUP_NAME_MAX
+
+
+def group_file_size(window):
+    """Bytes of a group file with ``window`` entries."""
+    return GROUP_ENTRIES_OFFSET + window * GROUP_ENTRY_SIZE
+
+
+def group_member_offset(index):
+    """Offset of member slot ``index`` (its liveness byte)."""
+    return GROUP_MEMBERS_OFFSET + index * GROUP_MEMBER_SIZE
+
+
+def group_entry_offset(g, window):
+    """Offset of the entry of record ``g``."""
+    return GROUP_ENTRIES_OFFSET + (g & (window - 1)) * GROUP_ENTRY_SIZE
+
+
+def group_word(tag, state, deliveries, owner):
+    """An entry's word from its fields."""
+    return (tag & 0xFFFFFFFF) | (state << 32) | (deliveries << 40) | (owner << 48)
+
+
+CONSTANTS.update({name: value for name, value in globals().items()
+                  if name.startswith("GROUP_") and isinstance(value, int | str)})

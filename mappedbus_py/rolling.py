@@ -1100,6 +1100,9 @@ class RollingBusReader(RollingReaderBase):
     stores the reader's position and ``close()`` lets the name go (see ``MappedBusReader``).
     A consumer whose position retention removed (it lagged past ``max_consumer_lag`` and
     expired) opens, and its first read raises ``BusGapError`` naming the range lost.
+
+    ``group="name"`` makes a member of that work group instead: each record goes to one
+    member, which acks it (``mappedbus_py.groups.GroupReader``; docs/groups.md).
     """
 
     # No instance __dict__: a per-record call finds its method without a dict lookup.
@@ -1109,10 +1112,21 @@ class RollingBusReader(RollingReaderBase):
                  '_initial_end', '_k', '_meta_st', '_on_gap', '_park', '_raw', '_slot',
                  '_start', '_timeout', '_wake', '_wakefd')
 
+    def __new__(cls, *args, group=None, **kwargs):
+        # group="name": a member of that work group instead (mappedbus_py.groups.GroupReader;
+        # its keywords: start, lease, max_deliveries, max_in_flight, window, timeout, ...)
+        if group is None:
+            return super().__new__(cls)
+        from .groups import GroupReader
+        if len(args) != 1:
+            raise TypeError("RollingBusReader(path, group=...) takes the bus's path alone: a "
+                            "group reads its sizes from bus.meta")
+        return GroupReader(args[0], group, **kwargs)
+
     def __init__(self, path, segment_size=None, record_size=None, *, timeout=DEFAULT_TIMEOUT,
                  start=None, read_only=False, on_gap="raise", allow_foreign=False,
                  idle="spin_park", spin=DEFAULT_SPIN, park=DEFAULT_PARK,
-                 park_max=DEFAULT_PARK_MAX, consumer=None):
+                 park_max=DEFAULT_PARK_MAX, consumer=None, group=None):
         if consumer is not None:
             _check_consumer_name(consumer)
         if on_gap not in ("raise", "skip"):

@@ -336,6 +336,117 @@ public final class Layout {
     /** Kind of an entry giving up an unsealed range (its uncommitted slots rolled back). */
     public static final int COMMIT_ENTRY_VOID = 4;
 
+    // -- work groups (issue 35): layout.py GROUP_*, mappedbus_py/groups/_group.h --------------
+
+    /** Suffix of a single-file bus's groups directory: {@code PATH.groups}. */
+    public static final String GROUP_DIR_SUFFIX = ".groups";
+    /** A rolling bus's groups directory, in its directory. */
+    public static final String GROUP_DIR = "groups";
+    /** Suffix of a group file: {@code NAME.group}. */
+    public static final String GROUP_SUFFIX = ".group";
+    /** Suffix of a group's dead-letter bus (a rolling bus): {@code NAME.dead}. */
+    public static final String GROUP_DEAD_SUFFIX = ".dead";
+    /** Longest group name, in UTF-8 bytes. */
+    public static final int GROUP_NAME_MAX = 64;
+    /** int64 at {@link #GROUP_MAGIC_OFFSET}: "MBUSGRP1" little-endian. */
+    public static final long GROUP_MAGIC = 3553430572289573453L;
+    /** int32 at {@link #GROUP_VERSION_OFFSET}. */
+    public static final int GROUP_VERSION = 1;
+    /** Offset in a group file of its magic. */
+    public static final int GROUP_MAGIC_OFFSET = 0;
+    /** Offset in a group file of its version. */
+    public static final int GROUP_VERSION_OFFSET = 8;
+    /** Offset in a group file of its window. */
+    public static final int GROUP_WINDOW_OFFSET = 12;
+    /** Offset in a group file of its max deliveries. */
+    public static final int GROUP_MAX_DELIVERIES_OFFSET = 16;
+    /** Offset in a group file of its max in flight. */
+    public static final int GROUP_MAX_IN_FLIGHT_OFFSET = 20;
+    /** Offset in a group file of its lease ns. */
+    public static final int GROUP_LEASE_NS_OFFSET = 24;
+    /** Offset in a group file of its bus id. */
+    public static final int GROUP_BUS_ID_OFFSET = 32;
+    /** Bytes of the bus id in the header. */
+    public static final int GROUP_BUS_ID_SIZE = 16;
+    /** Offset in a group file of its created ns. */
+    public static final int GROUP_CREATED_NS_OFFSET = 48;
+    /** Offset in a group file of its start position. */
+    public static final int GROUP_START_POSITION_OFFSET = 56;
+    /** Offset in a group file of its start. */
+    public static final int GROUP_START_OFFSET = 64;
+    /** Offset in a group file of its end. */
+    public static final int GROUP_END_OFFSET = 128;
+    /** Offset in a group file of its redelivered. */
+    public static final int GROUP_REDELIVERED_OFFSET = 192;
+    /** Offset in a dead letter of its lettered. */
+    public static final int GROUP_DEAD_LETTERED_OFFSET = 200;
+    /** Offset in a group file of its released. */
+    public static final int GROUP_RELEASED_OFFSET = 208;
+    /** Offset in a group file of its rejected. */
+    public static final int GROUP_REJECTED_OFFSET = 216;
+    /** Offset in a group file of its hint. */
+    public static final int GROUP_HINT_OFFSET = 224;
+    /** Offset in a group file of its members. */
+    public static final int GROUP_MEMBERS_OFFSET = 256;
+    /** Bytes of a member slot (its first byte is the member's liveness byte). */
+    public static final int GROUP_MEMBER_SIZE = 64;
+    /** Member slots of a group file. */
+    public static final int GROUP_MEMBER_COUNT = 128;
+    /** Offset in a member slot of its pid. */
+    public static final int GROUP_MEMBER_PID_OFFSET = 0;
+    /** Offset in a member slot of its in flight. */
+    public static final int GROUP_MEMBER_IN_FLIGHT_OFFSET = 4;
+    /** Offset in a member slot of its acked. */
+    public static final int GROUP_MEMBER_ACKED_OFFSET = 8;
+    /** Offset in a member slot of its taken ns. */
+    public static final int GROUP_MEMBER_TAKEN_NS_OFFSET = 16;
+    /** Offset in a member slot of its delivered. */
+    public static final int GROUP_MEMBER_DELIVERED_OFFSET = 24;
+    /** Offset in a member slot of its name. */
+    public static final int GROUP_MEMBER_NAME_OFFSET = 32;
+    /** Bytes of a member's name. */
+    public static final int GROUP_MEMBER_NAME_MAX = 24;
+    /** Offset in a group file of its entries. */
+    public static final int GROUP_ENTRIES_OFFSET = 8448;
+    /** Bytes of an entry. */
+    public static final int GROUP_ENTRY_SIZE = 32;
+    /** Offset in an entry of its word. */
+    public static final int GROUP_ENTRY_WORD_OFFSET = 0;
+    /** Offset in an entry of its lease. */
+    public static final int GROUP_ENTRY_LEASE_OFFSET = 8;
+    /** Offset in an entry of its position. */
+    public static final int GROUP_ENTRY_POSITION_OFFSET = 16;
+    /** Entry state: no record acquired in this lap. */
+    public static final int GROUP_EMPTY = 0;
+    /** Entry state: delivered to its owner, not settled. */
+    public static final int GROUP_ACQUIRED = 1;
+    /** Entry state: given back, to be delivered again. */
+    public static final int GROUP_RELEASED = 2;
+    /** Entry state: done. */
+    public static final int GROUP_ACKED = 3;
+    /** Entry state: dead-lettered (rejected or out of deliveries). */
+    public static final int GROUP_DEAD = 4;
+    /** Entry state: its bus slot was rolled back; nobody gets it. */
+    public static final int GROUP_SKIP = 5;
+    /** Entries of a group made without {@code window}. */
+    public static final int GROUP_DEFAULT_WINDOW = 4096;
+    /** Most entries a group may have. */
+    public static final int GROUP_MAX_WINDOW = 1048576;
+    /** Deliveries before a record is dead-lettered, by default. */
+    public static final int GROUP_DEFAULT_MAX_DELIVERIES = 5;
+    /** A delivery's lease, by default (nanoseconds). */
+    public static final long GROUP_DEFAULT_LEASE_NS = 30000000000L;
+    /** Offset in a dead letter of its position. */
+    public static final int GROUP_DEAD_POSITION_OFFSET = 0;
+    /** Offset in a dead letter of its deliveries. */
+    public static final int GROUP_DEAD_DELIVERIES_OFFSET = 8;
+    /** Offset in a dead letter of its meta. */
+    public static final int GROUP_DEAD_META_OFFSET = 12;
+    /** Offset in a dead letter of its name. */
+    public static final int GROUP_DEAD_NAME_OFFSET = 16;
+    /** Bytes of a dead letter's header, before the record's payload. */
+    public static final int GROUP_DEAD_HEADER_SIZE = 80;
+
     private Layout() {
     }
 
