@@ -19,7 +19,7 @@ from .consumers import ConsumerInfo, consumers, remove_consumer
 from .errors import (BusBackPressureError, BusClosedError, BusFullError, BusGapError,
                      BusLockTimeoutError, BusMismatchError, BusReplacedError,
                      BusTruncatedError, ConsumerInUseError, CorruptBusError, MappedBusError,
-                     RecordsRolledBackError, UnsafeBusFileError)
+                     RecordsRolledBackError, UnsafeBusFileError, WriterStalledError)
 from .messages import (Field, Message, PriceUpdate, Token, Trade, fixed_bytes, float32,
                        float64, int8, int16, int32, int64, uint8, uint16, uint32, uint64)
 
@@ -34,4 +34,5 @@ __all__ = (
     "BusMismatchError", "UnsafeBusFileError", "BusLockTimeoutError", "BusTruncatedError",
     "BusReplacedError", "BusGapError", "RecordsRolledBackError",
     "consumers", "remove_consumer", "ConsumerInfo", "ConsumerInUseError", "BusBackPressureError",
+    "WriterStalledError",
 )

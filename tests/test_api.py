@@ -12,6 +12,7 @@ PUBLIC = {
     "BusReplacedError", "BusGapError", "RecordsRolledBackError",
     "RollingBusWriter", "RollingBusReader",
     "consumers", "remove_consumer", "ConsumerInfo", "ConsumerInUseError", "BusBackPressureError",
+    "WriterStalledError",
 }
 
 
