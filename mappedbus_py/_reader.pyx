@@ -108,6 +108,15 @@ def _check_rollback_timeout(seconds, what="timeout", given=None):
     return int(min(seconds * 1e9, 2.0**62))
 
 
+def _check_stall_limit(seconds):
+    """``stall_limit``: None, or a positive number of seconds."""
+    if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float))
+                                or not 0 < seconds < MAX_WAIT_S):
+        raise ValueError(f"stall_limit is how long to wait for a live writer's record, in "
+                         f"seconds (None: no limit); got {seconds!r}")
+    return seconds
+
+
 def _check_start(start):
     if start is None or (isinstance(start, str) and start == "end"):
         return start
@@ -273,10 +282,7 @@ cdef class MappedBusReader:
             self._stall_bounded = False
             self._stall_limit_ns = 0
             return
-        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) \
-                or not 0 < seconds < MAX_WAIT_S:
-            raise ValueError(f"stall_limit is how long to wait for a live writer's record, "
-                             f"in seconds (None: no limit); got {seconds!r}")
+        _check_stall_limit(seconds)
         self._stall_bounded = True
         self._stall_limit_ns = <int64_t>(seconds * 1e9)
 

@@ -16,7 +16,7 @@ from ._guard cimport guard_is_dead
 from ._mapping cimport MappedFile, copy_payload
 from ._message cimport MessageBase, Field
 from ._wake cimport WakeFile, wake_needed
-from ._writers cimport WritersFile, writers_publish, writers_roll_back
+from ._writers cimport WritersFile, writers_publish, writers_clear, writers_roll_back
 from cpython.mem cimport PyMem_Calloc, PyMem_Free
 from cpython.tuple cimport PyTuple_GET_SIZE, PyTuple_GET_ITEM
 
@@ -546,10 +546,13 @@ cdef class MappedBusWriter:
 
     # -- fault injection for tests: a writer stopped between allocating and committing --
 
-    def _allocate_only(self, data, int64_t count=1):
+    def _allocate_only(self, data, int64_t count=1, bint publish=False):
         """Allocate ``count`` records with one fetch-and-add (as ``write_batch`` does) and
         fill them, but commit none: what a writer that crashes (or stalls) between the two
-        steps leaves behind. Returns the first one's offset."""
+        steps leaves behind. Returns the first one's offset. Without ``publish`` the claim
+        in the writers file is taken back at once (a writer of the Java original, or one
+        stopped before it published its claim: readers time the slots out); with it, the
+        claim stays, and readers ask whether this writer is alive."""
         cdef bytes payload = bytes(data)
         if len(payload) > self.record_size:
             raise ValueError("payload longer than record_size")
@@ -557,6 +560,8 @@ cdef class MappedBusWriter:
             raise ValueError("count must be positive")
         cdef char *first = self._alloc(count)
         cdef char *rec = first
+        if not publish and self._claim != NULL:
+            writers_clear(self._claim)
         cdef int32_t meta = len(payload)
         cdef int64_t i
         for i in range(min(count, (self._last - (first - self._base)) // self._slot + 1)):
