@@ -366,12 +366,13 @@ cdef class MappedBusWriter:
             self._file.check_intact()
             raise BusFullError(f"bus is full: the record at offset {pos} would end past "
                                f"file_size {self.file_size}")
-        if pos + self._slot * count > self._populated >= 0:
-            self._populate(pos, pos + self._slot * count)
         if self._claim != NULL:
-            # Readers that find one of these slots uncommitted ask whether we are alive.
+            # Readers that find one of these slots uncommitted ask whether we are alive: as
+            # soon after the fetch-and-add as can be (before the populate's system call).
             writers_publish(self._claim, self._claim_base + pos,
                             self._claim_base + pos + self._slot * count)
+        if pos + self._slot * count > self._populated >= 0:
+            self._populate(pos, pos + self._slot * count)
         self._last_off = pos
         return self._base + pos
 
