@@ -39,7 +39,7 @@ BATCH_WRITER = textwrap.dedent("""
     w.write(numpy.int64(-1).tobytes())
     print("ready", flush=True)
     sys.stdin.readline()
-    print("committed", w.write_batch(numpy.arange(rows, dtype="<i8")), flush=True)
+    print("committed", w.write_batch(numpy.arange(rows, dtype="<i8"), meta=8), flush=True)
     w.close()
 """)
 
