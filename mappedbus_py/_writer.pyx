@@ -101,7 +101,7 @@ def _resolve_sizes(path, file_size, record_size, allow_foreign):
             meta.record_size if record_size is None else record_size)
 
 
-def take_writer_slot(path, allow_foreign, mode):
+def take_writer_slot(path, allow_foreign, mode, bint new_bus=False):
     """The writers file at ``path`` with a slot held in it, or None (with a warning) where
     there is none to hold (every slot has a live writer, the file cannot be made or used, no
     OFD locks): the writer then runs without, and readers time its stalls out as before."""
@@ -115,6 +115,8 @@ def take_writer_slot(path, allow_foreign, mode):
                       f"records uncommitted wait their timeout before rolling them back, "
                       f"whether it is alive or not", RuntimeWarning, stacklevel=3)
         return None
+    if new_bus:
+        wf.clear_dead_claims()      # of a bus deleted before this one was made at the path
     held = wf.take()
     if held is not Hold.TAKEN:
         wf.close()
@@ -268,7 +270,7 @@ cdef class MappedBusWriter:
         self._wake_base = self._wake.base if self._wake is not None else NULL
         if self._writers is None and self._liveness and not self._segment:
             self._writers = take_writer_slot(self.path + WRITERS_SUFFIX, self._allow_foreign,
-                                             self._mode)
+                                             self._mode, f.limit_at_open == 0)
             self._own_writers = self._writers is not None
             if self._writers is not None:
                 self._take_over(self._writers)

@@ -131,8 +131,10 @@ WRITERS_UNUSED static int writers_holder(char *w, int fd, int64_t p, int *slot_o
 
 /* Roll back (status 0 -> 2) the uncommitted slots of a dead claim [from, to) that lie in one
  * mapped bus file: the file holds positions base_position + off for off in [first, last], slots
- * of slot_size bytes from first. Returns how many this call rolled back. `aligned`: statuses are
- * 4-byte aligned; otherwise the low byte carries the whole status (as the reader swaps it). */
+ * of slot_size bytes from first, and none at or past its limit is touched (a claim left in the
+ * file by a bus since made anew under the path must not mark slots not yet reserved). Returns
+ * how many this call rolled back. `aligned`: statuses are 4-byte aligned; otherwise the low byte
+ * carries the whole status (as the reader swaps it). */
 WRITERS_UNUSED static int64_t writers_roll_back(char *base, int64_t base_position, int64_t from,
                                                 int64_t to, int64_t first, int64_t last,
                                                 int64_t slot_size, int aligned) {
@@ -140,6 +142,8 @@ WRITERS_UNUSED static int64_t writers_roll_back(char *base, int64_t base_positio
     if (slot_size <= 0 || from >= to) return 0;
     int64_t off = from - base_position;
     int64_t stop = to - base_position;
+    int64_t limit = load_acquire_i64(base);     /* the bus's limit: slots below it are reserved */
+    if (stop > limit) stop = limit;
     if (off < first) off = first;
     if ((off - first) % slot_size != 0) off += slot_size - (off - first) % slot_size;
     for (; off < stop && off <= last; off += slot_size) {
@@ -149,6 +153,25 @@ WRITERS_UNUSED static int64_t writers_roll_back(char *base, int64_t base_positio
                    && load_acquire_u8(base + off + 3) == 0) {
             if (cas_u8(base + off, 0, 2) == 0) n++;
         }
+    }
+    return n;
+}
+
+/* A new bus (this writer set its limit from 0): every claim a dead writer left in the writers
+ * file is of a bus since deleted. Clear them, each under its slot's lock (so no taker races the
+ * clear); slots with live holders (writers of the old bus still running) are left alone. Returns
+ * how many were cleared. */
+WRITERS_UNUSED static int writers_clear_dead(char *w, int fd) {
+    int n = 0;
+    for (int i = 0; i < WRITER_SLOT_COUNT; i++) {
+        char *s = writers_slot(w, i);
+        int64_t b, e;
+        writers_load_claim(s, &b, &e);
+        if (b >= e) continue;
+        if (live_hold(fd, writers_live_byte(i)) != LIVE_TAKEN) continue;
+        writers_clear(s);
+        live_release(fd, writers_live_byte(i));
+        n++;
     }
     return n;
 }

@@ -15,6 +15,7 @@ cdef extern from "_writers.h" nogil:
     void writers_clear(char *slot)
     void writers_load_claim(char *slot, int64_t *begin, int64_t *end)
     int writers_holder(char *w, int fd, int64_t p, int *slot_out, int64_t *begin, int64_t *end)
+    int writers_clear_dead(char *w, int fd)
     int64_t writers_roll_back(char *base, int64_t base_position, int64_t start, int64_t stop,
                               int64_t first, int64_t last, int64_t slot_size, int aligned)
 

@@ -138,6 +138,14 @@ cdef class WritersFile:
             return Hold.TAKEN
         return Hold.BUSY
 
+    def clear_dead_claims(self):
+        """Clear the claims dead writers left (a new bus at this path: they are of a deleted one),
+        each under its slot's lock; this object's own slot must not be held yet. Returns how
+        many were cleared."""
+        if self.base == NULL or not self.writable or self.slot != NULL:
+            return 0
+        return writers_clear_dead(self.base, self._live.fileno())
+
     @property
     def index(self):
         """The slot this object holds, or None."""

@@ -332,3 +332,22 @@ def test_a_reader_in_another_pid_namespace_sees_a_writer_here_alive_then_dead(bu
         for p in (writer, reader):
             if p.poll() is None:
                 p.kill()
+
+
+def test_a_bus_made_anew_ignores_the_dead_claims_of_the_old_one(bus):
+    # A dead writer's claim outlives its bus in PATH.writers; the bus deleted and made again, a new
+    # writer's slots at those positions are neither rolled back by the next writer nor by readers.
+    MappedBusWriter(bus, 1 << 20, RECORD).open().close()
+    child = _python(RESERVER, bus, 50)
+    assert child.stdout.readline().strip() == "reserved"
+    child.kill()
+    child.wait()
+    for suffix in ("", ".meta", ".wake"):
+        os.unlink(bus + suffix)
+    with MappedBusWriter(bus, 1 << 20, RECORD) as w, MappedBusReader(bus, timeout=0.2) as r:
+        with WritersFile(bus + WRITERS_SUFFIX, writable=False) as wf:
+            assert all(h.claim.empty for h in wf.slots())
+        w._allocate_only(b"x", 1)                    # no claim: a writer of the Java original
+        assert r.read(0.05) is None and r.rollbacks == 0       # not before its 0.2 s timeout
+        w.write(b"ok")
+        assert w.write(b"ok")                         # its later slots were not marked
