@@ -23,7 +23,7 @@ from ._record cimport Record
 from ._wake cimport (WakeFile, wake_wait, wake_seq, wake_needed, wake_backoff_init,
                     wake_backoff_after, wake_now_ns)
 from ._wakefd cimport WakeFd
-from ._writers cimport WritersFile, WRITER_ALIVE, WRITER_DEAD, WRITER_UNKNOWN
+from ._writers cimport WritersFile, writers_roll_back, WRITER_ALIVE, WRITER_DEAD, WRITER_UNKNOWN
 from ._consumers cimport ConsumerRegistry, consumer_entry, consumer_commit
 
 from ._mapping import DEFAULT_LOCK_TIMEOUT, check_lock_timeout
@@ -743,6 +743,15 @@ cdef class MappedBusReader:
             self._ask_due = now + ASK_AGAIN_NS
             self._holder = self._ask_writers(position)
             if self._holder == WRITER_DEAD:
+                if not self.read_only:
+                    # The rest of the dead claim at once, in one C loop (a killed write_batch of
+                    # millions of rows: ms, not a pass of this loop per slot); the scan then
+                    # passes them as rolled back.
+                    self.rollbacks += writers_roll_back(
+                        self._base, self._position_base, position, self._dead_end, FIRST,
+                        self._last, self._slot, self._aligned)
+                    if guard_is_dead(self._dead):
+                        self._truncated()
                 return STALL_DEAD
         if self._holder == WRITER_ALIVE:
             if self._stall_bounded and now - self._wait_start >= self._stall_limit_ns:

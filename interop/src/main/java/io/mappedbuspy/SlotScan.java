@@ -232,7 +232,7 @@ final class SlotScan {
                         + " has invalid status " + status + " (wrong recordSize " + recordSize
                         + ", or a corrupt file)");
             }
-            Stall stall = stalled(pos);
+            Stall stall = stalled(m, pos);
             if (stall == Stall.WAIT) {
                 position = pos;
                 return false;
@@ -285,7 +285,7 @@ final class SlotScan {
 
     // The uncommitted slot at pos (below the limit): wait, or give it up now because its writer is gone or, no live
     // writer known, the timeout passed (docs/design/side-files.md, "The writers file").
-    private Stall stalled(long pos) {
+    private Stall stalled(MemoryMappedFile m, long pos) {
         boolean timedOut = timedOut(pos); // keeps the stall clock
         long p = positionBase + pos;
         if (deadBegin <= p && p < deadEnd) {
@@ -303,6 +303,9 @@ final class SlotScan {
             if (holder.liveness() == Liveness.DEAD) {
                 deadBegin = holder.claim().begin();
                 deadEnd = holder.claim().end();
+                if (!readOnly) {
+                    rollBackDeadClaim(m, pos);
+                }
                 return Stall.DEAD;
             }
         }
@@ -317,6 +320,18 @@ final class SlotScan {
             return Stall.WAIT;
         }
         return timedOut ? Stall.TIMED_OUT : Stall.WAIT;
+    }
+
+    // The rest of a dead writer's claim at once (a killed batch of millions of slots: ms, not a pass of next()'s
+    // loop per slot), never past the limit; next() then passes them as rolled back.
+    private void rollBackDeadClaim(MemoryMappedFile m, long pos) {
+        long stop = Math.min(Math.min(deadEnd - positionBase, m.getLongAcquire(Layout.LIMIT_OFFSET)), fileSize - slot + 1);
+        m.checkLength();
+        for (long off = pos; off < stop; off += slot) {
+            if (m.casStatus(off, Layout.STATUS_NOT_SET, Layout.STATUS_ROLLED_BACK)) {
+                rollbacks++;
+            }
+        }
     }
 
     // Who holds position p, by the writers file: opened here, and again when its path names another file.
