@@ -150,7 +150,7 @@ cdef inline int64_t monotonic_ns() noexcept nogil:
 cdef class MappedBusReader:
     # The first lines are the signature that inspect.signature() reads (a static type's
     # __init__ has none it can see).
-    """MappedBusReader(path, file_size=None, record_size=None, *, timeout=2.0, start=None, read_only=False, prefault=False, allow_foreign=False, lock_timeout=10.0, idle="spin_park", spin=1e-05, park=0.001, park_max=0.016, consumer=None)
+    """MappedBusReader(path, file_size=None, record_size=None, *, timeout=2.0, start=None, read_only=False, prefault=False, allow_foreign=False, lock_timeout=10.0, idle="spin_park", spin=1e-05, park=0.001, park_max=0.016, consumer=None, stall_limit=None)
 --
 
     Reads every record of a bus file, in the one order all readers share.
@@ -178,10 +178,14 @@ cdef class MappedBusReader:
     ``EOFError``): a full single-file bus takes no more records, which its readers should
     not mistake for a quiet writer.
 
-    **Stalled slots.** A slot whose writer allocated it but has not committed it within
-    ``timeout`` seconds (constructor keyword, default 2.0; ``reader.timeout`` in seconds;
-    ``set_timeout(ms)`` is Java's millisecond setter) is rolled back (status 2) and
-    skipped; ``skipped`` counts lost records. ``read_only=True`` opens the file read-only
+    **Stalled slots.** A slot allocated but not committed for a millisecond has its writer
+    looked up in the bus's writers file (``PATH.writers``, docs/safety.md): a dead writer's
+    slots are rolled back (status 2) at once; a live writer's are never rolled back
+    (``stall_limit`` seconds, default None, raises WriterStalledError naming its pid instead
+    of waiting longer); a slot no writer claims (the Java original's) is rolled back once
+    it has stayed uncommitted ``timeout`` seconds (constructor keyword, default 2.0;
+    ``reader.timeout`` in seconds; ``set_timeout(ms)`` is Java's millisecond setter).
+    ``skipped`` counts lost records. ``read_only=True`` opens the file read-only
     and never writes: it skips a stalled slot after the timeout without rolling it back,
     with a RuntimeWarning. A reader that may not write the file (EACCES, EPERM, EROFS)
     becomes read-only, with a warning. ``start`` is where reading begins: None (the first

@@ -1059,7 +1059,8 @@ class RollingBusReader(RollingReaderBase):
     ``"skip"`` continues at the oldest retained record and adds the slots to ``lost``.
 
     Times are in seconds, as for ``MappedBusReader``: ``timeout`` (default 2.0) is how long
-    a slot may stay uncommitted before it is rolled back; every call that can wait takes
+    a slot no live writer claims (``DIR/bus.writers``) may stay uncommitted before it is rolled
+    back, ``stall_limit`` (default None) how long to wait for a live writer's; every call that can wait takes
     ``timeout=None`` (the default: wait until a record comes), ``0`` (do not wait) or
     seconds. ``read_async``/``records_async`` wait without blocking an asyncio loop. A
     reader pickles: the copy reopens the bus by path at this reader's position.

@@ -174,3 +174,16 @@ def test_a_java_process_reserving_without_a_claim_still_costs_the_timeout(java, 
     finally:
         p.kill()
         p.wait()
+
+
+def test_the_next_java_writer_rolls_back_what_a_killed_one_left(java, bus):
+    w = _java_holder(bus)                              # slot 0, one slot reserved at 8 + 16
+    w.kill()
+    w.wait()
+    tool = procs.start_java("write-bytes", bus, 1 << 20, RECORD, 1, 7)   # takes slot 0 over
+    assert tool.wait(60) == 0
+    with MappedBusReader(bus, timeout=float("inf")) as r:   # never rolls back by itself
+        got = [r.read(5) for _ in range(2)]
+        assert all(rec is not None for rec in got)
+        assert numpy.frombuffer(got[0].payload[:8], "<i8")[0] == -1
+        assert r.skipped == 1 and r.rollbacks == 0     # the Java writer rolled the slot back
