@@ -187,3 +187,31 @@ def test_the_next_java_writer_rolls_back_what_a_killed_one_left(java, bus):
         assert all(rec is not None for rec in got)
         assert numpy.frombuffer(got[0].payload[:8], "<i8")[0] == -1
         assert r.skipped == 1 and r.rollbacks == 0     # the Java writer rolled the slot back
+
+
+def test_a_java_rolling_reader_goes_on_past_a_killed_python_writers_batch(java, tmp_path):
+    from mappedbus_py import RollingBusWriter
+    from tests.test_writer_liveness import _batch_writer_stopped_mid_batch
+    bus = str(tmp_path / "rolling")
+    child, watcher, _ = _batch_writer_stopped_mid_batch(bus, rolling=True)
+    jr = _java("read-rolling", bus, MARKER)
+    other = RollingBusWriter(bus).open()             # holds another slot: takes over nothing
+    try:
+        assert jr.stdout.readline().strip() == "ready"
+        time.sleep(0.5)                              # it reads what was committed, then waits
+        assert jr.poll() is None
+        child.kill()
+        child.wait()
+        other.write(_int(MARKER))
+        start = time.monotonic()
+        out = jr.stdout.readline().split()
+        took = time.monotonic() - start
+        assert out[0] == "END" and out[2] == "true" and int(out[3]) > 0, out   # it rolled back
+        assert took < 1.0, took                      # the timeout is 2 s
+    finally:
+        other.close()
+        watcher.close()
+        for p in (child, jr):
+            if p.poll() is None:
+                os.kill(p.pid, signal.SIGCONT)
+                p.kill()

@@ -17,6 +17,8 @@ import java.util.concurrent.TimeUnit;
  *      writes the record -1, reserves one more slot (its claim published in PATH.writers) and prints
  *      "reserved OFFSET native|polling"; at the stdin line "commit" writes 42 into it, commits and prints
  *      "committed true|false"
+ *  WriterLivenessChild read-rolling DIR STOP
+ *      the same on a rolling bus; prints "END records inOrder rollbacks skipped"
  *  WriterLivenessChild read PATH STOP
  *      prints "ready"; reads records (waitNext, up to 30 s each) until one holds STOP, checking that the others are
  *      -1 then 0, 1, 2, ... in order; prints "END records rollbacks skipped inOrder"
@@ -42,6 +44,13 @@ public final class WriterLivenessChild {
                             System.out.flush();
                         }
                     }
+                }
+                break;
+            }
+            case "read-rolling": {
+                try (RollingBusReader r = new RollingBusReader(path).open()) {
+                    read(r, Long.parseLong(args[2]), r.recordSize());
+                    System.out.println(" " + r.rollbacks() + " " + r.rolledBackSkipped());
                 }
                 break;
             }
@@ -75,6 +84,28 @@ public final class WriterLivenessChild {
             default:
                 throw new IllegalArgumentException("unknown command " + args[0]);
         }
+    }
+
+    // Reads until a record holds stop (the others: -1, then 0, 1, 2, ...); prints "END records inOrder" without
+    // a newline (the caller adds its counts).
+    private static void read(RollingBusReader r, long stop, int recordSize) throws Exception {
+        System.out.println("ready");
+        System.out.flush();
+        long n = 0;
+        long expect = -1;
+        boolean inOrder = true;
+        byte[] buf = new byte[recordSize];
+        while (r.waitNext(30, TimeUnit.SECONDS)) {
+            r.readBuffer(buf, 0);
+            long v = ByteBuffer.wrap(buf).order(ByteOrder.LITTLE_ENDIAN).getLong();
+            n++;
+            if (v == stop) {
+                break;
+            }
+            inOrder &= v == expect;
+            expect = v + 1;
+        }
+        System.out.print("END " + n + " " + inOrder);
     }
 
     private static byte[] bytes(long v) {
