@@ -50,7 +50,7 @@ NATIVE = {
 
 DEBUG = os.environ.get("MAPPEDBUS_DEBUG") == "1"   # annotate, linetrace, bounds checks
 
-MODULES = ["_mapping", "_message", "_record", "_liveness", "_wake", "_wakefd", "_consumers", "_writer", "_reader", "_rolling"]
+MODULES = ["_mapping", "_message", "_record", "_liveness", "_wake", "_wakefd", "_consumers", "_writers", "_writer", "_reader", "_rolling"]
 
 extensions = [
     Extension(
@@ -61,7 +61,8 @@ extensions = [
                  "mappedbus_py/_guard.pxd", "mappedbus_py/_wake.h", "mappedbus_py/_wakefd.h",
                  "mappedbus_py/_consumers.h", "mappedbus_py/_consumers_clock.h",
                  "mappedbus_py/_layout.pxd", "mappedbus_py/_background.h",
-                 "mappedbus_py/_liveness.h", "mappedbus_py/_liveness.pxd", "mappedbus_py/_watch.h"],
+                 "mappedbus_py/_liveness.h", "mappedbus_py/_liveness.pxd", "mappedbus_py/_watch.h",
+                 "mappedbus_py/_writers.h", "mappedbus_py/_writers.pxd"],
         extra_compile_args=["-O0", "-g"] if DEBUG else ["-O3"],
         define_macros=[("CYTHON_TRACE_NOGIL", "1")] if DEBUG else [],
     )

@@ -20,7 +20,7 @@ from . import groups
 from .errors import (BusBackPressureError, BusClosedError, BusFullError, BusGapError,
                      BusLockTimeoutError, BusMismatchError, BusReplacedError,
                      BusTruncatedError, ConsumerInUseError, CorruptBusError, MappedBusError,
-                     RecordsRolledBackError, UnsafeBusFileError)
+                     RecordsRolledBackError, UnsafeBusFileError, WriterStalledError)
 from .messages import (Field, Message, PriceUpdate, Token, Trade, fixed_bytes, float32,
                        float64, int8, int16, int32, int64, uint8, uint16, uint32, uint64)
 
@@ -36,4 +36,5 @@ __all__ = (
     "BusReplacedError", "BusGapError", "RecordsRolledBackError",
     "consumers", "remove_consumer", "ConsumerInfo", "ConsumerInUseError", "BusBackPressureError",
     "groups",
+    "WriterStalledError",
 )

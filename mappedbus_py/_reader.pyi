@@ -28,7 +28,9 @@ class MappedBusReader:
                  lock_timeout: float = ...,
                  idle: Literal["busy_spin", "spin_park", "park"] = ..., spin: float = ...,
                  park: float = ..., park_max: float = ..., consumer: Optional[str] = ...,
-                 _segment: bool = ..., _wake: Any = ...) -> None: ...
+                 stall_limit: Optional[float] = ..., _segment: bool = ..., _wake: Any = ...,
+                 _writers_path: Optional[str] = ..., _position_base: int = ...) -> None: ...
+    stall_limit: Optional[float]
     idle: str
     consumer: Optional[str]
     def open(self, wait: Optional[float] = ...) -> Self: ...

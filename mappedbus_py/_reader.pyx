@@ -2,6 +2,7 @@
 """The reader: follows the limit, delivers committed records, rolls back stalled ones."""
 cimport cython
 import errno
+import os
 import time
 import warnings
 from operator import index
@@ -22,14 +23,16 @@ from ._record cimport Record
 from ._wake cimport (WakeFile, wake_wait, wake_seq, wake_needed, wake_backoff_init,
                     wake_backoff_after, wake_now_ns)
 from ._wakefd cimport WakeFd
+from ._writers cimport WritersFile, writers_roll_back, WRITER_ALIVE, WRITER_DEAD, WRITER_UNKNOWN
 from ._consumers cimport ConsumerRegistry, consumer_entry, consumer_commit
 
 from ._mapping import DEFAULT_LOCK_TIMEOUT, check_lock_timeout
 from ._timeouts import check_timeout as _check_timeout
 from ._writer import _check_sizes, _check_limit, _check_path, _reopen, _resolve_sizes
-from .errors import BusClosedError, BusFullError, BusReplacedError, CorruptBusError
+from .errors import (BusClosedError, BusFullError, BusReplacedError, CorruptBusError,
+                     WriterStalledError)
 from .layout import (FIRST_RECORD_OFFSET, HEADER_SIZE, DEFAULT_TIMEOUT_MS, MIN_ROLLBACK_TIMEOUT_MS,
-                     DEFAULT_PARK_NS, DEFAULT_PARK_MAX_NS, DEFAULT_SPIN_NS, WAKE_SUFFIX,
+                     DEFAULT_PARK_NS, DEFAULT_PARK_MAX_NS, DEFAULT_SPIN_NS, WAKE_SUFFIX, WRITERS_SUFFIX,
                      CONSUMERS_SUFFIX)
 from ._consumers import check_name as _check_consumer_name
 
@@ -53,6 +56,15 @@ DEFAULT_SPIN = DEFAULT_SPIN_NS / 1e9
 #: Seconds a parked reader sleeps before it looks by itself, at first and at most.
 DEFAULT_PARK = DEFAULT_PARK_NS / 1e9
 DEFAULT_PARK_MAX = DEFAULT_PARK_MAX_NS / 1e9
+# What _stalled says of an uncommitted slot below the limit.
+cdef enum:
+    STALL_WAIT = 0          # wait on: its writer may still commit it
+    STALL_DEAD = 1          # its writer is gone (the writers file says): give it up now
+    STALL_TIMED_OUT = 2     # no live writer known and the timeout passed: give it up
+# A slot uncommitted this long has its writer looked up in the writers file (one scan and
+# one system call), then again this often while it stays so (the writer may die meanwhile).
+cdef int64_t ASK_AFTER_NS = 1000000
+cdef int64_t ASK_AGAIN_NS = 1000000
 # A reader that waits or polls looks at its file (removed, replaced, truncated: one
 # lstat) at least this often: a blocking wait by itself; a poller (next(), read(0),
 # read_async) at its first empty poll once this much time passed since the last look.
@@ -95,6 +107,15 @@ def _check_rollback_timeout(seconds, what="timeout", given=None):
             f"{given or f'{seconds!r} seconds'} "
             f"(a read call's timeout=0, 'do not wait', is an argument of read/wait/records)")
     return int(min(seconds * 1e9, 2.0**62))
+
+
+def _check_stall_limit(seconds):
+    """``stall_limit``: None, or a positive number of seconds."""
+    if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float))
+                                or not 0 < seconds < MAX_WAIT_S):
+        raise ValueError(f"stall_limit is how long to wait for a live writer's record, in "
+                         f"seconds (None: no limit); got {seconds!r}")
+    return seconds
 
 
 def _check_start(start):
@@ -143,7 +164,7 @@ cdef inline int64_t coarse_ns() noexcept nogil:
 cdef class MappedBusReader:
     # The first lines are the signature that inspect.signature() reads (a static type's
     # __init__ has none it can see).
-    """MappedBusReader(path, file_size=None, record_size=None, *, timeout=2.0, start=None, read_only=False, prefault=False, allow_foreign=False, lock_timeout=10.0, idle="spin_park", spin=1e-05, park=0.001, park_max=0.016, consumer=None)
+    """MappedBusReader(path, file_size=None, record_size=None, *, timeout=2.0, start=None, read_only=False, prefault=False, allow_foreign=False, lock_timeout=10.0, idle="spin_park", spin=1e-05, park=0.001, park_max=0.016, consumer=None, stall_limit=None)
 --
 
     Reads every record of a bus file, in the one order all readers share.
@@ -171,10 +192,14 @@ cdef class MappedBusReader:
     ``EOFError``): a full single-file bus takes no more records, which its readers should
     not mistake for a quiet writer.
 
-    **Stalled slots.** A slot whose writer allocated it but has not committed it within
-    ``timeout`` seconds (constructor keyword, default 2.0; ``reader.timeout`` in seconds;
-    ``set_timeout(ms)`` is Java's millisecond setter) is rolled back (status 2) and
-    skipped; ``skipped`` counts lost records. ``read_only=True`` opens the file read-only
+    **Stalled slots.** A slot allocated but not committed for a millisecond has its writer
+    looked up in the bus's writers file (``PATH.writers``, docs/safety.md): a dead writer's
+    slots are rolled back (status 2) at once; a live writer's are never rolled back
+    (``stall_limit`` seconds, default None, raises WriterStalledError naming its pid instead
+    of waiting longer); a slot no writer claims (the Java original's) is rolled back once
+    it has stayed uncommitted ``timeout`` seconds (constructor keyword, default 2.0;
+    ``reader.timeout`` in seconds; ``set_timeout(ms)`` is Java's millisecond setter).
+    ``skipped`` counts lost records. ``read_only=True`` opens the file read-only
     and never writes: it skips a stalled slot after the timeout without rolling it back,
     with a RuntimeWarning. A reader that may not write the file (EACCES, EPERM, EROFS)
     becomes read-only, with a warning. ``start`` is where reading begins: None (the first
@@ -208,8 +233,9 @@ cdef class MappedBusReader:
                  start=None, bint read_only=False, bint prefault=False,
                  bint allow_foreign=False, lock_timeout=DEFAULT_LOCK_TIMEOUT,
                  idle="spin_park", spin=DEFAULT_SPIN, park=DEFAULT_PARK,
-                 park_max=DEFAULT_PARK_MAX, consumer=None, bint _segment=False,
-                 WakeFile _wake=None):
+                 park_max=DEFAULT_PARK_MAX, consumer=None, stall_limit=None,
+                 bint _segment=False, WakeFile _wake=None, _writers_path=None,
+                 int64_t _position_base=0):
         path = _check_path(path)
         if consumer is not None:
             _check_consumer_name(consumer)
@@ -253,6 +279,31 @@ cdef class MappedBusReader:
         self._centry = NULL
         self._cdead = &NEVER_DEAD
         self._cfork = &NEVER_DEAD
+        self.stall_limit = stall_limit
+        self._writers_path = (_writers_path if _writers_path is not None or _segment
+                              else path + WRITERS_SUFFIX)
+        self._writers = None
+        self._position_base = _position_base
+        self._holder = WRITER_UNKNOWN
+        self._holder_index = 0
+        self._dead_begin = self._dead_end = 0
+
+    @property
+    def stall_limit(self):
+        """Seconds this reader waits for a record whose writer is alive (it holds its slot in
+        the writers file) before ``WriterStalledError``; None (the default): no limit. Such a
+        record is never rolled back, however long it takes."""
+        return self._stall_limit_ns / 1e9 if self._stall_bounded else None
+
+    @stall_limit.setter
+    def stall_limit(self, seconds):
+        if seconds is None:
+            self._stall_bounded = False
+            self._stall_limit_ns = 0
+            return
+        _check_stall_limit(seconds)
+        self._stall_bounded = True
+        self._stall_limit_ns = <int64_t>(seconds * 1e9)
 
     def open(self, wait=0.0):
         """Map the bus file and place the reader. A reader never creates a bus: with ``wait``
@@ -452,7 +503,9 @@ cdef class MappedBusReader:
                       prefault=self._prefault, allow_foreign=self._allow_foreign,
                       lock_timeout=self._lock_timeout, _segment=self._segment,
                       idle=self.idle, spin=self._spin_ns / 1e9, park=self._park_ns / 1e9,
-                      park_max=self._park_max_ns / 1e9, consumer=self.consumer)
+                      park_max=self._park_max_ns / 1e9, consumer=self.consumer,
+                      stall_limit=self.stall_limit, _writers_path=self._writers_path,
+                      _position_base=self._position_base)
         return (_reopen, (MappedBusReader, self.path, self.file_size, self.record_size,
                           kwargs, opened))
 
@@ -650,13 +703,15 @@ cdef class MappedBusReader:
                 self._file.check_intact()
                 raise CorruptBusError(f"{self.path!r}: record at {pos} has status {status} "
                                       f"(valid: 0, 1, 2): corrupt file or wrong record_size")
-            if not self._timed_out(pos):
+            stall = self._stalled(pos)
+            if stall == STALL_WAIT:
                 self._pos = pos
                 return 0
             if self.read_only:
-                warnings.warn(f"read-only reader skipped the uncommitted record at {pos} "
-                              f"after {self.timeout:g} s without rolling it back; other "
-                              f"readers may still deliver it", RuntimeWarning, stacklevel=3)
+                if stall == STALL_TIMED_OUT:
+                    warnings.warn(f"read-only reader skipped the uncommitted record at {pos} "
+                                  f"after {self.timeout:g} s without rolling it back; other "
+                                  f"readers may still deliver it", RuntimeWarning, stacklevel=3)
                 pos += self._slot
                 self.skipped += 1
                 continue
@@ -680,6 +735,7 @@ cdef class MappedBusReader:
 
     cdef bint _timed_out(self, int64_t pos) except -1:
         cdef int64_t now = monotonic_ns()
+        self._wait_seen = now
         if pos != self._wait_pos:
             # A slot below the limit seen when the last stall began was allocated by then:
             # it keeps that start time. Otherwise its clock starts now.
@@ -687,7 +743,80 @@ cdef class MappedBusReader:
                 self._wait_start = now
                 self._wait_limit = self._limit_seen
             self._wait_pos = pos
+            self._wait_start_new = True
         return now - self._wait_start >= self._timeout_ns
+
+    cdef int _stalled(self, int64_t pos) except -1:
+        # Slot pos, allocated, is still uncommitted: STALL_WAIT, or give up on it now because
+        # its writer is gone (STALL_DEAD) or, no live writer known, the timeout passed
+        # (STALL_TIMED_OUT). The writers file is asked only once a slot has stayed
+        # uncommitted for ASK_AFTER_NS: a reader right behind a live writer finds its slot
+        # uncommitted for a few hundred ns all the time, and must not pay a system call then.
+        cdef int64_t position = self._position_base + pos
+        cdef bint timed_out = self._timed_out(pos)      # keeps the stall clock
+        cdef int64_t now
+        if self._dead_begin <= position < self._dead_end:
+            return STALL_DEAD
+        if self._wait_start_new:
+            self._wait_start_new = False
+            self._ask_due = self._wait_seen + ASK_AFTER_NS
+            self._holder = WRITER_UNKNOWN
+        now = self._wait_seen
+        if now >= self._ask_due:
+            self._ask_due = now + ASK_AGAIN_NS
+            self._holder = self._ask_writers(position)
+            if self._holder == WRITER_DEAD:
+                if not self.read_only:
+                    # The rest of the dead claim at once, in one C loop (a killed write_batch of
+                    # millions of rows: ms, not a pass of this loop per slot); the scan then
+                    # passes them as rolled back.
+                    self.rollbacks += writers_roll_back(
+                        self._base, self._position_base, position, self._dead_end, FIRST,
+                        self._last, self._slot, self._aligned)
+                    if guard_is_dead(self._dead):
+                        self._truncated()
+                return STALL_DEAD
+        if self._holder == WRITER_ALIVE:
+            if self._stall_bounded and now - self._wait_start >= self._stall_limit_ns:
+                pid = self._writers.pid_of(self._holder_index) if self._writers is not None else 0
+                raise WriterStalledError(
+                    f"{self.path!r}: the writer of the record at {pos} (pid {pid}, as it "
+                    f"recorded itself) is alive but has not committed it for "
+                    f"{(now - self._wait_start) / 1e9:.3g} s (stall_limit "
+                    f"{self._stall_limit_ns / 1e9:g} s); nothing was rolled back: reading "
+                    f"again waits on", pid, position)
+            return STALL_WAIT
+        return STALL_TIMED_OUT if timed_out else STALL_WAIT
+
+    cdef int _ask_writers(self, int64_t position) except -1:
+        # Who holds position: WRITER_ALIVE, WRITER_DEAD or WRITER_UNKNOWN. The writers file is
+        # opened here, at the first stall, and again when its path names another file (made
+        # anew); one the reader cannot open (none yet, the Java original's bus, unsafe) is
+        # asked again at the next stall.
+        cdef WritersFile wf = self._writers
+        cdef int index = 0
+        cdef int64_t begin = 0, end = 0
+        cdef int r
+        if self._writers_path is None:
+            return WRITER_UNKNOWN
+        try:
+            st = os.stat(self._writers_path)
+            if wf is None or wf.st_ino != st.st_ino or wf.st_dev != st.st_dev:
+                if wf is not None:
+                    wf.close()
+                self._writers = wf = None
+                wf = WritersFile(self._writers_path, writable=False,
+                                 allow_foreign=self._allow_foreign)
+                self._writers = wf
+        except (OSError, CorruptBusError):
+            return WRITER_UNKNOWN
+        r = wf.holder(position, &index, &begin, &end)
+        if r == WRITER_DEAD:
+            self._dead_begin = begin
+            self._dead_end = end
+        elif r == WRITER_ALIVE:
+            self._holder_index = index
+        return r
 
     cdef int _wait(self, object timeout) except -1:
         # 1 when a record became current, 0 when ``timeout`` seconds passed first.

@@ -163,6 +163,33 @@ locks, version 1 (by pid) is refused. The protocol is in ``_consumers.h``::
       CONSUMER_NAME_OFFSET: 1 to CONSUMER_NAME_MAX bytes of UTF-8, no NUL or control
         characters, padded with NUL
 
+Writers of this project say which slots they hold in a *writers file* beside the bus
+(``PATH + WRITERS_SUFFIX``, or ``DIR/WRITERS_FILE`` for a rolling bus), WRITERS_FILE_SIZE
+bytes, all zero when new, little-endian (docs/design/side-files.md, "The writers file"; the
+protocol is in ``_writers.h``)::
+
+      0            8             12                         64
+      +------------+-------------+-- zeros -----------------+--------+--------+-----+
+      | magic i64  | version i32 |                          | slot 0 | slot 1 | ... | slot 254
+      +------------+-------------+--------------------------+--------+--------+-----+
+      ^ WRITERS_MAGIC_OFFSET     ^ WRITERS_VERSION_OFFSET   ^ WRITERS_SLOTS_OFFSET,
+        (WRITERS_MAGIC "MBUSWRT1", WRITERS_VERSION, set by    WRITER_SLOT_SIZE bytes each (a
+        compare-and-swap from zero by the first opener)       cache line its writer owns),
+                                                              WRITER_SLOT_COUNT slots
+
+      one slot:
+      0              8              16          20         24               32        64
+      +--------------+--------------+-----------+----------+----------------+--- zeros -+
+      | begin i64    | end i64      | pid i32   | zero     | taken_ns i64   |           |
+      +--------------+--------------+-----------+----------+----------------+-----------+
+      WRITER_BEGIN_OFFSET, WRITER_END_OFFSET: the writer's current claim [begin, end) in bus
+        positions (a rolling bus: global positions), published after each fetch-and-add,
+        begin then end; begin >= end: none
+      WRITER_PID_OFFSET, WRITER_TAKEN_NS_OFFSET: who took the slot and when (Unix ns), for
+        people only: no decision reads them
+      the slot's liveness byte is its own first byte (``writers_live_byte``): its holder keeps
+      an OFD write lock on it (``_liveness.h``); unlocked means the holder is gone
+
 The Spark connector's exactly-once sink keeps a *commit log* beside the bus (``PATH +
 COMMIT_LOG_SUFFIX``, or ``DIR/COMMIT_LOG_FILE`` for a rolling bus): an append-only file of
 COMMIT_ENTRY_SIZE-byte entries, little-endian, appended under an exclusive file lock
@@ -211,7 +238,7 @@ __all__ = (
     "MAX_RECORD_SIZE",
     "META_SUFFIX", "META_FILE", "META_MAGIC", "META_FORMAT", "META_MAX_BYTES",
     "SEGMENT_SUFFIX", "SEGMENT_DIGITS", "TMP_PREFIX", "SEGMENT_CLAIM_BASE", "SEGMENT_CLAIM_WAIT_MS",
-    "slot_size", "record_offset", "mapped_size", "record_index", "is_record_boundary",
+    "slot_size", "record_offset", "writer_slot_offset", "mapped_size", "record_index", "is_record_boundary",
     "segment_name", "segment_index", "split_position", "join_position",
     "CONSTANTS",
 )
@@ -317,6 +344,22 @@ CONSUMER_FLAG_EXPIRED = 1
 ON_CONSUMER_LAG = ("expire", "block")
 DEFAULT_CONSUMER_BLOCK_MS = 10_000
 
+#: The writers file (see the module docstring and _writers.h).
+WRITERS_SUFFIX = ".writers"
+WRITERS_FILE = "bus.writers"
+WRITERS_FILE_SIZE = 16384
+WRITERS_MAGIC = int.from_bytes(b"MBUSWRT1", "little")
+WRITERS_VERSION = 1
+WRITERS_MAGIC_OFFSET = 0
+WRITERS_VERSION_OFFSET = 8
+WRITERS_SLOTS_OFFSET = 64
+WRITER_SLOT_SIZE = 64
+WRITER_SLOT_COUNT = (WRITERS_FILE_SIZE - WRITERS_SLOTS_OFFSET) // WRITER_SLOT_SIZE
+WRITER_BEGIN_OFFSET = 0
+WRITER_END_OFFSET = 8
+WRITER_PID_OFFSET = 16
+WRITER_TAKEN_NS_OFFSET = 24
+
 # The Spark sink's commit log (see the diagram above).
 COMMIT_LOG_SUFFIX = ".commits"
 COMMIT_LOG_FILE = "bus.commits"
@@ -361,6 +404,10 @@ CONSTANTS = {
         "CONSUMER_COMMITTED_NS_OFFSET", "CONSUMER_CREATED_NS_OFFSET", "CONSUMER_BUS_ID_OFFSET",
         "CONSUMER_BUS_ID_SIZE", "CONSUMER_NAME_OFFSET", "CONSUMER_NAME_MAX",
         "CONSUMER_FLAG_EXPIRED", "DEFAULT_CONSUMER_BLOCK_MS",
+        "WRITERS_SUFFIX", "WRITERS_FILE", "WRITERS_FILE_SIZE", "WRITERS_MAGIC", "WRITERS_VERSION",
+        "WRITERS_MAGIC_OFFSET", "WRITERS_VERSION_OFFSET", "WRITERS_SLOTS_OFFSET",
+        "WRITER_SLOT_SIZE", "WRITER_SLOT_COUNT", "WRITER_BEGIN_OFFSET", "WRITER_END_OFFSET",
+        "WRITER_PID_OFFSET", "WRITER_TAKEN_NS_OFFSET",
         "COMMIT_LOG_SUFFIX", "COMMIT_LOG_FILE", "COMMIT_LOG_MAGIC", "COMMIT_ENTRY_SIZE",
         "COMMIT_ENTRY_MAGIC_OFFSET", "COMMIT_ENTRY_KIND_OFFSET", "COMMIT_ENTRY_QUERY_HI_OFFSET",
         "COMMIT_ENTRY_QUERY_LO_OFFSET", "COMMIT_ENTRY_EPOCH_OFFSET", "COMMIT_ENTRY_PARTITION_OFFSET",
@@ -374,6 +421,11 @@ CONSTANTS = {
 def slot_size(record_size):
     """Bytes one record takes in the file: header plus the fixed payload size."""
     return HEADER_SIZE + record_size
+
+
+def writer_slot_offset(index):
+    """Offset of slot ``index`` of the writers file, which is also its liveness byte."""
+    return WRITERS_SLOTS_OFFSET + index * WRITER_SLOT_SIZE
 
 
 def record_offset(index, record_size):

@@ -47,14 +47,14 @@ import time
 
 from ._reader import (DEFAULT_TIMEOUT, DEFAULT_SPIN, DEFAULT_PARK, DEFAULT_PARK_MAX,
                       _check_idle, MappedBusReader, _check_position, _check_start,
-                      _check_rollback_timeout)
+                      _check_rollback_timeout, _check_stall_limit)
 from ._record import Record
 from ._rolling import BackgroundCall, RollingReaderBase, RollingWriterBase
 from ._timeouts import check_timeout as _check_timeout
 from ._wake import WakeFile
 from ._consumers import ConsumerRegistry, check_name as _check_consumer_name
 from ._wakefd import WakeFd
-from ._writer import MappedBusWriter, _as_size, _check_sizes
+from ._writer import MappedBusWriter, _as_size, _check_sizes, take_writer_slot
 from . import aio as _aio
 from .busmeta import BusMeta, read_meta, write_meta
 from .errors import (BusBackPressureError, BusClosedError, BusFullError, BusGapError,
@@ -62,7 +62,7 @@ from .errors import (BusBackPressureError, BusClosedError, BusFullError, BusGapE
                      MappedBusError, RecordsRolledBackError, UnsafeBusFileError)
 from .files import check_trusted, open_file
 from .messages import Message
-from .layout import (CONSUMERS_FILE, ON_CONSUMER_LAG, WAKE_FILE, FIRST_RECORD_OFFSET,
+from .layout import (CONSUMERS_FILE, ON_CONSUMER_LAG, WAKE_FILE, WRITERS_FILE, FIRST_RECORD_OFFSET,
                      SEGMENT_CLAIM_BASE, SEGMENT_CLAIM_WAIT_MS,
                      is_record_boundary, join_position, split_position, HEADER_SIZE, META_FILE, SEGMENT_SUFFIX, TMP_PREFIX,
                      mapped_size, segment_index, segment_name, slot_size)
@@ -563,7 +563,7 @@ class RollingBusWriter(RollingWriterBase):
     # (The public attributes are the base class's, with their docstrings.)
     __slots__ = ('_allow_foreign', '_consumer_policy', '_every', '_fd', '_half', '_job', '_k',
                  '_kwargs', '_mark', '_meta_fd', '_mode', '_prefault', '_registry',
-                 '_registry_error', '_retention', '_retired', '_slot', '_spare', '_wake')
+                 '_registry_error', '_retention', '_retired', '_slot', '_spare', '_wake', '_writers')
 
     def __init__(self, path, segment_size=None, record_size=None, *, retain_segments=0,
                  retain_bytes=0, retain_age=None, max_consumer_lag=0, on_consumer_lag="expire",
@@ -607,6 +607,7 @@ class RollingBusWriter(RollingWriterBase):
         self._mark = None         # (fd, time) of a roll into a spare, to set as its mtime
         self._countdown = 0
         self._wake = None         # DIR/bus.wake, shared by this writer's segment writers
+        self._writers = None      # DIR/bus.writers with this writer's slot, shared likewise
         self._meta_fd = None      # DIR/bus.meta, write-only, for the segments' claims (-1: none)
 
     @property
@@ -646,7 +647,11 @@ class RollingBusWriter(RollingWriterBase):
             # now, not a writer whose retention or back-pressure fails later.
             self._consumer_entries()
         self._wake = _open_wake(self.path, self._allow_foreign, self._mode)
+        self._writers = take_writer_slot(os.path.join(self.path, WRITERS_FILE),
+                                         self._allow_foreign, self._mode)
         self._enter(k, None)
+        if self._writers is not None:
+            self._take_over()
         self._countdown = 1      # look at the limit on the first write
         return self
 
@@ -682,6 +687,9 @@ class RollingBusWriter(RollingWriterBase):
         if self._wake is not None:
             attempt(self._wake.close)
             self._wake = None
+        if self._writers is not None:
+            self._writers.close()     # clears this writer's claim, gives its slot back
+            self._writers = None
         if self._registry is not None:
             attempt(self._registry.close)
             self._registry = None
@@ -716,7 +724,29 @@ class RollingBusWriter(RollingWriterBase):
         return MappedBusWriter(p, self.segment_size, self.record_size, mode=self._mode,
                                preallocate=False, prefault=self._prefault,
                                allow_foreign=self._allow_foreign, _segment=True,
-                               _wake=self._wake).open()
+                               _wake=self._wake, _writers=self._writers,
+                               _position_base=join_position(index, 0, self.segment_size)).open()
+
+    def _take_over(self):
+        """Our slot's last holder died with a claim: roll back its uncommitted slots in the
+        segment the claim lies in (if retention left it), then clear the claim."""
+        claim = self._writers.claim_left
+        if claim.empty:
+            return
+        index = claim.begin // self.segment_size
+        if index == self._k:
+            self._w._take_over(self._writers)
+            return
+        try:
+            w = self._segment_writer(index)
+        except (FileNotFoundError, ValueError):
+            self._writers.clear()      # its segment is gone: nothing left to roll back
+            return
+        try:
+            w._take_over(self._writers)
+        finally:
+            w.close()
+        self._writers.clear()
 
     def _enter(self, index, writer, fd=-1):
         """Make segment ``index`` current (opening it unless ``writer`` is given). The old
@@ -1090,7 +1120,8 @@ class RollingBusReader(RollingReaderBase):
     ``"skip"`` continues at the oldest retained record and adds the slots to ``lost``.
 
     Times are in seconds, as for ``MappedBusReader``: ``timeout`` (default 2.0) is how long
-    a slot may stay uncommitted before it is rolled back; every call that can wait takes
+    a slot no live writer claims (``DIR/bus.writers``) may stay uncommitted before it is rolled
+    back, ``stall_limit`` (default None) how long to wait for a live writer's; every call that can wait takes
     ``timeout=None`` (the default: wait until a record comes), ``0`` (do not wait) or
     seconds. ``read_async``/``records_async`` wait without blocking an asyncio loop. A
     reader pickles: the copy reopens the bus by path at this reader's position.
@@ -1110,7 +1141,7 @@ class RollingBusReader(RollingReaderBase):
     __slots__ = ('_allow_foreign', '_at_end', '_cindex', '_creg', '_done_rollbacks',
                  '_done_skipped', '_end', '_follow_at', '_follow_wait', '_id_at', '_idle_kw',
                  '_initial_end', '_k', '_meta_st', '_on_gap', '_park', '_raw', '_slot',
-                 '_start', '_timeout', '_wake', '_wakefd')
+                 '_stall_limit', '_start', '_timeout', '_wake', '_wakefd')
 
     def __new__(cls, *args, group=None, **kwargs):
         # group="name": a member of that work group instead (mappedbus_py.groups.GroupReader;
@@ -1126,7 +1157,7 @@ class RollingBusReader(RollingReaderBase):
     def __init__(self, path, segment_size=None, record_size=None, *, timeout=DEFAULT_TIMEOUT,
                  start=None, read_only=False, on_gap="raise", allow_foreign=False,
                  idle="spin_park", spin=DEFAULT_SPIN, park=DEFAULT_PARK,
-                 park_max=DEFAULT_PARK_MAX, consumer=None, group=None):
+                 park_max=DEFAULT_PARK_MAX, consumer=None, group=None, stall_limit=None):
         if consumer is not None:
             _check_consumer_name(consumer)
         if on_gap not in ("raise", "skip"):
@@ -1137,6 +1168,7 @@ class RollingBusReader(RollingReaderBase):
             segment_size = None if segment_size is None else s
             record_size = None if record_size is None else r
             MappedBusReader(os.fspath(path), s, r)
+        _check_stall_limit(stall_limit)
         _check_rollback_timeout(timeout)
         start = _check_start(start)
         _check_idle(idle, spin, park, park_max)
@@ -1150,6 +1182,7 @@ class RollingBusReader(RollingReaderBase):
         self.record_size = record_size
         self.read_only = read_only
         self._timeout = timeout
+        self._stall_limit = stall_limit
         self._start = start
         self._on_gap = on_gap
         self._allow_foreign = allow_foreign
@@ -1277,7 +1310,10 @@ class RollingBusReader(RollingReaderBase):
         r = MappedBusReader(segment_path(self.path, index), self.segment_size, self.record_size,
                             timeout=self._timeout, start=offset, read_only=self.read_only,
                             allow_foreign=self._allow_foreign, _segment=True,
-                            _wake=self._wake, **self._idle_kw)
+                            _wake=self._wake, stall_limit=self._stall_limit,
+                            _writers_path=os.path.join(self.path, WRITERS_FILE),
+                            _position_base=join_position(index, 0, self.segment_size),
+                            **self._idle_kw)
         os.lstat(segment_path(self.path, index))     # never let an open create a segment
         r.open()
         self._drop_current()
@@ -1380,7 +1416,7 @@ class RollingBusReader(RollingReaderBase):
         kwargs = dict(timeout=self._timeout, start=self.position if opened else self._start,
                       read_only=self.read_only, on_gap=self._on_gap,
                       allow_foreign=self._allow_foreign, consumer=self.consumer,
-                      **self._idle_kw)
+                      stall_limit=self._stall_limit, **self._idle_kw)
         return (_reopen_rolling, (RollingBusReader, self.path, self.segment_size,
                                   self.record_size, kwargs, opened))
 

@@ -56,7 +56,8 @@ class RollingBusReader:
                  on_gap: Literal["raise", "skip"] = ..., allow_foreign: bool = ...,
                  idle: Literal["busy_spin", "spin_park", "park"] = ..., spin: float = ...,
                  park: float = ..., park_max: float = ...,
-                 consumer: Optional[str] = ..., group: Optional[str] = ...) -> None: ...
+                 consumer: Optional[str] = ..., group: Optional[str] = ...,
+                 stall_limit: Optional[float] = ...) -> None: ...
     idle: str
     consumer: Optional[str]
     def open(self) -> Self: ...

@@ -13,6 +13,7 @@ PUBLIC = {
     "RollingBusWriter", "RollingBusReader",
     "consumers", "remove_consumer", "ConsumerInfo", "ConsumerInUseError", "BusBackPressureError",
     "groups",
+    "WriterStalledError",
 }
 
 

@@ -94,6 +94,28 @@ package io.mappedbuspy;
  *  name: 1 to CONSUMER_NAME_MAX bytes of UTF-8, NUL padded
  * </pre>
  *
+ * <p>Writers of this project say which slots they hold in a <em>writers file</em> beside the bus ({@code PATH +
+ * WRITERS_SUFFIX}, or {@code DIR/WRITERS_FILE} for a rolling bus), {@link #WRITERS_FILE_SIZE} bytes, all zero when
+ * new ({@link WritersFile}; the protocol is {@code mappedbus_py/_writers.h}, design in docs/design/side-files.md):
+ *
+ * <pre>
+ *  0            8             12                         64
+ *  +------------+-------------+-- zeros -----------------+--------+--------+-----+
+ *  | magic i64  | version i32 |                          | slot 0 | slot 1 | ... | slot 254
+ *  +------------+-------------+--------------------------+--------+--------+-----+
+ *  WRITERS_MAGIC_OFFSET, WRITERS_VERSION_OFFSET          WRITERS_SLOTS_OFFSET, WRITER_SLOT_SIZE bytes each,
+ *  (set by CAS from 0 by the first opener)               WRITER_SLOT_COUNT slots
+ *
+ *  one slot:
+ *  +0             +8             +16         +20        +24              +32       +64
+ *  +--------------+--------------+-----------+----------+----------------+--- zeros -+
+ *  | begin i64    | end i64      | pid i32   | zero     | taken_ns i64   |           |
+ *  +--------------+--------------+-----------+----------+----------------+-----------+
+ *  begin, end: the writer's current claim [begin, end) in bus positions, stored begin then end (release)
+ *    after each fetch-and-add; begin &gt;= end: none. pid, taken_ns: for people only.
+ *  liveness byte: the slot's first byte, OFD-locked by its live holder ({@link Liveness})
+ * </pre>
+ *
  * <p>The Spark connector's exactly-once sink keeps a <em>commit log</em> beside the bus ({@code PATH +
  * COMMIT_LOG_SUFFIX}, or {@code DIR/COMMIT_LOG_FILE} for a rolling bus): an append-only file of
  * {@link #COMMIT_ENTRY_SIZE}-byte entries appended under an exclusive file lock (docs/files-and-rolling.md, "Spark
@@ -299,6 +321,35 @@ public final class Layout {
     /** How long a writer waits for a lagging consumer (on_consumer_lag=block) by default, in milliseconds. */
     public static final long DEFAULT_CONSUMER_BLOCK_MS = 10_000;
 
+    /** Suffix of a single-file bus's writers file: {@code PATH + WRITERS_SUFFIX}. */
+    public static final String WRITERS_SUFFIX = ".writers";
+    /** A rolling bus's writers file in its directory. */
+    public static final String WRITERS_FILE = "bus.writers";
+    /** Size in bytes of a writers file. */
+    public static final int WRITERS_FILE_SIZE = 16384;
+    /** int64 at {@link #WRITERS_MAGIC_OFFSET}: "MBUSWRT1" little-endian, set by CAS from 0 by the first opener. */
+    public static final long WRITERS_MAGIC = 0x315452575355424DL;
+    /** int32 at {@link #WRITERS_VERSION_OFFSET}, set by CAS from 0 by the first opener. */
+    public static final int WRITERS_VERSION = 1;
+    /** Offset of the int64 magic. */
+    public static final int WRITERS_MAGIC_OFFSET = 0;
+    /** Offset of the int32 version. */
+    public static final int WRITERS_VERSION_OFFSET = 8;
+    /** Offset of slot 0. */
+    public static final int WRITERS_SLOTS_OFFSET = 64;
+    /** Size of one writer's slot: a cache line its writer owns. */
+    public static final int WRITER_SLOT_SIZE = 64;
+    /** Number of writer slots: {@code (WRITERS_FILE_SIZE - WRITERS_SLOTS_OFFSET) / WRITER_SLOT_SIZE}. */
+    public static final int WRITER_SLOT_COUNT = (WRITERS_FILE_SIZE - WRITERS_SLOTS_OFFSET) / WRITER_SLOT_SIZE;
+    /** Offset in a slot of the int64 first position of the writer's claim. */
+    public static final int WRITER_BEGIN_OFFSET = 0;
+    /** Offset in a slot of the int64 end of the claim (one past its last slot); begin &gt;= end: none. */
+    public static final int WRITER_END_OFFSET = 8;
+    /** Offset in a slot of the int32 pid of its holder (for people only). */
+    public static final int WRITER_PID_OFFSET = 16;
+    /** Offset in a slot of the int64 Unix ns its holder took it (for people only). */
+    public static final int WRITER_TAKEN_NS_OFFSET = 24;
+
     /** Suffix of a single-file bus's Spark sink commit log: {@code PATH + COMMIT_LOG_SUFFIX}. */
     public static final String COMMIT_LOG_SUFFIX = ".commits";
     /** A rolling bus's Spark sink commit log, in its directory. */
@@ -448,6 +499,17 @@ public final class Layout {
     public static final int GROUP_DEAD_HEADER_SIZE = 80;
 
     private Layout() {
+    }
+
+    /**
+     * Offset of slot {@code index} of the writers file, which is also its liveness byte (Python:
+     * {@code layout.writer_slot_offset}).
+     *
+     * @param index slot index, from 0
+     * @return {@code WRITERS_SLOTS_OFFSET + index * WRITER_SLOT_SIZE}
+     */
+    public static long writerSlotOffset(int index) {
+        return WRITERS_SLOTS_OFFSET + (long) index * WRITER_SLOT_SIZE;
     }
 
     /**

@@ -39,6 +39,12 @@ public final class MappedBusWriter implements AutoCloseable {
     // The bus's wake file, looked at after every commit; a rolling bus's segment gets its bus's before open().
     WakeFile wake = WakeFile.NONE;
     private boolean ownsWake;
+    // The bus's writers file, where this writer holds a slot and publishes each reservation's claim (readers ask it
+    // whether a stalled slot's writer is alive); a rolling bus's segment gets its bus's before open(), with the
+    // bus position of the segment's offset 0.
+    WritersFile writers = WritersFile.NONE;
+    long positionBase;
+    private boolean ownsWriters;
     // The file's length is checked once per LENGTH_CHECK_MASK + 1 writes.
     private static final int LENGTH_CHECK_MASK = 4095;
 
@@ -122,6 +128,9 @@ public final class MappedBusWriter implements AutoCloseable {
         if (!segment) {
             wake = WakeFile.forBus(path, allowForeign); // never fails: without it, readers find records by polling
             ownsWake = true;
+            writers = WritersFile.forWriter(java.nio.file.Paths.get(path + Layout.WRITERS_SUFFIX), allowForeign);
+            ownsWriters = true;
+            takeOver(writers);
         }
         busId = b.busId;
         populated = DiskSpace.onTmpfs(path) ? 0 : Long.MAX_VALUE;
@@ -281,6 +290,16 @@ public final class MappedBusWriter implements AutoCloseable {
         }
     }
 
+    // Tests: a writer stopped between its reservation (claim published) and its commit. Returns the slot's offset.
+    long allocateOnly() throws EOFException {
+        return allocate(mem());
+    }
+
+    // Tests: the rest of a write allocateOnly() began (the bytes, then the commit); false if a reader rolled it back.
+    boolean commitReserved(long pos, byte[] src) {
+        return finish(mem(), pos, src.length, null, src, 0);
+    }
+
     private long allocate(MemoryMappedFile m) throws EOFException {
         if ((++writes & LENGTH_CHECK_MASK) == 0) {
             // Now and then, a look at the file's length (a system call, so the JVM also delivers here a
@@ -293,11 +312,43 @@ public final class MappedBusWriter implements AutoCloseable {
             throw new EOFException("bus full: record at offset " + offset + " of " + slot
                     + " bytes does not fit in fileSize " + fileSize + " (" + path + ")");
         }
+        // Readers that find this slot uncommitted ask whether we are alive: published before anything slower.
+        writers.publish(positionBase + offset, positionBase + offset + slot);
         if (offset + slot > populated) {
             populate(m, offset + slot);
         }
         lastOffset = offset;
         return offset;
+    }
+
+    /**
+     * Our slot's last holder died with a claim (writers file): rolls back (status 0 -> 2) its slots still
+     * uncommitted in this file, then clears the claim, unless it lies in another file (a rolling bus's other
+     * segment, which its caller handles).
+     *
+     * @return how many slots were rolled back
+     */
+    long takeOver(WritersFile wf) {
+        WritersFile.Claim c = wf.claimLeft();
+        if (c.empty() || mem == null) {
+            return 0;
+        }
+        long n = 0;
+        long from = Math.max(c.begin() - positionBase, Layout.FIRST_RECORD_OFFSET);
+        long stop = c.end() - positionBase;
+        if ((from - Layout.FIRST_RECORD_OFFSET) % slot != 0) {
+            from += slot - (from - Layout.FIRST_RECORD_OFFSET) % slot;
+        }
+        mem.checkLength();
+        for (long off = from; off < stop && off <= fileSize - slot; off += slot) {
+            if (mem.casStatus(off, Layout.STATUS_NOT_SET, Layout.STATUS_ROLLED_BACK)) {
+                n++;
+            }
+        }
+        if (!segment || (c.begin() >= positionBase && c.begin() < positionBase + fileSize)) {
+            wf.clear(); // a claim never spans two files: all of it was in this one
+        }
+        return n;
     }
 
     // Maps the pages ahead of this writer's records POPULATE_CHUNK bytes at a time, as the Python writer's
@@ -392,6 +443,11 @@ public final class MappedBusWriter implements AutoCloseable {
         if (ownsWake) {
             wake.close();
             ownsWake = false;
+        }
+        if (ownsWriters) {
+            writers.close(); // clears our claim, then gives the slot back
+            writers = WritersFile.NONE;
+            ownsWriters = false;
         }
         if (mem != null) {
             if (segment) {

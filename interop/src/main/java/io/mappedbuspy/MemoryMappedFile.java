@@ -52,6 +52,11 @@ public final class MemoryMappedFile extends MappedAtomics implements AutoCloseab
         String perms = "rw-------";
         /** Take the open lock exclusive (writers) instead of shared. */
         boolean exclusive;
+        /**
+         * Take the POSIX open lock at all. False for a side file whose slots are held by OFD locks (the writers
+         * file, {@link WritersFile}): the two kinds conflict, so a whole-file lock would wait for every holder.
+         */
+        boolean lock = true;
         long lockTimeoutMs = DEFAULT_LOCK_TIMEOUT_MS;
         /**
          * Take the open lock on this one byte instead of the whole file (-1): the side files whose slots carry OFD
@@ -134,6 +139,12 @@ public final class MemoryMappedFile extends MappedAtomics implements AutoCloseab
     void opened(FileChannel ch, boolean made) {
         this.channel = ch;
         this.created = made;
+    }
+
+    // The channel this mapping was opened through: its own open file description (WritersFile holds and probes
+    // liveness bytes through it); null once closed.
+    FileChannel channel() {
+        return channel;
     }
 
     // The address of byte 0 of a mapping of one window (the wake file's, for its JNI calls), and the buffers that

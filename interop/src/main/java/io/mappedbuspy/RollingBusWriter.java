@@ -36,6 +36,8 @@ public final class RollingBusWriter implements AutoCloseable {
     private long reservingIndex = -1;
     // The bus's wake file, shared by the segment writers.
     private WakeFile wake = WakeFile.NONE;
+    // The bus's writers file, where this writer holds a slot: its segment writers publish their claims there.
+    private WritersFile writers = WritersFile.NONE;
 
     /**
      * Creates a writer of an existing rolling bus with the sizes its {@code DIR/bus.meta} records (read now;
@@ -189,11 +191,16 @@ public final class RollingBusWriter implements AutoCloseable {
         }
         wake = WakeFile.forRollingBus(dir, allowForeign); // never fails: without it, readers find records by polling
         SegmentRoller s = new SegmentRoller(b, wake, allowForeign);
+        writers = WritersFile.forWriter(java.nio.file.Paths.get(dir, Layout.WRITERS_FILE), allowForeign);
+        s.writers = writers;
         try {
             s.openNewest();
+            takeOver(s);
         } catch (IOException | RuntimeException e) {
             wake.close();
             wake = WakeFile.NONE;
+            writers.close();
+            writers = WritersFile.NONE;
             throw e;
         }
         bus = b;
@@ -400,5 +407,32 @@ public final class RollingBusWriter implements AutoCloseable {
         }
         w = null;
         wake.close();
+        writers.close(); // clears this writer's claim, gives its slot back
+        writers = WritersFile.NONE;
+    }
+
+    // Our slot's last holder died with a claim: roll back its uncommitted slots in the segment it lies in (if
+    // retention left it), then clear it.
+    private void takeOver(SegmentRoller s) throws IOException {
+        WritersFile.Claim c = writers.claimLeft();
+        if (c.empty()) {
+            return;
+        }
+        long index = Math.floorDiv(c.begin(), segmentSize);
+        if (index == s.segment) {
+            s.w.takeOver(writers);
+            return;
+        }
+        MappedBusWriter x = MappedBusWriter.forSegment(s.bus.segmentPath(index).toString(), segmentSize, recordSize);
+        x.positionBase = Layout.joinPosition(index, 0, segmentSize);
+        try {
+            x.setAllowForeign(allowForeign).open();
+            x.takeOver(writers);
+        } catch (java.nio.file.NoSuchFileException e) {
+            // its segment is gone: nothing left to roll back
+        } finally {
+            x.close();
+        }
+        writers.clear();
     }
 }

@@ -27,6 +27,8 @@ final class RollingCursor {
     private final boolean allowForeign;
     boolean failOnGap;
     private int timeoutMs;
+    // The segment readers' stall limit (MappedBusReader.setStallLimit; 0: none).
+    long stallLimitMs;
     // The current segment's reader; null while waiting for segment `segment` to appear (then reading starts
     // at pendingOffset in it).
     MappedBusReader r;
@@ -69,6 +71,13 @@ final class RollingCursor {
         }
     }
 
+    void setStallLimit(long ms) {
+        stallLimitMs = ms;
+        if (r != null) {
+            r.setStallLimit(ms);
+        }
+    }
+
     void setTimeout(int ms) {
         timeoutMs = ms;
         if (r != null) {
@@ -89,8 +98,12 @@ final class RollingCursor {
 
     private MappedBusReader openSegment(long index) throws IOException {
         MappedBusReader x = MappedBusReader.forSegment(bus.segmentPath(index).toString(), segmentSize, recordSize,
-                readOnly).setAllowForeign(allowForeign).open();
+                readOnly).setAllowForeign(allowForeign)
+                .askingWriters(bus.dir.resolve(Layout.WRITERS_FILE).toString(),
+                        Layout.joinPosition(index, 0, segmentSize))
+                .open();
         x.setTimeout(timeoutMs);
+        x.setStallLimit(stallLimitMs);
         return x;
     }
 

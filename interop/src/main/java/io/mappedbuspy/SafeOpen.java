@@ -93,7 +93,7 @@ final class SafeOpen {
                 inode = opened[0];
                 device = opened[1];
                 m.identify(inode, device);
-                FileLock lock = lockFile(ch, path, o, inode);
+                FileLock lock = o.lock ? lockFile(ch, path, o, inode) : null;
                 try {
                     long[] now = statTrusted(p, o.allowForeign);
                     if (now == null || now[0] != inode || now[1] != device) {
@@ -101,7 +101,7 @@ final class SafeOpen {
                     }
                     mapLocked(m, ch, fileSize, want, o);
                 } finally {
-                    if (lock.isValid()) {
+                    if (lock != null && lock.isValid()) {
                         lock.release();
                     }
                 }

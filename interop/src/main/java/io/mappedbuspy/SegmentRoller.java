@@ -64,6 +64,9 @@ final class SegmentRoller {
     long rollNanos;
     long maxRollNanos;
 
+    // The bus's writers file with the rolling writer's slot: its segment writers publish their claims there.
+    WritersFile writers = WritersFile.NONE;
+
     SegmentRoller(RollingDir bus, WakeFile wake, boolean allowForeign) {
         this.bus = bus;
         this.wake = wake;
@@ -94,6 +97,8 @@ final class SegmentRoller {
         MappedBusWriter x = MappedBusWriter.forSegment(bus.segmentPath(index).toString(), bus.segmentSize,
                 bus.recordSize);
         x.wake = wake;
+        x.writers = writers;
+        x.positionBase = Layout.joinPosition(index, 0, bus.segmentSize);
         return x.setAllowForeign(allowForeign).open();
     }
 
