@@ -17,9 +17,9 @@ public final class RollingBusWriter implements AutoCloseable {
     private final String dir;
     private final long segmentSize;
     private final int recordSize;
-    private final long[] retention = new long[3];
-    // The consumer policy of a bus this writer creates: {maxConsumerLag, onConsumerLag, consumerBlockMs}, or null.
-    private Object[] consumerPolicy;
+    private Retention retention = Retention.NONE;
+    // The consumer policy of a bus this writer creates, or null when none was set (an existing bus's is accepted).
+    private ConsumerPolicy consumerPolicy;
     private final int every;
     // The offset whose allocation makes this writer its segment's spare maker (RollingLayout.spareTrigger).
     private final long trigger;
@@ -81,14 +81,18 @@ public final class RollingBusWriter implements AutoCloseable {
      * @return this
      */
     public RollingBusWriter setRetention(long segments, long bytes, long ageMs) {
-        if (segments < 0 || bytes < 0 || ageMs < 0) {
-            throw new IllegalArgumentException("retention must not be negative, got segments=" + segments
-                    + " bytes=" + bytes + " ageMs=" + ageMs);
-        }
+        return setRetention(new Retention(segments, bytes, ageMs));
+    }
+
+    /**
+     * Sets the retention of a bus this writer creates, as {@link #setRetention(long, long, long)}.
+     *
+     * @param retention the retention ({@link Retention#NONE}: accept an existing bus's)
+     * @return this
+     */
+    public RollingBusWriter setRetention(Retention retention) {
         openCheck();
-        retention[0] = segments;
-        retention[1] = bytes;
-        retention[2] = ageMs;
+        this.retention = Objects.requireNonNull(retention, "retention");
         return this;
     }
 
@@ -104,23 +108,33 @@ public final class RollingBusWriter implements AutoCloseable {
         if (segments < 0) {
             throw new IllegalArgumentException("maxConsumerLag must not be negative, got " + segments);
         }
-        policy()[0] = segments;
+        consumerPolicy = policy().withMaxConsumerLag(segments);
         return this;
     }
 
     /**
      * What happens to a consumer more than {@code max_consumer_lag} segments behind, on a bus this writer creates
-     * (Python: {@code on_consumer_lag=}): {@link BusMeta#EXPIRE} (the default: it is flagged expired and its segments
-     * go) or {@link BusMeta#BLOCK} (writers wait before rolling, then throw {@link BusBackPressureException}). Call
-     * before {@link #open()}.
+     * (Python: {@code on_consumer_lag=}): {@link OnConsumerLag#EXPIRE} (the default: it is flagged expired and its
+     * segments go) or {@link OnConsumerLag#BLOCK} (writers wait before rolling, then throw
+     * {@link BusBackPressureException}). Call before {@link #open()}.
+     *
+     * @param policy the policy
+     * @return this
+     */
+    public RollingBusWriter setOnConsumerLag(OnConsumerLag policy) {
+        consumerPolicy = policy().withOnConsumerLag(Objects.requireNonNull(policy, "onConsumerLag"));
+        return this;
+    }
+
+    /**
+     * As {@link #setOnConsumerLag(OnConsumerLag)}, by the name bus.meta stores (the Python and py4j callers').
      *
      * @param policy "expire" or "block"
      * @return this
+     * @throws IllegalArgumentException for another value
      */
     public RollingBusWriter setOnConsumerLag(String policy) {
-        BusMeta.checkPolicy(policy);
-        policy()[1] = policy;
-        return this;
+        return setOnConsumerLag(OnConsumerLag.of(policy));
     }
 
     /**
@@ -136,16 +150,14 @@ public final class RollingBusWriter implements AutoCloseable {
         if (timeout < 0) {
             throw new IllegalArgumentException("consumer block timeout must not be negative, got " + timeout);
         }
-        policy()[2] = unit.toMillis(timeout);
+        consumerPolicy = policy().withConsumerBlockMs(unit.toMillis(timeout));
         return this;
     }
 
-    private Object[] policy() {
+    // The policy set so far (the default before the first setter).
+    private ConsumerPolicy policy() {
         openCheck();
-        if (consumerPolicy == null) {
-            consumerPolicy = new Object[] {0L, BusMeta.EXPIRE, Layout.DEFAULT_CONSUMER_BLOCK_MS};
-        }
-        return consumerPolicy;
+        return consumerPolicy == null ? ConsumerPolicy.DEFAULT : consumerPolicy;
     }
 
     /**

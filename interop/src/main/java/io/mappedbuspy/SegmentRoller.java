@@ -75,14 +75,14 @@ final class SegmentRoller {
     /** Opens the newest segment with records (making segment 0 again if there is none). */
     void openNewest() throws IOException {
         for (;;) {
-            long[] current = bus.chooseCurrent();
+            RollingDir.Current current = bus.chooseCurrent();
             if (current == null) {
                 bus.createSegment(0, 0); // never made, or removed by someone: the first segment again
                 continue;
             }
             try {
-                w = openSegment(current[0]);
-                segment = current[0];
+                w = openSegment(current.segment());
+                segment = current.segment();
                 return;
             } catch (NoSuchFileException e) {
                 // retention removed it after the listing: look again

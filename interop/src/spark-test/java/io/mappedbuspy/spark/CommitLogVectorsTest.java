@@ -183,7 +183,7 @@ public final class CommitLogVectorsTest {
             int rs = (int) l(v, "record_size");
             Set<Long> segments = new HashSet<>();
             v.getAsJsonArray("segments").forEach(s -> segments.add(s.getAsLong()));
-            present = p -> segments.contains(RollingLayout.locate(p, ss, rs)[0]);
+            present = p -> segments.contains(RollingLayout.locate(p, ss, rs).segment());
         }
         CommitLog.Recovery r = CommitLog.recover(log, k, present);
         assertEquals(v.get("action").getAsString(), r.action, "action");

@@ -370,7 +370,7 @@ final class CommitLog {
 
         @Override
         public MemoryMappedFile map(long pos) throws IOException {
-            long index = RollingLayout.locate(pos, fileSize, recordSize)[0];
+            long index = RollingLayout.locate(pos, fileSize, recordSize).segment();
             MemoryMappedFile m = maps.get(index);
             if (m == null) {
                 m = w.mapSegment(index);
@@ -381,17 +381,17 @@ final class CommitLog {
 
         @Override
         public long offset(long pos) {
-            return RollingLayout.locate(pos, fileSize, recordSize)[1];
+            return RollingLayout.locate(pos, fileSize, recordSize).offset();
         }
 
         @Override
         public Path file(long pos) {
-            return Path.of(busPath, Layout.segmentName(RollingLayout.locate(pos, fileSize, recordSize)[0]));
+            return Path.of(busPath, Layout.segmentName(RollingLayout.locate(pos, fileSize, recordSize).segment()));
         }
 
         @Override
         public boolean present(long pos) {
-            return maps.containsKey(RollingLayout.locate(pos, fileSize, recordSize)[0])
+            return maps.containsKey(RollingLayout.locate(pos, fileSize, recordSize).segment())
                     || Files.exists(file(pos), LinkOption.NOFOLLOW_LINKS);
         }
 
