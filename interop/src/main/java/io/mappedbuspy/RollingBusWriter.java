@@ -31,9 +31,6 @@ public final class RollingBusWriter implements AutoCloseable {
     private MappedBusWriter w;
     private int countdown;
     private boolean closed;
-    // The current segment mapped for reserve(), opened on its first use.
-    private MemoryMappedFile reserving;
-    private long reservingIndex = -1;
     // The bus's wake file, shared by the segment writers.
     private WakeFile wake = WakeFile.NONE;
 
@@ -275,10 +272,10 @@ public final class RollingBusWriter implements AutoCloseable {
      * {@link #mapSegment}; readers wait on them up to their timeout.
      *
      * @param n slots wanted, at least 1
-     * @return {global position of the first slot, number of slots reserved (1..n)}
+     * @return the global position of the first slot and the slots reserved (1..n)
      * @throws IOException if the next segment cannot be created or opened
      */
-    public long[] reserve(long n) throws IOException {
+    public Reservation reserve(long n) throws IOException {
         long slot = Layout.slotSize(recordSize);
         if (n < 1 || n > Long.MAX_VALUE / slot) {
             throw new IllegalArgumentException("cannot reserve " + n + " slots in " + dir);
@@ -287,24 +284,9 @@ public final class RollingBusWriter implements AutoCloseable {
             lookAhead();
         }
         for (;;) {
-            writer();
-            long segment = segments.segment;
-            if (reservingIndex != segment) {
-                if (reserving != null) {
-                    reserving.closeAndUnmap();
-                    reserving = null;
-                }
-                reserving = mapSegment(segment);
-                reservingIndex = segment;
-            }
-            long first = reserving.getAndAddLong(Layout.LIMIT_OFFSET, n * slot);
-            if (first < Layout.FIRST_RECORD_OFFSET) {
-                throw new CorruptBusException("limit " + first + " of segment " + bus.segmentPath(segment)
-                        + " is before the first record (a corrupt segment)");
-            }
-            long fit = first >= segmentSize ? 0 : Math.min(n, (segmentSize - first) / slot);
-            if (fit > 0) {
-                return new long[] {Layout.joinPosition(segment, first, segmentSize), fit};
+            Reservation r = writer().reserve(n); // the segment writer's fetch-and-add
+            if (r.count() > 0) {
+                return new Reservation(Layout.joinPosition(segments.segment, r.first(), segmentSize), r.count());
             }
             roll();
         }
@@ -396,10 +378,6 @@ public final class RollingBusWriter implements AutoCloseable {
         closed = true;
         if (segments != null) {
             segments.close();
-        }
-        if (reserving != null) {
-            reserving.closeAndUnmap();
-            reserving = null;
         }
         w = null;
         wake.close();
