@@ -188,9 +188,9 @@ public final class RollingBusWriter implements AutoCloseable {
         openCheck();
         RollingDir b = RollingDir.forWriter(dir, segmentSize, recordSize, retention, consumerPolicy, allowForeign);
         wake = WakeFile.forRollingBus(dir, allowForeign); // never fails: without it, readers find records by polling
-        SegmentRoller s = new SegmentRoller(b, wake, allowForeign);
+        SegmentRoller s;
         try {
-            s.openNewest();
+            s = SegmentRoller.openNewest(b, wake, allowForeign);
         } catch (IOException | RuntimeException e) {
             wake.close();
             wake = WakeFile.NONE;
