@@ -342,9 +342,15 @@ public final class RollingBusWriter implements AutoCloseable {
         return bus.meta.id();
     }
 
-    /** @return the index of the segment this writer writes to */
+    /**
+     * @return the index of the segment this writer writes to
+     * @throws IllegalStateException if the writer is not open
+     */
     public long segment() {
-        return segments == null ? -1 : segments.segment;
+        if (segments == null) {
+            throw new IllegalStateException("rolling writer for " + dir + " is not open");
+        }
+        return segments.segment;
     }
 
     /** @return the times this writer moved to another segment */

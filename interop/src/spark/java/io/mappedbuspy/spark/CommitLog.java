@@ -186,18 +186,32 @@ final class CommitLog {
         }
     }
 
-    /** What a task did: records it committed, and whether it found its key already done. */
-    static final class Outcome {
-        final long committed;
-        final long repaired;
-        final boolean alreadyDone;
-        final boolean recovered;
+    /** Which way a task's write went. */
+    enum Course {
+        /** The log had no sealed group of the key: the task wrote its own rows. */
+        WROTE,
+        /** An earlier attempt of the key had sealed a group: the task finished it instead of writing its rows. */
+        RECOVERED,
+        /** The log had DONE for the key: nothing was written. */
+        ALREADY_DONE
+    }
 
-        Outcome(long committed, long repaired, boolean alreadyDone, boolean recovered) {
-            this.committed = committed;
-            this.repaired = repaired;
-            this.alreadyDone = alreadyDone;
-            this.recovered = recovered;
+    /**
+     * What a task did.
+     *
+     * @param committed slots it committed
+     * @param repaired  rolled-back slots it wrote again (repairs)
+     * @param course    which way it went
+     */
+    record Outcome(long committed, long repaired, Course course) {
+        /** @return whether the key was already done (a replayed or retried task) */
+        boolean alreadyDone() {
+            return course == Course.ALREADY_DONE;
+        }
+
+        /** @return whether the task finished an earlier attempt's sealed group */
+        boolean recovered() {
+            return course == Course.RECOVERED;
         }
     }
 
@@ -617,7 +631,7 @@ final class CommitLog {
                         + key + " from position " + e.first + " that its INTENT entries do not hold (a corrupt log)");
             }
             if (plan instanceof Recovery.Nothing) {
-                return new Outcome(0, 0, true, false);
+                return new Outcome(0, 0, Course.ALREADY_DONE);
             }
             for (Range r : plan.voids()) {
                 voidRange(r);
@@ -626,14 +640,13 @@ final class CommitLog {
                 throw removed(f.removed(), new java.nio.file.NoSuchFileException(
                         slots.file(f.removed().first).toString(), null, "removed by retention"));
             }
-            boolean recovered = plan instanceof Recovery.Finish;
             Group current;
             if (plan instanceof Recovery.Finish f) {
                 current = f.group();
             } else {
                 if (n == 0) {
                     append(DONE, 0, 0, -1);
-                    return new Outcome(0, 0, false, false);
+                    return new Outcome(0, 0, Course.WROTE);
                 }
                 current = writeGroup(records, n, -1);
             }
@@ -653,7 +666,8 @@ final class CommitLog {
                 repaired += lost.size();
             }
             append(DONE, 0, 0, -1);
-            return new Outcome(committed, repaired, false, recovered);
+            return new Outcome(committed, repaired,
+                    plan instanceof Recovery.Finish ? Course.RECOVERED : Course.WROTE);
         }
 
         /** The failure of a sealed range whose segment retention removed before all its records were committed. */
