@@ -2,8 +2,8 @@
 
 Options, policies and results cross methods as records, enums and sealed types, never as a ``long[]``
 whose slots mean different things, an ``Object[]`` cast back element by element, or a
-``Map<String, Long>`` keyed by field names. This test reads the sources under ``interop/src/main``
-and ``interop/src/spark`` and fails on any method, constructor or field whose type is one of those,
+``Map<String, Long>`` keyed by field names. This test reads the sources under ``interop/src`` (but
+the tests') and fails on any method, constructor or field whose type is one of those,
 unless ALLOWED names it with the reason it is a homogeneous array (indices, addresses, raw values
 compared one for one), not a bundle of named values.
 """
@@ -12,7 +12,9 @@ import re
 import textwrap
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-SOURCES = [ROOT / "interop" / "src" / "main" / "java", ROOT / "interop" / "src" / "spark" / "java"]
+# What ships or runs beside the library: the library, the connector, the tools, the samples, the perf drivers
+# (the tests' own sources are not checked).
+SOURCES = [ROOT / "interop" / "src" / name / "java" for name in ("main", "spark", "tools", "samples", "perf")]
 
 # The types that carry unnamed state: an array of longs or objects, a map from names to longs.
 # (``long[].class``, a class literal, is not a type of a value.)
@@ -147,7 +149,8 @@ def test_slots_are_allocated_by_the_core_writer_only():
     """One fetch-and-add of the limit, in MappedBusWriter: the rolling writer's and the Spark commit log's
     reservations go through MappedBusWriter.reserve instead of repeating it (issue 34)."""
     allocate = re.compile(r"getAndAddLong\s*\(\s*(?:Layout\.)?LIMIT_OFFSET")
-    where = sorted(str(p.relative_to(ROOT)) for root in SOURCES for p in root.rglob("*.java")
+    # The library and the connector (BusTool's "allocate" takes a slot by hand on purpose: a hung writer).
+    where = sorted(str(p.relative_to(ROOT)) for root in SOURCES[:2] for p in root.rglob("*.java")
                    if allocate.search(_strip(p.read_text())))
     assert where == ["interop/src/main/java/io/mappedbuspy/MappedBusWriter.java"], where
     writer = _strip((SOURCES[0] / "io" / "mappedbuspy" / "MappedBusWriter.java").read_text())
