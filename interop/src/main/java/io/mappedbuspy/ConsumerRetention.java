@@ -34,7 +34,7 @@ final class ConsumerRetention implements AutoCloseable {
     ConsumerRetention(RollingDir bus) {
         this.bus = bus;
         this.maxLag = bus.meta.maxConsumerLag();
-        this.block = BusMeta.BLOCK.equals(bus.meta.onConsumerLag());
+        this.block = bus.meta.onConsumerLag() == OnConsumerLag.BLOCK;
         this.busId = ConsumerEntry.busIdBytes(bus.meta.id());
     }
 
@@ -76,7 +76,7 @@ final class ConsumerRetention implements AutoCloseable {
         if (meta.maxConsumerLag() == 0) {
             return new Plan(hold, expire);
         }
-        boolean expires = BusMeta.EXPIRE.equals(meta.onConsumerLag());
+        boolean expires = meta.onConsumerLag() == OnConsumerLag.EXPIRE;
         for (ConsumerEntry e : entries) {
             if (e.expired()) {
                 continue; // holds nothing, and is not expired again
@@ -103,7 +103,7 @@ final class ConsumerRetention implements AutoCloseable {
      */
     static List<ConsumerEntry> consumerBlockers(List<ConsumerEntry> entries, BusMeta meta, long target) {
         List<ConsumerEntry> out = new ArrayList<>();
-        if (meta.maxConsumerLag() == 0 || !BusMeta.BLOCK.equals(meta.onConsumerLag())) {
+        if (meta.maxConsumerLag() == 0 || meta.onConsumerLag() != OnConsumerLag.BLOCK) {
             return out;
         }
         for (ConsumerEntry e : entries) {

@@ -300,6 +300,44 @@ public final class MappedBusWriter implements AutoCloseable {
         return finish(mem(), pos, src.length, null, src, 0);
     }
 
+    /**
+     * Reserves up to {@code n} contiguous record slots with one fetch-and-add of the limit, the allocation of
+     * {@link #write} for many records, for a caller that fills and commits them itself (the Spark connector's
+     * exactly-once writes). The slots stay uncommitted until it commits or rolls back each one
+     * ({@link MemoryMappedFile#casStatus}); readers wait on them up to their timeout. Slots past the end of the file
+     * are not the caller's: a reservation that does not fit is cut at the end, and is empty once the file is full.
+     *
+     * @param n slots wanted, at least 1
+     * @return the slots reserved that fit in the file: all {@code n}, fewer at its end, none when it was full
+     * @throws IllegalArgumentException if {@code n} is below 1 or its slots overflow a long
+     * @throws CorruptBusException      if the limit is before the first record
+     */
+    public Reservation reserve(long n) throws CorruptBusException {
+        if (n < 1 || n > Long.MAX_VALUE / slot) {
+            throw new IllegalArgumentException("cannot reserve " + n + " slots in " + path);
+        }
+        MemoryMappedFile m = mem();
+        long first;
+        try {
+            first = m.getAndAddLong(Layout.LIMIT_OFFSET, n * slot);
+        } catch (InternalError e) {
+            throw fault(m, e);
+        }
+        if (first < Layout.FIRST_RECORD_OFFSET) {
+            throw new CorruptBusException("limit " + first + " of " + path + " is before the first record (a corrupt"
+                    + " bus)");
+        }
+        return new Reservation(first, first >= fileSize ? 0 : Math.min(n, (fileSize - first) / slot));
+    }
+
+    /**
+     * Wakes the readers parked on this bus, if any. The writes of this class do it after each commit; a caller that
+     * commits the slots of {@link #reserve} itself calls this once after its batch.
+     */
+    public void wakeReaders() {
+        wake.wakeIfNeeded();
+    }
+
     private long allocate(MemoryMappedFile m) throws EOFException {
         if ((++writes & LENGTH_CHECK_MASK) == 0) {
             // Now and then, a look at the file's length (a system call, so the JVM also delivers here a

@@ -92,8 +92,8 @@ final class RollingCursor {
 
     /** The position just past the last record allocated now (in the newest segment with records). */
     long currentEnd() throws IOException {
-        long[] c = bus.chooseCurrent();
-        return c == null ? Layout.FIRST_RECORD_OFFSET : global(c[0], c[1]);
+        RollingDir.Current c = bus.chooseCurrent();
+        return c == null ? Layout.FIRST_RECORD_OFFSET : global(c.segment(), c.limit());
     }
 
     private MappedBusReader openSegment(long index) throws IOException {
@@ -295,8 +295,8 @@ final class RollingCursor {
             try {
                 seek(g);
             } catch (BusGapException e) {
-                long[] at = RollingLayout.locate(g, segmentSize, recordSize);
-                enterPending(at[0], at[1]);
+                RollingLayout.SegmentOffset at = RollingLayout.locate(g, segmentSize, recordSize);
+                enterPending(at.segment(), at.offset());
             }
         } catch (IOException | RuntimeException e) {
             Consumers.release(h);
@@ -314,8 +314,8 @@ final class RollingCursor {
         if (!RollingLayout.isPosition(p, segmentSize, recordSize)) {
             return -1;
         }
-        long[] at = RollingLayout.locate(p, segmentSize, recordSize);
-        return RollingLayout.readerPosition(at[0], at[1], segmentSize, recordSize);
+        RollingLayout.SegmentOffset at = RollingLayout.locate(p, segmentSize, recordSize);
+        return RollingLayout.readerPosition(at.segment(), at.offset(), segmentSize, recordSize);
     }
 
     /**
@@ -345,26 +345,26 @@ final class RollingCursor {
 
     /** Moves to {@code position}, as a reader reports them (never a segment's end). */
     void seek(long position) throws IOException {
-        long[] at = RollingLayout.locate(position, segmentSize, recordSize);
-        place(at[0], at[1]);
+        RollingLayout.SegmentOffset at = RollingLayout.locate(position, segmentSize, recordSize);
+        place(at.segment(), at.offset());
     }
 
     /** {@link RollingBusReader#seekToEnd()}. */
     void seekToEnd() throws IOException {
         for (;;) {
-            long[] c = bus.chooseCurrent();
+            RollingDir.Current c = bus.chooseCurrent();
             if (c == null) {
                 place(0, Layout.FIRST_RECORD_OFFSET);
                 return;
             }
             MappedBusReader x;
             try {
-                x = openSegment(c[0]);
+                x = openSegment(c.segment());
             } catch (NoSuchFileException e) {
                 continue;
             }
             x.seekToEnd();
-            switchTo(c[0], x);
+            switchTo(c.segment(), x);
             return;
         }
     }

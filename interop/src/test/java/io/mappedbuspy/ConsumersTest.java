@@ -446,7 +446,7 @@ public final class ConsumersTest {
 
     // ---- rolling buses ----
 
-    private String rolling(long maxLag, String policy, long blockMs, long retain) throws IOException {
+    private String rolling(long maxLag, OnConsumerLag policy, long blockMs, long retain) throws IOException {
         String dir = tmp.resolve("rolling").toString();
         new RollingBusWriter(dir, SEG, REC).setRetention(retain, 0, 0).setMaxConsumerLag(maxLag)
                 .setOnConsumerLag(policy).setConsumerBlockTimeout(blockMs, TimeUnit.MILLISECONDS).open().close();
@@ -460,10 +460,10 @@ public final class ConsumersTest {
     /** A rolling consumer resumes across segments; retention keeps what it needs within the bound, then expires it. */
     @Test
     public void expirePolicyHoldsThenExpires() throws Exception {
-        String dir = rolling(2, BusMeta.EXPIRE, 1000, 1);
+        String dir = rolling(2, OnConsumerLag.EXPIRE, 1000, 1);
         BusMeta m = BusMeta.read(Path.of(dir, Layout.META_FILE), false);
         assertEquals(2, m.maxConsumerLag());
-        assertEquals(BusMeta.EXPIRE, m.onConsumerLag());
+        assertEquals(OnConsumerLag.EXPIRE, m.onConsumerLag());
         try (RollingBusReader r = new RollingBusReader(dir).setConsumer("slow").open()) {
             assertEquals(8, r.position());
         }
@@ -504,7 +504,7 @@ public final class ConsumersTest {
      *  the consumer commits. */
     @Test
     public void blockPolicyWaitsThenThrows() throws Exception {
-        String dir = rolling(1, BusMeta.BLOCK, 200, 1);
+        String dir = rolling(1, OnConsumerLag.BLOCK, 200, 1);
         try (RollingBusReader r = new RollingBusReader(dir).setConsumer("held").open();
              RollingBusWriter w = new RollingBusWriter(dir).open()) {
             long v = 0;
@@ -541,7 +541,7 @@ public final class ConsumersTest {
     /** bus.meta: the consumer policy's keys round-trip; an unknown on_consumer_lag is refused. */
     @Test
     public void consumerPolicyInMetadata() throws Exception {
-        BusMeta m = BusMeta.rolling(REC, SEG, 0, 0, 0, 3, BusMeta.BLOCK, 1234);
+        BusMeta m = BusMeta.rolling(REC, SEG, Retention.NONE, new ConsumerPolicy(3, OnConsumerLag.BLOCK, 1234));
         BusMeta back = BusMeta.decode(m.encode(), "mem");
         assertEquals(m, back);
         assertEquals(3, back.maxConsumerLag());
@@ -555,8 +555,8 @@ public final class ConsumersTest {
                 .getBytes(StandardCharsets.UTF_8), "x");
         assertEquals(0, old.maxConsumerLag());
         assertEquals(Layout.DEFAULT_CONSUMER_BLOCK_MS, old.consumerBlockMs());
-        assertEquals(BusMeta.EXPIRE, old.onConsumerLag());
-        String dir = rolling(2, BusMeta.EXPIRE, 500, 0);
+        assertEquals(OnConsumerLag.EXPIRE, old.onConsumerLag());
+        String dir = rolling(2, OnConsumerLag.EXPIRE, 500, 0);
         assertThrows(IllegalArgumentException.class,
                 () -> new RollingBusWriter(dir).setMaxConsumerLag(3).open());
         assertThrows(IllegalArgumentException.class, () -> new RollingBusWriter(dir).setOnConsumerLag("wait"));
