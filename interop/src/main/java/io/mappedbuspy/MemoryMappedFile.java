@@ -141,12 +141,6 @@ public final class MemoryMappedFile extends MappedAtomics implements AutoCloseab
         this.created = made;
     }
 
-    // The channel this mapping was opened through: its own open file description (WritersFile holds and probes
-    // liveness bytes through it); null once closed.
-    FileChannel channel() {
-        return channel;
-    }
-
     // The address of byte 0 of a mapping of one window (the wake file's, for its JNI calls), and the buffers that
     // keep it mapped: whoever uses the address holds them (close() leaves the unmapping to the collector).
     long baseAddress() {
@@ -329,7 +323,7 @@ public final class MemoryMappedFile extends MappedAtomics implements AutoCloseab
 
     /**
      * The channel this instance opened (its own open file description: what {@link Liveness} holds and probes
-     * through), or null once closed.
+     * through: the wake file, the registry, WritersFile), or null once closed.
      */
     FileChannel channel() {
         return channel;

@@ -569,7 +569,7 @@ public final class ConsumersTest {
      */
     @Test
     public void unreadableRegistryFailsTheWritersOpenAndEveryRoll() throws Exception {
-        for (String policy : new String[] {BusMeta.EXPIRE, BusMeta.BLOCK}) {
+        for (OnConsumerLag policy : OnConsumerLag.values()) {
             for (boolean link : new boolean[] {false, true}) {
                 String dir = tmp.resolve("bad-" + policy + "-" + link).toString();
                 new RollingBusWriter(dir, SEG, REC).setRetention(1, 0, 0).setMaxConsumerLag(2)
