@@ -51,23 +51,27 @@ NATIVE = {
 DEBUG = os.environ.get("MAPPEDBUS_DEBUG") == "1"   # annotate, linetrace, bounds checks
 
 # Extension module -> its .pyx: the compiled core in mappedbus_py/_core/, the rolling bus's
-# per-record base classes beside the rolling package that subclasses them.
+# per-record base classes beside the rolling package that subclasses them, the work groups'
+# claim loop in their subpackage (its own header beside it, the core's from _core).
 MODULES = {f"mappedbus_py._core.{name}": f"mappedbus_py/_core/{name}.pyx"
            for name in ["_mapping", "_message", "_record", "_liveness", "_wake", "_wakefd",
-                        "_consumers", "_writer", "_reader"]}
+                        "_consumers", "_writers", "_writer", "_reader"]}
 MODULES["mappedbus_py.rolling._rolling"] = "mappedbus_py/rolling/_rolling.pyx"
+MODULES["mappedbus_py.groups._group"] = "mappedbus_py/groups/_group.pyx"
 
 # Every header and declaration file an extension may include or cimport (a change rebuilds).
 CORE = "mappedbus_py/_core"
 DEPENDS = [f"{CORE}/{name}" for name in [
     "_atomic.h", "_atomic.pxd", "_guard.h", "_guard.pxd", "_wake.h", "_wakefd.h", "_consumers.h",
-    "_consumers_clock.h", "_layout.pxd", "_background.h", "_liveness.h", "_liveness.pxd"]]
+    "_consumers_clock.h", "_layout.pxd", "_background.h", "_liveness.h", "_liveness.pxd",
+    "_watch.h", "_writers.h", "_writers.pxd", "_reader.pxd"]] + [
+    "mappedbus_py/groups/_group.h", "mappedbus_py/groups/_group.pxd"]
 
 extensions = [
     Extension(
         name,
         [source],
-        include_dirs=[CORE],
+        include_dirs=[CORE] + ([os.path.dirname(source)] if "groups" in name else []),
         depends=DEPENDS,
         extra_compile_args=["-O0", "-g"] if DEBUG else ["-O3"],
         define_macros=[("CYTHON_TRACE_NOGIL", "1")] if DEBUG else [],

@@ -16,10 +16,11 @@ from ._core._record import Record
 from ._core._writer import MappedBusWriter
 from .rolling import RollingBusReader, RollingBusWriter
 from .consumers import ConsumerInfo, consumers, remove_consumer
+from . import groups
 from .errors import (BusBackPressureError, BusClosedError, BusFullError, BusGapError,
                      BusLockTimeoutError, BusMismatchError, BusReplacedError,
                      BusTruncatedError, ConsumerInUseError, CorruptBusError, MappedBusError,
-                     RecordsRolledBackError, UnsafeBusFileError)
+                     RecordsRolledBackError, UnsafeBusFileError, WriterStalledError)
 from .messages import (Field, Message, PriceUpdate, Token, Trade, fixed_bytes, float32,
                        float64, int8, int16, int32, int64, uint8, uint16, uint32, uint64)
 
@@ -34,4 +35,6 @@ __all__ = (
     "BusMismatchError", "UnsafeBusFileError", "BusLockTimeoutError", "BusTruncatedError",
     "BusReplacedError", "BusGapError", "RecordsRolledBackError",
     "consumers", "remove_consumer", "ConsumerInfo", "ConsumerInUseError", "BusBackPressureError",
+    "groups",
+    "WriterStalledError",
 )

@@ -3,20 +3,22 @@
 
 The wait registers the reader's file descriptor (``reader.fileno()``) with the event loop
 (``loop.add_reader``) and ``arm()``s it: the descriptor becomes readable when a writer
-wakes the bus's parked readers, or when the reader's own look (every ``park`` seconds,
-backing off to ``park_max`` while nothing comes) finds a record whose writer woke nobody.
-The loop sleeps in the kernel meanwhile: no polling on the loop, no thread of the loop's.
-Every ``CHECK_INTERVAL`` seconds the wait also polls once itself, so a stalled writer's
-slot is timed out and rolled back, and a truncated or replaced file raises, as in the
-blocking ``wait()``. A reader without a wake file (``idle="busy_spin"``, or a directory it
-may not write) is polled with backoff from ``MIN_POLL_INTERVAL`` to ``MAX_POLL_INTERVAL``.
+wakes the bus's parked readers, or when the reader's self-look bound passes (``park``
+seconds, backing off to ``park_max`` while nothing comes: records whose writer woke nobody).
+Where the kernel runs FUTEX_WAIT in an io_uring (Linux 6.7+) the descriptor is that ring and
+the writer's wake wakes the loop directly; elsewhere a thread of the reader's process relays
+it through an eventfd (docs/waiting.md). Every ``CHECK_INTERVAL`` seconds the wait also polls
+once itself (``arm(within=...)``: the descriptor fires by then, no timer of the loop's), so a
+stalled writer's slot is timed out and rolled back, and a truncated or replaced file raises,
+as in the blocking ``wait()``. A reader without a wake file
+(``idle="busy_spin"``, or a directory it may not write) is polled with backoff from
+``MIN_POLL_INTERVAL`` to ``MAX_POLL_INTERVAL``.
 
 Any event loop can do the same with ``fileno()``, ``arm()``, ``read(0)`` and ``disarm()``:
-see the README's "Waiting for records".
+see docs/waiting.md.
 """
 import asyncio
 import math
-import os
 from typing import AsyncIterator, Optional, Protocol
 
 from ._core._record import Record
@@ -26,7 +28,7 @@ from ._core._checks import check_timeout as _check_timeout
 class _Reader(Protocol):
     def read(self, timeout: Optional[float] = ...) -> Optional[Record]: ...
     def fileno(self) -> int: ...
-    def arm(self) -> bool: ...
+    def arm(self, within: Optional[float] = ...) -> bool: ...
     def disarm(self) -> None: ...
 
 __all__ = ("read_async", "records_async", "CHECK_INTERVAL", "MIN_POLL_INTERVAL",
@@ -64,10 +66,9 @@ async def read_async(reader: _Reader, timeout: Optional[float] = None) -> Option
     waiting: "list[asyncio.Future[None]]" = []
 
     def readable() -> None:
-        try:
-            os.read(fd, 8)        # the eventfd's count: readable again only when it fires
-        except BlockingIOError:
-            pass
+        # A wake, the self-look's bound or ``within``: take the readiness (the loop would
+        # call us again before the task runs) and let the task look.
+        reader.disarm()
         if waiting:
             _wakeup(waiting[0])
 
@@ -79,21 +80,20 @@ async def read_async(reader: _Reader, timeout: Optional[float] = None) -> Option
                 wait = min(wait, deadline - loop.time())
                 if wait <= 0:
                     return None
-            if reader.arm():
+            # The descriptor fires within ``wait`` by itself: no timer of the loop's.
+            if reader.arm(wait):
                 fut: "asyncio.Future[None]" = loop.create_future()
                 waiting[:] = [fut]
-                timer = loop.call_later(wait, _wakeup, fut)
                 try:
                     await fut
                 finally:
-                    timer.cancel()
                     waiting.clear()
-                    reader.disarm()
             rec = reader.read(0)
             if rec is not None:
                 return rec
     finally:
         loop.remove_reader(fd)
+        reader.disarm()
 
 
 async def _poll(reader: _Reader, loop: asyncio.AbstractEventLoop,

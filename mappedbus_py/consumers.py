@@ -12,7 +12,8 @@ import os
 import stat
 from typing import List, NamedTuple, Optional
 
-from ._core._consumers import ConsumerRegistry, holder_alive
+from ._core._consumers import ConsumerRegistry
+from ._core._liveness import Liveness
 from .formats.busmeta import meta_path, read_meta
 from .formats.files import open_file
 from .formats.layout import CONSUMERS_FILE, CONSUMERS_SUFFIX, CONSUMER_FLAG_EXPIRED, slot_size
@@ -27,8 +28,9 @@ class ConsumerInfo(NamedTuple):
 
     ``name``; ``position`` (where it goes on reading: the slot after the last record it
     committed); ``lag`` (record slots from there to the bus's end now; None when the bus
-    has no metadata to size records by); ``alive`` (a live process holds the name now);
-    ``pid`` (that process, 0 if none); ``committed_at`` and ``created_at`` (Unix seconds);
+    has no metadata to size records by); ``alive`` (a live process holds the name now, in
+    any pid namespace: the kernel's lock on the entry, never its pid); ``pid`` (that
+    process, as its own pid namespace numbers it; 0 if none); ``committed_at`` and ``created_at`` (Unix seconds);
     ``expired`` (a rolling bus's retention stopped holding segments for it: it lagged more
     than ``max_consumer_lag``); ``bus_id`` (the bus it was registered for; another id than
     the bus's own means the bus was recreated since, and the entry starts anew when opened).
@@ -107,10 +109,10 @@ def consumers(path, *, allow_foreign=False) -> List[ConsumerInfo]:
     out = []
     for e, lag in zip(entries, lags):
         stale = bus_id is not None and e["bus_id"] != bus_id
+        alive = e["holder"] is Liveness.ALIVE
         out.append(ConsumerInfo(
             name=e["name"], position=e["position"], lag=None if stale else lag,
-            alive=e["pid"] != 0 and holder_alive(e["pid"], e["start"]),
-            pid=e["pid"], committed_at=e["committed_ns"] / 1e9,
+            alive=alive, pid=e["pid"] if alive else 0, committed_at=e["committed_ns"] / 1e9,
             expired=bool(e["flags"] & CONSUMER_FLAG_EXPIRED),
             created_at=e["created_ns"] / 1e9, bus_id=e["bus_id"]))
     return out

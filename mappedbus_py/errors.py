@@ -8,7 +8,7 @@ from typing import List, Optional
 __all__ = ("MappedBusError", "BusFullError", "CorruptBusError", "BusClosedError",
            "BusMismatchError", "UnsafeBusFileError", "BusLockTimeoutError",
            "BusTruncatedError", "BusReplacedError", "BusGapError", "RecordsRolledBackError",
-           "ConsumerInUseError", "BusBackPressureError")
+           "ConsumerInUseError", "BusBackPressureError", "WriterStalledError")
 
 
 class MappedBusError(Exception):
@@ -109,3 +109,16 @@ class BusBackPressureError(MappedBusError, TimeoutError):
         self.consumer = consumer
         self.position = position
         self.lag = lag
+
+
+class WriterStalledError(MappedBusError, TimeoutError):
+    """A reader waited its ``stall_limit`` for a record whose writer is alive (it holds its
+    slot in the bus's writers file) but has not committed it: a stopped or overloaded
+    process. Nothing is rolled back: reading again waits on. ``pid`` is the writer's pid as
+    it recorded it (for people: in another pid namespace it names another process there),
+    ``position`` the record's position."""
+
+    def __init__(self, message: str, pid: int, position: int) -> None:
+        super().__init__(message)
+        self.pid = pid
+        self.position = position

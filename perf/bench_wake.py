@@ -33,8 +33,8 @@ of all counted messages of all rounds together.
 
 Reader CPU is the reader process's CPU time over the wall time from its receipt of the first
 counted message to the last, in % of one core: utime + stime of every thread of the process
-(Python: time.process_time_ns, which counts asyncio's eventfd relay thread and pyzmq's I/O
-thread too; Java: the on-CPU nanoseconds of every thread of the JVM from
+(Python: time.process_time_ns, which counts the reader's wake-up relay thread where it has
+one, and pyzmq's I/O thread too; Java: the on-CPU nanoseconds of every thread of the JVM from
 /proc/self/task/*/schedstat, so the JIT compilers, GC and other JVM background threads count;
 /proc/PID/stat's ticks, 10 ms, are too coarse for 1 % of half a second). Nothing is subtracted.
 The pipe floor's CPU is the price of one kernel wake-up a message in a Python loop: on this VM a

@@ -40,7 +40,7 @@ if [ ! -f "$stamp" ]; then
     echo "setup: installing dependencies (pyspark is large: about a minute)" >&2
     python -m pip install -q --upgrade pip
     # The build tools too, so the in-place rebuild below works inside .venv.
-    python -m pip install -q "cython>=3.0.10,<3.3" "setuptools>=64"
+    python -m pip install -q "cython>=3.0.10,<3.3" "setuptools>=77"
     python -m pip install -q -e ".[test,metrics,jvm,spark,perf,docs,dist]"
     touch "$stamp"
 fi

@@ -12,6 +12,8 @@ PUBLIC = {
     "BusReplacedError", "BusGapError", "RecordsRolledBackError",
     "RollingBusWriter", "RollingBusReader",
     "consumers", "remove_consumer", "ConsumerInfo", "ConsumerInUseError", "BusBackPressureError",
+    "groups",
+    "WriterStalledError",
 }
 
 

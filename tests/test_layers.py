@@ -19,6 +19,8 @@ circle:
 - ``rolling/``: the rolling bus: its parts (directory protocol, retention and consumer holds,
   options, the roller, the per-record Cython bases), then the writer and the reader over them;
 - ``consumers``: the named consumers of a bus, single-file or rolling;
+- ``groups/``: the work groups (each record to one member, acked), over the core's reader and
+  the rolling bus (``RollingBusReader(group=...)`` reaches it through the hook it sets);
 - ``tools/``: the ``mappedbus`` command and what it shows, which nothing of the library imports;
 - ``jvm``, ``spark``: the integrations; then the package's face, ``__init__`` and ``__main__``.
 
@@ -98,6 +100,7 @@ LAYERS = [
                        "rolling.roller", "rolling._rolling"]),
     ("rolling bus", ["rolling.*"]),                 # its writer and reader, the package
     ("consumers", ["consumers"]),
+    ("groups", ["groups.*"]),
     ("tools", ["tools.*"]),
     ("integrations", ["jvm", "spark"]),
     ("face", ["__init__", "__main__"]),
@@ -278,7 +281,8 @@ def test_the_checks_find_a_circle_and_an_upward_import():
 
 
 def test_the_top_level_holds_only_what_users_import():
-    top = {m for m in _modules() if "." not in m} - {"_core", "formats", "rolling", "tools"}
+    top = {m for m in _modules() if "." not in m} - {"_core", "formats", "rolling", "groups",
+                                                             "tools"}
     assert top == TOP_LEVEL
 
 
@@ -327,6 +331,6 @@ def test_the_tests_mirror_the_layout():
     # Test modules sit in the folder of what they test; their helpers in tests/support.
     folders = {p.parent.relative_to(ROOT / "tests").as_posix()
                for p in (ROOT / "tests").rglob("test_*.py")}
-    assert folders == {".", "core", "formats", "rolling", "consumers", "tools", "jvm", "spark",
-                       "reliability"}, folders
+    assert folders == {".", "core", "formats", "rolling", "consumers", "groups", "tools", "jvm",
+                       "spark", "reliability"}, folders
     assert not list((ROOT / "tests" / "support").glob("test_*.py"))

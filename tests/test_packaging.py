@@ -341,4 +341,8 @@ def test_api_reference_builds_without_warnings_and_documents_the_cython_classes(
         assert f'id="{anchor}"' in api, anchor
     assert "record_size" in api
     assert 'id="mappedbus_py.jvm.jar_paths"' in (out / "jvm.html").read_text()
-    assert (out / "files-and-rolling.html").is_file()
+    # Every guide the README links to is built.
+    for guide in ("python", "waiting", "rolling", "consumers", "safety", "containers", "jvm", "spark",
+                  "cli", "samples", "performance", "file-formats", "development"):
+        assert (out / f"{guide}.html").is_file(), guide
+        assert f"docs/{guide}.md" in (ROOT / "README.md").read_text()

@@ -177,3 +177,19 @@ def test_segment_memory_reports_every_step_and_leaves_no_file(tmp_path):
     assert segment_memory.per_segment(cost, 4) >= segment_memory.per_segment(cost, 1)
     assert segment_memory.share(cost, 1, "other_populate_read", 1e6, 20, 1 << 20, 2) == \
         pytest.approx(1e6 * 20 / (1 << 20) * segment_memory.per_segment(cost, 1) / 1e3 / 2)
+
+
+def test_asyncio_bench_quick_run_compares_the_bus_with_asyncios_floor(tmp_path):
+    # perf/bench_asyncio.py (issue 33): the pipe floor, the ring and the relay thread in one run.
+    out = tmp_path / "asyncio.json"
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "perf", "bench_asyncio.py"),
+                           "--rounds", "1", "--n", "60", "--json", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    figures = json.loads(out.read_text())["figures"]
+    assert set(figures) == {"pipe_async", "ring", "thread"}
+    for name, f in figures.items():
+        assert f["messages"] == 60 - 6, name
+        assert all(math.isfinite(f[k]) and f[k] > 0 for k in ("p50_us", "p99_us", "cpu_pct"))
+    assert "| bus, read_async(), fileno() an io_uring |" in proc.stdout
+    assert "target p50 <= 1.5 x floor:" in proc.stdout

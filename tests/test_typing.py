@@ -1,5 +1,5 @@
-"""Type information: the stubs cover the Cython modules, mypy --strict passes on the README's
-examples and on samples/, and inspect.signature works on the classes."""
+"""Type information: the stubs cover the Cython modules, mypy --strict passes on the Python
+examples of the README and the guides (docs/) and on samples/, and inspect.signature works on the classes."""
 import ast
 import inspect
 import pathlib
@@ -28,8 +28,10 @@ def _mypy(*paths, cwd=ROOT):
 
 
 def readme_examples():
-    text = (ROOT / "README.md").read_text()
-    return re.findall(r"^ *```python\n(.*?)^ *```", text, re.S | re.M)
+    """The ```python blocks of the README and of the guides under docs/, where its examples went."""
+    docs = [ROOT / "README.md"] + sorted((ROOT / "docs").glob("**/*.md"))
+    return [block for doc in docs
+            for block in re.findall(r"^ *```python\n(.*?)^ *```", doc.read_text(), re.S | re.M)]
 
 
 def test_readme_examples_pass_mypy_strict(tmp_path):

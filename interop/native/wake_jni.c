@@ -11,7 +11,7 @@
  * the JVM's safepoints and garbage collections go on while a reader sleeps in it.
  */
 #include <stdint.h>
-#include <stdlib.h>     /* strtoll, used by _wake.h */
+#include <stdlib.h>
 
 #if defined(__has_include)
 #if __has_include(<jni.h>)
@@ -50,17 +50,6 @@ JNIEXPORT jint JNICALL Java_io_mappedbuspy_WakeFile_nFutexWake(JNIEnv *env, jcla
     long n = syscall(SYS_futex, (uint32_t *)(BASE(w) + WAKE_SEQ_OFFSET), FUTEX_WAKE, INT_MAX,
                      NULL, NULL, 0);
     return n < 0 ? 0 : (jint)n;
-}
-
-/* 1 if there is no process pid (kill(pid, 0) fails with ESRCH), wake_alive's first test. */
-JNIEXPORT jint JNICALL Java_io_mappedbuspy_WakeFile_nNoSuchProcess(JNIEnv *env, jclass cls, jint pid) {
-    (void)env; (void)cls;
-    return kill(pid, 0) != 0 && errno == ESRCH;
-}
-
-JNIEXPORT jlong JNICALL Java_io_mappedbuspy_WakeFile_nProcStart(JNIEnv *env, jclass cls, jint pid) {
-    (void)env; (void)cls;
-    return wake_proc_start(pid);
 }
 
 /* posix_fallocate of bytes [from, from + len) of the file open as fd (DiskSpace.preallocate: Java has no

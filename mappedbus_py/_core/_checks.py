@@ -10,12 +10,14 @@ from ..errors import CorruptBusError
 from ..formats.busmeta import meta_path, read_meta
 from ..formats.layout import FIRST_RECORD_OFFSET, HEADER_SIZE, MAX_RECORD_SIZE, MIN_ROLLBACK_TIMEOUT_MS
 
-__all__ = ("check_timeout", "check_idle", "check_rollback_timeout", "check_start",
+__all__ = ("check_timeout", "check_idle", "check_rollback_timeout", "check_stall_limit", "check_start",
            "check_position", "as_size", "check_sizes", "check_path", "resolve_sizes", "check_limit",
            "IDLE_STRATEGIES")
 
 #: The idle strategies a reader's wait can use (Aeron's names: busy spin, backoff, park).
 IDLE_STRATEGIES = ("busy_spin", "spin_park", "park")
+# The longest wait a reader's clock holds (int64 nanoseconds), in seconds.
+_MAX_WAIT_S = 2.0**62 / 1e9
 
 
 
@@ -55,6 +57,15 @@ def check_rollback_timeout(seconds, what="timeout", given=None):
             f"{given or f'{seconds!r} seconds'} "
             f"(a read call's timeout=0, 'do not wait', is an argument of read/wait/records)")
     return int(min(seconds * 1e9, 2.0**62))
+
+
+def check_stall_limit(seconds):
+    """``stall_limit``: None, or a positive number of seconds."""
+    if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float))
+                                or not 0 < seconds < _MAX_WAIT_S):
+        raise ValueError(f"stall_limit is how long to wait for a live writer's record, in "
+                         f"seconds (None: no limit); got {seconds!r}")
+    return seconds
 
 
 def check_start(start):

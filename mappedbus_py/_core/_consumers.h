@@ -5,14 +5,20 @@
  *
  * Two kinds of change:
  *  - structural (an entry made or removed, its holder claimed or released, expired): under
- *    the file's lock word, a compare-and-swap spinlock whose holder (pid and start time) is
- *    replaced by the next locker once it is gone, so a SIGKILL inside never wedges it. These
- *    are rare (a reader opening or closing, a writer's retention).
+ *    the file's lock, an OFD lock on the lock word's first byte (_liveness.h) taken without
+ *    blocking and retried for a bounded time; the kernel drops it when its holder dies (a
+ *    SIGKILL inside, a zombie), so nothing wedges it. The word shows the holder's pid, for
+ *    people only. These are rare (a reader opening or closing, a writer's retention).
  *  - a commit: the holder's one atomic 8-byte store of the position (then the time), no
  *    lock. A SIGKILL at any instruction leaves the old or the new position.
  * Readers of the registry (consumers(), retention) take no lock: an entry's generation is
  * odd while it is in use and moves on every make and remove, so name, bus id and creation
  * time read between two equal odd generations belong together.
+ *
+ * An entry's holder (the reader that opened the name) holds the entry's liveness byte, its
+ * first, by an OFD lock through a descriptor of its own (_liveness.h): alive while it is
+ * locked, in any pid namespace; a dead holder's lock is gone, so its name can be taken at
+ * once. The pid in the entry is for people only.
  */
 #ifndef MAPPEDBUS_CONSUMERS_H
 #define MAPPEDBUS_CONSUMERS_H
@@ -23,23 +29,27 @@
 #include <pthread.h>
 
 #include "_atomic.h"
-#include "_wake.h"      /* wake_alive, wake_proc_start: the same liveness rule */
+#include "_liveness.h"
+#include "_wake.h"      /* wake_now_ns */
 
 #define CONSUMERS_UNUSED __attribute__((unused))
 
 #define CONSUMERS_FILE_SIZE 32768
 #define CONSUMERS_MAGIC 0x314E4F435355424DLL     /* "MBUSCON1" little-endian */
-#define CONSUMERS_VERSION 1
+#define CONSUMERS_VERSION 2                      /* 2: holders and lock by OFD locks (1: by pid) */
 #define CONSUMERS_MAGIC_OFFSET 0                 /* int64 */
 #define CONSUMERS_VERSION_OFFSET 8               /* int32 */
-#define CONSUMERS_LOCK_OFFSET 64                 /* int64: 0, or pid | (start & 0xFFFFFFFF) << 32 */
+#define CONSUMERS_OPEN_LOCK_OFFSET 16            /* the byte openers lock (POSIX) while they
+                                                    create and size the file */
+#define CONSUMERS_LOCK_OFFSET 64                 /* int64: the lock holder's pid (for people);
+                                                    its first byte is the lock */
 #define CONSUMERS_ENTRIES_OFFSET 128
 #define CONSUMER_ENTRY_SIZE 128
 #define CONSUMER_ENTRY_COUNT 255                 /* (32768 - 128) / 128 */
 #define CONSUMER_GEN_OFFSET 0                    /* int32: odd = in use */
 #define CONSUMER_FLAGS_OFFSET 4                  /* int32: CONSUMER_FLAG_* */
-#define CONSUMER_PID_OFFSET 8                    /* int32: the live holder, 0 = none */
-#define CONSUMER_START_OFFSET 16                 /* int64: the holder's start time (ticks) */
+#define CONSUMER_PID_OFFSET 8                    /* int32: the holder's pid, for people */
+#define CONSUMER_START_OFFSET 16                 /* int64: when the holder took it (Unix ns) */
 #define CONSUMER_POSITION_OFFSET 24              /* int64: the committed position */
 #define CONSUMER_COMMITTED_NS_OFFSET 32          /* int64: Unix ns of the last commit */
 #define CONSUMER_CREATED_NS_OFFSET 40            /* int64: Unix ns the entry was made */
@@ -63,49 +73,32 @@ CONSUMERS_UNUSED static int consumers_init(char *c) {
     return 0;
 }
 
-static inline int64_t consumers_lock_word(int pid, int64_t start) {
-    return (int64_t)(uint32_t)pid | (int64_t)((uint64_t)(start & 0xFFFFFFFFLL) << 32);
+/* The liveness byte of entry i (its first). */
+static inline int64_t consumer_entry_byte(int i) {
+    return CONSUMERS_ENTRIES_OFFSET + (int64_t)i * CONSUMER_ENTRY_SIZE;
 }
 
-/* Whether the holder a lock word names is still there (its pid alive with the same start). */
-static inline int consumers_word_alive(int64_t word) {
-    int pid = (int)(uint32_t)(word & 0xFFFFFFFFLL);
-    int64_t start32 = (int64_t)((uint64_t)word >> 32);
-    if (pid <= 0) return 0;
-    if (kill(pid, 0) != 0 && errno == ESRCH) return 0;
-    int64_t now = wake_proc_start(pid);
-    if (now >= 0 && (now & 0xFFFFFFFFLL) != start32) return 0;   /* the pid was reused */
-    return 1;
-}
-
-/* Take the lock for ``word`` (consumers_lock_word of this process), waiting at most
- * timeout_ns; a holder that is gone is replaced. 0 once held, else the pid holding it. */
-CONSUMERS_UNUSED static int consumers_lock(char *c, int64_t word, int64_t timeout_ns) {
+/* Take the file's lock through description ``fd``, retrying without blocking for at most
+ * timeout_ns (a holder that dies lets go at once). 0 once held, 1 if a live holder kept it
+ * that long, LIVE_ERROR if no lock can be taken. The word then shows ``pid``. */
+CONSUMERS_UNUSED static int consumers_lock(char *c, int fd, int pid, int64_t timeout_ns) {
     int64_t deadline = wake_now_ns() + timeout_ns;
-    int64_t seen = 0, seen_since = 0;
     struct timespec pause = {0, 20000};
     for (;;) {
-        int64_t cur = load_acquire_i64(c + CONSUMERS_LOCK_OFFSET);
-        if (cur == 0) {
-            if (cas_i64(c + CONSUMERS_LOCK_OFFSET, 0, word) == 0) return 0;
-            continue;
+        int r = live_hold(fd, CONSUMERS_LOCK_OFFSET);
+        if (r == LIVE_TAKEN) {
+            store_release_i64(c + CONSUMERS_LOCK_OFFSET, (int64_t)(uint32_t)pid);
+            return 0;
         }
-        /* Ask about a holder only once it has held the lock a while: the checks read /proc. */
-        int64_t now = wake_now_ns();
-        if (cur != seen) {
-            seen = cur;
-            seen_since = now;
-        } else if (now - seen_since > 1000000 && !consumers_word_alive(cur)) {
-            if (cas_i64(c + CONSUMERS_LOCK_OFFSET, cur, word) == cur) return 0;
-            continue;
-        }
-        if (now >= deadline) return (int)(uint32_t)(cur & 0xFFFFFFFFLL);
+        if (r != LIVE_BUSY) return LIVE_ERROR;
+        if (wake_now_ns() >= deadline) return 1;
         nanosleep(&pause, NULL);
     }
 }
 
-CONSUMERS_UNUSED static void consumers_unlock(char *c, int64_t word) {
-    cas_i64(c + CONSUMERS_LOCK_OFFSET, word, 0);
+CONSUMERS_UNUSED static void consumers_unlock(char *c, int fd) {
+    store_release_i64(c + CONSUMERS_LOCK_OFFSET, 0);
+    live_release(fd, CONSUMERS_LOCK_OFFSET);
 }
 
 static inline int consumer_in_use(char *e) {
@@ -125,15 +118,17 @@ CONSUMERS_UNUSED static int consumers_find(char *c, const char *name, int len) {
 }
 
 /* Under the lock: make an entry (holder none, not expired) at ``position``; its index, or
- * -1 if every entry is in use. The fields are written while the generation is even (the
- * entry is free: nobody reads them), then the generation is published odd. */
-CONSUMERS_UNUSED static int consumers_make(char *c, const char *name, int len,
+ * -1 if every entry is in use. An entry whose liveness byte is still held (a holder of a
+ * name removed by force) is skipped. The fields are written while the generation is even
+ * (the entry is free: nobody reads them), then the generation is published odd. */
+CONSUMERS_UNUSED static int consumers_make(char *c, int fd, const char *name, int len,
                                            const char *bus_id, int64_t position,
                                            int64_t now_ns) {
     for (int i = 0; i < CONSUMER_ENTRY_COUNT; i++) {
         char *e = consumer_entry(c, i);
         int32_t gen = load_acquire_i32(e + CONSUMER_GEN_OFFSET);
         if (gen & 1) continue;
+        if (live_probe(fd, consumer_entry_byte(i)) == LIVE_ALIVE) continue;
         store_release_i32(e + CONSUMER_FLAGS_OFFSET, 0);
         store_release_i32(e + CONSUMER_PID_OFFSET, 0);
         store_release_i64(e + CONSUMER_START_OFFSET, 0);
@@ -160,33 +155,31 @@ CONSUMERS_UNUSED static void consumers_remove(char *c, int i) {
     memset(e + CONSUMER_BUS_ID_OFFSET, 0, CONSUMER_BUS_ID_SIZE + CONSUMER_NAME_MAX);
 }
 
-/* Under the lock: the live holder of entry i other than (pid, start), or 0 when there is
- * none (a holder that is gone is forgotten). */
-CONSUMERS_UNUSED static int consumer_other_holder(char *c, int i, int pid, int64_t start) {
+/* Under the lock: take entry i for the holder of description ``fd``: LIVE_TAKEN (the entry
+ * shows ``pid`` now), LIVE_BUSY if another description (a live holder) has it, or
+ * LIVE_ERROR. Taking it again through the same description says LIVE_TAKEN: the caller
+ * keeps its own holds apart (one description per holder). */
+CONSUMERS_UNUSED static int consumer_claim(char *c, int fd, int i, int pid, int64_t now_ns) {
+    int r = live_hold(fd, consumer_entry_byte(i));
+    if (r != LIVE_TAKEN) return r;
     char *e = consumer_entry(c, i);
-    int32_t holder = load_acquire_i32(e + CONSUMER_PID_OFFSET);
-    if (holder == 0) return 0;
-    int64_t hstart = load_acquire_i64(e + CONSUMER_START_OFFSET);
-    if (holder == pid && hstart == start) return 0;
-    if (holder > 0 && wake_alive(holder, hstart)) return holder;
-    return 0;
-}
-
-/* Under the lock, once consumer_other_holder() said 0: entry i is held by (pid, start). The
- * start goes first, so a reader that sees the pid sees its start. */
-CONSUMERS_UNUSED static void consumer_claim(char *c, int i, int pid, int64_t start) {
-    char *e = consumer_entry(c, i);
-    store_release_i64(e + CONSUMER_START_OFFSET, start);
+    store_release_i64(e + CONSUMER_START_OFFSET, now_ns);
     store_release_i32(e + CONSUMER_PID_OFFSET, pid);
+    return r;
 }
 
-/* Under the lock: entry i is held by nobody (if (pid, start) still holds it). */
-CONSUMERS_UNUSED static void consumer_release(char *c, int i, int pid, int64_t start) {
+/* Under the lock: entry i held by nobody (it was held through ``fd``). */
+CONSUMERS_UNUSED static void consumer_release(char *c, int fd, int i) {
     char *e = consumer_entry(c, i);
-    if (load_acquire_i32(e + CONSUMER_PID_OFFSET) != pid
-            || load_acquire_i64(e + CONSUMER_START_OFFSET) != start) return;
     store_release_i32(e + CONSUMER_PID_OFFSET, 0);
     store_release_i64(e + CONSUMER_START_OFFSET, 0);
+    live_release(fd, consumer_entry_byte(i));
+}
+
+/* Whether a description other than ``fd``'s holds entry i: LIVE_ALIVE, LIVE_DEAD or
+ * LIVE_ERROR. */
+static inline int consumer_holder(int fd, int i) {
+    return live_probe(fd, consumer_entry_byte(i));
 }
 
 /* Under the lock: flag entry i expired (a writer's retention). */

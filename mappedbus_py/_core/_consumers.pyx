@@ -1,6 +1,7 @@
 # cython: language_level=3, embedsignature=True
 """The consumer registry beside a bus: named readers' positions (see _consumers.h)."""
 import os
+import threading
 import time
 import warnings
 
@@ -9,13 +10,15 @@ from libc.string cimport memcpy
 
 from ._atomic cimport load_acquire_i32, load_acquire_i64
 from ._mapping cimport MappedFile
-from ._wake cimport wake_proc_start
-from ..errors import (BusLockTimeoutError, BusMismatchError, BusTruncatedError,
-                     ConsumerInUseError, CorruptBusError)
+from ._liveness import LiveFile, Liveness
+from ..errors import (BusLockTimeoutError, BusMismatchError, BusReplacedError,
+                     BusTruncatedError, ConsumerInUseError, CorruptBusError)
+from ..formats.files import open_file
 from ..formats.layout import CONSUMERS_FILE_SIZE as _LAYOUT_SIZE
 
 cdef extern from "_consumers.h" nogil:
     int CONSUMERS_MAGIC_OFFSET, CONSUMERS_VERSION_OFFSET, CONSUMERS_LOCK_OFFSET
+    int CONSUMERS_OPEN_LOCK_OFFSET
     int CONSUMERS_ENTRIES_OFFSET, CONSUMER_ENTRY_SIZE, CONSUMER_ENTRY_COUNT
     int CONSUMER_GEN_OFFSET, CONSUMER_FLAGS_OFFSET, CONSUMER_PID_OFFSET, CONSUMER_START_OFFSET
     int CONSUMER_POSITION_OFFSET, CONSUMER_COMMITTED_NS_OFFSET, CONSUMER_CREATED_NS_OFFSET
@@ -23,20 +26,20 @@ cdef extern from "_consumers.h" nogil:
     int CONSUMER_FLAG_EXPIRED, CONSUMERS_VERSION
     long long CONSUMERS_MAGIC
     int consumers_init(char *c)
-    int64_t consumers_lock_word(int pid, int64_t start)
-    int consumers_lock(char *c, int64_t word, int64_t timeout_ns)
-    void consumers_unlock(char *c, int64_t word)
+    int64_t consumer_entry_byte(int i)
+    int consumers_lock(char *c, int fd, int pid, int64_t timeout_ns)
+    void consumers_unlock(char *c, int fd)
     int consumers_find(char *c, const char *name, int len)
-    int consumers_make(char *c, const char *name, int len, const char *bus_id,
+    int consumers_make(char *c, int fd, const char *name, int len, const char *bus_id,
                        int64_t position, int64_t now_ns)
     void consumers_remove(char *c, int i)
-    int consumer_other_holder(char *c, int i, int pid, int64_t start)
-    void consumer_claim(char *c, int i, int pid, int64_t start)
-    void consumer_release(char *c, int i, int pid, int64_t start)
+    int consumer_claim(char *c, int fd, int i, int pid, int64_t now_ns)
+    void consumer_release(char *c, int fd, int i)
+    int consumer_holder(int fd, int i)
     void consumer_expire(char *c, int i)
 
-cdef extern from "_wake.h" nogil:
-    int wake_alive(int pid, int64_t start)
+cdef extern from "_liveness.h" nogil:
+    int LIVE_TAKEN, LIVE_BUSY, LIVE_ALIVE, LIVE_DEAD, LIVE_ERROR
 
 cdef extern from "_consumers_clock.h" nogil:
     int64_t consumers_clock_now
@@ -49,6 +52,7 @@ C_CONSTANTS = {
     "CONSUMERS_FILE_SIZE": CONSUMERS_FILE_SIZE, "CONSUMERS_MAGIC": CONSUMERS_MAGIC,
     "CONSUMERS_VERSION": CONSUMERS_VERSION, "CONSUMERS_MAGIC_OFFSET": CONSUMERS_MAGIC_OFFSET,
     "CONSUMERS_VERSION_OFFSET": CONSUMERS_VERSION_OFFSET,
+    "CONSUMERS_OPEN_LOCK_OFFSET": CONSUMERS_OPEN_LOCK_OFFSET,
     "CONSUMERS_LOCK_OFFSET": CONSUMERS_LOCK_OFFSET,
     "CONSUMERS_ENTRIES_OFFSET": CONSUMERS_ENTRIES_OFFSET,
     "CONSUMER_ENTRY_SIZE": CONSUMER_ENTRY_SIZE, "CONSUMER_ENTRY_COUNT": CONSUMER_ENTRY_COUNT,
@@ -73,19 +77,15 @@ cdef int _fork_gen = 0
 def _after_fork():
     global _fork_gen
     _fork_gen += 1
+    _HELD.clear()       # the parent's holds stay the parent's (its descriptors keep them)
     consumers_clock_after_fork()
 
 os.register_at_fork(after_in_child=_after_fork)
 
-# Entries held by readers of this process: (st_dev, st_ino, index). Two readers of one
-# process share a pid and start time, so the file cannot tell them apart; this set can.
+# Entries held by readers of this process: (st_dev, st_ino, index). Each registry object
+# holds through a description of its own, so the locks tell readers apart; this set also
+# refuses a second hold through the same object (a lock never conflicts with its own).
 _HELD = set()
-
-
-def holder_alive(int pid, int64_t start):
-    """Whether process ``pid`` with start time ``start`` (clock ticks since boot; 0: not
-    known) is alive: the liveness rule of the wake file and the registry."""
-    return pid > 0 and wake_alive(pid, start) != 0
 
 
 def check_name(name):
@@ -124,12 +124,23 @@ cdef class ConsumerRegistry:
         self.path = os.fspath(path)
         self.base = NULL
         self.lock_timeout = lock_timeout
+        self._live = None
+        self._empty = False
+        self._mutex = threading.Lock()
         if read_only:
             create = False
+            if self._short_and_empty(allow_foreign):
+                self._empty = True      # never sized by its first opener: no entries
+                return
+        elif not create:
+            os.lstat(self.path)         # FileNotFoundError: nothing registered here
         try:
-            self._file = MappedFile(self.path, CONSUMERS_FILE_SIZE, create=create, init=False,
-                                    read_only=read_only, preallocate=create,
-                                    allow_foreign=allow_foreign, mode=mode)
+            # Whoever may write sizes a short file (a first opener killed before it did),
+            # under the exclusive open lock: nobody waits on an empty file.
+            self._file = MappedFile(self.path, CONSUMERS_FILE_SIZE, create=not read_only,
+                                    init=False, read_only=read_only,
+                                    preallocate=not read_only, allow_foreign=allow_foreign,
+                                    mode=mode, lock_offset=CONSUMERS_OPEN_LOCK_OFFSET)
         except BusMismatchError:
             size = os.lstat(self.path).st_size
             if size >= CONSUMERS_FILE_SIZE:
@@ -145,16 +156,54 @@ cdef class ConsumerRegistry:
         else:
             rc = consumers_init(self._file.base)
         if rc != 0:
+            version = load_acquire_i32(self._file.base + CONSUMERS_VERSION_OFFSET)
             self._file.close()
-            why = {-1: "its magic is not a consumer registry's", -2: "its version is unknown"}[rc]
+            why = {-1: "its magic is not a consumer registry's",
+                   -2: f"its version is {version}, this reads {CONSUMERS_VERSION} (an older one "
+                       f"is of a release that told holders by pid)"}[rc]
             raise CorruptBusError(f"{self.path!r} is not a bus consumer registry: {why}")
         self.base = self._file.base
         self._pid = os.getpid()
-        self._start = wake_proc_start(self._pid)
+        try:
+            self._live = self._open_live(read_only)
+        except BaseException:
+            self.close()
+            raise
+
+    def _short_and_empty(self, allow_foreign):
+        # A read-only look at a file shorter than a registry: all zero (its first opener
+        # died before sizing it) is an empty registry, anything else corrupt, at once.
+        fd, st = open_file(self.path, os.O_RDONLY, allow_foreign=allow_foreign)
+        try:
+            if st.st_size >= CONSUMERS_FILE_SIZE:
+                return False
+            data = os.pread(fd, CONSUMERS_FILE_SIZE, 0)
+        finally:
+            os.close(fd)
+        if data.count(0) == len(data):
+            return True
+        raise CorruptBusError(f"{self.path!r} is not a bus consumer registry: {len(data)} "
+                              f"bytes, shorter than its {CONSUMERS_FILE_SIZE}")
+
+    def _open_live(self, bint read_only):
+        # This object's own description of the file: the holds it takes (the lock, the
+        # entries it claims) and its probes of others' (_liveness.h). Opened by path, so
+        # checked to be the mapped file.
+        fd, st = open_file(self.path, os.O_RDONLY if read_only else os.O_RDWR,
+                           allow_foreign=True)
+        if st.st_ino != self._file.st_ino or st.st_dev != self._file.st_dev:
+            os.close(fd)
+            raise BusReplacedError(f"{self.path!r}: the consumer registry was replaced while "
+                                   f"it was opened")
+        return LiveFile(fd)
 
     def close(self):
-        """Unmap. Entries this object claimed are released by their readers first."""
+        """Unmap, and close this object's description (which lets go of whatever it still
+        held). Entries this object claimed are released by their readers first."""
         self.base = NULL
+        if self._live is not None:
+            self._live.close()
+            self._live = None
         if self._file is not None:
             self._file.close()
         self._file = None
@@ -178,28 +227,51 @@ cdef class ConsumerRegistry:
         if self._file.dead:
             raise BusTruncatedError(f"{self.path!r}: the consumer registry was truncated "
                                     f"under its mapping")
-        if self._pid != os.getpid():
+        if self._pid != os.getpid() or self._live is None or self._live.fileno() < 0:
+            # a forked child: its copy of the parent's description was closed at the fork
             self._pid = os.getpid()
-            self._start = wake_proc_start(self._pid)
+            if self._live is not None:
+                self._live.close()
+            self._live = None
+            self._live = self._open_live(self._file.read_only)
         return 0
 
     cdef int _lock(self) except -1:
         self._check()
         if self._file.read_only:
             raise PermissionError(f"{self.path!r}: the consumer registry is open read-only")
-        cdef int64_t word = consumers_lock_word(self._pid, self._start)
+        # Threads sharing this object share its description, which never conflicts with
+        # itself: they take the object's mutex first.
+        if not self._mutex.acquire(timeout=self.lock_timeout):
+            raise BusLockTimeoutError(f"{self.path!r}: another thread kept this consumer "
+                                      f"registry for more than {self.lock_timeout:g} s",
+                                      os.getpid())
         cdef int64_t ns = <int64_t>(self.lock_timeout * 1e9)
-        cdef int holder
+        cdef int fd = self._live.fileno(), pid = self._pid, rc
         with nogil:
-            holder = consumers_lock(self.base, word, ns)
-        if holder != 0:
+            rc = consumers_lock(self.base, fd, pid, ns)
+        if rc != 0:
+            self._mutex.release()
+            if rc == LIVE_ERROR:
+                raise OSError(f"{self.path!r}: no OFD lock can be taken on the consumer "
+                              f"registry (a file system without them?)")
+            holder = load_acquire_i64(self.base + CONSUMERS_LOCK_OFFSET) & 0xFFFFFFFF
             raise BusLockTimeoutError(
-                f"{self.path!r}: process {holder} held the consumer registry's lock for more "
-                f"than {self.lock_timeout:g} s", holder)
+                f"{self.path!r}: a live process (pid {holder} where it runs) held the consumer "
+                f"registry's lock for more than {self.lock_timeout:g} s", holder)
         return 0
 
     cdef void _unlock(self) noexcept:
-        consumers_unlock(self.base, consumers_lock_word(self._pid, self._start))
+        consumers_unlock(self.base, self._live.fileno())
+        self._mutex.release()
+
+    cdef object _holder(self, int i, int32_t pid):
+        # Whether entry i has a live holder (another description than this object's).
+        if pid == 0 or self._live is None:
+            return Liveness.DEAD if pid == 0 else Liveness.UNKNOWN
+        cdef int r = consumer_holder(self._live.fileno(), i)
+        return Liveness.ALIVE if r == LIVE_ALIVE else Liveness.DEAD if r == LIVE_DEAD \
+            else Liveness.UNKNOWN
 
     cdef object _entry_fields(self, int i):
         # One entry read lock-free, or None if it is free: a dict of its fields, taken only
@@ -244,11 +316,15 @@ cdef class ConsumerRegistry:
         bus_id = raw[:CONSUMER_BUS_ID_SIZE]
         return dict(index=i, name=name, position=position, pid=pid, start=start,
                     committed_ns=committed, created_ns=created, flags=flags,
-                    bus_id=None if bus_id == _NO_ID else bus_id.hex())
+                    bus_id=None if bus_id == _NO_ID else bus_id.hex(),
+                    holder=self._holder(i, pid))
 
     def entries(self):
         """Every entry in use, read lock-free: a list of dicts (index, name, position, pid,
-        start, committed_ns, created_ns, flags, bus_id)."""
+        start, committed_ns, created_ns, flags, bus_id, holder). ``holder`` is a Liveness:
+        whether a live process (other than through this object) holds the name."""
+        if self._empty:
+            return []
         self._check()
         out = []
         for i in range(CONSUMER_ENTRY_COUNT):
@@ -266,39 +342,43 @@ cdef class ConsumerRegistry:
         ``(index, position, made, reset)``; ConsumerInUseError if another live holder has it."""
         cdef bytes data = check_name(name)
         cdef bytes bid = bus_id_bytes(bus_id)
-        cdef int i, holder
+        cdef int i, rc, fd
         cdef bint made = False, reset = False
         self._lock()
         try:
+            fd = self._live.fileno()
             i = consumers_find(self.base, data, len(data))
             if i >= 0:
                 have = bytes((consumer_entry(self.base, i) + CONSUMER_BUS_ID_OFFSET)[:16])
                 if have != bid:
-                    holder = consumer_other_holder(self.base, i, self._pid, self._start)
-                    if holder == 0:
-                        consumers_remove(self.base, i)
-                        i = -1
-                        reset = True
-                    else:
+                    if consumer_holder(fd, i) == LIVE_ALIVE:
+                        holder = self._pid_of(i)
                         raise ConsumerInUseError(
                             f"{self.path!r}: consumer {name!r} (of another bus, {have.hex()}) "
                             f"is held by live process {holder}", holder)
+                    consumers_remove(self.base, i)
+                    i = -1
+                    reset = True
             if i < 0:
-                i = consumers_make(self.base, data, len(data), bid, position, time.time_ns())
+                i = consumers_make(self.base, fd, data, len(data), bid, position, time.time_ns())
                 if i < 0:
                     raise OverflowError(f"{self.path!r}: all {CONSUMER_ENTRY_COUNT} consumer "
                                         f"entries are in use (remove_consumer frees one)")
                 made = True
             key = (self._file.st_dev, self._file.st_ino, i)
-            holder = consumer_other_holder(self.base, i, self._pid, self._start)
-            if holder == 0 and key in _HELD:
-                holder = self._pid
-            if holder != 0:
-                who = ("another reader of this process" if holder == self._pid
-                       else f"live process {holder}")
-                raise ConsumerInUseError(f"{self.path!r}: consumer {name!r} is held by {who}; "
-                                         f"one reader at a time may hold a name", holder)
-            consumer_claim(self.base, i, self._pid, self._start)
+            if key in _HELD:
+                raise ConsumerInUseError(f"{self.path!r}: consumer {name!r} is held by another "
+                                         f"reader of this process; one reader at a time may "
+                                         f"hold a name", self._pid)
+            rc = consumer_claim(self.base, fd, i, self._pid, time.time_ns())
+            if rc == LIVE_BUSY:
+                holder = self._pid_of(i)
+                raise ConsumerInUseError(f"{self.path!r}: consumer {name!r} is held by live "
+                                         f"process {holder}; one reader at a time may hold a "
+                                         f"name", holder)
+            if rc != LIVE_TAKEN:
+                raise OSError(f"{self.path!r}: no OFD lock can be taken on the consumer "
+                              f"registry (a file system without them?)")
             _HELD.add(key)
             consumers_clock_hold()
             position = load_acquire_i64(consumer_entry(self.base, i) + CONSUMER_POSITION_OFFSET)
@@ -306,6 +386,11 @@ cdef class ConsumerRegistry:
             self._unlock()
         self._check()
         return i, position, made, reset
+
+    cdef object _pid_of(self, int i):
+        # The pid an entry shows (for people: where its holder runs, maybe another pid
+        # namespace).
+        return load_acquire_i32(consumer_entry(self.base, i) + CONSUMER_PID_OFFSET)
 
     def claim(self, name, bus_id, int64_t position, bus_path):
         """``acquire`` for a reader of the bus at ``bus_path``: warns when the name's entry
@@ -330,30 +415,30 @@ cdef class ConsumerRegistry:
         if key in _HELD:
             _HELD.discard(key)
             consumers_clock_let_go()
-        if self.base == NULL or self._file.dead:
+        if self.base == NULL or self._file.dead or self._live is None:
             return
         if self._pid != os.getpid():
             return      # a forked child: the parent's claim is not ours to release
-        self._lock()
-        try:
-            consumer_release(self.base, i, self._pid, self._start)
-        finally:
-            self._unlock()
+        # No lock needed: the pid is cleared before the byte goes, and nobody else takes
+        # the entry while this description holds it.
+        consumer_release(self.base, self._live.fileno(), i)
 
     def remove(self, name, *, bint force=False):
         """Remove the consumer ``name``: KeyError if there is none, ConsumerInUseError if a
         live process holds it (unless ``force``)."""
         cdef bytes data = check_name(name)
-        cdef int i, holder
+        cdef int i
         self._lock()
         try:
             i = consumers_find(self.base, data, len(data))
             if i < 0:
                 raise KeyError(f"{self.path!r} has no consumer {name!r}")
-            holder = consumer_other_holder(self.base, i, self._pid, self._start)
-            if holder == 0 and (self._file.st_dev, self._file.st_ino, i) in _HELD:
+            holder = None
+            if consumer_holder(self._live.fileno(), i) == LIVE_ALIVE:
+                holder = self._pid_of(i)
+            elif (self._file.st_dev, self._file.st_ino, i) in _HELD:
                 holder = self._pid
-            if holder != 0 and not force:
+            if holder is not None and not force:
                 raise ConsumerInUseError(f"{self.path!r}: consumer {name!r} is held by live "
                                          f"process {holder}: stop it first", holder)
             consumers_remove(self.base, i)

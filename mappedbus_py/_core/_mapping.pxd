@@ -25,8 +25,10 @@ cdef inline void copy_payload(char *dst, const char *src, Py_ssize_t n) noexcept
 
 cdef class MappedFile:
     cdef char *base            # start of the shared mapping; NULL once closed
-    cdef int dead              # set by the SIGBUS guard when the file shrank under us
+    cdef int dead              # 1: the SIGBUS guard found the file shrank under us; the
+                               # writers' watch: WATCH_REPLACED, WATCH_SHRUNK (_watch.h)
     cdef int _guard_slot       # this mapping's entry in the guard's registry, or -1
+    cdef int _watch_slot       # its entry in the writers' watch (_watch.h), or -1
     cdef readonly int64_t mapped_size   # bytes mapped: file_size rounded up to a page
     cdef readonly int64_t file_size     # the logical size that end-of-file checks use
     cdef readonly object path
@@ -40,10 +42,14 @@ cdef class MappedFile:
 
     cpdef close(self)
     cdef _open(self, int64_t record_size, bint create, bint init, int mode, bint preallocate,
-               bint prefault, bint allow_foreign, double lock_timeout, bint segment)
+               bint prefault, bint allow_foreign, double lock_timeout, bint segment,
+               int64_t lock_offset)
     cdef _grow(self, int fd, int64_t size, bint preallocate)
     cdef _map(self, int fd, int64_t size, bint prefault)
     cdef _unmap(self)
+    cdef _watch(self, int64_t record_size, bint segment)
+    cpdef int check_file(self, bint removal_ok=*) except -1
     cdef int raise_dead(self) except -1
     cpdef check_path(self)
     cpdef check_intact(self)
+    cpdef int check_slots(self, int64_t record_size) except -1

@@ -13,19 +13,31 @@ import threading
 import time
 
 from cpython.buffer cimport PyBUF_WRITABLE
-from libc.stdint cimport int64_t
+from libc.stdint cimport int32_t, int64_t
 from posix.mman cimport mmap, munmap, PROT_READ, PROT_WRITE, MAP_SHARED, MAP_FAILED, MAP_POPULATE
 
-from ._atomic cimport load_acquire_i64, cas_i64
+from ._atomic cimport load_acquire_i64, cas_i64, status_load_acquire
 from ._guard cimport guard_install, guard_register, guard_unregister
+
+cdef extern from "_watch.h" nogil:
+    int WATCH_REPLACED
+    int WATCH_SHRUNK
+    int WATCH_INTERVAL_NS
+    int watch_register(const char *path, unsigned long dev, unsigned long ino, int64_t size,
+                       const char *base, int64_t last, int *flag)
+    void watch_unregister(int slot)
 
 from ..formats.busmeta import BusMeta, meta_path, read_meta, write_meta
 from ..errors import (BusLockTimeoutError, BusMismatchError, BusReplacedError,
-                     BusTruncatedError)
+                     BusTruncatedError, CorruptBusError)
 from ..formats.files import open_file
-from ..formats.layout import FIRST_RECORD_OFFSET, PAGE_SIZE
+from ..formats.layout import FIRST_RECORD_OFFSET, HEADER_SIZE, PAGE_SIZE
 
 DEFAULT_LOCK_TIMEOUT = 10.0
+#: Seconds between the writers' watch's looks at their paths (_watch.h): a write that
+#: starts later than this (plus one round of lstat()s) after its file was removed,
+#: replaced or truncated raises.
+WATCH_INTERVAL = WATCH_INTERVAL_NS / 1e9
 
 # POSIX record locks belong to the process, not the descriptor: two threads of one process
 # would both get them, and closing any descriptor of the file drops them. Threads of this
@@ -34,6 +46,8 @@ _THREAD_LOCK = threading.Lock()
 # struct flock on Linux (x86-64, aarch64): l_type, l_whence, l_start, l_len, l_pid.
 _FLOCK = "hhqqi4x"
 _REOPEN_ATTEMPTS = 100
+#: Slots whose statuses a file without metadata has checked at open (check_slots).
+CHECKED_SLOTS = 4096
 
 
 class _NotYet(Exception):
@@ -51,31 +65,35 @@ def check_lock_timeout(timeout):
         raise ValueError(f"lock_timeout must be a non-negative number of seconds, got {timeout!r}")
 
 
-def _lock_holder(fd, exclusive):
+def _lock_holder(fd, exclusive, start=0, length=0):
     """The pid of a process holding a lock that conflicts with ours, or None."""
     want = fcntl.F_WRLCK if exclusive else fcntl.F_RDLCK
     try:
-        res = fcntl.fcntl(fd, fcntl.F_GETLK, struct.pack(_FLOCK, want, os.SEEK_SET, 0, 0, 0))
+        res = fcntl.fcntl(fd, fcntl.F_GETLK, struct.pack(_FLOCK, want, os.SEEK_SET, start,
+                                                         length, 0))
     except OSError:
         return None
     l_type, _, _, _, pid = struct.unpack(_FLOCK, res)
     return pid if l_type != fcntl.F_UNLCK and pid > 0 else None
 
 
-def _lock(fd, exclusive, double timeout, path):
-    """Take the open lock, polling until ``timeout`` seconds have passed."""
+def _lock(fd, exclusive, double timeout, path, int64_t lock_offset=-1):
+    """Take the open lock, polling until ``timeout`` seconds have passed: the whole file, or
+    with ``lock_offset`` >= 0 the one byte there (a side file whose other bytes carry
+    liveness locks, which a whole-file lock would wait on)."""
     kind = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
+    start, length = (0, 0) if lock_offset < 0 else (int(lock_offset), 1)
     deadline = time.monotonic() + timeout
     delay = 0.0005
     while True:
         try:
-            fcntl.lockf(fd, kind | fcntl.LOCK_NB)
+            fcntl.lockf(fd, kind | fcntl.LOCK_NB, length, start)
             return
         except OSError as e:
             if e.errno not in (errno.EACCES, errno.EAGAIN):
                 raise OSError(e.errno, f"cannot lock the bus file: {e.strerror}", path) from None
         if time.monotonic() >= deadline:
-            pid = _lock_holder(fd, exclusive)
+            pid = _lock_holder(fd, exclusive, start, length)
             who = f"process {pid}" if pid is not None else "another process"
             raise BusLockTimeoutError(
                 f"{path!r}: {who} held the bus file's open lock for more than {timeout:g} s "
@@ -122,15 +140,22 @@ cdef class MappedFile:
     initialising writer); ``init`` sets the limit 0 -> 8 under the lock. ``segment`` (a
     rolling bus's segment): the file must exist, is never grown, has no metadata file.
     Whatever a failed open created, it removes. ``prefault`` maps every page at open.
+    ``lock_offset`` >= 0 takes the open lock on that one byte instead of the whole file (the
+    side files whose slots carry OFD liveness locks: a whole-file lock would wait on them).
+    ``watch`` (writers): the writers' watch (_watch.h) looks at the path every
+    ``WATCH_INTERVAL`` seconds and marks the mapping dead once the path names no file or
+    another one, or the file is shorter than the mapping; ``raise_dead`` then says which.
     """
 
     def __cinit__(self, path, int64_t file_size, *, bint read_only=False, mode=0o600,
                   bint preallocate=True, bint prefault=False, create=None,
                   int64_t record_size=0, bint init=False, bint allow_foreign=False,
-                  lock_timeout=DEFAULT_LOCK_TIMEOUT, bint segment=False):
+                  lock_timeout=DEFAULT_LOCK_TIMEOUT, bint segment=False,
+                  int64_t lock_offset=-1, bint watch=False):
         self.base = NULL
         self.dead = 0
         self._guard_slot = -1
+        self._watch_slot = -1
         self.path = os.fspath(path)
         self.file_size = file_size
         self.read_only = read_only
@@ -153,7 +178,9 @@ cdef class MappedFile:
                     f"more than {lock_timeout:g} s", os.getpid())
             try:
                 self._open(record_size, create, init, mode, preallocate, prefault,
-                           allow_foreign, lock_timeout, segment)
+                           allow_foreign, lock_timeout, segment, lock_offset)
+                if watch:
+                    self._watch(record_size, segment)
                 return
             except _NotYet:
                 pass
@@ -172,7 +199,8 @@ cdef class MappedFile:
             time.sleep(0.001)
 
     cdef _open(self, int64_t record_size, bint create, bint init, int mode, bint preallocate,
-               bint prefault, bint allow_foreign, double lock_timeout, bint segment):
+               bint prefault, bint allow_foreign, double lock_timeout, bint segment,
+               int64_t lock_offset):
         path = self.path
         cdef int64_t size = self.mapped_size
         cdef bint created, meta_written
@@ -196,7 +224,7 @@ cdef class MappedFile:
                     continue    # another process created it first: open theirs
                 created = True
             try:
-                _lock(fd, create, lock_timeout, path)
+                _lock(fd, create, lock_timeout, path, lock_offset)
                 if not _same_file(path, st):
                     # Its creator removed it after a failed open, or it was replaced.
                     created = False
@@ -293,7 +321,22 @@ cdef class MappedFile:
             raise OSError(errno.EMFILE, "too many bus mappings in this process for the "
                           "SIGBUS guard", self.path)
 
+    cdef _watch(self, int64_t record_size, bint segment):
+        # A segment is watched only while it has room: past `last` its writers roll.
+        cdef bytes path = os.fsencode(os.path.abspath(self.path))   # a later chdir changes nothing
+        cdef int64_t last = self.file_size - (HEADER_SIZE + record_size) if segment else 0
+        self._watch_slot = watch_register(path, self.st_dev, self.st_ino, self.mapped_size,
+                                          self.base if segment else NULL, last, &self.dead)
+        if self._watch_slot < 0:
+            code = errno_value()
+            self._unmap()
+            raise OSError(code, f"cannot watch the bus file for removal or replacement: "
+                          f"{os.strerror(code)}", self.path)
+
     cdef _unmap(self):
+        if self._watch_slot >= 0:
+            watch_unregister(self._watch_slot)    # before the mapping goes: it reads the limit
+            self._watch_slot = -1
         if self.base != NULL:
             guard_unregister(self._guard_slot)   # before the range can be reused
             self._guard_slot = -1
@@ -310,6 +353,15 @@ cdef class MappedFile:
         return self.dead != 0
 
     cdef int raise_dead(self) except -1:
+        if self.dead == WATCH_REPLACED:
+            raise BusReplacedError(
+                f"{self.path!r} was removed or replaced while this process wrote to it (its "
+                f"path names no file or another one): records written to the old file would "
+                f"reach no reader, so nothing more is written")
+        if self.dead == WATCH_SHRUNK:
+            raise BusTruncatedError(
+                f"{self.path!r} is shorter than this process's mapping (truncated while in "
+                f"use): the bus is gone, nothing more is written to it")
         raise BusTruncatedError(
             f"{self.path!r} shrank under this process's mapping (truncated or overwritten "
             f"while in use): the bus is gone, nothing more is read from or written to it")
@@ -324,6 +376,57 @@ cdef class MappedFile:
         if now.st_dev != self.st_dev or now.st_ino != self.st_ino:
             raise BusReplacedError(f"{self.path!r} now names another file than the bus this "
                                    f"process mapped (replaced, or deleted and recreated)")
+
+    cpdef int check_file(self, bint removal_ok=False) except -1:
+        """A waiting reader's look, one lstat(): BusReplacedError if the path names another
+        file, or no file unless ``removal_ok`` (a rolling bus's segment, which retention may
+        remove while it is read); BusTruncatedError (the mapping marked dead) if the file
+        is shorter than the mapping, even with the pages read so far still in it."""
+        try:
+            now = os.lstat(self.path)
+        except FileNotFoundError:
+            if removal_ok:
+                return 0
+            raise BusReplacedError(f"{self.path!r} was removed while this process used it: "
+                                   f"the bus is gone") from None
+        if now.st_dev != self.st_dev or now.st_ino != self.st_ino:
+            raise BusReplacedError(f"{self.path!r} now names another file than the bus this "
+                                   f"process mapped (replaced, or deleted and recreated)")
+        if now.st_size < self.mapped_size:
+            self.dead = 1
+            self.raise_dead()
+        return 0
+
+    cpdef int check_slots(self, int64_t record_size) except -1:
+        """A file without metadata (the Java original's) does not say its record_size: check
+        the one given against what the file shows, before anything is read or written.
+        Every slot on its grid below the limit (the first CHECKED_SLOTS of them) must hold
+        a status of 0, 1 or 2: with another record_size those words fall inside other
+        records' payloads, which rarely look like statuses. CorruptBusError otherwise.
+
+        What cannot be told: a record_size whose slot is a multiple of the true one (its
+        grid lands on true slot starts only, and the limit is on it when the record count
+        suits), and payload bytes that happen to read 0, 1 or 2 where a status would be
+        (zeros read as an uncommitted slot; a reader then waits for it, and rolls it back
+        after its timeout). The limit's place on the grid is checked by the caller; a bus
+        with metadata has its record_size checked exactly, and needs none of this."""
+        cdef int64_t slot = record_size + HEADER_SIZE
+        cdef int64_t limit = load_acquire_i64(self.base)
+        cdef int64_t end = min(limit, FIRST_RECORD_OFFSET + CHECKED_SLOTS * slot,
+                               self.file_size - slot + 1)
+        cdef int64_t pos = FIRST_RECORD_OFFSET
+        cdef bint aligned = record_size % 4 == 0
+        cdef int32_t status
+        while pos < end:
+            status = status_load_acquire(self.base + pos, aligned)
+            if status < 0 or status > 2:
+                self.check_intact()
+                raise CorruptBusError(
+                    f"{self.path!r}: with record_size {record_size} the record at {pos} has "
+                    f"status {status} (valid: 0, 1, 2): the file was written with another "
+                    f"record_size (it has no metadata file to say which), or it is corrupt")
+            pos += slot
+        return 0
 
     cpdef check_intact(self):
         """Called before reporting corruption: if the file shrank under the mapping (and

@@ -7,6 +7,7 @@ from ._record cimport Record
 from ._wake cimport WakeFile, wake_backoff
 from ._wakefd cimport WakeFd
 from ._consumers cimport ConsumerRegistry
+from ._writers cimport WritersFile
 
 
 # What _next_code, _poll_code and _read_into_code return at the end of the file (no record
@@ -39,12 +40,26 @@ cdef class MappedBusReader:
     cdef int64_t _initial_limit  # the limit at open(), for has_recovered()
     cdef bint _delivered       # a record since the last empty poll: the next one pauses first
     cdef unsigned int _idle    # empty polls: the limit is read on one in 16 of them
-    cdef bint _path_check_due  # an empty poll asks for the path check (once per 2^16)
+    cdef bint _path_check_due  # an empty poll asks for the file's look (it is due)
+    cdef int64_t _next_look    # monotonic ns when the file's next look is due
     cdef int64_t _timeout_ns   # how long a slot may stay uncommitted before rollback
     cdef int64_t _wait_pos     # the uncommitted slot being timed, or -1
     cdef int64_t _wait_start   # monotonic ns when this reader saw the stall begin
     cdef int64_t _wait_limit   # the limit known then: slots below it were allocated by
                                # _wait_start, so a crashed batch costs one timeout, not N
+    cdef int64_t _wait_seen    # monotonic ns of the last look at the stalled slot
+    cdef bint _wait_start_new  # _wait_pos moved to another slot since _stalled last ran
+    cdef object _writers_path  # the bus's writers file, asked who holds a stalled slot
+    cdef WritersFile _writers  # it, opened at the first stall that asks; None until then
+    cdef int64_t _position_base  # the bus position of this file's offset 0 (a rolling
+                               # bus's segment: index * segment_size; else 0)
+    cdef int64_t _ask_due      # monotonic ns when the stalled slot's writer is asked (again)
+    cdef int _holder           # what it said last: WRITER_ALIVE, WRITER_DEAD, WRITER_UNKNOWN
+    cdef int _holder_index     # the live holder's slot in the writers file (for its pid)
+    cdef int64_t _dead_begin   # the last dead writer's claim [begin, end), in positions:
+    cdef int64_t _dead_end     # its slots are rolled back without asking again
+    cdef bint _stall_bounded   # stall_limit given: a live writer's stall raises after it
+    cdef int64_t _stall_limit_ns
     cdef object _start         # where open() puts the reader: None, "end" or a position
     cdef bint _prefault        # map every page at open (MAP_POPULATE)
     cdef bint _allow_foreign   # accept a file of another owner, or group/other-writable
@@ -91,8 +106,11 @@ cdef class MappedBusReader:
     cdef int _raise_end(self) except -1
     cdef int _check_replaced(self) except -1
     cdef int _check_file(self) except -1
+    cdef int _look_if_due(self) except -1
     cdef int _park(self, int64_t ns) except -1
     cdef bint _timed_out(self, int64_t pos) except -1
+    cdef int _stalled(self, int64_t pos) except -1
+    cdef int _ask_writers(self, int64_t position) except -1
     cdef int _wait(self, object timeout) except -1
     cdef int64_t _current(self) except -1
     cdef int32_t _meta(self, int64_t rec) noexcept

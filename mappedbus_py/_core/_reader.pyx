@@ -2,6 +2,7 @@
 """The reader: follows the limit, delivers committed records, rolls back stalled ones."""
 cimport cython
 import errno
+import os
 import time
 import warnings
 from operator import index
@@ -22,6 +23,7 @@ from ._record cimport Record
 from ._wake cimport (WakeFile, wake_wait, wake_seq, wake_needed, wake_backoff_init,
                     wake_backoff_after, wake_now_ns)
 from ._wakefd cimport WakeFd
+from ._writers cimport WritersFile, writers_roll_back, WRITER_ALIVE, WRITER_DEAD, WRITER_UNKNOWN
 from ._consumers cimport ConsumerRegistry, consumer_entry, consumer_commit
 
 from ._mapping import DEFAULT_LOCK_TIMEOUT, check_lock_timeout
@@ -29,11 +31,13 @@ from ._checks import (IDLE_STRATEGIES, check_idle as _check_idle, check_limit as
                       check_path as _check_path, resolve_sizes as _resolve_sizes,
                       check_position as _check_position,
                       check_rollback_timeout as _check_rollback_timeout, check_sizes as _check_sizes,
-                      check_start as _check_start, check_timeout as _check_timeout)
+                      check_stall_limit as _check_stall_limit, check_start as _check_start,
+                      check_timeout as _check_timeout)
 from ._writer import reopen as _reopen
-from ..errors import BusClosedError, BusFullError, BusReplacedError, CorruptBusError
+from ..errors import (BusClosedError, BusFullError, BusReplacedError, CorruptBusError,
+                     WriterStalledError)
 from ..formats.layout import (FIRST_RECORD_OFFSET, HEADER_SIZE, DEFAULT_TIMEOUT_MS, MIN_ROLLBACK_TIMEOUT_MS,
-                     DEFAULT_PARK_NS, DEFAULT_PARK_MAX_NS, DEFAULT_SPIN_NS, WAKE_SUFFIX,
+                     DEFAULT_PARK_NS, DEFAULT_PARK_MAX_NS, DEFAULT_SPIN_NS, WAKE_SUFFIX, WRITERS_SUFFIX,
                      CONSUMERS_SUFFIX)
 from ._consumers import check_name as _check_consumer_name
 
@@ -55,12 +59,22 @@ DEFAULT_SPIN = DEFAULT_SPIN_NS / 1e9
 #: Seconds a parked reader sleeps before it looks by itself, at first and at most.
 DEFAULT_PARK = DEFAULT_PARK_NS / 1e9
 DEFAULT_PARK_MAX = DEFAULT_PARK_MAX_NS / 1e9
-# A waiting reader checks its file (truncated, replaced) at least this often.
+# What _stalled says of an uncommitted slot below the limit.
+cdef enum:
+    STALL_WAIT = 0          # wait on: its writer may still commit it
+    STALL_DEAD = 1          # its writer is gone (the writers file says): give it up now
+    STALL_TIMED_OUT = 2     # no live writer known and the timeout passed: give it up
+# A slot uncommitted this long has its writer looked up in the writers file (one scan and
+# one system call), then again this often while it stays so (the writer may die meanwhile).
+cdef int64_t ASK_AFTER_NS = 1000000
+cdef int64_t ASK_AGAIN_NS = 1000000
+# A reader that waits or polls looks at its file (removed, replaced, truncated: one
+# lstat) at least this often: a blocking wait by itself; a poller (next(), read(0),
+# read_async) at its first empty poll once this much time passed since the last look.
 cdef int64_t FILE_CHECK_NS = 10000000
+#: Seconds between a waiting or polling reader's looks at its file (docs/safety.md).
+FILE_CHECK = FILE_CHECK_NS / 1e9
 cdef double MAX_WAIT_S = 2.0**62 / 1e9
-# A caught-up reader checks that its path still names the mapped file once per this many
-# empty polls (a power of two), and whenever its blocking wait sleeps.
-cdef unsigned int PATH_CHECK_POLLS = 1 << 16
 # Pauses (about 25 ns each on the AMD EPYC of perf/) on the first empty poll after a record.
 cdef int CATCH_UP_PAUSES = 4
 cdef int NEVER_DEAD = 0      # what _dead points to while no mapping is open
@@ -75,11 +89,24 @@ cdef inline int64_t monotonic_ns() noexcept nogil:
     return <int64_t>ts.tv_sec * 1000000000 + ts.tv_nsec
 
 
+cdef extern from "time.h" nogil:
+    int CLOCK_MONOTONIC_COARSE
+
+
+cdef inline int64_t coarse_ns() noexcept nogil:
+    # The time of the files' looks: a jiffy's resolution (1-4 ms) is plenty for a 10 ms
+    # bound, at a fraction of CLOCK_MONOTONIC's cost (measured on the 2-core VM: 14 ns
+    # against 78 ns), as an empty poll reads it.
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts)
+    return <int64_t>ts.tv_sec * 1000000000 + ts.tv_nsec
+
+
 @cython.embedsignature(False)     # the docstring carries the signature
 cdef class MappedBusReader:
     # The first lines are the signature that inspect.signature() reads (a static type's
     # __init__ has none it can see).
-    """MappedBusReader(path, file_size=None, record_size=None, *, timeout=2.0, start=None, read_only=False, prefault=False, allow_foreign=False, lock_timeout=10.0, idle="spin_park", spin=1e-05, park=0.001, park_max=0.016, consumer=None)
+    """MappedBusReader(path, file_size=None, record_size=None, *, timeout=2.0, start=None, read_only=False, prefault=False, allow_foreign=False, lock_timeout=10.0, idle="spin_park", spin=1e-05, park=0.001, park_max=0.016, consumer=None, stall_limit=None)
 --
 
     Reads every record of a bus file, in the one order all readers share.
@@ -107,10 +134,14 @@ cdef class MappedBusReader:
     ``EOFError``): a full single-file bus takes no more records, which its readers should
     not mistake for a quiet writer.
 
-    **Stalled slots.** A slot whose writer allocated it but has not committed it within
-    ``timeout`` seconds (constructor keyword, default 2.0; ``reader.timeout`` in seconds;
-    ``set_timeout(ms)`` is Java's millisecond setter) is rolled back (status 2) and
-    skipped; ``skipped`` counts lost records. ``read_only=True`` opens the file read-only
+    **Stalled slots.** A slot allocated but not committed for a millisecond has its writer
+    looked up in the bus's writers file (``PATH.writers``, docs/safety.md): a dead writer's
+    slots are rolled back (status 2) at once; a live writer's are never rolled back
+    (``stall_limit`` seconds, default None, raises WriterStalledError naming its pid instead
+    of waiting longer); a slot no writer claims (the Java original's) is rolled back once
+    it has stayed uncommitted ``timeout`` seconds (constructor keyword, default 2.0;
+    ``reader.timeout`` in seconds; ``set_timeout(ms)`` is Java's millisecond setter).
+    ``skipped`` counts lost records. ``read_only=True`` opens the file read-only
     and never writes: it skips a stalled slot after the timeout without rolling it back,
     with a RuntimeWarning. A reader that may not write the file (EACCES, EPERM, EROFS)
     becomes read-only, with a warning. ``start`` is where reading begins: None (the first
@@ -136,15 +167,17 @@ cdef class MappedBusReader:
     (links, file type, owner and mode unless ``allow_foreign``, the open lock within
     ``lock_timeout`` seconds, the metadata's sizes). A file that shrinks under the mapping
     raises BusTruncatedError; a path that no longer names the mapped file (removed,
-    replaced) raises BusReplacedError once the reader is caught up.
+    replaced) raises BusReplacedError once the reader is caught up. A waiting or polling
+    reader looks every ``FILE_CHECK`` (10 ms) seconds (docs/safety.md has the bounds).
     """
 
     def __init__(self, path, file_size=None, record_size=None, *, timeout=DEFAULT_TIMEOUT,
                  start=None, bint read_only=False, bint prefault=False,
                  bint allow_foreign=False, lock_timeout=DEFAULT_LOCK_TIMEOUT,
                  idle="spin_park", spin=DEFAULT_SPIN, park=DEFAULT_PARK,
-                 park_max=DEFAULT_PARK_MAX, consumer=None, bint _segment=False,
-                 WakeFile _wake=None):
+                 park_max=DEFAULT_PARK_MAX, consumer=None, stall_limit=None,
+                 bint _segment=False, WakeFile _wake=None, _writers_path=None,
+                 int64_t _position_base=0):
         path = _check_path(path)
         if consumer is not None:
             _check_consumer_name(consumer)
@@ -188,6 +221,31 @@ cdef class MappedBusReader:
         self._centry = NULL
         self._cdead = &NEVER_DEAD
         self._cfork = &NEVER_DEAD
+        self.stall_limit = stall_limit
+        self._writers_path = (_writers_path if _writers_path is not None or _segment
+                              else path + WRITERS_SUFFIX)
+        self._writers = None
+        self._position_base = _position_base
+        self._holder = WRITER_UNKNOWN
+        self._holder_index = 0
+        self._dead_begin = self._dead_end = 0
+
+    @property
+    def stall_limit(self):
+        """Seconds this reader waits for a record whose writer is alive (it holds its slot in
+        the writers file) before ``WriterStalledError``; None (the default): no limit. Such a
+        record is never rolled back, however long it takes."""
+        return self._stall_limit_ns / 1e9 if self._stall_bounded else None
+
+    @stall_limit.setter
+    def stall_limit(self, seconds):
+        if seconds is None:
+            self._stall_bounded = False
+            self._stall_limit_ns = 0
+            return
+        _check_stall_limit(seconds)
+        self._stall_bounded = True
+        self._stall_limit_ns = <int64_t>(seconds * 1e9)
 
     def open(self, wait=0.0):
         """Map the bus file and place the reader. A reader never creates a bus: with ``wait``
@@ -228,6 +286,8 @@ cdef class MappedBusReader:
         cdef int64_t limit = load_acquire_i64(f.base)
         try:
             _check_limit(limit, self._slot, self.record_size, self.path)
+            if f.bus_id is None and not self._segment:
+                f.check_slots(self.record_size)    # no metadata: nothing misaligned read
         except BaseException:
             f.close()
             raise
@@ -385,7 +445,9 @@ cdef class MappedBusReader:
                       prefault=self._prefault, allow_foreign=self._allow_foreign,
                       lock_timeout=self._lock_timeout, _segment=self._segment,
                       idle=self.idle, spin=self._spin_ns / 1e9, park=self._park_ns / 1e9,
-                      park_max=self._park_max_ns / 1e9, consumer=self.consumer)
+                      park_max=self._park_max_ns / 1e9, consumer=self.consumer,
+                      stall_limit=self.stall_limit, _writers_path=self._writers_path,
+                      _position_base=self._position_base)
         return (_reopen, (MappedBusReader, self.path, self.file_size, self.record_size,
                           kwargs, opened))
 
@@ -483,21 +545,22 @@ cdef class MappedBusReader:
             self._truncated()
         if self._path_check_due and not found:
             self._path_check_due = False
-            found = self._check_replaced()
+            found = self._check_file()
         return found
 
     cdef int _raise_end(self) except -1:
         raise BusFullError(f"end of bus: position {self._pos}, file_size {self.file_size}")
 
     cdef int _check_replaced(self) except -1:
-        # After an empty poll: is the path still the mapped file? If not, records already
-        # committed are still delivered (a writer that wrote its last record and removed
-        # the bus must not lose it): one more poll, and the error only if it is empty.
+        # After an empty poll, one lstat: a file shorter than the mapping raises
+        # BusTruncatedError (even with the pages read so far kept: no SIGBUS would tell).
+        # A path that names another file, or none (a segment's removal is retention's and
+        # fine: its mapping stays readable), raises BusReplacedError, but records already
+        # committed are still delivered first (a writer that wrote its last record and
+        # removed the bus must not lose it): one more poll, the error only if it is empty.
         cdef int found
-        if self._segment:
-            return 0
         try:
-            self._file.check_path()
+            self._file.check_file(self._segment)
         except BusReplacedError:
             found = self._poll_code()
             if found == END:
@@ -564,7 +627,8 @@ cdef class MappedBusReader:
                         cpu_relax()
                         self._pos = pos
                         return 0
-                    if (self._idle & (PATH_CHECK_POLLS - 1)) == 0:
+                    # One (coarse) clock read per 16 empty polls: the file's look, when due.
+                    if coarse_ns() >= self._next_look:
                         self._path_check_due = True
                 limit = load_acquire_i64(base)
                 if guard_is_dead(self._dead):
@@ -581,13 +645,15 @@ cdef class MappedBusReader:
                 self._file.check_intact()
                 raise CorruptBusError(f"{self.path!r}: record at {pos} has status {status} "
                                       f"(valid: 0, 1, 2): corrupt file or wrong record_size")
-            if not self._timed_out(pos):
+            stall = self._stalled(pos)
+            if stall == STALL_WAIT:
                 self._pos = pos
                 return 0
             if self.read_only:
-                warnings.warn(f"read-only reader skipped the uncommitted record at {pos} "
-                              f"after {self.timeout:g} s without rolling it back; other "
-                              f"readers may still deliver it", RuntimeWarning, stacklevel=3)
+                if stall == STALL_TIMED_OUT:
+                    warnings.warn(f"read-only reader skipped the uncommitted record at {pos} "
+                                  f"after {self.timeout:g} s without rolling it back; other "
+                                  f"readers may still deliver it", RuntimeWarning, stacklevel=3)
                 pos += self._slot
                 self.skipped += 1
                 continue
@@ -611,6 +677,7 @@ cdef class MappedBusReader:
 
     cdef bint _timed_out(self, int64_t pos) except -1:
         cdef int64_t now = monotonic_ns()
+        self._wait_seen = now
         if pos != self._wait_pos:
             # A slot below the limit seen when the last stall began was allocated by then:
             # it keeps that start time. Otherwise its clock starts now.
@@ -618,7 +685,80 @@ cdef class MappedBusReader:
                 self._wait_start = now
                 self._wait_limit = self._limit_seen
             self._wait_pos = pos
+            self._wait_start_new = True
         return now - self._wait_start >= self._timeout_ns
+
+    cdef int _stalled(self, int64_t pos) except -1:
+        # Slot pos, allocated, is still uncommitted: STALL_WAIT, or give up on it now because
+        # its writer is gone (STALL_DEAD) or, no live writer known, the timeout passed
+        # (STALL_TIMED_OUT). The writers file is asked only once a slot has stayed
+        # uncommitted for ASK_AFTER_NS: a reader right behind a live writer finds its slot
+        # uncommitted for a few hundred ns all the time, and must not pay a system call then.
+        cdef int64_t position = self._position_base + pos
+        cdef bint timed_out = self._timed_out(pos)      # keeps the stall clock
+        cdef int64_t now
+        if self._dead_begin <= position < self._dead_end:
+            return STALL_DEAD
+        if self._wait_start_new:
+            self._wait_start_new = False
+            self._ask_due = self._wait_seen + ASK_AFTER_NS
+            self._holder = WRITER_UNKNOWN
+        now = self._wait_seen
+        if now >= self._ask_due:
+            self._ask_due = now + ASK_AGAIN_NS
+            self._holder = self._ask_writers(position)
+            if self._holder == WRITER_DEAD:
+                if not self.read_only:
+                    # The rest of the dead claim at once, in one C loop (a killed write_batch of
+                    # millions of rows: ms, not a pass of this loop per slot); the scan then
+                    # passes them as rolled back.
+                    self.rollbacks += writers_roll_back(
+                        self._base, self._position_base, position, self._dead_end, FIRST,
+                        self._last, self._slot, self._aligned)
+                    if guard_is_dead(self._dead):
+                        self._truncated()
+                return STALL_DEAD
+        if self._holder == WRITER_ALIVE:
+            if self._stall_bounded and now - self._wait_start >= self._stall_limit_ns:
+                pid = self._writers.pid_of(self._holder_index) if self._writers is not None else 0
+                raise WriterStalledError(
+                    f"{self.path!r}: the writer of the record at {pos} (pid {pid}, as it "
+                    f"recorded itself) is alive but has not committed it for "
+                    f"{(now - self._wait_start) / 1e9:.3g} s (stall_limit "
+                    f"{self._stall_limit_ns / 1e9:g} s); nothing was rolled back: reading "
+                    f"again waits on", pid, position)
+            return STALL_WAIT
+        return STALL_TIMED_OUT if timed_out else STALL_WAIT
+
+    cdef int _ask_writers(self, int64_t position) except -1:
+        # Who holds position: WRITER_ALIVE, WRITER_DEAD or WRITER_UNKNOWN. The writers file is
+        # opened here, at the first stall, and again when its path names another file (made
+        # anew); one the reader cannot open (none yet, the Java original's bus, unsafe) is
+        # asked again at the next stall.
+        cdef WritersFile wf = self._writers
+        cdef int index = 0
+        cdef int64_t begin = 0, end = 0
+        cdef int r
+        if self._writers_path is None:
+            return WRITER_UNKNOWN
+        try:
+            st = os.stat(self._writers_path)
+            if wf is None or wf.st_ino != st.st_ino or wf.st_dev != st.st_dev:
+                if wf is not None:
+                    wf.close()
+                self._writers = wf = None
+                wf = WritersFile(self._writers_path, writable=False,
+                                 allow_foreign=self._allow_foreign)
+                self._writers = wf
+        except (OSError, CorruptBusError):
+            return WRITER_UNKNOWN
+        r = wf.holder(position, &index, &begin, &end)
+        if r == WRITER_DEAD:
+            self._dead_begin = begin
+            self._dead_end = end
+        elif r == WRITER_ALIVE:
+            self._holder_index = index
+        return r
 
     cdef int _wait(self, object timeout) except -1:
         # 1 when a record became current, 0 when ``timeout`` seconds passed first.
@@ -631,7 +771,7 @@ cdef class MappedBusReader:
         if timeout is not None:
             _check_timeout(timeout)
             if timeout <= 0:
-                return 0
+                return self._look_if_due()
         now = monotonic_ns()
         if timeout is not None and timeout < MAX_WAIT_S:
             deadline = now + <int64_t>(timeout * 1e9)
@@ -702,14 +842,11 @@ cdef class MappedBusReader:
         return found
 
     cdef int _check_file(self) except -1:
-        # A waiting reader's look at its file: replaced or removed (after the records it
-        # still holds), or truncated below the mapping, raise as they do for a writer.
-        if self._segment:
-            return 0
-        if self._check_replaced():
-            return 1
-        self._file.check_intact()
-        return 0
+        # A waiting or polling reader's look at its file: replaced or removed (after the
+        # records it still holds), or truncated below the mapping, raise as they do for a
+        # writer. A segment's too: its replacement or truncation (not its removal).
+        self._next_look = coarse_ns() + FILE_CHECK_NS
+        return self._check_replaced()
 
     # -- event loops --------------------------------------------------------------
 
@@ -728,11 +865,14 @@ cdef class MappedBusReader:
             self._fd = WakeFd(self._wake, self._park_ns, self._park_max_ns)
         return self._fd.fileno()
 
-    def arm(self):
-        """Make ``fileno()`` fire once the next record may be there (clears an earlier
-        readiness). Returns False, without arming, if a record is ready now."""
+    def arm(self, within=None):
+        """Make ``fileno()`` fire once the next record may be there, and not before (clears
+        an earlier readiness). ``within``: seconds; fire after that long at the latest even
+        if nothing came (an event loop's deadline, without a timer of its own; None: only
+        the self-look's bound, ``park`` to ``park_max``). Returns False, without arming, if
+        a record is ready now."""
         self.fileno()
-        return not self._arm_fd(self._fd)
+        return not self._arm_fd(self._fd, within)
 
     def _ready(self):
         # Something to look at: the next slot's status is set, or the end of the file.
@@ -746,17 +886,22 @@ cdef class MappedBusReader:
         if self._fd is not None:
             self._fd.disarm()
 
-    def _arm_fd(self, WakeFd fd):
+    def _arm_fd(self, WakeFd fd, within=None):
         # Arm ``fd`` on the slot this reader looks at next (past the last slot, on any wake:
         # a rolling reader waiting for the next segment). True if a record may be there now.
         cdef char *watch = NULL
+        cdef int64_t within_ns = 0
+        if within is not None:
+            _check_timeout(within, "within")
+            # at least 1 us (0 means no bound down there); a day at most (it only bounds a wait)
+            within_ns = max(1000, <int64_t>(min(within, 86400.0) * 1e9))
         if self._base == NULL:
             raise BusClosedError("the MappedBusReader is closed")
         if self._pos <= self._last:
             watch = self._base + self._pos
         elif not self._segment:
             return True            # the end of a single-file bus: read() raises it
-        return fd.arm(watch, self._aligned) == 1
+        return fd.arm(watch, self._aligned, within_ns) == 1
 
     cdef int64_t _current(self) except -1:
         if self._cur < 0:
@@ -774,6 +919,24 @@ cdef class MappedBusReader:
         """Move to the next committed record; True if there is one (it becomes current),
         False if none is ready yet. Raises BusFullError at the end of the bus."""
         return self._next() == 1
+
+    cdef int _look_if_due(self) except -1:
+        # An empty read(0) (or wait(0), read_batch(timeout=0)), by a caller that may poll
+        # seldom (read_async every 20 ms): the file's look once FILE_CHECK_NS passed since the
+        # last one, so a removed, replaced or truncated file raises within that bound at any
+        # poll rate. (next() and read_into(), the spinning forms, leave it to _poll_code's
+        # look on every 16th empty poll: no clock read on their other empty polls.)
+        # 1: a record is current.
+        cdef int64_t now = coarse_ns()
+        if now < self._next_look:
+            return 0
+        self._next_look = now + FILE_CHECK_NS
+        return self._check_file()
+
+    def _look(self):
+        """The file's look if it is due, for a rolling reader's poll of its segment: True
+        if a record became current (the segment was replaced with records left to read)."""
+        return self._look_if_due() == 1
 
     def wait(self, timeout=None):
         """Like ``next()``, but wait up to ``timeout`` seconds (None: until a record

@@ -20,10 +20,15 @@
  * no system call. A writer that wakes nobody (the Java original, one killed between commit
  * and wake) costs a parked reader at most its park bound: the wait's own timeout.
  *
- * Dead parkers: a reader killed while parked leaves its slot in state 1 and parked > 0 (and
- * armed, until the next writer's wake clears it). wake_reclaim() finds slots of dead
- * processes and undoes them; readers run it when they claim a slot and once a second while
- * parked, writers after WAKE_FUTILE_RECLAIM wakes that woke nobody.
+ * Dead parkers: each slot is held by its parker's liveness (_liveness.h): an OFD lock on
+ * the slot's first byte, taken through a descriptor the parker opened itself. The kernel
+ * drops it when the parker dies (before it is a zombie, in any pid namespace), so a slot is
+ * free exactly when its byte is unlocked; the pid in it is for people only. A reader killed
+ * while parked leaves its slot in state 1 and parked > 0 (and armed, until the next
+ * writer's wake clears it). wake_reclaim() takes the byte of each such slot (so nobody
+ * claims it meanwhile), undoes it and lets it go; readers run it when they claim a slot and
+ * once a second while parked, writers after WAKE_FUTILE_RECLAIM wakes that woke nobody. A
+ * claimer undoes what the slot's last holder left the same way, holding its byte.
  */
 #ifndef MAPPEDBUS_WAKE_H
 #define MAPPEDBUS_WAKE_H
@@ -41,14 +46,17 @@
 #include <unistd.h>
 
 #include "_atomic.h"
+#include "_liveness.h"
 
 #define WAKE_UNUSED __attribute__((unused))
 
 #define WAKE_FILE_SIZE 4096
 #define WAKE_MAGIC 0x314B41575355424DLL          /* "MBUSWAK1" little-endian */
-#define WAKE_VERSION 1
+#define WAKE_VERSION 2                           /* 2: slots held by OFD locks (1: by pid) */
 #define WAKE_MAGIC_OFFSET 0                      /* int64 */
 #define WAKE_VERSION_OFFSET 8                    /* int32 */
+#define WAKE_OPEN_LOCK_OFFSET 16                 /* the byte openers lock (POSIX) while they
+                                                    create and size the file: never a slot's */
 #define WAKE_PARKED_OFFSET 64                    /* int32: readers parked now */
 #define WAKE_ARMED_OFFSET 68                     /* int32, beside it: 1 while a parker registered
                                                     since the last wake; what writers load */
@@ -56,11 +64,11 @@
 #define WAKE_SLOTS_OFFSET 256
 #define WAKE_SLOT_SIZE 16
 #define WAKE_SLOT_COUNT 240                      /* (4096 - 256) / 16 */
-#define WAKE_SLOT_PID_OFFSET 0                   /* int32: the holder's pid, 0 = free */
+#define WAKE_SLOT_PID_OFFSET 0                   /* int32: the holder's pid, for people only;
+                                                    the slot's liveness byte is its first */
 #define WAKE_SLOT_STATE_OFFSET 4                 /* int32: WAKE_STATE_* */
-#define WAKE_SLOT_START_OFFSET 8                 /* int64: the holder's start time (clock
-                                                    ticks since boot, /proc/PID/stat field
-                                                    22): a reused pid is another process */
+#define WAKE_SLOT_START_OFFSET 8                 /* int64: when the slot was taken (Unix
+                                                    ns), for people only */
 #define WAKE_STATE_IDLE 0
 #define WAKE_STATE_PARKED 1
 #define WAKE_FUTILE_RECLAIM 4096
@@ -81,33 +89,15 @@ WAKE_UNUSED static int wake_init(char *w) {
     return 0;
 }
 
-/* The start time of process pid (clock ticks since boot), or -1 if there is none. */
-WAKE_UNUSED static int64_t wake_proc_start(int pid) {
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return -1;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0) return -1;
-    buf[n] = 0;
-    char *p = strrchr(buf, ')');     /* the command name may hold spaces and parentheses */
-    if (p == NULL) return -1;
-    /* after ") " comes field 3 (state); the start time is field 22 */
-    int field = 2;
-    for (; *p && field < 22; p++) {
-        if (*p == ' ') field++;
-    }
-    return field == 22 ? strtoll(p, NULL, 10) : -1;
+/* The offset of slot i's liveness byte (its first). */
+static inline int64_t wake_slot_byte(int i) {
+    return WAKE_SLOTS_OFFSET + (int64_t)i * WAKE_SLOT_SIZE;
 }
 
-static inline int wake_alive(int pid, int64_t start) {
-    if (kill(pid, 0) != 0 && errno == ESRCH) return 0;
-    if (start > 0) {
-        int64_t now = wake_proc_start(pid);
-        if (now >= 0 && now != start) return 0;   /* the pid was reused */
-    }
-    return 1;
+static inline int64_t wake_realtime_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 /* Undo a parked slot: state 1 -> 0, then parked -= 1. Exactly one caller wins. */
@@ -117,46 +107,55 @@ static inline void wake_done(char *w, int i) {
         fetch_add_i32(w + WAKE_PARKED_OFFSET, -1);
 }
 
-/* Slots of processes that are gone: parked ones undone, all freed. ``parked_only`` looks
- * only at parked slots and asks only kill() (cheap enough to run while parked). Returns
- * how many slots it freed. */
-WAKE_UNUSED static int wake_reclaim(char *w, int self_pid, int parked_only) {
+/* Undo the slots whose holders died: each parked slot (with ``parked_only``; else each
+ * parked or showing a pid) whose liveness byte ``fd`` can take has no live holder: undone
+ * while held (a claimer cannot take it meanwhile), its pid cleared, the byte let go.
+ * ``fd``: a description of the wake file that holds no slot. Returns how many it undid, or
+ * -1 if no lock could be taken (a file system without OFD locks: nothing is undone). */
+WAKE_UNUSED static int wake_reclaim(char *w, int fd, int parked_only) {
     int freed = 0;
     for (int i = 0; i < WAKE_SLOT_COUNT; i++) {
         char *s = wake_slot(w, i);
-        int32_t pid = load_acquire_i32(s + WAKE_SLOT_PID_OFFSET);
-        if (pid <= 0 || pid == self_pid) continue;
-        if (parked_only && load_acquire_i32(s + WAKE_SLOT_STATE_OFFSET) != WAKE_STATE_PARKED)
+        int parked = load_acquire_i32(s + WAKE_SLOT_STATE_OFFSET) == WAKE_STATE_PARKED;
+        if (!parked && (parked_only || load_acquire_i32(s + WAKE_SLOT_PID_OFFSET) == 0))
             continue;
-        int64_t start = parked_only ? 0 : load_acquire_i64(s + WAKE_SLOT_START_OFFSET);
-        if (wake_alive(pid, start)) continue;
+        int r = live_hold(fd, wake_slot_byte(i));
+        if (r == LIVE_BUSY) continue;
+        if (r != LIVE_TAKEN) return -1;
         wake_done(w, i);
-        if (cas_i32(s + WAKE_SLOT_PID_OFFSET, pid, 0) == pid) freed++;
+        store_release_i32(s + WAKE_SLOT_PID_OFFSET, 0);
+        store_release_i64(s + WAKE_SLOT_START_OFFSET, 0);
+        live_release(fd, wake_slot_byte(i));
+        freed++;
     }
     return freed;
 }
 
-/* A slot for this process (pid, start), or -1 if all are taken. */
-WAKE_UNUSED static int wake_claim(char *w, int pid, int64_t start) {
-    for (int pass = 0; pass < 2; pass++) {
-        for (int i = 0; i < WAKE_SLOT_COUNT; i++) {
-            char *s = wake_slot(w, i);
-            if (load_acquire_i32(s + WAKE_SLOT_PID_OFFSET) != 0) continue;
-            if (cas_i32(s + WAKE_SLOT_PID_OFFSET, 0, pid) == 0) {
-                store_release_i64(s + WAKE_SLOT_START_OFFSET, start);
-                return i;
-            }
-        }
-        if (wake_reclaim(w, pid, 0) == 0) break;
+/* A slot for the holder of description ``fd`` (which holds no other slot of this file): the
+ * first whose liveness byte it takes, undone first if its last holder died parked, then
+ * showing ``pid``. -1 if every slot has a live holder, -2 if no lock could be taken. */
+WAKE_UNUSED static int wake_claim(char *w, int fd, int pid) {
+    for (int i = 0; i < WAKE_SLOT_COUNT; i++) {
+        int r = live_hold(fd, wake_slot_byte(i));
+        if (r == LIVE_BUSY) continue;
+        if (r != LIVE_TAKEN) return -2;
+        char *s = wake_slot(w, i);
+        wake_done(w, i);
+        store_release_i64(s + WAKE_SLOT_START_OFFSET, wake_realtime_ns());
+        store_release_i32(s + WAKE_SLOT_PID_OFFSET, pid);
+        return i;
     }
     return -1;
 }
 
-WAKE_UNUSED static void wake_release(char *w, int i, int pid) {
+/* Give slot i back (held through ``fd``): a park left open undone, the pid cleared, then the
+ * byte let go (closing ``fd`` would do that too). */
+WAKE_UNUSED static void wake_release(char *w, int fd, int i) {
     char *s = wake_slot(w, i);
     wake_done(w, i);
+    store_release_i32(s + WAKE_SLOT_PID_OFFSET, 0);
     store_release_i64(s + WAKE_SLOT_START_OFFSET, 0);
-    cas_i32(s + WAKE_SLOT_PID_OFFSET, pid, 0);
+    live_release(fd, wake_slot_byte(i));
 }
 
 /* Register as parked; returns the seq value to wait on. The caller looks at the bus once
@@ -165,6 +164,14 @@ static inline uint32_t wake_prepare(char *w, int i) {
     if (cas_i32(wake_slot(w, i) + WAKE_SLOT_STATE_OFFSET, WAKE_STATE_IDLE, WAKE_STATE_PARKED)
             == WAKE_STATE_IDLE)
         fetch_add_i32(w + WAKE_PARKED_OFFSET, 1);
+    store_seq_cst_i32(w + WAKE_ARMED_OFFSET, 1);
+    fence_seq_cst();
+    return (uint32_t)load_acquire_i32(w + WAKE_SEQ_OFFSET);
+}
+
+/* wake_prepare for a parker without a slot (all held, or no locks here): armed, not counted
+ * in parked; a writer's wake reaches it all the same. */
+static inline uint32_t wake_arm(char *w) {
     store_seq_cst_i32(w + WAKE_ARMED_OFFSET, 1);
     fence_seq_cst();
     return (uint32_t)load_acquire_i32(w + WAKE_SEQ_OFFSET);

@@ -4,6 +4,7 @@ from libc.stdint cimport int32_t, int64_t
 
 from ._mapping cimport MappedFile
 from ._wake cimport WakeFile
+from ._writers cimport WritersFile
 
 
 cdef class MappedBusWriter:
@@ -34,6 +35,13 @@ cdef class MappedBusWriter:
     cdef bint _own_wake        # this writer opened _wake (a rolling writer shares its own)
     cdef bint _wakes           # wake=True: open the wake file at open()
     cdef int64_t _last_off     # the offset of this writer's last allocation (-1: none yet)
+    cdef WritersFile _writers  # the bus's writers file, where this writer holds a slot
+    cdef char *_claim          # that slot's line: each reservation's claim is published
+                               # there; NULL: none held (readers then time our stalls out)
+    cdef int64_t _claim_base   # the bus position of this file's offset 0 (a rolling bus's
+                               # segment: index * segment_size)
+    cdef bint _own_writers     # this writer opened _writers (a rolling writer shares its own)
+    cdef bint _liveness        # liveness=True: take a slot in the writers file at open()
 
     cdef int _truncated(self) except -1
     # final: called directly (inlinable), not through the vtable, on every write

@@ -16,6 +16,7 @@ from ._guard cimport guard_is_dead
 from ._mapping cimport MappedFile, copy_payload
 from ._message cimport MessageBase, Field
 from ._wake cimport WakeFile, wake_needed
+from ._writers cimport WritersFile, writers_publish, writers_clear, writers_roll_back
 from cpython.mem cimport PyMem_Calloc, PyMem_Free
 from cpython.tuple cimport PyTuple_GET_SIZE, PyTuple_GET_ITEM
 
@@ -23,7 +24,7 @@ from ._checks import (as_size as _as_size, check_limit as _check_limit, check_pa
                       check_sizes as _check_sizes, resolve_sizes as _resolve_sizes)
 from ._mapping import DEFAULT_LOCK_TIMEOUT, check_lock_timeout, check_mode
 from ..errors import BusClosedError, BusFullError, CorruptBusError, RecordsRolledBackError
-from ..formats.layout import FIRST_RECORD_OFFSET, HEADER_SIZE, MAX_RECORD_SIZE, WAKE_SUFFIX
+from ..formats.layout import FIRST_RECORD_OFFSET, HEADER_SIZE, MAX_RECORD_SIZE, WAKE_SUFFIX, WRITERS_SUFFIX
 
 cdef extern from *:
     """
@@ -41,6 +42,34 @@ cdef int NEVER_DEAD = 0      # what _dead points to while no mapping is open
 # with one madvise(MADV_POPULATE_WRITE) instead of one page fault per 4 KiB page (see
 # _populate); 64 KiB keeps the one write that pays for it to ~15 us.
 cdef int64_t POPULATE_CHUNK = 64 * 1024
+
+
+def take_writer_slot(path, allow_foreign, mode, bint new_bus=False):
+    """The writers file at ``path`` with a slot held in it, or None (with a warning) where
+    there is none to hold (every slot has a live writer, the file cannot be made or used, no
+    OFD locks): the writer then runs without, and readers time its stalls out as before."""
+    import warnings
+    from ._liveness import Hold
+    cdef WritersFile wf
+    try:
+        wf = WritersFile(path, allow_foreign=allow_foreign, mode=mode)
+    except (OSError, CorruptBusError) as e:
+        warnings.warn(f"{path!r}: no writers file ({e}): readers that find this writer's "
+                      f"records uncommitted wait their timeout before rolling them back, "
+                      f"whether it is alive or not", RuntimeWarning, stacklevel=3)
+        return None
+    if new_bus:
+        wf.clear_dead_claims()      # of a bus deleted before this one was made at the path
+    held = wf.take()
+    if held is not Hold.TAKEN:
+        wf.close()
+        why = ("every slot has a live writer" if held is Hold.BUSY else
+               "the file system gives no OFD locks")
+        warnings.warn(f"{path!r}: no slot in the writers file ({why}): readers that find "
+                      f"this writer's records uncommitted wait their timeout", RuntimeWarning,
+                      stacklevel=3)
+        return None
+    return wf
 
 
 def reopen(cls, path, file_size, record_size, kwargs, opened):
@@ -90,12 +119,21 @@ cdef class MappedBusWriter:
     the record is committed, False when a reader rolled it back first because this writer
     took longer than the readers' timeout between allocating and committing.
 
+    **A crash costs readers microseconds** (docs/safety.md): at open the writer holds a slot
+    in the bus's writers file ``PATH.writers`` (an OFD lock the kernel drops when the
+    process dies) and publishes there the slots each write reserves, so a reader that finds
+    one uncommitted rolls it back at once if this process is gone and never while it is
+    alive. ``liveness=False`` (or no slot to hold) leaves that to the readers' timeout.
+
     Opening follows docs/files-and-rolling.md: no symbolic links, regular files only, owned
     by this user and not writable by group or others (``allow_foreign=True`` accepts
     those), a missing file created with exactly ``mode``, the open lock waited for at most
     ``lock_timeout`` seconds (BusLockTimeoutError), the metadata file ``PATH.meta`` checked
     (BusMismatchError) or written. A file that shrinks under the mapping raises
-    BusTruncatedError instead of killing the process with SIGBUS.
+    BusTruncatedError instead of killing the process with SIGBUS. A file removed or replaced
+    while open (its path names no file or another one) raises BusReplacedError at the first
+    write that starts more than about ``WATCH_INTERVAL`` (1 ms) later; records written to
+    the orphaned file would reach no reader (docs/safety.md).
 
     A writer pickles (for ``multiprocessing`` spawn): the copy reopens the bus by path with
     the same sizes and options, open if this one was open.
@@ -103,8 +141,9 @@ cdef class MappedBusWriter:
 
     def __init__(self, path, file_size=None, record_size=None, *, mode=0o600,
                  bint preallocate=True, bint prefault=False, bint allow_foreign=False,
-                 lock_timeout=DEFAULT_LOCK_TIMEOUT, bint wake=True, bint _segment=False,
-                 WakeFile _wake=None):
+                 lock_timeout=DEFAULT_LOCK_TIMEOUT, bint wake=True, bint liveness=True,
+                 bint _segment=False, WakeFile _wake=None, WritersFile _writers=None,
+                 int64_t _position_base=0):
         path = _check_path(path)
         file_size, record_size = _check_sizes(
             *_resolve_sizes(path, file_size, record_size, allow_foreign))
@@ -131,6 +170,11 @@ cdef class MappedBusWriter:
         self._wake = _wake
         self._wake_base = NULL
         self._own_wake = False
+        self._liveness = liveness
+        self._writers = _writers
+        self._claim = NULL
+        self._claim_base = _position_base
+        self._own_writers = False
 
     def open(self):
         """Map the file (created, zero-filled, if absent) and initialise its limit."""
@@ -139,9 +183,12 @@ cdef class MappedBusWriter:
         cdef MappedFile f = MappedFile(self.path, self.file_size, mode=self._mode, preallocate=self._preallocate,
                        prefault=self._prefault, create=True, init=True,
                        record_size=self.record_size, allow_foreign=self._allow_foreign,
-                       lock_timeout=self._lock_timeout, segment=self._segment)
+                       lock_timeout=self._lock_timeout, segment=self._segment,
+                       watch=True)   # removed/replaced: raise, not write into the void
         try:
             _check_limit(f.limit_at_open, self._slot, self.record_size, self.path)
+            if f.bus_id is None and not self._segment:
+                f.check_slots(self.record_size)    # no metadata: nothing misaligned written
         except BaseException:
             f.close()
             raise
@@ -161,10 +208,37 @@ cdef class MappedBusWriter:
                               f"reach parked readers when they look by themselves (within "
                               f"1 ms), not at once", RuntimeWarning, stacklevel=2)
         self._wake_base = self._wake.base if self._wake is not None else NULL
+        if self._writers is None and self._liveness and not self._segment:
+            self._writers = take_writer_slot(self.path + WRITERS_SUFFIX, self._allow_foreign,
+                                             self._mode, f.limit_at_open == 0)
+            self._own_writers = self._writers is not None
+            if self._writers is not None:
+                self._take_over(self._writers)
+        self._claim = self._writers.slot if self._writers is not None else NULL
         return self
+
+    def _take_over(self, WritersFile wf):
+        """Roll back what the last holder of our slot, dead, left uncommitted in this file
+        (its claim's slots still 0), then clear the claim. Returns how many were rolled back;
+        a claim that lies in another file (a rolling bus's other segment) is left alone."""
+        claim = wf.claim_left
+        if claim.empty or self._base == NULL:
+            return 0
+        cdef int64_t n = writers_roll_back(self._base, self._claim_base, claim.begin, claim.end,
+                                           FIRST, self._last, self._slot, self._aligned)
+        if guard_is_dead(self._dead):
+            self._truncated()
+        if not self._segment or self._claim_base <= claim.begin < self._claim_base + self.file_size:
+            wf.clear()      # a claim never spans two files: all of it was in this one
+        return n
 
     def close(self):
         """Unmap the file. Committed records stay for readers; closing twice is harmless."""
+        self._claim = NULL
+        if self._own_writers and self._writers is not None:
+            self._writers.close()       # clears our claim, then gives the slot back
+            self._writers = None
+            self._own_writers = False
         self._wake_base = NULL
         if self._own_wake and self._wake is not None:
             self._wake.close()
@@ -197,7 +271,7 @@ cdef class MappedBusWriter:
         # Another process maps the file itself: what crosses is how to reopen it.
         kwargs = dict(mode=self._mode, preallocate=self._preallocate, prefault=self._prefault,
                       allow_foreign=self._allow_foreign, lock_timeout=self._lock_timeout,
-                      wake=self._wakes, _segment=self._segment)
+                      wake=self._wakes, liveness=self._liveness, _segment=self._segment)
         return (reopen, (MappedBusWriter, self.path, self.file_size, self.record_size,
                           kwargs, self._base != NULL))
 
@@ -234,6 +308,11 @@ cdef class MappedBusWriter:
             self._file.check_intact()
             raise BusFullError(f"bus is full: the record at offset {pos} would end past "
                                f"file_size {self.file_size}")
+        if self._claim != NULL:
+            # Readers that find one of these slots uncommitted ask whether we are alive: as
+            # soon after the fetch-and-add as can be (before the populate's system call).
+            writers_publish(self._claim, self._claim_base + pos,
+                            self._claim_base + pos + self._slot * count)
         if pos + self._slot * count > self._populated >= 0:
             self._populate(pos, pos + self._slot * count)
         self._last_off = pos
@@ -410,10 +489,13 @@ cdef class MappedBusWriter:
 
     # -- fault injection for tests: a writer stopped between allocating and committing --
 
-    def _allocate_only(self, data, int64_t count=1):
+    def _allocate_only(self, data, int64_t count=1, bint publish=False):
         """Allocate ``count`` records with one fetch-and-add (as ``write_batch`` does) and
         fill them, but commit none: what a writer that crashes (or stalls) between the two
-        steps leaves behind. Returns the first one's offset."""
+        steps leaves behind. Returns the first one's offset. Without ``publish`` the claim
+        in the writers file is taken back at once (a writer of the Java original, or one
+        stopped before it published its claim: readers time the slots out); with it, the
+        claim stays, and readers ask whether this writer is alive."""
         cdef bytes payload = bytes(data)
         if len(payload) > self.record_size:
             raise ValueError("payload longer than record_size")
@@ -421,6 +503,8 @@ cdef class MappedBusWriter:
             raise ValueError("count must be positive")
         cdef char *first = self._alloc(count)
         cdef char *rec = first
+        if not publish and self._claim != NULL:
+            writers_clear(self._claim)
         cdef int32_t meta = len(payload)
         cdef int64_t i
         for i in range(min(count, (self._last - (first - self._base)) // self._slot + 1)):

@@ -77,11 +77,12 @@ Readers park on a *wake file* beside the bus (``PATH + WAKE_SUFFIX``, or ``DIR/W
 for a rolling bus), which writers of this project look at after each commit. It is
 WAKE_FILE_SIZE bytes, all zero when new (a valid empty state), little-endian::
 
-      0            8            12                 64           68           72
-      +------------+------------+-- zeros ---------+------------+------------+-- zeros --
-      | magic i64  | version i32|                  | parked i32 | armed i32  |
-      +------------+------------+------------------+------------+------------+----------
+      0            8            12     16          64           68           72
+      +------------+------------+------+-- zeros --+------------+------------+-- zeros --
+      | magic i64  | version i32|      |           | parked i32 | armed i32  |
+      +------------+------------+------+-----------+------------+------------+----------
       ^ WAKE_MAGIC_OFFSET       ^ WAKE_VERSION_OFFSET
+                                       ^ WAKE_OPEN_LOCK_OFFSET: the byte openers lock
                                                    ^ WAKE_PARKED_OFFSET: readers parked now
                                                                 ^ WAKE_ARMED_OFFSET: 1 once a
                                                      reader parked since the last wake; a writer
@@ -96,31 +97,37 @@ WAKE_FILE_SIZE bytes, all zero when new (a valid empty state), little-endian::
 
       one slot (WAKE_SLOT_SIZE bytes) per parking reader:
       +-----------+-------------+---------------------------------+
-      | pid i32   | state i32   | start i64                       |
+      | pid i32   | state i32   | taken_ns i64                    |
       +-----------+-------------+---------------------------------+
-      ^ WAKE_SLOT_PID_OFFSET: 0 = free
-                  ^ WAKE_SLOT_STATE_OFFSET: 0 idle, 1 parked (counted in parked)
-                                ^ WAKE_SLOT_START_OFFSET: the holder's start time, clock
-                                  ticks since boot (/proc/PID/stat field 22): a slot whose
-                                  pid is gone or reused is reclaimed by the others
+      ^ the slot's liveness byte (its first): held by its parker's OFD lock (_liveness.h),
+        which the kernel drops when the parker dies; unlocked = free, whatever the words say
+      ^ WAKE_SLOT_PID_OFFSET: the parker's pid, for people only (0 once let go)
+                  ^ WAKE_SLOT_STATE_OFFSET: 0 idle, 1 parked (counted in parked); a dead
+                    parker's park is undone by whoever takes its byte next
+                                ^ WAKE_SLOT_START_OFFSET: when it was taken (Unix ns), for
+                                  people only
 
 The magic (WAKE_MAGIC, "MBUSWAK1") and version are set by compare-and-swap from zero by
-whoever opens the file first. The protocol is in ``_wake.h``.
+whoever opens the file first. Version 2 (WAKE_VERSION): slots are held by OFD locks;
+version 1 told them by pid and start time, and a file of version 1 is refused (stop the
+processes of the bus and delete it). The protocol is in ``_wake.h``.
 
 Named consumers keep their positions in a *consumer registry* beside the bus (``PATH +
 CONSUMERS_SUFFIX``, or ``DIR/CONSUMERS_FILE`` for a rolling bus), CONSUMERS_FILE_SIZE
-bytes, all zero when new, little-endian. The protocol is in ``_consumers.h``::
+bytes, all zero when new, little-endian; version 2 (CONSUMERS_VERSION) knows holders by OFD
+locks, version 1 (by pid) is refused. The protocol is in ``_consumers.h``::
 
-      0            8             12               64                     72
-      +------------+-------------+-- zeros -------+----------------------+-- zeros --
-      | magic i64  | version i32 |                | lock i64             |
-      +------------+-------------+----------------+----------------------+-----------
+      0            8             12     16        64                     72
+      +------------+-------------+------+-- zeros -+----------------------+-- zeros --
+      | magic i64  | version i32 |      |          | lock i64             |
+      +------------+-------------+------+----------+----------------------+-----------
       ^ CONSUMERS_MAGIC_OFFSET   ^ CONSUMERS_VERSION_OFFSET
-                                                  ^ CONSUMERS_LOCK_OFFSET: 0 free, else the
-        holder: pid | (start & 0xFFFFFFFF) << 32 (start as in the wake file). Held for
-        structural changes only (an entry made, claimed, released, expired, removed), never
-        for a commit; a holder that is gone (no such pid, or another start) is replaced by
-        compare-and-swap
+                                        ^ CONSUMERS_OPEN_LOCK_OFFSET: the byte openers lock
+                                                  ^ CONSUMERS_LOCK_OFFSET: the lock is an
+        OFD lock on this word's first byte (_liveness.h), taken without blocking and retried
+        for a bounded time (BusLockTimeoutError); the kernel drops it when its holder dies.
+        The word shows the holder's pid, for people only. Held for structural changes only
+        (an entry made, claimed, expired, removed), never for a commit
 
       128            256            384
       +--------------+--------------+-----+------------------------------------------
@@ -142,8 +149,11 @@ bytes, all zero when new, little-endian. The protocol is in ``_consumers.h``::
         (read between two equal odd gens) never sees a torn entry
       CONSUMER_FLAGS_OFFSET: CONSUMER_FLAG_EXPIRED (bit 0) once a writer's retention
         expired it (cleared by its next commit)
-      CONSUMER_PID_OFFSET, CONSUMER_START_OFFSET: the live holder (0: none); a second
-        live holder is refused, a holder that is gone is replaced
+      the entry's liveness byte (its first, at CONSUMER_GEN_OFFSET): held by the reader
+        holding the name, by an OFD lock through a description of its own (_liveness.h); a
+        second live holder is refused, a dead one's name is taken at once
+      CONSUMER_PID_OFFSET, CONSUMER_START_OFFSET: the holder's pid and when it took the
+        name (Unix ns), for people only
       CONSUMER_POSITION_OFFSET: the committed position (where the consumer goes on reading,
         a position as readers use them), stored with one atomic 8-byte store by its holder
       CONSUMER_COMMITTED_NS_OFFSET: when it was last committed (Unix ns, a coarse clock)
@@ -153,10 +163,37 @@ bytes, all zero when new, little-endian. The protocol is in ``_consumers.h``::
       CONSUMER_NAME_OFFSET: 1 to CONSUMER_NAME_MAX bytes of UTF-8, no NUL or control
         characters, padded with NUL
 
+Writers of this project say which slots they hold in a *writers file* beside the bus
+(``PATH + WRITERS_SUFFIX``, or ``DIR/WRITERS_FILE`` for a rolling bus), WRITERS_FILE_SIZE
+bytes, all zero when new, little-endian (docs/design/side-files.md, "The writers file"; the
+protocol is in ``_writers.h``)::
+
+      0            8             12                         64
+      +------------+-------------+-- zeros -----------------+--------+--------+-----+
+      | magic i64  | version i32 |                          | slot 0 | slot 1 | ... | slot 254
+      +------------+-------------+--------------------------+--------+--------+-----+
+      ^ WRITERS_MAGIC_OFFSET     ^ WRITERS_VERSION_OFFSET   ^ WRITERS_SLOTS_OFFSET,
+        (WRITERS_MAGIC "MBUSWRT1", WRITERS_VERSION, set by    WRITER_SLOT_SIZE bytes each (a
+        compare-and-swap from zero by the first opener)       cache line its writer owns),
+                                                              WRITER_SLOT_COUNT slots
+
+      one slot:
+      0              8              16          20         24               32        64
+      +--------------+--------------+-----------+----------+----------------+--- zeros -+
+      | begin i64    | end i64      | pid i32   | zero     | taken_ns i64   |           |
+      +--------------+--------------+-----------+----------+----------------+-----------+
+      WRITER_BEGIN_OFFSET, WRITER_END_OFFSET: the writer's current claim [begin, end) in bus
+        positions (a rolling bus: global positions), published after each fetch-and-add,
+        begin then end; begin >= end: none
+      WRITER_PID_OFFSET, WRITER_TAKEN_NS_OFFSET: who took the slot and when (Unix ns), for
+        people only: no decision reads them
+      the slot's liveness byte is its own first byte (``writers_live_byte``): its holder keeps
+      an OFD write lock on it (``_liveness.h``); unlocked means the holder is gone
+
 The Spark connector's exactly-once sink keeps a *commit log* beside the bus (``PATH +
 COMMIT_LOG_SUFFIX``, or ``DIR/COMMIT_LOG_FILE`` for a rolling bus): an append-only file of
 COMMIT_ENTRY_SIZE-byte entries, little-endian, appended under an exclusive file lock
-(docs/files-and-rolling.md, "Spark sink commit log"; ``mappedbus_py.commitlog`` reads it)::
+(docs/files-and-rolling.md, "Spark sink commit log"; ``mappedbus_py.formats.commitlog`` reads it)::
 
       0           4          8              16             24           32            36
       +-----------+----------+--------------+--------------+------------+-------------+------+
@@ -201,7 +238,7 @@ __all__ = (
     "MAX_RECORD_SIZE",
     "META_SUFFIX", "META_FILE", "META_MAGIC", "META_FORMAT", "META_MAX_BYTES",
     "SEGMENT_SUFFIX", "SEGMENT_DIGITS", "TMP_PREFIX", "SEGMENT_CLAIM_BASE", "SEGMENT_CLAIM_WAIT_MS",
-    "slot_size", "record_offset", "mapped_size", "record_index", "is_record_boundary",
+    "slot_size", "record_offset", "writer_slot_offset", "mapped_size", "record_index", "is_record_boundary",
     "segment_name", "segment_index", "split_position", "join_position",
     "CONSTANTS",
 )
@@ -251,9 +288,12 @@ WAKE_SUFFIX = ".wake"
 WAKE_FILE = "bus.wake"
 WAKE_FILE_SIZE = 4096
 WAKE_MAGIC = int.from_bytes(b"MBUSWAK1", "little")
-WAKE_VERSION = 1
+WAKE_VERSION = 2     # 2: parkers known by OFD locks, not pids (1 is refused: CorruptBusError)
 WAKE_MAGIC_OFFSET = 0
 WAKE_VERSION_OFFSET = 8
+#: The one byte openers lock (a POSIX lock, as bus files' whole-file open lock) while they
+#: create and size the file; a whole-file lock would wait on the slots' liveness locks.
+WAKE_OPEN_LOCK_OFFSET = 16
 WAKE_PARKED_OFFSET = 64
 WAKE_ARMED_OFFSET = 68
 WAKE_SEQ_OFFSET = 128
@@ -279,9 +319,11 @@ CONSUMERS_SUFFIX = ".consumers"
 CONSUMERS_FILE = "bus.consumers"
 CONSUMERS_FILE_SIZE = 32768
 CONSUMERS_MAGIC = int.from_bytes(b"MBUSCON1", "little")
-CONSUMERS_VERSION = 1
+CONSUMERS_VERSION = 2     # 2: holders and the lock by OFD locks, not pids (1 is refused)
 CONSUMERS_MAGIC_OFFSET = 0
 CONSUMERS_VERSION_OFFSET = 8
+#: As WAKE_OPEN_LOCK_OFFSET: the byte openers lock while they create and size the file.
+CONSUMERS_OPEN_LOCK_OFFSET = 16
 CONSUMERS_LOCK_OFFSET = 64
 CONSUMERS_ENTRIES_OFFSET = 128
 CONSUMER_ENTRY_SIZE = 128
@@ -301,6 +343,22 @@ CONSUMER_FLAG_EXPIRED = 1
 #: How a rolling bus treats a consumer more than max_consumer_lag segments behind.
 ON_CONSUMER_LAG = ("expire", "block")
 DEFAULT_CONSUMER_BLOCK_MS = 10_000
+
+#: The writers file (see the module docstring and _writers.h).
+WRITERS_SUFFIX = ".writers"
+WRITERS_FILE = "bus.writers"
+WRITERS_FILE_SIZE = 16384
+WRITERS_MAGIC = int.from_bytes(b"MBUSWRT1", "little")
+WRITERS_VERSION = 1
+WRITERS_MAGIC_OFFSET = 0
+WRITERS_VERSION_OFFSET = 8
+WRITERS_SLOTS_OFFSET = 64
+WRITER_SLOT_SIZE = 64
+WRITER_SLOT_COUNT = (WRITERS_FILE_SIZE - WRITERS_SLOTS_OFFSET) // WRITER_SLOT_SIZE
+WRITER_BEGIN_OFFSET = 0
+WRITER_END_OFFSET = 8
+WRITER_PID_OFFSET = 16
+WRITER_TAKEN_NS_OFFSET = 24
 
 # The Spark sink's commit log (see the diagram above).
 COMMIT_LOG_SUFFIX = ".commits"
@@ -332,19 +390,24 @@ CONSTANTS = {
         "SEGMENT_SUFFIX", "SEGMENT_DIGITS", "TMP_PREFIX", "SEGMENT_CLAIM_BASE",
         "SEGMENT_CLAIM_WAIT_MS",
         "WAKE_SUFFIX", "WAKE_FILE", "WAKE_FILE_SIZE", "WAKE_MAGIC", "WAKE_VERSION",
-        "WAKE_MAGIC_OFFSET", "WAKE_VERSION_OFFSET", "WAKE_PARKED_OFFSET", "WAKE_ARMED_OFFSET",
+        "WAKE_MAGIC_OFFSET", "WAKE_VERSION_OFFSET", "WAKE_OPEN_LOCK_OFFSET", "WAKE_PARKED_OFFSET", "WAKE_ARMED_OFFSET",
         "WAKE_SEQ_OFFSET",
         "WAKE_SLOTS_OFFSET", "WAKE_SLOT_SIZE", "WAKE_SLOT_COUNT", "WAKE_SLOT_PID_OFFSET",
         "WAKE_SLOT_STATE_OFFSET", "WAKE_SLOT_START_OFFSET", "DEFAULT_PARK_NS",
         "DEFAULT_PARK_MAX_NS", "DEFAULT_SPIN_NS",
         "CONSUMERS_SUFFIX", "CONSUMERS_FILE", "CONSUMERS_FILE_SIZE", "CONSUMERS_MAGIC",
         "CONSUMERS_VERSION", "CONSUMERS_MAGIC_OFFSET", "CONSUMERS_VERSION_OFFSET",
+        "CONSUMERS_OPEN_LOCK_OFFSET",
         "CONSUMERS_LOCK_OFFSET", "CONSUMERS_ENTRIES_OFFSET", "CONSUMER_ENTRY_SIZE",
         "CONSUMER_ENTRY_COUNT", "CONSUMER_GEN_OFFSET", "CONSUMER_FLAGS_OFFSET",
         "CONSUMER_PID_OFFSET", "CONSUMER_START_OFFSET", "CONSUMER_POSITION_OFFSET",
         "CONSUMER_COMMITTED_NS_OFFSET", "CONSUMER_CREATED_NS_OFFSET", "CONSUMER_BUS_ID_OFFSET",
         "CONSUMER_BUS_ID_SIZE", "CONSUMER_NAME_OFFSET", "CONSUMER_NAME_MAX",
         "CONSUMER_FLAG_EXPIRED", "DEFAULT_CONSUMER_BLOCK_MS",
+        "WRITERS_SUFFIX", "WRITERS_FILE", "WRITERS_FILE_SIZE", "WRITERS_MAGIC", "WRITERS_VERSION",
+        "WRITERS_MAGIC_OFFSET", "WRITERS_VERSION_OFFSET", "WRITERS_SLOTS_OFFSET",
+        "WRITER_SLOT_SIZE", "WRITER_SLOT_COUNT", "WRITER_BEGIN_OFFSET", "WRITER_END_OFFSET",
+        "WRITER_PID_OFFSET", "WRITER_TAKEN_NS_OFFSET",
         "COMMIT_LOG_SUFFIX", "COMMIT_LOG_FILE", "COMMIT_LOG_MAGIC", "COMMIT_ENTRY_SIZE",
         "COMMIT_ENTRY_MAGIC_OFFSET", "COMMIT_ENTRY_KIND_OFFSET", "COMMIT_ENTRY_QUERY_HI_OFFSET",
         "COMMIT_ENTRY_QUERY_LO_OFFSET", "COMMIT_ENTRY_EPOCH_OFFSET", "COMMIT_ENTRY_PARTITION_OFFSET",
@@ -358,6 +421,11 @@ CONSTANTS = {
 def slot_size(record_size):
     """Bytes one record takes in the file: header plus the fixed payload size."""
     return HEADER_SIZE + record_size
+
+
+def writer_slot_offset(index):
+    """Offset of slot ``index`` of the writers file, which is also its liveness byte."""
+    return WRITERS_SLOTS_OFFSET + index * WRITER_SLOT_SIZE
 
 
 def record_offset(index, record_size):
@@ -403,3 +471,117 @@ def split_position(position, segment_size):
 def join_position(index, offset, segment_size):
     """The rolling-bus position of ``offset`` in segment ``index``."""
     return index * segment_size + offset
+
+
+# -- work groups (issue 35; docs/design/side-files.md, "Work groups"; docs/groups.md) --------
+#
+# A work group hands each record of a bus to one member of the group at a time. One file a
+# group, beside the bus: PATH + GROUP_DIR_SUFFIX + "/" + NAME + GROUP_SUFFIX (single file),
+# DIR/GROUP_DIR/NAME + GROUP_SUFFIX (rolling); its dead-letter bus beside it, a rolling bus
+# in the directory ... NAME + GROUP_DEAD_SUFFIX. Little-endian; all zero where not written.
+#
+#   0            8             12           16              20                24
+#   +------------+-------------+------------+---------------+-----------------+--------------+
+#   | magic i64  | version i32 | window i32 | max_deliv i32 | max_in_flight   | lease_ns i64 |
+#   +------------+-------------+------------+---------------+-----------------+--------------+
+#   32 bus id (16 bytes)   48 created_ns i64 (Unix epoch)   56 start position i64 (``start=``)
+#   64   start i64  (own line)  the oldest g not yet done (acked, dead-lettered or skipped)
+#   128  end i64    (own line)  one past the last g acquired or skipped
+#   192  counters i64: redelivered, dead_lettered, released, rejected, hint (moved by every
+#        release: members look for redeliveries when it moved)
+#   256  members: GROUP_MEMBER_COUNT slots of GROUP_MEMBER_SIZE bytes; a member's liveness
+#        byte is its slot's first byte (an OFD lock, mappedbus_py/_core/_liveness.h):
+#        0 pid i32 (for people) | 4 in_flight i32 | 8 acked i64 | 16 taken_ns i64 |
+#        24 delivered i64 | 32 name (24 bytes, UTF-8, zero padded)
+#   GROUP_ENTRIES_OFFSET: ``window`` entries (a power of two) of GROUP_ENTRY_SIZE bytes,
+#        entry(g) = g mod window:
+#        0 word i64 (CAS) = tag u32 (g / window) | state u8 << 32 | deliveries u8 << 40
+#                           | owner u16 << 48 (a member slot)
+#        8 lease deadline i64 (CLOCK_MONOTONIC ns; written before the CAS that publishes it)
+#        16 position i64 (the record's bus position)
+#
+# Records are named by their global slot index g: a single-file bus's record index, a
+# rolling bus's segment * slots_per_segment + slot.
+
+GROUP_DIR_SUFFIX = ".groups"
+GROUP_DIR = "groups"
+GROUP_SUFFIX = ".group"
+GROUP_DEAD_SUFFIX = ".dead"
+GROUP_NAME_MAX = 64
+GROUP_MAGIC = int.from_bytes(b"MBUSGRP1", "little")
+GROUP_VERSION = 1
+GROUP_MAGIC_OFFSET = 0
+GROUP_VERSION_OFFSET = 8
+GROUP_WINDOW_OFFSET = 12
+GROUP_MAX_DELIVERIES_OFFSET = 16
+GROUP_MAX_IN_FLIGHT_OFFSET = 20
+GROUP_LEASE_NS_OFFSET = 24
+GROUP_BUS_ID_OFFSET = 32
+GROUP_BUS_ID_SIZE = 16
+GROUP_CREATED_NS_OFFSET = 48
+GROUP_START_POSITION_OFFSET = 56
+GROUP_START_OFFSET = 64
+GROUP_END_OFFSET = 128
+GROUP_REDELIVERED_OFFSET = 192
+GROUP_DEAD_LETTERED_OFFSET = 200
+GROUP_RELEASED_OFFSET = 208
+GROUP_REJECTED_OFFSET = 216
+GROUP_HINT_OFFSET = 224
+GROUP_MEMBERS_OFFSET = 256
+GROUP_MEMBER_SIZE = 64
+GROUP_MEMBER_COUNT = 128
+GROUP_MEMBER_PID_OFFSET = 0
+GROUP_MEMBER_IN_FLIGHT_OFFSET = 4
+GROUP_MEMBER_ACKED_OFFSET = 8
+GROUP_MEMBER_TAKEN_NS_OFFSET = 16
+GROUP_MEMBER_DELIVERED_OFFSET = 24
+GROUP_MEMBER_NAME_OFFSET = 32
+GROUP_MEMBER_NAME_MAX = 24
+GROUP_ENTRIES_OFFSET = GROUP_MEMBERS_OFFSET + GROUP_MEMBER_COUNT * GROUP_MEMBER_SIZE   # 8448
+GROUP_ENTRY_SIZE = 32
+GROUP_ENTRY_WORD_OFFSET = 0
+GROUP_ENTRY_LEASE_OFFSET = 8
+GROUP_ENTRY_POSITION_OFFSET = 16
+# entry states (the word's bits 32..39)
+GROUP_EMPTY = 0
+GROUP_ACQUIRED = 1
+GROUP_RELEASED = 2
+GROUP_ACKED = 3
+GROUP_DEAD = 4
+GROUP_SKIP = 5
+GROUP_DEFAULT_WINDOW = 4096
+GROUP_MAX_WINDOW = 1 << 20
+GROUP_DEFAULT_MAX_DELIVERIES = 5
+GROUP_DEFAULT_LEASE_NS = 30_000_000_000
+# A dead-letter record: this header, then the record's payload (record_size bytes).
+#   0 position i64 (in the group's bus) | 8 deliveries i32 | 12 meta i32 (the record's) |
+#   16 group name (GROUP_NAME_MAX bytes, UTF-8, zero padded)
+GROUP_DEAD_POSITION_OFFSET = 0
+GROUP_DEAD_DELIVERIES_OFFSET = 8
+GROUP_DEAD_META_OFFSET = 12
+GROUP_DEAD_NAME_OFFSET = 16
+GROUP_DEAD_HEADER_SIZE = GROUP_DEAD_NAME_OFFSET + GROUP_NAME_MAX
+
+
+def group_file_size(window):
+    """Bytes of a group file with ``window`` entries."""
+    return GROUP_ENTRIES_OFFSET + window * GROUP_ENTRY_SIZE
+
+
+def group_member_offset(index):
+    """Offset of member slot ``index`` (its liveness byte)."""
+    return GROUP_MEMBERS_OFFSET + index * GROUP_MEMBER_SIZE
+
+
+def group_entry_offset(g, window):
+    """Offset of the entry of record ``g``."""
+    return GROUP_ENTRIES_OFFSET + (g & (window - 1)) * GROUP_ENTRY_SIZE
+
+
+def group_word(tag, state, deliveries, owner):
+    """An entry's word from its fields."""
+    return (tag & 0xFFFFFFFF) | (state << 32) | (deliveries << 40) | (owner << 48)
+
+
+CONSTANTS.update({name: value for name, value in globals().items()
+                  if name.startswith("GROUP_") and isinstance(value, int | str)})

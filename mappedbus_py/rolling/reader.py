@@ -5,9 +5,12 @@ the single-file ``MappedBusReader`` reads.
 
 Readers at a segment end look for segment k+1 at most once per ``FOLLOW_MIN_NS`` (50 µs),
 backing off to ``FOLLOW_MAX_NS`` (1 ms) while it stays absent (with a spare segment it is almost
-always there already), and re-read ``bus.meta`` for its id at most every ``ID_CHECK_NS`` (100 ms)
-while waiting; a reader caught up inside a segment does so once every 65536 empty ``next()``
-calls and whenever its blocking wait has waited 100 ms.
+always there already), and look at ``bus.meta`` (an lstat; read again for its id only when
+that changed) every ``ID_CHECK_NS`` (10 ms) while waiting or polling, as a single-file reader
+looks at its file: a bus removed or replaced raises BusReplacedError within that. The segment
+being read is looked at as often (its own reader's look): replaced or truncated raises; removed
+is retention's, and fine, unless no later segment exists (retention keeps the newest): then
+BusReplacedError.
 """
 import errno
 import os
@@ -16,14 +19,16 @@ import time
 from .. import aio as _aio
 from .._core._checks import (check_idle as _check_idle, check_position as _check_position,
                              check_rollback_timeout as _check_rollback_timeout,
-                             check_start as _check_start, check_timeout as _check_timeout)
+                             check_stall_limit as _check_stall_limit, check_start as _check_start,
+                             check_timeout as _check_timeout)
 from .._core._consumers import check_name as _check_consumer_name
-from .._core._reader import DEFAULT_PARK, DEFAULT_PARK_MAX, DEFAULT_SPIN, DEFAULT_TIMEOUT, MappedBusReader
+from .._core._reader import (DEFAULT_PARK, DEFAULT_PARK_MAX, DEFAULT_SPIN, DEFAULT_TIMEOUT,
+                             MappedBusReader)
 from .._core._record import Record
 from .._core._wakefd import WakeFd
 from ..errors import (BusClosedError, BusFullError, BusGapError, BusReplacedError,
                       CorruptBusError)
-from ..formats.layout import FIRST_RECORD_OFFSET, META_FILE, join_position, slot_size
+from ..formats.layout import FIRST_RECORD_OFFSET, META_FILE, WRITERS_FILE, join_position, slot_size
 from ..formats.positions import end_boundary, gap_range, locate, on_grid
 from ..messages import Message
 from ._rolling import RollingReaderBase
@@ -36,8 +41,27 @@ __all__ = ("RollingBusReader", "FOLLOW_MIN_NS", "FOLLOW_MAX_NS", "ID_CHECK_NS")
 
 FOLLOW_MIN_NS = 50_000
 FOLLOW_MAX_NS = 1_000_000
-ID_CHECK_NS = 100_000_000
+ID_CHECK_NS = 10_000_000
 _FIRST = FIRST_RECORD_OFFSET
+
+
+class _GroupReaderHook:
+    """Where ``RollingBusReader(path, group=...)`` finds the work groups' reader:
+    ``mappedbus_py.groups`` (a layer above the rolling bus, tests/test_layers.py) sets
+    ``make`` to its ``GroupReader`` when imported, which ``import mappedbus_py`` does."""
+    __slots__ = ("make",)
+
+    def __init__(self):
+        self.make = self._missing
+
+    @staticmethod
+    def _missing(path, group, **kwargs):
+        raise ImportError("RollingBusReader(group=...) needs mappedbus_py.groups "
+                          "(import mappedbus_py imports it)")
+
+
+#: Set by mappedbus_py.groups: see _GroupReaderHook.
+GROUP_READER = _GroupReaderHook()
 
 
 class RollingBusReader(RollingReaderBase):
@@ -49,7 +73,8 @@ class RollingBusReader(RollingReaderBase):
     ``"skip"`` continues at the oldest retained record and adds the slots to ``lost``.
 
     Times are in seconds, as for ``MappedBusReader``: ``timeout`` (default 2.0) is how long
-    a slot may stay uncommitted before it is rolled back; every call that can wait takes
+    a slot no live writer claims (``DIR/bus.writers``) may stay uncommitted before it is rolled
+    back, ``stall_limit`` (default None) how long to wait for a live writer's; every call that can wait takes
     ``timeout=None`` (the default: wait until a record comes), ``0`` (do not wait) or
     seconds. ``read_async``/``records_async`` wait without blocking an asyncio loop. A
     reader pickles: the copy reopens the bus by path at this reader's position.
@@ -59,19 +84,32 @@ class RollingBusReader(RollingReaderBase):
     stores the reader's position and ``close()`` lets the name go (see ``MappedBusReader``).
     A consumer whose position retention removed (it lagged past ``max_consumer_lag`` and
     expired) opens, and its first read raises ``BusGapError`` naming the range lost.
+
+    ``group="name"`` makes a member of that work group instead: each record goes to one
+    member, which acks it (``mappedbus_py.groups.GroupReader``; docs/groups.md).
     """
 
     # No instance __dict__: a per-record call finds its method without a dict lookup.
     # (The public attributes are the base class's, with their docstrings.)
     __slots__ = ('_allow_foreign', '_at_end', '_cindex', '_creg', '_done_rollbacks',
                  '_done_skipped', '_end', '_follow_at', '_follow_wait', '_id_at', '_idle_kw',
-                 '_initial_end', '_k', '_on_gap', '_park', '_raw', '_slot',
-                 '_start', '_timeout', '_wake', '_wakefd')
+                 '_initial_end', '_k', '_meta_st', '_on_gap', '_park', '_raw', '_slot',
+                 '_stall_limit', '_start', '_timeout', '_wake', '_wakefd')
+
+    def __new__(cls, *args, group=None, **kwargs):
+        # group="name": a member of that work group instead (mappedbus_py.groups.GroupReader;
+        # its keywords: start, lease, max_deliveries, max_in_flight, window, timeout, ...)
+        if group is None:
+            return super().__new__(cls)
+        if len(args) != 1:
+            raise TypeError("RollingBusReader(path, group=...) takes the bus's path alone: a "
+                            "group reads its sizes from bus.meta")
+        return GROUP_READER.make(args[0], group, **kwargs)
 
     def __init__(self, path, segment_size=None, record_size=None, *, timeout=DEFAULT_TIMEOUT,
                  start=None, read_only=False, on_gap="raise", allow_foreign=False,
                  idle="spin_park", spin=DEFAULT_SPIN, park=DEFAULT_PARK,
-                 park_max=DEFAULT_PARK_MAX, consumer=None):
+                 park_max=DEFAULT_PARK_MAX, consumer=None, group=None, stall_limit=None):
         if consumer is not None:
             _check_consumer_name(consumer)
         if on_gap not in ("raise", "skip"):
@@ -82,6 +120,7 @@ class RollingBusReader(RollingReaderBase):
             segment_size = None if segment_size is None else s
             record_size = None if record_size is None else r
             MappedBusReader(os.fspath(path), s, r)
+        _check_stall_limit(stall_limit)
         _check_rollback_timeout(timeout)
         start = _check_start(start)
         _check_idle(idle, spin, park, park_max)
@@ -95,6 +134,7 @@ class RollingBusReader(RollingReaderBase):
         self.record_size = record_size
         self.read_only = read_only
         self._timeout = timeout
+        self._stall_limit = stall_limit
         self._start = start
         self._on_gap = on_gap
         self._allow_foreign = allow_foreign
@@ -109,6 +149,7 @@ class RollingBusReader(RollingReaderBase):
         self._follow_at = 0
         self._follow_wait = FOLLOW_MIN_NS
         self._id_at = 0
+        self._meta_st = None      # bus.meta's (dev, ino, size, mtime) when its id last matched
         self._idle = 0
         self._initial_end = 0
         self.consumer = consumer
@@ -221,7 +262,10 @@ class RollingBusReader(RollingReaderBase):
         r = MappedBusReader(segment_path(self.path, index), self.segment_size, self.record_size,
                             timeout=self._timeout, start=offset, read_only=self.read_only,
                             allow_foreign=self._allow_foreign, _segment=True,
-                            _wake=self._wake, **self._idle_kw)
+                            _wake=self._wake, stall_limit=self._stall_limit,
+                            _writers_path=os.path.join(self.path, WRITERS_FILE),
+                            _position_base=join_position(index, 0, self.segment_size),
+                            **self._idle_kw)
         os.lstat(segment_path(self.path, index))     # never let an open create a segment
         r.open()
         self._drop_current()
@@ -324,7 +368,7 @@ class RollingBusReader(RollingReaderBase):
         kwargs = dict(timeout=self._timeout, start=self.position if opened else self._start,
                       read_only=self.read_only, on_gap=self._on_gap,
                       allow_foreign=self._allow_foreign, consumer=self.consumer,
-                      **self._idle_kw)
+                      stall_limit=self._stall_limit, **self._idle_kw)
         return (_reopen_rolling, (RollingBusReader, self.path, self.segment_size,
                                   self.record_size, kwargs, opened))
 
@@ -414,15 +458,41 @@ class RollingBusReader(RollingReaderBase):
     # -- following segments ------------------------------------------------------------
 
     def _check_id(self, now):
+        # An lstat of bus.meta; its id is read again only when the file looks changed.
         self._id_at = now + ID_CHECK_NS
         try:
+            st = os.lstat(os.path.join(self.path, META_FILE))
+            key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        except (FileNotFoundError, NotADirectoryError):
+            key = None
+        if key is not None and key == self._meta_st:
+            return self._check_newest()
+        try:
             meta = read_bus_meta(self.path, allow_foreign=self._allow_foreign)
-        except FileNotFoundError:
+        except (FileNotFoundError, NotADirectoryError):
             meta = None
-        if meta is None or meta.id != self.meta.id:
-            what = "is gone" if meta is None else f"now holds bus {meta.id}"
-            raise BusReplacedError(f"{self.path!r}: the rolling bus {self.meta.id} was "
-                                   f"replaced: its {META_FILE} {what}")
+        if meta is not None and meta.id == self.meta.id:
+            self._meta_st = key
+            return self._check_newest()
+        what = "is gone" if meta is None else f"now holds bus {meta.id}"
+        raise BusReplacedError(f"{self.path!r}: the rolling bus {self.meta.id} was "
+                               f"replaced: its {META_FILE} {what}")
+
+    def _check_newest(self):
+        # Retention removes a segment only once later ones exist: the segment being read gone
+        # with none after it means the bus lost its newest segment (its writers raise), and
+        # no record can come. One lstat; the listing only then.
+        if self._r is None or self._at_end:
+            return
+        try:
+            os.lstat(segment_path(self.path, self._k))
+            return
+        except FileNotFoundError:
+            pass
+        if not any(i > self._k for i in list_segments(self.path)):
+            raise BusReplacedError(f"{self.path!r}: its newest segment {self._k} was removed "
+                                   f"(not by retention, which keeps the newest): no record can "
+                                   f"come to this reader")
 
     def _follow(self):
         """At the end of segment ``_k``: move on if the next segment is there (throttled).
@@ -466,7 +536,7 @@ class RollingBusReader(RollingReaderBase):
         if self.next():
             return True
         if timeout is not None and _check_timeout(timeout) <= 0:
-            return False
+            return self._look()
         deadline = None if timeout is None else time.monotonic() + timeout
         pause = 20e-6
         while True:
@@ -496,12 +566,23 @@ class RollingBusReader(RollingReaderBase):
                     return True
                 continue
             try:
-                if self._r.wait(min(remaining, 0.1)):
+                # The segment's reader looks at its file every 10 ms as it waits; the bus's
+                # id is looked at between its waits, as often.
+                if self._r.wait(min(remaining, ID_CHECK_NS / 1e9)):
                     return True
                 self._check_id(time.monotonic_ns())
             except BusFullError:
                 if self._follow() and self.next():
                     return True
+
+    def _look(self):
+        # An empty poll's looks when due (read(0), read_async): the bus's id, and the
+        # segment's file (True if it was replaced with a record left, now current).
+        now = time.monotonic_ns()
+        if now >= self._id_at:
+            self._check_id(now)
+        r = self._r
+        return r is not None and not self._at_end and r._look()
 
     def fileno(self):
         """A file descriptor for event loops, as ``MappedBusReader.fileno()``: after
@@ -516,11 +597,12 @@ class RollingBusReader(RollingReaderBase):
             self._wakefd = WakeFd(self._wake, int(kw["park"] * 1e9), int(kw["park_max"] * 1e9))
         return self._wakefd.fileno()
 
-    def arm(self):
-        """Make ``fileno()`` fire once the next record may be there. Returns False, without
-        arming, if one may be ready now (then call ``next()``/``read(0)``)."""
+    def arm(self, within=None):
+        """Make ``fileno()`` fire once the next record may be there; ``within`` as for
+        ``MappedBusReader.arm()``. Returns False, without arming, if one may be ready now
+        (then call ``next()``/``read(0)``)."""
         self.fileno()
-        return not self._r._arm_fd(self._wakefd)
+        return not self._r._arm_fd(self._wakefd, within)
 
     def disarm(self):
         """Stop watching for ``fileno()`` (a wait that ended by timeout or cancellation)."""

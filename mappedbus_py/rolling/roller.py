@@ -22,9 +22,11 @@ import os
 import time
 
 from .._core._writer import MappedBusWriter
+from ..errors import MappedBusError
 from ..errors import BusBackPressureError, BusClosedError
 from ..formats.files import open_file
-from ..formats.layout import META_FILE, SEGMENT_CLAIM_BASE, SEGMENT_CLAIM_WAIT_MS, mapped_size
+from ..formats.layout import (META_FILE, SEGMENT_CLAIM_BASE, SEGMENT_CLAIM_WAIT_MS, join_position,
+                              mapped_size)
 from ..formats.positions import consumer_segment, spare_trigger
 from ._rolling import BackgroundCall
 from .directory import (choose_current, create_segment, link_temporary, list_segments,
@@ -38,6 +40,14 @@ __all__ = ("SegmentRoller", "Claim", "SegmentClaims", "OpenSegment", "Spare", "F
 # While a spare's background call runs, a writer looks at it every this many writes (else
 # every _every): its next step (the link, which the creator's retention follows) comes soon.
 SPARE_POLL_WRITES = 64
+
+
+class _HoldUnknown(enum.Enum):
+    """``_hold_or_defer``'s outcome when the consumers' holds are not known."""
+    UNKNOWN = "the consumer registry cannot be read: retention removes nothing for now"
+
+
+_NO_HOLD_KNOWN = _HoldUnknown.UNKNOWN
 
 
 class Claim(enum.Enum):
@@ -158,7 +168,29 @@ class SegmentRoller:
         return MappedBusWriter(p, self.segment_size, self.record_size, mode=self._mode,
                                preallocate=False, prefault=self._prefault,
                                allow_foreign=self._allow_foreign, _segment=True,
-                               _wake=self._wake).open()
+                               _wake=self._wake, _writers=self._writers,
+                               _position_base=join_position(index, 0, self.segment_size)).open()
+
+    def _take_over(self):
+        """Our slot's last holder died with a claim: roll back its uncommitted slots in the
+        segment the claim lies in (if retention left it), then clear the claim."""
+        claim = self._writers.claim_left
+        if claim.empty:
+            return
+        index = claim.begin // self.segment_size
+        if index == self._k:
+            self._w._take_over(self._writers)
+            return
+        try:
+            w = self._segment_writer(index)
+        except (FileNotFoundError, ValueError):
+            self._writers.clear()      # its segment is gone: nothing left to roll back
+            return
+        try:
+            w._take_over(self._writers)
+        finally:
+            w.close()
+        self._writers.clear()
 
     def _enter(self, index, writer=None, fd=None):
         """Make segment ``index`` current (opening it unless ``writer`` is given, and its
@@ -188,6 +220,13 @@ class SegmentRoller:
         target = self._k + 1
         if self._job is not None:
             self._step(wait=True)
+        if self._consumers_matter() and (self._registry is None
+                                         or self._registry_error is not None):
+            # Where the user acts: a registry that cannot be read (opened now, or found
+            # unreadable by a look-ahead's retention) fails the write that rolls (nothing
+            # written), at every roll until it can be; retention waits meanwhile.
+            self._consumer_entries()
+            self._registry_error = None
         self._wait_for_consumers(target)
         if self._spare is not None and self._spare.index == target:
             self._mark_full()
@@ -223,13 +262,15 @@ class SegmentRoller:
         # A roll's deferred work: the full segment's mtime, then retention, which now counts
         # that segment as history (the creation of the one rolled into counted it as current).
         index, when = self._mark.index, self._mark.when_ns
-        self._mark = None
         try:
             os.utime(segment_path(self.path, index), ns=(when, when), follow_symlinks=False)
         except FileNotFoundError:
             pass
-        apply_retention(self.path, self.meta, self._k, self._k,
-                        hold_from=self._consumer_hold(self._k))
+        hold = self._hold_or_defer(self._k)
+        if hold is _NO_HOLD_KNOWN:
+            return      # kept: retried at the next look-ahead; the next roll raises why
+        self._mark = None
+        apply_retention(self.path, self.meta, self._k, self._k, hold_from=hold)
 
     def _make(self, index, wait):
         """Make segment ``index`` (absent) holding its claim. When another writer holds it:
@@ -260,10 +301,29 @@ class SegmentRoller:
         return created
 
     def _after_create(self, index, current):
-        # The creator's retention, with the new segment counted as the newest.
-        apply_retention(self.path, self.meta, index, min(current, index),
-                        hold_from=self._consumer_hold(current))
+        # The creator's retention, with the new segment counted as the newest (none while
+        # the consumers' holds cannot be read: the roll's retention runs once they can).
+        hold = self._hold_or_defer(current)
+        if hold is not _NO_HOLD_KNOWN:
+            apply_retention(self.path, self.meta, index, min(current, index), hold_from=hold)
         remove_stale_tmp(self.path)
+
+    def _consumers_matter(self):
+        """Whether this bus's consumers hold its retention or block its writers."""
+        meta = self.meta
+        return bool(meta.max_consumer_lag) and (
+            meta.on_consumer_lag == "block" or bool(meta.retain_segments or meta.retain_bytes
+                                                    or meta.retain_age_ms))
+
+    def _hold_or_defer(self, current):
+        """``_consumer_hold(current)``, or _NO_HOLD_KNOWN when the registry cannot be read:
+        retention then removes nothing (a consumer's position is never lost to a registry
+        fault), and the error is kept for the next roll to raise."""
+        try:
+            return self._consumer_hold(current)
+        except (MappedBusError, OSError) as e:
+            self._registry_error = e
+            return _NO_HOLD_KNOWN
 
     def _consumer_entries(self):
         # The registry is made by the first consumer; until then there is nothing to hold.

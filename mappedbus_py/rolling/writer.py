@@ -4,9 +4,9 @@ roller's (``roller.SegmentRoller``)."""
 import os
 
 from .._core._checks import as_size as _as_size
-from .._core._writer import MappedBusWriter
+from .._core._writer import MappedBusWriter, take_writer_slot
 from ..errors import BusBackPressureError, BusClosedError, BusFullError, RecordsRolledBackError
-from ..formats.layout import slot_size
+from ..formats.layout import WRITERS_FILE, slot_size
 from ..formats.positions import slots_per_segment
 from ._rolling import RollingWriterBase
 from .directory import (choose_current, create_or_open_meta, create_segment, list_segments,
@@ -33,8 +33,8 @@ class RollingBusWriter(SegmentRoller, RollingWriterBase):
     # No instance __dict__: a per-record call finds its method without a dict lookup.
     # (The public attributes are the base class's, with their docstrings.)
     __slots__ = ('_allow_foreign', '_claims', '_consumer_policy', '_every', '_fd', '_half', '_job',
-                 '_k', '_kwargs', '_mark', '_mode', '_prefault', '_registry', '_retention',
-                 '_retired', '_slot', '_spare', '_wake')
+                 '_k', '_kwargs', '_mark', '_mode', '_prefault', '_registry', '_registry_error',
+                 '_retention', '_retired', '_slot', '_spare', '_wake', '_writers')
 
 
     def __init__(self, path, segment_size=None, record_size=None, *, retain_segments=0,
@@ -61,6 +61,8 @@ class RollingBusWriter(SegmentRoller, RollingWriterBase):
         self._consumer_policy = check_consumer_policy(max_consumer_lag, on_consumer_lag,
                                                      consumer_block_timeout)
         self._registry = None     # DIR/bus.consumers once it exists (retention reads it)
+        self._registry_error = None  # why a look-ahead's retention could not read it: raised
+                                     # at the next roll (retention waits for it meanwhile)
         self._mode = mode
         self._allow_foreign = allow_foreign
         self._prefault = prefault
@@ -77,6 +79,7 @@ class RollingBusWriter(SegmentRoller, RollingWriterBase):
         self._mark = None         # FullMark: the last roll, its time to set as the mtime
         self._countdown = 0
         self._wake = None         # DIR/bus.wake, shared by this writer's segment writers
+        self._writers = None      # DIR/bus.writers with this writer's slot, shared likewise
         self._claims = SegmentClaims(self.path, allow_foreign)   # on DIR/bus.meta
 
     @property
@@ -111,30 +114,59 @@ class RollingBusWriter(SegmentRoller, RollingWriterBase):
             create_segment(self.path, 0, self.segment_size, mode=self._mode)
             segs = list_segments(self.path)
         k, _ = choose_current(self.path, segs, self._allow_foreign)
+        if self._consumers_matter():
+            # A registry that cannot be read (corrupt, a link, another owner's) is an error
+            # now, not a writer whose retention or back-pressure fails later.
+            self._consumer_entries()
         self._wake = open_wake(self.path, self._allow_foreign, self._mode)
+        self._writers = take_writer_slot(os.path.join(self.path, WRITERS_FILE),
+                                         self._allow_foreign, self._mode)
         self._enter(k, None)
+        if self._writers is not None:
+            self._take_over()
         self._countdown = 1      # look at the limit on the first write
         return self
 
     def close(self):
-        """Unmap every segment this writer holds; the bus stays. Closing twice is harmless."""
+        """Unmap every segment this writer holds; the bus stays. Closing twice is harmless.
+        It always closes: every step runs, then the first error (if any) is raised (the last
+        roll's retention when the consumer registry cannot be read, for one)."""
+        errors = []
+
+        def attempt(step, *args):
+            try:
+                step(*args)
+            except BaseException as e:      # released below in any case, raised after
+                errors.append(e)
+
         if self._job is not None:
-            self._step(wait=True)
+            attempt(self._step, True)
         if self._mark is not None:
-            self._apply_mark()
+            attempt(self._apply_mark)
+            if self._mark is not None and self._registry_error is not None:
+                errors.append(self._registry_error)     # that retention did not run
+        self._mark = None
         if self._spare is not None:
             self._retired.append(self._spare.segment)
         if self._w is not None:
             self._retired.append(OpenSegment(self._w, self._fd))
-        self._close_retired()
+        retired, self._retired = self._retired, []
+        for segment in retired:
+            attempt(segment.close)
         self._w, self._spare, self._fd = None, None, -1
         if self._wake is not None:
-            self._wake.close()
+            attempt(self._wake.close)
             self._wake = None
+        if self._writers is not None:
+            self._writers.close()     # clears this writer's claim, gives its slot back
+            self._writers = None
         if self._registry is not None:
-            self._registry.close()
+            attempt(self._registry.close)
             self._registry = None
-        self._claims.close()
+        attempt(self._claims.close)
+        self._registry_error = None
+        if errors:
+            raise errors[0]
 
     def __enter__(self):
         return self.open()

@@ -5,6 +5,7 @@
     mappedbus dump /dev/shm/prices --layout PriceUpdate --status 0,2
     mappedbus dump java.bus -r 16 -f 4096 --layout "id:int64,price:float64"
     mappedbus consumers /dev/shm/prices             # named consumers: position, lag, alive
+    mappedbus groups /dev/shm/jobs                  # work groups: members, acked, pending
     mappedbus exporter /dev/shm/prices /dev/shm/prices.d --port 9478   # Prometheus metrics
     mappedbus top /dev/shm/prices                   # a live view: rates and lag
 
@@ -187,6 +188,12 @@ def _args(argv):
                                    "position, lag, liveness, last commit")
     c.add_argument("path", help="a bus file, or a rolling bus's directory")
     c.add_argument("--json", action="store_true", help="machine-readable output (docs/cli.md)")
+    g = sub.add_parser("groups", help="the work groups: members, acked, pending, dead letters",
+                       description="the work groups of a bus (their files beside it): members "
+                                   "(pid, alive, in flight), acked, pending, redelivered, "
+                                   "dead-lettered, the oldest unacked record's age")
+    g.add_argument("path", help="a bus file, or a rolling bus's directory")
+    g.add_argument("--json", action="store_true", help="machine-readable output (docs/groups.md)")
     e = sub.add_parser("exporter", help="serve metrics of buses for Prometheus",
                        description="serve the metrics of the buses over HTTP in the Prometheus "
                                    "text format (/metrics) until Ctrl-C or SIGTERM")
@@ -386,6 +393,36 @@ def _consumers_cmd(a, out):
     return 0
 
 
+def _group_row(info):
+    # GroupInfo as JSON: liveness by name ("alive", "dead", "unknown")
+    d = dataclasses.asdict(info)
+    d["members"] = [dict(dataclasses.asdict(m), alive=m.alive.value) for m in info.members]
+    return d
+
+
+def _groups_cmd(a, out):
+    from ..groups import groups
+    _check_bus(a.path)
+    rows = groups(a.path)
+    if a.json:
+        json.dump({"path": a.path, "groups": [_group_row(g) for g in rows]}, out)
+        out.write("\n")
+        return 0
+    if not rows:
+        print("no work groups", file=out)
+    for g in rows:
+        print(f"group {escape(g.name)}: acked {g.acked}, pending {g.pending}, redelivered "
+              f"{g.redelivered}, dead-lettered {g.dead_lettered}, oldest unacked "
+              f"{g.oldest_unacked_age:.3f} s; records {g.start}..{g.end} (window {g.window}, "
+              f"lease {g.lease:g} s, max_deliveries {g.max_deliveries})", file=out)
+        print(f"  {'member':>6} {'pid':>8}  {'state':<7} {'in flight':>9} {'delivered':>12} "
+              f"{'acked':>12}  name", file=out)
+        for m in g.members:
+            print(f"  {m.index:>6} {m.pid:>8}  {m.alive.value:<7} {m.in_flight:>9} "
+                  f"{m.delivered:>12} {m.acked:>12}  {escape(m.name)}", file=out)
+    return 0
+
+
 def _exporter(a, out):
     import signal
     import threading
@@ -485,7 +522,7 @@ def _dump_cmd(a, out):
 
 #: The commands, by the name a user types: each runs with the parsed arguments and the output.
 COMMANDS = {"stat": _stat_cmd, "dump": _dump_cmd, "consumers": _consumers_cmd,
-            "exporter": _exporter, "top": _top}
+            "groups": _groups_cmd, "exporter": _exporter, "top": _top}
 
 
 def _run(a, out):

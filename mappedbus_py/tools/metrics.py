@@ -17,10 +17,11 @@ import stat as _stat
 import threading
 import time
 
+from .._core._wake import parked_alive
 from ..formats.busmeta import meta_path, read_meta
 from ..formats.layout import (FIRST_RECORD_OFFSET, META_FILE, STATUS_COMMITTED,
-                     STATUS_NOT_SET, STATUS_ROLLED_BACK, WAKE_FILE, WAKE_MAGIC,
-                     WAKE_PARKED_OFFSET, WAKE_SUFFIX, join_position, slot_size)
+                     STATUS_NOT_SET, STATUS_ROLLED_BACK, WAKE_FILE, WAKE_SUFFIX,
+                     join_position, slot_size)
 from ..formats.positions import end_boundary, records_to, slots_per_segment
 from ..rolling.directory import list_segments, open_dir, read_bus_meta, segment_path
 from .slots import CHUNK, chunks, open_read_only, read_limit, statuses
@@ -317,21 +318,19 @@ def open_bus(path):
 
 
 def parked_readers(path, rolling):
-    """Readers parked on the bus's wake file now (``PATH.wake``, ``DIR/bus.wake``): 0 when
-    there is none (it is not created) or when it is not a wake file yet."""
+    """Readers parked on the bus's wake file now (``PATH.wake``, ``DIR/bus.wake``), alive:
+    0 when there is none (it is not created) or when it is not a wake file yet."""
     wake = os.path.join(path, WAKE_FILE) if rolling else os.fspath(path) + WAKE_SUFFIX
     try:
         fd, _ = open_read_only(wake)
     except FileNotFoundError:
         return 0
     try:
-        head = os.pread(fd, WAKE_PARKED_OFFSET + 4, 0)
+        # parked slots whose parker is alive (its liveness lock), not the parked count: a
+        # reader killed while parked (a zombie too) is not counted, nothing is written
+        return parked_alive(fd)
     finally:
         os.close(fd)
-    if len(head) < WAKE_PARKED_OFFSET + 4 or int.from_bytes(head[:8], "little") != WAKE_MAGIC:
-        return 0
-    return max(0, int.from_bytes(head[WAKE_PARKED_OFFSET:WAKE_PARKED_OFFSET + 4], "little",
-                                 signed=True))
 
 
 def list_consumers(path):

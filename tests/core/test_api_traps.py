@@ -223,12 +223,13 @@ def test_records_at_the_end_of_a_full_bus_raise_like_next(bus_path):
 
 
 def test_the_readme_use_example_prints_the_message_and_the_raw_bytes(bus_path):
-    # The README writes a PriceUpdate and raw bytes to one bus: what it prints must show
-    # both (it printed "0 b''" for the message before decode()).
+    # The Python guide's first example (the README's until issue 34) writes a PriceUpdate and raw
+    # bytes to one bus: what it prints must show both (it printed "0 b''" for the message before
+    # decode()).
     import re
     import subprocess
     import sys
-    readme = (pathlib.Path(__file__).resolve().parents[2] / "README.md").read_text()
+    readme = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "python.md").read_text()
     example = re.findall(r"^```python\n(.*?)^```", readme, re.S | re.M)[0]
     assert "/dev/shm/prices" in example
     example = example.replace("/dev/shm/prices", bus_path).replace("timeout=5)", "timeout=0.2)")

@@ -93,9 +93,10 @@ def test_a_forked_child_does_not_keep_a_dead_parents_lock(tmp_path):
     path = tmp_path / "side"
     path.write_bytes(b"")
     # the parent (a subprocess) holds byte 16, forks a child that sleeps, then is killed
+    # the child says its pid once it runs: after the fork handlers, which closed its copy
     code = HOLD_AND_WAIT.replace('print("held", flush=True)',
-                                 'pid = os.fork()\nif pid == 0:\n    time.sleep(60)\n    os._exit(0)\n'
-                                 'print(pid, flush=True)')
+                                 'pid = os.fork()\nif pid == 0:\n    print(os.getpid(), flush=True)\n'
+                                 '    time.sleep(60)\n    os._exit(0)\n')
     p = subprocess.Popen([sys.executable, "-c", code, str(path), "16"], stdout=subprocess.PIPE, text=True)
     child = int(p.stdout.readline())
     try:

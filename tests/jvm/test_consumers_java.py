@@ -7,6 +7,7 @@ The Java side is ``ConsumerChild`` (interop/src/test/java), one JVM per call.
 import os
 import struct
 import subprocess
+import time
 
 import pytest
 
@@ -188,3 +189,27 @@ def test_rolling_consumers_hold_writers_of_the_other_language(java, tmp_path):
         assert by_name(d)["java"].alive
     finally:
         h.close()
+
+
+def test_a_java_holder_killed_and_not_reaped_is_dead_to_both_languages(java, bus):
+    # liveness is the kernel's OFD lock on the entry (both languages take and probe it), never
+    # the pid: a SIGKILLed JVM that is still a zombie holds nothing
+    h = Holder(bus, "k")
+    assert by_name(bus)["k"].alive and java_list(bus)["k"][2]
+    h.proc.kill()
+    deadline = time.monotonic() + 30
+    while True:
+        with open(f"/proc/{h.proc.pid}/stat") as f:
+            zombie = f.read().rsplit(")", 1)[1].split()[0] == "Z"
+        if zombie and os.listdir(f"/proc/{h.proc.pid}/task") == [str(h.proc.pid)]:
+            break
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    try:
+        assert not by_name(bus)["k"].alive
+        assert java_list(bus)["k"][2] is False
+        with MappedBusReader(bus, consumer="k"):          # taken at once by Python
+            out = run("hold", bus, "k")                   # and refused to Java while held
+            assert out and out[0].startswith("error ConsumerInUseException"), out
+    finally:
+        h.proc.wait()

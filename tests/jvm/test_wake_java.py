@@ -171,3 +171,30 @@ def test_jpype_jvm_loads_the_wake_library(java):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["True", str(jvm.wake_library().resolve())]
+
+
+def test_a_java_parker_killed_and_not_reaped_is_not_counted_and_is_reclaimed(java, bus):
+    # the Java parker holds its slot by an OFD lock (io.mappedbuspy.Liveness), as Python's do:
+    # dead once killed, a zombie included
+    from mappedbus_py.tools.metrics import parked_readers
+    MappedBusWriter(bus, FILE_SIZE, RECORD_SIZE).open().close()
+    child = start_child("read", bus, FILE_SIZE, RECORD_SIZE, 1, int(5e9))
+    try:
+        assert child.stdout.readline().split() == ["ready", "native"], child.stderr.read()
+        with wake_file(bus) as wake:
+            await_parked(wake)
+            assert parked_readers(bus, False) == 1 and wake.reclaim() == 0
+            child.kill()
+            deadline = time.monotonic() + 30
+            while True:
+                with open(f"/proc/{child.pid}/stat") as f:
+                    zombie = f.read().rsplit(")", 1)[1].split()[0] == "Z"
+                if zombie and os.listdir(f"/proc/{child.pid}/task") == [str(child.pid)]:
+                    break
+                assert time.monotonic() < deadline
+                time.sleep(0.01)
+            assert parked_readers(bus, False) == 0
+            assert wake.reclaim() == 1 and wake.parked == 0
+    finally:
+        child.kill()
+        child.wait()

@@ -1,6 +1,6 @@
 """``mappedbus exporter``: a real exporter process scraped over HTTP on an ephemeral port, its
 output parsed with prometheus_client's parser; consumers, parked readers and writers are real
-processes on real buses. And the incremental counting behind it (``mappedbus_py.metrics``)."""
+processes on real buses. And the incremental counting behind it (``mappedbus_py.tools.metrics``)."""
 import os
 import shutil
 import signal

@@ -10,9 +10,7 @@ import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.security.SecureRandom;
 import java.util.ArrayList;
-import java.util.LinkedHashMap;
 import java.util.List;
-import java.util.Map;
 import java.util.Objects;
 
 /**
@@ -21,31 +19,39 @@ import java.util.Objects;
  * reads and writes the same files. Immutable.
  */
 public final class BusMeta {
-    /** Kind of a single-file bus. */
-    public static final String SINGLE = "single";
-    /** Kind of a rolling bus. */
-    public static final String ROLLING = "rolling";
-
     private static final SecureRandom RANDOM = new SecureRandom();
+    // The integer keys, in the order encode() writes them after format, kind and id.
     private static final String[] INT_KEYS = {"format", "created_ns", "record_size", "file_size", "inode",
         "segment_size", "retain_segments", "retain_bytes", "retain_age_ms", "max_consumer_lag", "consumer_block_ms"};
-    /** {@code on_consumer_lag}: a consumer past {@code max_consumer_lag} is expired (the default). */
-    public static final String EXPIRE = "expire";
-    /** {@code on_consumer_lag}: writers wait for a consumer past {@code max_consumer_lag}, then fail. */
-    public static final String BLOCK = "block";
 
-    private final String kind;
+    /** A line of a key this version does not know, kept as read so that a rewrite loses nothing. */
+    private record Extra(String key, String value) { }
+
+    private final BusKind kind;
     private final String id;
-    private final Map<String, Long> ints;
-    private final String onConsumerLag;
-    private final List<String[]> extra;
+    private final long format;
+    private final long createdNs;
+    private final int recordSize;
+    private final long fileSize;
+    private final long inode;
+    private final long segmentSize;
+    private final Retention retention;
+    private final ConsumerPolicy policy;
+    private final List<Extra> extra;
 
-    private BusMeta(String kind, String id, Map<String, Long> ints, String onConsumerLag, List<String[]> extra) {
+    private BusMeta(BusKind kind, String id, long format, long createdNs, int recordSize, long fileSize, long inode,
+                    long segmentSize, Retention retention, ConsumerPolicy policy, List<Extra> extra) {
         this.kind = kind;
         this.id = id;
-        this.ints = ints;
-        this.onConsumerLag = onConsumerLag;
-        this.extra = extra;
+        this.format = format;
+        this.createdNs = createdNs;
+        this.recordSize = recordSize;
+        this.fileSize = fileSize;
+        this.inode = inode;
+        this.segmentSize = segmentSize;
+        this.retention = retention;
+        this.policy = policy;
+        this.extra = List.copyOf(extra);
     }
 
     /**
@@ -57,82 +63,40 @@ public final class BusMeta {
      * @return the metadata
      */
     public static BusMeta single(int recordSize, long fileSize, long inode) {
-        Map<String, Long> v = base(recordSize);
-        v.put("file_size", fileSize);
-        v.put("inode", inode);
-        return new BusMeta(SINGLE, newId(), v, EXPIRE, List.of());
+        return new BusMeta(BusKind.SINGLE, newId(), Layout.META_FORMAT, nowNs(), recordSize, fileSize, inode, 0,
+                Retention.NONE, ConsumerPolicy.DEFAULT, List.of());
     }
 
     /**
-     * A new rolling bus's metadata: a fresh random id and the time now.
+     * A new rolling bus's metadata: a fresh random id and the time now; consumers hold nothing.
      *
-     * @param recordSize     payload bytes per record
-     * @param segmentSize    logical size of every segment
-     * @param retainSegments most segments kept (0: no limit)
-     * @param retainBytes    most bytes of segments kept (0: no limit)
-     * @param retainAgeMs    oldest data kept, in milliseconds (0: no limit)
+     * @param recordSize  payload bytes per record
+     * @param segmentSize logical size of every segment
+     * @param retention   its retention
      * @return the metadata
      */
-    public static BusMeta rolling(int recordSize, long segmentSize, long retainSegments, long retainBytes,
-                                  long retainAgeMs) {
-        return rolling(recordSize, segmentSize, retainSegments, retainBytes, retainAgeMs, 0, EXPIRE,
-                Layout.DEFAULT_CONSUMER_BLOCK_MS);
+    public static BusMeta rolling(int recordSize, long segmentSize, Retention retention) {
+        return rolling(recordSize, segmentSize, retention, ConsumerPolicy.DEFAULT);
     }
 
     /**
      * A new rolling bus's metadata with retention that holds consumers (docs/files-and-rolling.md, "Retention that
      * holds consumers").
      *
-     * @param recordSize      payload bytes per record
-     * @param segmentSize     logical size of every segment
-     * @param retainSegments  most segments kept (0: no limit)
-     * @param retainBytes     most bytes of segments kept (0: no limit)
-     * @param retainAgeMs     oldest data kept, in milliseconds (0: no limit)
-     * @param maxConsumerLag  segments a registered consumer may lag and still hold from retention (0: none)
-     * @param onConsumerLag   {@link #EXPIRE} or {@link #BLOCK}
-     * @param consumerBlockMs how long a writer waits for a lagging consumer under {@link #BLOCK}
+     * @param recordSize  payload bytes per record
+     * @param segmentSize logical size of every segment
+     * @param retention   its retention
+     * @param policy      how retention treats registered consumers
      * @return the metadata
      */
-    public static BusMeta rolling(int recordSize, long segmentSize, long retainSegments, long retainBytes,
-                                  long retainAgeMs, long maxConsumerLag, String onConsumerLag, long consumerBlockMs) {
-        checkPolicy(onConsumerLag);
-        if (maxConsumerLag < 0 || consumerBlockMs < 0) {
-            throw new IllegalArgumentException("maxConsumerLag and consumerBlockMs must not be negative, got "
-                    + maxConsumerLag + " and " + consumerBlockMs);
-        }
-        Map<String, Long> v = base(recordSize);
-        v.put("segment_size", segmentSize);
-        v.put("retain_segments", retainSegments);
-        v.put("retain_bytes", retainBytes);
-        v.put("retain_age_ms", retainAgeMs);
-        v.put("max_consumer_lag", maxConsumerLag);
-        v.put("consumer_block_ms", consumerBlockMs);
-        return new BusMeta(ROLLING, newId(), v, onConsumerLag, List.of());
+    public static BusMeta rolling(int recordSize, long segmentSize, Retention retention, ConsumerPolicy policy) {
+        return new BusMeta(BusKind.ROLLING, newId(), Layout.META_FORMAT, nowNs(), recordSize, 0, 0, segmentSize,
+                Objects.requireNonNull(retention, "retention"), Objects.requireNonNull(policy, "policy"), List.of());
     }
 
-    /**
-     * Refuses an {@code on_consumer_lag} value other than {@link #EXPIRE} and {@link #BLOCK}.
-     *
-     * @param policy the value
-     * @throws IllegalArgumentException if it is another
-     */
-    static void checkPolicy(String policy) {
-        if (!EXPIRE.equals(policy) && !BLOCK.equals(policy)) {
-            throw new IllegalArgumentException("onConsumerLag must be \"expire\" or \"block\", got " + policy);
-        }
-    }
-
-    private static Map<String, Long> base(int recordSize) {
-        Map<String, Long> v = new LinkedHashMap<>();
-        for (String k : INT_KEYS) {
-            v.put(k, 0L);
-        }
-        v.put("format", (long) Layout.META_FORMAT);
-        v.put("consumer_block_ms", Layout.DEFAULT_CONSUMER_BLOCK_MS);
+    private static long nowNs() {
         java.time.Instant now = java.time.Instant.now();
-        v.put("created_ns", now.getEpochSecond() * 1_000_000_000L + now.getNano());
-        v.put("record_size", (long) recordSize);
-        return v;
+        return now.getEpochSecond() * 1_000_000_000L + now.getNano();
     }
 
     private static String newId() {
@@ -145,8 +109,8 @@ public final class BusMeta {
         return s.toString();
     }
 
-    /** @return "single" or "rolling" */
-    public String kind() {
+    /** @return single-file or rolling */
+    public BusKind kind() {
         return kind;
     }
 
@@ -157,62 +121,72 @@ public final class BusMeta {
 
     /** @return creation time, Unix epoch nanoseconds */
     public long createdNs() {
-        return ints.get("created_ns");
+        return createdNs;
     }
 
     /** @return payload bytes per record */
     public int recordSize() {
-        return (int) (long) ints.get("record_size");
+        return recordSize;
     }
 
     /** @return the logical file size of a single-file bus (0 for a rolling one) */
     public long fileSize() {
-        return ints.get("file_size");
+        return fileSize;
     }
 
     /** @return st_ino of the file a single-file bus's metadata describes */
     public long inode() {
-        return ints.get("inode");
+        return inode;
     }
 
     /** @return the logical size of every segment of a rolling bus (0 for a single file) */
     public long segmentSize() {
-        return ints.get("segment_size");
+        return segmentSize;
     }
 
     /** @return the size every file of the bus has: the file size or the segment size */
     public long size() {
-        return SINGLE.equals(kind) ? fileSize() : segmentSize();
+        return kind == BusKind.SINGLE ? fileSize : segmentSize;
+    }
+
+    /** @return the retention of a rolling bus ({@link Retention#NONE} for a single file) */
+    public Retention retention() {
+        return retention;
     }
 
     /** @return most segments retained, 0 for no limit */
     public long retainSegments() {
-        return ints.get("retain_segments");
+        return retention.segments();
     }
 
     /** @return most bytes of segments retained, 0 for no limit */
     public long retainBytes() {
-        return ints.get("retain_bytes");
+        return retention.bytes();
     }
 
     /** @return oldest data retained in milliseconds, 0 for no limit */
     public long retainAgeMs() {
-        return ints.get("retain_age_ms");
+        return retention.ageMs();
+    }
+
+    /** @return how retention treats registered consumers */
+    public ConsumerPolicy consumerPolicy() {
+        return policy;
     }
 
     /** @return segments a registered consumer may lag behind the writers and still hold from retention; 0: none */
     public long maxConsumerLag() {
-        return ints.get("max_consumer_lag");
+        return policy.maxConsumerLag();
     }
 
-    /** @return how long a writer waits for a lagging consumer under {@link #BLOCK}, in milliseconds */
+    /** @return how long a writer waits for a lagging consumer under {@link OnConsumerLag#BLOCK}, in milliseconds */
     public long consumerBlockMs() {
-        return ints.get("consumer_block_ms");
+        return policy.consumerBlockMs();
     }
 
-    /** @return what happens to a consumer past {@link #maxConsumerLag()}: {@link #EXPIRE} or {@link #BLOCK} */
-    public String onConsumerLag() {
-        return onConsumerLag;
+    /** @return what happens to a consumer past {@link #maxConsumerLag()} */
+    public OnConsumerLag onConsumerLag() {
+        return policy.onConsumerLag();
     }
 
     /**
@@ -221,16 +195,18 @@ public final class BusMeta {
      * @return UTF-8 text, one key=value per line
      */
     public byte[] encode() {
+        long[] values = {format, createdNs, recordSize, fileSize, inode, segmentSize, retention.segments(),
+            retention.bytes(), retention.ageMs(), policy.maxConsumerLag(), policy.consumerBlockMs()};
         StringBuilder s = new StringBuilder(Layout.META_MAGIC).append('\n');
-        s.append("format=").append(ints.get("format")).append('\n');
-        s.append("kind=").append(kind).append('\n');
+        s.append("format=").append(format).append('\n');
+        s.append("kind=").append(kind.text()).append('\n');
         s.append("id=").append(id).append('\n');
         for (int i = 1; i < INT_KEYS.length; i++) {
-            s.append(INT_KEYS[i]).append('=').append(ints.get(INT_KEYS[i])).append('\n');
+            s.append(INT_KEYS[i]).append('=').append(values[i]).append('\n');
         }
-        s.append("on_consumer_lag=").append(onConsumerLag).append('\n');
-        for (String[] kv : extra) {
-            s.append(kv[0]).append('=').append(kv[1]).append('\n');
+        s.append("on_consumer_lag=").append(policy.onConsumerLag().text()).append('\n');
+        for (Extra kv : extra) {
+            s.append(kv.key()).append('=').append(kv.value()).append('\n');
         }
         return s.toString().getBytes(StandardCharsets.UTF_8);
     }
@@ -258,16 +234,14 @@ public final class BusMeta {
         if (!lines[0].equals(Layout.META_MAGIC)) {
             throw bad(path, "the first line is not '" + Layout.META_MAGIC + "'");
         }
-        Map<String, Long> ints = new LinkedHashMap<>();
-        for (String k : INT_KEYS) {
-            ints.put(k, 0L);
-        }
-        ints.put("consumer_block_ms", Layout.DEFAULT_CONSUMER_BLOCK_MS);
-        String onConsumerLag = EXPIRE;
+        // Integer keys by their index in INT_KEYS; absent ones are 0, consumer_block_ms its default.
+        long[] ints = new long[INT_KEYS.length];
+        ints[10] = Layout.DEFAULT_CONSUMER_BLOCK_MS;
+        String onConsumerLag = OnConsumerLag.EXPIRE.text();
         java.util.Set<String> seen = new java.util.HashSet<>();
-        String kind = null;
+        String kindText = null;
         String id = null;
-        List<String[]> extra = new ArrayList<>();
+        List<Extra> extra = new ArrayList<>();
         for (int i = 1; i < lines.length; i++) {
             String line = lines[i];
             if (line.isEmpty() || line.startsWith("#")) {
@@ -282,23 +256,24 @@ public final class BusMeta {
             if (!seen.add(key)) {
                 throw bad(path, "key '" + key + "' appears twice");
             }
-            if (ints.containsKey(key)) {
+            int at = java.util.Arrays.asList(INT_KEYS).indexOf(key);
+            if (at >= 0) {
                 if (value.isEmpty() || !value.chars().allMatch(c -> c >= '0' && c <= '9')) {
                     throw bad(path, key + "='" + value + "' is not a non-negative integer");
                 }
                 try {
-                    ints.put(key, Long.parseLong(value));
+                    ints[at] = Long.parseLong(value);
                 } catch (NumberFormatException e) {
                     throw bad(path, key + "='" + value + "' is too large");
                 }
             } else if (key.equals("kind")) {
-                kind = value;
+                kindText = value;
             } else if (key.equals("id")) {
                 id = value;
             } else if (key.equals("on_consumer_lag")) {
                 onConsumerLag = value;
             } else {
-                extra.add(new String[] {key, value});
+                extra.add(new Extra(key, value));
             }
         }
         for (String k : new String[] {"format", "kind", "id", "created_ns", "record_size"}) {
@@ -306,23 +281,30 @@ public final class BusMeta {
                 throw bad(path, "no " + k);
             }
         }
-        if (ints.get("format") != Layout.META_FORMAT) {
-            throw bad(path, "format " + ints.get("format") + ", this version reads " + Layout.META_FORMAT);
+        if (ints[0] != Layout.META_FORMAT) {
+            throw bad(path, "format " + ints[0] + ", this version reads " + Layout.META_FORMAT);
         }
-        if (!SINGLE.equals(kind) && !ROLLING.equals(kind)) {
-            throw bad(path, "kind '" + kind + "' (known: single, rolling)");
+        BusKind kind = BusKind.ofText(kindText);
+        if (kind == null) {
+            throw bad(path, "kind '" + kindText + "' (known: single, rolling)");
         }
-        if (!EXPIRE.equals(onConsumerLag) && !BLOCK.equals(onConsumerLag)) {
+        OnConsumerLag lag;
+        try {
+            lag = OnConsumerLag.of(onConsumerLag);
+        } catch (IllegalArgumentException e) {
             throw bad(path, "on_consumer_lag '" + onConsumerLag + "' (known: expire, block)");
         }
         if (!id.matches("[0-9a-f]{32}")) {
             throw bad(path, "id '" + id + "' is not 32 lowercase hex digits");
         }
-        String sizeKey = SINGLE.equals(kind) ? "file_size" : "segment_size";
-        if (ints.get("record_size") <= 0 || ints.get("record_size") > Integer.MAX_VALUE || ints.get(sizeKey) <= 0) {
-            throw bad(path, "record_size and " + sizeKey + " must be positive");
+        long recordSize = ints[2];
+        long size = kind == BusKind.SINGLE ? ints[3] : ints[5];
+        if (recordSize <= 0 || recordSize > Integer.MAX_VALUE || size <= 0) {
+            throw bad(path, "record_size and " + (kind == BusKind.SINGLE ? "file_size" : "segment_size")
+                    + " must be positive");
         }
-        return new BusMeta(kind, id, ints, onConsumerLag, extra);
+        return new BusMeta(kind, id, ints[0], ints[1], (int) recordSize, ints[3], ints[4], ints[5],
+                new Retention(ints[6], ints[7], ints[8]), new ConsumerPolicy(ints[9], lag, ints[10]), extra);
     }
 
     private static CorruptBusException bad(String path, String why) {
@@ -338,7 +320,7 @@ public final class BusMeta {
      * @throws BusMismatchException if a size differs
      */
     public void check(int recordSize, long size, String path) throws BusMismatchException {
-        String what = SINGLE.equals(kind) ? "fileSize" : "segmentSize";
+        String what = kind == BusKind.SINGLE ? "fileSize" : "segmentSize";
         if (recordSize >= 0 && recordSize != recordSize()) {
             throw mismatch(path, "recordSize", recordSize(), recordSize, what);
         }
@@ -392,7 +374,7 @@ public final class BusMeta {
             why = "the file does not exist";
         } else if (m == null) {
             why = "it has no metadata file (" + mp + ")";
-        } else if (!SINGLE.equals(m.kind)) {
+        } else if (m.kind != BusKind.SINGLE) {
             why = mp + " describes a " + m.kind + " bus";
         } else if (m.inode() != ino) {
             why = mp + " describes another file (inode " + m.inode() + ", this one's is " + ino
@@ -429,7 +411,7 @@ public final class BusMeta {
         String why;
         if (m == null) {
             why = "there is no rolling bus here (no " + mp + ")";
-        } else if (!ROLLING.equals(m.kind)) {
+        } else if (m.kind != BusKind.ROLLING) {
             why = mp + " describes a single-file bus, not a rolling one";
         } else {
             return m;
@@ -466,17 +448,17 @@ public final class BusMeta {
 
     @Override
     public boolean equals(Object o) {
-        if (!(o instanceof BusMeta)) {
+        if (!(o instanceof BusMeta m)) {
             return false;
         }
-        BusMeta m = (BusMeta) o;
-        return Objects.equals(kind, m.kind) && Objects.equals(id, m.id) && ints.equals(m.ints)
-                && onConsumerLag.equals(m.onConsumerLag);
+        return kind == m.kind && Objects.equals(id, m.id) && format == m.format && createdNs == m.createdNs
+                && recordSize == m.recordSize && fileSize == m.fileSize && inode == m.inode
+                && segmentSize == m.segmentSize && retention.equals(m.retention) && policy.equals(m.policy);
     }
 
     @Override
     public int hashCode() {
-        return Objects.hash(kind, id, ints);
+        return Objects.hash(kind, id, createdNs, recordSize, fileSize, inode, segmentSize, retention, policy);
     }
 
     @Override

@@ -90,7 +90,7 @@ final class BusOpen {
     private static BusMeta checkedMeta(MemoryMappedFile f, String path, long fileSize, int recordSize,
                                        boolean allowForeign) throws IOException {
         BusMeta meta = BusMeta.read(BusMeta.metaPath(path), allowForeign);
-        if (meta != null && BusMeta.SINGLE.equals(meta.kind()) && meta.inode() == f.inode()) {
+        if (meta != null && meta.kind() == BusKind.SINGLE && meta.inode() == f.inode()) {
             meta.check(recordSize, fileSize, path);
             return meta;
         }

@@ -1,15 +1,11 @@
 package io.mappedbuspy;
 
-import java.io.IOException;
 import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
-import java.nio.file.Path;
 
 /**
  * One entry of a consumer registry as read lock-free, between two equal odd generations ({@link
- * ConsumerRegistry#entries()}), with what its fields mean: a name's and a bus id's bytes, and the liveness of a holder
- * (its pid, and its start time from /proc/PID/stat field 22: the rule of {@code _wake.h}'s {@code wake_alive}, in
- * plain Java).
+ * ConsumerRegistry#entries()}), with what its fields mean: a name's and a bus id's bytes, and whether a live process
+ * holds it ({@link Liveness}, probed when it was read; the pid is for people only).
  */
 final class ConsumerEntry {
     final int index;
@@ -22,9 +18,11 @@ final class ConsumerEntry {
     final long createdNs;
     final byte[] busId;
     final String name;
+    /** Whether a live process holds the name ({@link Liveness}: the kernel's lock on the entry, never its pid). */
+    final Liveness holder;
 
     ConsumerEntry(int index, int gen, int flags, int pid, long start, long position, long committedNs, long createdNs,
-                  byte[] busId, String name) {
+                  byte[] busId, String name, Liveness holder) {
         this.index = index;
         this.gen = gen;
         this.flags = flags;
@@ -35,15 +33,16 @@ final class ConsumerEntry {
         this.createdNs = createdNs;
         this.busId = busId;
         this.name = name;
+        this.holder = holder;
     }
 
     boolean expired() {
         return (flags & Layout.CONSUMER_FLAG_EXPIRED) != 0;
     }
 
-    /** Whether its holder is a live process (pid and start time). */
+    /** Whether a live process holds it (its liveness byte is locked; in any pid namespace). */
     boolean alive() {
-        return pid > 0 && alive(pid, start);
+        return holder == Liveness.ALIVE;
     }
 
     /** @return the bus id as 32 hex digits, or null for zeros (a bus file without metadata) */
@@ -82,57 +81,9 @@ final class ConsumerEntry {
         return b;
     }
 
-    /** wake_proc_start: the start time of process {@code pid} (clock ticks since boot), or -1 if there is none. */
-    static long procStart(int pid) {
-        String s;
-        try {
-            s = Files.readString(Path.of("/proc/" + pid + "/stat"), StandardCharsets.ISO_8859_1);
-        } catch (IOException | RuntimeException e) {
-            return -1;
-        }
-        int close = s.lastIndexOf(')');  // the command name may hold spaces and parentheses
-        if (close < 0) {
-            return -1;
-        }
-        String[] f = s.substring(close + 1).trim().split(" ");
-        try {
-            return f.length > 19 ? Long.parseLong(f[19]) : -1;  // f[0] is field 3: field 22 is f[19]
-        } catch (NumberFormatException e) {
-            return -1;
-        }
-    }
-
-    /** wake_alive: false if there is no process {@code pid}, or its start time is known and another now (reused). */
-    static boolean alive(int pid, long start) {
-        if (!ProcessHandle.of(pid).isPresent()) {
-            return false;
-        }
-        if (start > 0) {
-            long now = procStart(pid);
-            return now < 0 || now == start;
-        }
-        return true;
-    }
-
     /** @return Unix epoch nanoseconds now */
     static long nowNs() {
         java.time.Instant now = java.time.Instant.now();
         return now.getEpochSecond() * 1_000_000_000L + now.getNano();
-    }
-
-    // consumers_lock_word
-    static long lockWord(int pid, long start) {
-        return (pid & 0xFFFFFFFFL) | ((start & 0xFFFFFFFFL) << 32);
-    }
-
-    // consumers_word_alive: whether the holder a lock word names is still there (its pid, with the same start).
-    static boolean wordAlive(long word) {
-        int pid = (int) (word & 0xFFFFFFFFL);
-        long start32 = word >>> 32;
-        if (pid <= 0 || !ProcessHandle.of(pid).isPresent()) {
-            return false;
-        }
-        long now = procStart(pid);
-        return now < 0 || (now & 0xFFFFFFFFL) == start32; // another start: the pid was reused
     }
 }

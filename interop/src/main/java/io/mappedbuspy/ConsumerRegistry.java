@@ -2,6 +2,7 @@ package io.mappedbuspy;
 
 import java.io.IOException;
 import java.lang.ref.Reference;
+import java.nio.channels.FileChannel;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -16,7 +17,10 @@ import java.util.concurrent.locks.LockSupport;
  * The consumer registry beside a bus ({@code PATH.consumers}, or {@code DIR/bus.consumers}; layout in {@link Layout}).
  * The protocol is {@code mappedbus_py/_core/_consumers.h}'s, ported step by step with the same memory orders (each step
  * names the C function it mirrors), through {@link MemoryMappedFile}'s Unsafe accessors as {@link WakeFile} ports
- * {@code _wake.h}. Liveness (a holder's pid and its start time, /proc/PID/stat field 22) is pure Java here: no JNI.
+ * {@code _wake.h}. Liveness is {@link Liveness}'s: the structural lock and each held entry are OFD locks on one byte
+ * (the lock word's first, the entry's first) taken through this instance's own channel, which the kernel drops when
+ * the process dies (a SIGKILL, a zombie) and which any pid namespace sees. They need the JNI library; without it,
+ * changes to the registry fail with an {@link IOException} saying so (entries are still read).
  *
  * <p>Structural changes (an entry made, removed, claimed, released, expired) run under the file's lock word
  * ({@link #locked}); a commit is the holder's one ordered 8-byte store ({@link ConsumerHold#commit}); readers of the registry
@@ -27,8 +31,6 @@ final class ConsumerRegistry implements AutoCloseable {
     /** Bound on waiting for the registry's lock. */
     static final long LOCK_TIMEOUT_MS = 10_000;
     static final int PID = (int) ProcessHandle.current().pid();
-    /** This process's start time, clock ticks since boot (what the lock word and a holder record). */
-    static final long START = ConsumerEntry.procStart(PID);
     private static final System.Logger LOG = System.getLogger(ConsumerRegistry.class.getName());
     // Names held by readers of this process, as "dev:ino:name" of the registry: the file only knows the process.
     static final Set<String> HELD = ConcurrentHashMap.newKeySet();
@@ -36,7 +38,7 @@ final class ConsumerRegistry implements AutoCloseable {
     private static final Object JVM_LOCK = new Object();
 
     final String path;
-    private final MemoryMappedFile mem;
+    private final MemoryMappedFile mem;   // its channel is this instance's description: its holds and probes
     final Object keep;              // the buffers that keep the mapping alive (accessed by address)
     private final long base;
     private boolean closed;
@@ -66,9 +68,13 @@ final class ConsumerRegistry implements AutoCloseable {
                 throw new CorruptBusException(file + " is not a consumer registry: it is " + size + " bytes, not "
                         + Layout.CONSUMERS_FILE_SIZE + " (truncated?)");
             }
+        } else if (!create) {
+            Files.readAttributes(file, "unix:ino", java.nio.file.LinkOption.NOFOLLOW_LINKS); // NoSuchFileException
         }
         MemoryMappedFile.OpenOptions o = new MemoryMappedFile.OpenOptions();
-        o.create = create && !readOnly;
+        // Whoever may write sizes a short file (a first opener killed before it did) under the open lock.
+        o.create = !readOnly;
+        o.lockOffset = Layout.CONSUMERS_OPEN_LOCK_OFFSET; // a whole-file lock would wait on the holders' locks
         o.readOnly = readOnly;
         o.allowShort = readOnly;
         o.grow = !readOnly;
@@ -88,14 +94,31 @@ final class ConsumerRegistry implements AutoCloseable {
             }
             if (rc != 0) {
                 throw new CorruptBusException(file + " is not a consumer registry: " + (rc == -1
-                        ? "its magic is not a registry's (\"MBUSCON1\")" : "its version is unknown (this reads "
-                        + Layout.CONSUMERS_VERSION + ")"));
+                        ? "its magic is not a registry's (\"MBUSCON1\")" : "its version is "
+                        + f.getIntAcquire(Layout.CONSUMERS_VERSION_OFFSET) + ", this reads " + Layout.CONSUMERS_VERSION
+                        + " (an older one is of a release that told holders by pid)"));
             }
         };
         return new ConsumerRegistry(file.toString(), MemoryMappedFile.open(file.toString(), Layout.CONSUMERS_FILE_SIZE, o));
     }
 
     // ---- what readers of the registry and a reader's consumer use ----
+
+    /**
+     * Whether a registry file is shorter than a registry and all zero: one whose first opener died before sizing it,
+     * an empty registry to a reader (anything else short is corrupt).
+     */
+    static boolean shortAndEmpty(Path file) throws IOException {
+        if (Files.size(file) >= Layout.CONSUMERS_FILE_SIZE) {
+            return false;
+        }
+        for (byte b : Files.readAllBytes(file)) {
+            if (b != 0) {
+                return false;
+            }
+        }
+        return true;
+    }
 
     /**
      * Every entry in use, lock-free: each taken only when its generation is the same odd value before and after.
@@ -144,7 +167,7 @@ final class ConsumerRegistry implements AutoCloseable {
                     len++;
                 }
                 return new ConsumerEntry(i, gen, flags, pid, start, position, committed, created, id,
-                        new String(n, 0, len, StandardCharsets.UTF_8));
+                        new String(n, 0, len, StandardCharsets.UTF_8), pid == 0 ? Liveness.DEAD : holder(i));
             }
         }
         return null; // made and removed over and over meanwhile: not there for this look
@@ -167,17 +190,22 @@ final class ConsumerRegistry implements AutoCloseable {
                 throw new IllegalStateException("consumer registry " + path + " is closed");
             }
             mem.checkLength();
-            long word = ConsumerEntry.lockWord(PID, START);
-            int holder;
+            int rc;
             try {
-                holder = lock(word, LOCK_TIMEOUT_MS * 1_000_000L);
+                rc = lock(LOCK_TIMEOUT_MS * 1_000_000L);
                 MemoryMappedFile.raiseFaultReports();
             } catch (InternalError e) {
                 throw fault(e);
             }
-            if (holder != 0) {
-                throw new BusLockTimeoutException(path + ": the consumer registry's lock was held by pid " + holder
-                        + " for longer than " + LOCK_TIMEOUT_MS + " ms", holder);
+            if (rc == 1) {
+                int holder = (int) mem.getLongAcquire(Layout.CONSUMERS_LOCK_OFFSET);
+                throw new BusLockTimeoutException(path + ": a live process (pid " + holder + " where it runs) held the "
+                        + "consumer registry's lock for longer than " + LOCK_TIMEOUT_MS + " ms", holder);
+            }
+            if (rc != 0) {
+                throw new IOException(path + ": no OFD lock can be taken on the consumer registry (" + (Liveness
+                        .available() ? "a file system without them?" : "the JNI library is not loaded: "
+                        + WakeFile.nativeLibrary()) + ")");
             }
             try {
                 T v = step.run();
@@ -187,7 +215,7 @@ final class ConsumerRegistry implements AutoCloseable {
                 throw fault(e);
             } finally {
                 try {
-                    unlock(word);
+                    unlock();
                     MemoryMappedFile.raiseFaultReports();
                 } catch (InternalError e) {
                     if (!MemoryMappedFile.isMappingFault(e)) {
@@ -216,8 +244,8 @@ final class ConsumerRegistry implements AutoCloseable {
                 byte[] had = new byte[Layout.CONSUMER_BUS_ID_SIZE];
                 mem.getBytes(offset(i) + Layout.CONSUMER_BUS_ID_OFFSET, had, 0, had.length);
                 if (!Arrays.equals(had, id)) {
-                    int other = otherHolder(i, PID, START);
-                    if (other != 0) {
+                    if (holder(i) == Liveness.ALIVE) {
+                        int other = pidOf(i);
                         throw new ConsumerInUseException("consumer '" + name + "' of " + path + " (of another bus, "
                                 + "since deleted and recreated) is held by pid " + other + " (a live process)", other);
                     }
@@ -238,13 +266,16 @@ final class ConsumerRegistry implements AutoCloseable {
                     throw new ConsumerInUseException("consumer '" + name + "' of " + path + " is held by another "
                             + "reader of this process (pid " + PID + "): one holder per name", PID);
                 }
-                int other = otherHolder(i, PID, START);
-                if (other != 0) {
-                    throw new ConsumerInUseException("consumer '" + name + "' of " + path + " is held by pid "
-                            + other + " (a live process): one holder per name", other);
-                }
             }
-            claim(i, PID, START);
+            Liveness.Hold h = claim(i, PID);
+            if (h == Liveness.Hold.BUSY) {
+                int other = pidOf(i);
+                throw new ConsumerInUseException("consumer '" + name + "' of " + path + " is held by pid "
+                        + other + " (a live process): one holder per name", other);
+            }
+            if (h != Liveness.Hold.TAKEN) {
+                throw new IOException(path + ": no OFD lock can be taken on the consumer registry's entry");
+            }
             HELD.add(key);
             return new ConsumerHold(this, name, i, key);
         });
@@ -263,8 +294,8 @@ final class ConsumerRegistry implements AutoCloseable {
             if (i < 0) {
                 throw new java.util.NoSuchElementException("no consumer '" + name + "' in " + path);
             }
-            int holder = otherHolder(i, 0, 0);
-            if (holder != 0) {
+            if (holder(i) == Liveness.ALIVE) {
+                int holder = pidOf(i);
                 throw new ConsumerInUseException("consumer '" + name + "' of " + path + " is held by pid " + holder
                         + " (a live process): close its reader first", holder);
             }
@@ -298,12 +329,24 @@ final class ConsumerRegistry implements AutoCloseable {
     }
 
 
-    /** Releases entry {@code i} held by this process (under the lock). */
+    /**
+     * Releases entry {@code i} held through this instance: no lock needed, the pid is cleared before the byte goes,
+     * and nobody else takes the entry while this description holds it.
+     */
     void release(int i) throws IOException {
-        locked(() -> {
-            release(i, PID, START);
-            return null;
-        });
+        synchronized (JVM_LOCK) {
+            if (closed) {
+                return;
+            }
+            try {
+                releaseEntry(i);
+                MemoryMappedFile.raiseFaultReports();
+            } catch (InternalError e) {
+                throw fault(e);
+            } finally {
+                Reference.reachabilityFence(keep);
+            }
+        }
     }
 
     /** @throws BusTruncatedException if the file is now shorter than the mapping */
@@ -355,41 +398,48 @@ final class ConsumerRegistry implements AutoCloseable {
         return version != 0 && version != Layout.CONSUMERS_VERSION ? -2 : 0;
     }
 
-    // consumers_lock: 0 once held, else the pid holding it after timeoutNs. A holder seen for more than 1 ms is asked
-    // whether it is alive (the checks read /proc), and replaced by compare-and-swap when it is gone.
-    private int lock(long word, long timeoutNs) {
+    // consumer_entry_byte: entry i's liveness byte (its first).
+    private static long entryByte(int i) {
+        return offset(i);
+    }
+
+    // consumers_lock: the OFD lock on the lock word's first byte through this instance's channel, taken without
+    // blocking and retried every 20 us for at most timeoutNs (a holder that dies lets go at once); the word then shows
+    // this pid (store_release_i64). 0 once held, 1 if a live holder kept it, -1 if no lock can be taken.
+    private int lock(long timeoutNs) {
         long deadline = System.nanoTime() + timeoutNs;
-        long seen = 0;
-        long seenSince = 0;
         for (;;) {
-            long cur = mem.getLongAcquire(Layout.CONSUMERS_LOCK_OFFSET);                 // load_acquire_i64
-            if (cur == 0) {
-                if (mem.compareAndSetLong(Layout.CONSUMERS_LOCK_OFFSET, 0, word)) {    // cas_i64
-                    return 0;
-                }
-                continue;
+            Liveness.Hold h = Liveness.hold(mem.channel(), Layout.CONSUMERS_LOCK_OFFSET);
+            if (h == Liveness.Hold.TAKEN) {
+                MemoryMappedFile.putLongReleaseAt(base + Layout.CONSUMERS_LOCK_OFFSET, PID & 0xFFFFFFFFL);
+                return 0;
             }
-            long now = System.nanoTime();
-            if (cur != seen) {
-                seen = cur;
-                seenSince = now;
-            } else if (now - seenSince > 1_000_000 && !ConsumerEntry.wordAlive(cur)) {
-                if (mem.compareAndSetLong(Layout.CONSUMERS_LOCK_OFFSET, cur, word)) {  // cas_i64
-                    return 0;
-                }
-                continue;
+            if (h != Liveness.Hold.BUSY) {
+                return -1;
             }
-            if (now - deadline >= 0) {
-                return (int) (cur & 0xFFFFFFFFL);
+            if (System.nanoTime() - deadline >= 0) {
+                return 1;
             }
             LockSupport.parkNanos(20_000);
             MemoryMappedFile.raiseFaultReports();
         }
     }
 
-    // consumers_unlock
-    private void unlock(long word) {
-        mem.compareAndSetLong(Layout.CONSUMERS_LOCK_OFFSET, word, 0);
+    // consumers_unlock: the word cleared, then the byte let go.
+    private void unlock() {
+        MemoryMappedFile.putLongReleaseAt(base + Layout.CONSUMERS_LOCK_OFFSET, 0);
+        Liveness.release(mem.channel(), Layout.CONSUMERS_LOCK_OFFSET);
+    }
+
+    // consumer_holder: whether another description than this instance's holds entry i.
+    private Liveness holder(int i) {
+        FileChannel ch = mem.channel();
+        return ch == null ? Liveness.UNKNOWN : Liveness.probe(ch, entryByte(i));
+    }
+
+    // The pid entry i shows (for people: where its holder runs, perhaps another pid namespace).
+    private int pidOf(int i) {
+        return MemoryMappedFile.getIntVolatileAt(entry(i) + Layout.CONSUMER_PID_OFFSET);
     }
 
     // consumer_in_use: the generation is odd (load_acquire_i32).
@@ -420,7 +470,7 @@ final class ConsumerRegistry implements AutoCloseable {
             long e = entry(i);
             long o = offset(i);
             int gen = MemoryMappedFile.getIntVolatileAt(e + Layout.CONSUMER_GEN_OFFSET);  // load_acquire_i32
-            if ((gen & 1) != 0) {
+            if ((gen & 1) != 0 || holder(i) == Liveness.ALIVE) { // still held: a name removed by force
                 continue;
             }
             mem.setIntRelease(o + Layout.CONSUMER_FLAGS_OFFSET, 0);
@@ -453,36 +503,22 @@ final class ConsumerRegistry implements AutoCloseable {
         mem.putBytes(o + Layout.CONSUMER_BUS_ID_OFFSET, new byte[n], 0, n);
     }
 
-    // consumer_other_holder: under the lock, the live holder of entry i other than (pid, start), or 0 (a holder that
-    // is gone is forgotten).
-    private int otherHolder(int i, int pid, long start) {
-        long e = entry(i);
-        int holder = MemoryMappedFile.getIntVolatileAt(e + Layout.CONSUMER_PID_OFFSET);
-        if (holder == 0) {
-            return 0;
+    // consumer_claim: under the lock, entry i taken through this instance's channel (Liveness.hold of its byte): TAKEN
+    // (then it shows the time and the pid, the time first), BUSY if a live holder has it, UNKNOWN without locks.
+    private Liveness.Hold claim(int i, int pid) {
+        Liveness.Hold h = Liveness.hold(mem.channel(), entryByte(i));
+        if (h == Liveness.Hold.TAKEN) {
+            MemoryMappedFile.putLongReleaseAt(entry(i) + Layout.CONSUMER_START_OFFSET, ConsumerEntry.nowNs());
+            mem.setIntRelease(offset(i) + Layout.CONSUMER_PID_OFFSET, pid);
         }
-        long hstart = MemoryMappedFile.getLongVolatileAt(e + Layout.CONSUMER_START_OFFSET);
-        if (holder == pid && hstart == start) {
-            return 0;
-        }
-        return holder > 0 && ConsumerEntry.alive(holder, hstart) ? holder : 0;
+        return h;
     }
 
-    // consumer_claim: under the lock, entry i held by (pid, start); the start first, so whoever sees the pid sees it.
-    private void claim(int i, int pid, long start) {
-        MemoryMappedFile.putLongReleaseAt(entry(i) + Layout.CONSUMER_START_OFFSET, start);
-        mem.setIntRelease(offset(i) + Layout.CONSUMER_PID_OFFSET, pid);
-    }
-
-    // consumer_release: under the lock, entry i held by nobody (if (pid, start) still holds it).
-    private void release(int i, int pid, long start) {
-        long e = entry(i);
-        if (MemoryMappedFile.getIntVolatileAt(e + Layout.CONSUMER_PID_OFFSET) != pid
-                || MemoryMappedFile.getLongVolatileAt(e + Layout.CONSUMER_START_OFFSET) != start) {
-            return;
-        }
+    // consumer_release: entry i held by nobody: the pid and time cleared, then the byte let go.
+    private void releaseEntry(int i) {
         mem.setIntRelease(offset(i) + Layout.CONSUMER_PID_OFFSET, 0);
-        MemoryMappedFile.putLongReleaseAt(e + Layout.CONSUMER_START_OFFSET, 0);
+        MemoryMappedFile.putLongReleaseAt(entry(i) + Layout.CONSUMER_START_OFFSET, 0);
+        Liveness.release(mem.channel(), entryByte(i));
     }
 
     // consumer_expire: under the lock, the expired bit set by compare-and-swap.

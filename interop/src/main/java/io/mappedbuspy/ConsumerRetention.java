@@ -28,11 +28,13 @@ final class ConsumerRetention implements AutoCloseable {
     private final boolean block;
     private final byte[] busId;
     private ConsumerRegistry registry;
+    // A retention could not read the registry: the next roll's check reads it again.
+    private boolean unreadable;
 
     ConsumerRetention(RollingDir bus) {
         this.bus = bus;
         this.maxLag = bus.meta.maxConsumerLag();
-        this.block = BusMeta.BLOCK.equals(bus.meta.onConsumerLag());
+        this.block = bus.meta.onConsumerLag() == OnConsumerLag.BLOCK;
         this.busId = ConsumerEntry.busIdBytes(bus.meta.id());
     }
 
@@ -74,7 +76,7 @@ final class ConsumerRetention implements AutoCloseable {
         if (meta.maxConsumerLag() == 0) {
             return new Plan(hold, expire);
         }
-        boolean expires = BusMeta.EXPIRE.equals(meta.onConsumerLag());
+        boolean expires = meta.onConsumerLag() == OnConsumerLag.EXPIRE;
         for (ConsumerEntry e : entries) {
             if (e.expired()) {
                 continue; // holds nothing, and is not expired again
@@ -101,7 +103,7 @@ final class ConsumerRetention implements AutoCloseable {
      */
     static List<ConsumerEntry> consumerBlockers(List<ConsumerEntry> entries, BusMeta meta, long target) {
         List<ConsumerEntry> out = new ArrayList<>();
-        if (meta.maxConsumerLag() == 0 || !BusMeta.BLOCK.equals(meta.onConsumerLag())) {
+        if (meta.maxConsumerLag() == 0 || meta.onConsumerLag() != OnConsumerLag.BLOCK) {
             return out;
         }
         for (ConsumerEntry e : entries) {
@@ -150,15 +152,39 @@ final class ConsumerRetention implements AutoCloseable {
      *         {@link RollingLayout#NO_HOLD} when none holds anything
      */
     long hold(long k) throws IOException {
+        try {
+            ConsumerRegistry r = registry();
+            if (r == null) {
+                return RollingLayout.NO_HOLD;
+            }
+            Plan p = consumerRetention(entries(r), bus.meta, k);
+            for (ConsumerEntry e : p.expire) {
+                r.expire(e);
+            }
+            return p.hold;
+        } catch (IOException | RuntimeException e) {
+            unreadable = true; // the next roll reads it again, and fails while it cannot
+            throw e;
+        }
+    }
+
+    /**
+     * At a writer's open and at each roll, when the consumers matter (they hold retention, or block the writers): the
+     * registry, if there is one, is opened and read, so that one that cannot be (garbage, a link, another user's file)
+     * is an error where the user acts, never a retention that silently stops.
+     *
+     * @throws CorruptBusException    if it is not a registry
+     * @throws UnsafeBusFileException if it is a link or not to be trusted
+     */
+    void check() throws IOException {
+        if (!block && !RollingLayout.retains(bus.meta) || registry != null && !unreadable) {
+            return; // read at its open, and by every retention since (which flags it when it cannot)
+        }
         ConsumerRegistry r = registry();
-        if (r == null) {
-            return RollingLayout.NO_HOLD;
+        if (r != null) {
+            entries(r);
         }
-        Plan p = consumerRetention(entries(r), bus.meta, k);
-        for (ConsumerEntry e : p.expire) {
-            r.expire(e);
-        }
-        return p.hold;
+        unreadable = false;
     }
 
     /**

@@ -46,6 +46,9 @@ public final class Consumers {
         boolean rolling = Files.isDirectory(p, LinkOption.NOFOLLOW_LINKS);
         ConsumerRegistry reg;
         try {
+            if (ConsumerRegistry.shortAndEmpty(registryPath(p, rolling))) {
+                return List.of(); // never sized by its first opener (killed first): nobody registered
+            }
             reg = ConsumerRegistry.open(registryPath(p, rolling), false, "rw-------", false, true);
         } catch (NoSuchFileException e) {
             return List.of();
@@ -110,7 +113,7 @@ public final class Consumers {
         } catch (NoSuchFileException e) {
             m = null;
         }
-        if (m == null || !BusMeta.SINGLE.equals(m.kind())) {
+        if (m == null || m.kind() != BusKind.SINGLE) {
             return position -> -1; // no record size: the Java original's file
         }
         busId[0] = m.id();
@@ -123,14 +126,14 @@ public final class Consumers {
 
     private static Lag rollingLag(Path dir, String[] busId) throws IOException {
         BusMeta m = BusMeta.read(dir.resolve(Layout.META_FILE), true);
-        if (m == null || !BusMeta.ROLLING.equals(m.kind())) {
+        if (m == null || m.kind() != BusKind.ROLLING) {
             return position -> -1;
         }
         busId[0] = m.id();
         RollingDir bus = RollingDir.forReader(dir.toString(), m.segmentSize(), m.recordSize(), true);
-        long[] c = bus.chooseCurrent();
-        long head = c == null ? 0 : c[0];
-        long limit = c == null ? Layout.FIRST_RECORD_OFFSET : c[1];
+        RollingDir.Current c = bus.chooseCurrent();
+        long head = c == null ? 0 : c.segment();
+        long limit = c == null ? Layout.FIRST_RECORD_OFFSET : c.limit();
         return position -> RollingLayout.recordsBetween(position, head, limit, m.segmentSize(), m.recordSize());
     }
 

@@ -35,11 +35,12 @@ package io.mappedbuspy;
  * after each commit ({@link WakeFile}; the protocol is {@code mappedbus_py/_core/_wake.h}):
  *
  * <pre>
- *  0            8             12                64            68            72
- *  +------------+-------------+-- zeros --------+-------------+-------------+-- zeros --
- *  | magic i64  | version i32 |                 | parked i32  | armed i32   |
- *  +------------+-------------+-----------------+-------------+-------------+-----------
+ *  0            8             12     16         64            68            72
+ *  +------------+-------------+------+- zeros --+-------------+-------------+-- zeros --
+ *  | magic i64  | version i32 |      |          | parked i32  | armed i32   |
+ *  +------------+-------------+------+----------+-------------+-------------+-----------
  *  WAKE_MAGIC_OFFSET, WAKE_VERSION_OFFSET        WAKE_PARKED_OFFSET: readers parked now
+ *                                    WAKE_OPEN_LOCK_OFFSET: the byte openers lock
  *                                                WAKE_ARMED_OFFSET: 1 once a reader parked since the last
  *                                                wake; writers load it after each commit
  *  128          132                   256
@@ -51,9 +52,10 @@ package io.mappedbuspy;
  *  one slot (WAKE_SLOT_SIZE bytes) per parking reader:
  *  +0            +4              +8
  *  +-------------+---------------+--------------------------------+
- *  | pid i32     | state i32     | start i64 (clock ticks)        |
+ *  | pid i32     | state i32     | taken_ns i64                   |
  *  +-------------+---------------+--------------------------------+
- *  0 = free      0 idle, 1 parked
+ *  the first byte: the parker's liveness (an OFD lock; unlocked = free); pid and taken_ns for people only
+ *                0 idle, 1 parked
  * </pre>
  *
  * <p>Named consumers keep their positions in a <em>consumer registry</em> beside the bus ({@code PATH +
@@ -61,13 +63,14 @@ package io.mappedbuspy;
  * when new ({@link ConsumerRegistry}; the protocol is {@code mappedbus_py/_core/_consumers.h}):
  *
  * <pre>
- *  0            8             12               64                     72
- *  +------------+-------------+-- zeros -------+----------------------+-- zeros --
- *  | magic i64  | version i32 |                | lock i64             |
- *  +------------+-------------+----------------+----------------------+-----------
+ *  0            8             12     16        64                     72
+ *  +------------+-------------+------+- zeros -+----------------------+-- zeros --
+ *  | magic i64  | version i32 |      |         | lock i64             |
+ *  +------------+-------------+------+---------+----------------------+-----------
  *  CONSUMERS_MAGIC_OFFSET, CONSUMERS_VERSION_OFFSET
- *                                              CONSUMERS_LOCK_OFFSET: 0 free, else the holder,
- *                                              pid | (start &amp; 0xFFFFFFFF) &lt;&lt; 32; structural changes only
+ *                                    CONSUMERS_OPEN_LOCK_OFFSET: the byte openers lock
+ *                                              CONSUMERS_LOCK_OFFSET: an OFD lock on its first byte
+ *                                              (structural changes only); the word shows its pid
  *  128            256            384
  *  +--------------+--------------+-----+-----------------------------------------+
  *  | entry 0      | entry 1      | ... | entry CONSUMER_ENTRY_COUNT - 1          |
@@ -85,8 +88,32 @@ package io.mappedbuspy;
  *  +-------------------+-------------------+------------------------+-------------------+
  *  gen: even = free, odd = in use (+1 at make and at remove, under the lock)
  *  flags: CONSUMER_FLAG_EXPIRED once a writer's retention expired it (cleared by its next commit)
- *  pid, start: the live holder (0: none); position: the committed position (one atomic 8-byte store)
+ *  the first byte (gen's): the holder's liveness, an OFD lock held by the reader holding the name
+ *  pid, start: the holder's pid and when it took the name (Unix ns), for people only
+ *  position: the committed position (one atomic 8-byte store)
  *  name: 1 to CONSUMER_NAME_MAX bytes of UTF-8, NUL padded
+ * </pre>
+ *
+ * <p>Writers of this project say which slots they hold in a <em>writers file</em> beside the bus ({@code PATH +
+ * WRITERS_SUFFIX}, or {@code DIR/WRITERS_FILE} for a rolling bus), {@link #WRITERS_FILE_SIZE} bytes, all zero when
+ * new ({@link WritersFile}; the protocol is {@code mappedbus_py/_core/_writers.h}, design in docs/design/side-files.md):
+ *
+ * <pre>
+ *  0            8             12                         64
+ *  +------------+-------------+-- zeros -----------------+--------+--------+-----+
+ *  | magic i64  | version i32 |                          | slot 0 | slot 1 | ... | slot 254
+ *  +------------+-------------+--------------------------+--------+--------+-----+
+ *  WRITERS_MAGIC_OFFSET, WRITERS_VERSION_OFFSET          WRITERS_SLOTS_OFFSET, WRITER_SLOT_SIZE bytes each,
+ *  (set by CAS from 0 by the first opener)               WRITER_SLOT_COUNT slots
+ *
+ *  one slot:
+ *  +0             +8             +16         +20        +24              +32       +64
+ *  +--------------+--------------+-----------+----------+----------------+--- zeros -+
+ *  | begin i64    | end i64      | pid i32   | zero     | taken_ns i64   |           |
+ *  +--------------+--------------+-----------+----------+----------------+-----------+
+ *  begin, end: the writer's current claim [begin, end) in bus positions, stored begin then end (release)
+ *    after each fetch-and-add; begin &gt;= end: none. pid, taken_ns: for people only.
+ *  liveness byte: the slot's first byte, OFD-locked by its live holder ({@link Liveness})
  * </pre>
  *
  * <p>The Spark connector's exactly-once sink keeps a <em>commit log</em> beside the bus ({@code PATH +
@@ -176,12 +203,20 @@ public final class Layout {
     public static final int WAKE_FILE_SIZE = 4096;
     /** int64 at {@link #WAKE_MAGIC_OFFSET}: "MBUSWAK1" little-endian, set by CAS from 0 by the first opener. */
     public static final long WAKE_MAGIC = 0x314B41575355424DL;
-    /** int32 at {@link #WAKE_VERSION_OFFSET}, set by CAS from 0 by the first opener. */
-    public static final int WAKE_VERSION = 1;
+    /**
+     * int32 at {@link #WAKE_VERSION_OFFSET}, set by CAS from 0 by the first opener. 2: parkers are known by OFD locks
+     * on their slots' first bytes ({@link Liveness}); a file of version 1 (parkers known by pid) is refused.
+     */
+    public static final int WAKE_VERSION = 2;
     /** Offset of the int64 magic. */
     public static final int WAKE_MAGIC_OFFSET = 0;
     /** Offset of the int32 version. */
     public static final int WAKE_VERSION_OFFSET = 8;
+    /**
+     * The one byte openers lock (the POSIX open lock) while they create and size the file: a whole-file lock would
+     * wait on the slots' liveness locks.
+     */
+    public static final int WAKE_OPEN_LOCK_OFFSET = 16;
     /** Offset of the int32 count of readers parked now. */
     public static final int WAKE_PARKED_OFFSET = 64;
     /**
@@ -196,18 +231,18 @@ public final class Layout {
     public static final int WAKE_SEQ_OFFSET = 128;
     /** Offset of the first parking slot. */
     public static final int WAKE_SLOTS_OFFSET = 256;
-    /** Size of a parking slot: pid, state, start time. */
+    /** Size of a parking slot: pid, state, taken time. */
     public static final int WAKE_SLOT_SIZE = 16;
     /** Number of parking slots: {@code (WAKE_FILE_SIZE - WAKE_SLOTS_OFFSET) / WAKE_SLOT_SIZE}. */
     public static final int WAKE_SLOT_COUNT = (WAKE_FILE_SIZE - WAKE_SLOTS_OFFSET) / WAKE_SLOT_SIZE;
-    /** Offset in a slot of the int32 pid of its holder (0: free). */
+    /**
+     * Offset in a slot of the int32 pid of its holder, for people only. The slot's first byte is its liveness byte:
+     * locked (an OFD lock) while its parker lives; unlocked, the slot is free whatever the words say.
+     */
     public static final int WAKE_SLOT_PID_OFFSET = 0;
     /** Offset in a slot of the int32 state: 0 idle, 1 parked (counted at {@link #WAKE_PARKED_OFFSET}). */
     public static final int WAKE_SLOT_STATE_OFFSET = 4;
-    /**
-     * Offset in a slot of the int64 start time of its holder (clock ticks since boot, /proc/PID/stat field 22):
-     * a slot whose pid is gone or reused is reclaimed by the others.
-     */
+    /** Offset in a slot of the int64 time it was taken (Unix ns), for people only. */
     public static final int WAKE_SLOT_START_OFFSET = 8;
     /**
      * How long a parked reader sleeps before it looks by itself, in nanoseconds, at first: the bound on the delay of
@@ -234,13 +269,21 @@ public final class Layout {
     public static final int CONSUMERS_FILE_SIZE = 32768;
     /** int64 at {@link #CONSUMERS_MAGIC_OFFSET}: "MBUSCON1" little-endian, set by CAS from 0 by the first opener. */
     public static final long CONSUMERS_MAGIC = 0x314E4F435355424DL;
-    /** int32 at {@link #CONSUMERS_VERSION_OFFSET}, set by CAS from 0 by the first opener. */
-    public static final int CONSUMERS_VERSION = 1;
+    /**
+     * int32 at {@link #CONSUMERS_VERSION_OFFSET}, set by CAS from 0 by the first opener. 2: holders and the lock are
+     * OFD locks ({@link Liveness}); a registry of version 1 (holders known by pid) is refused.
+     */
+    public static final int CONSUMERS_VERSION = 2;
     /** Offset of the registry's int64 magic. */
     public static final int CONSUMERS_MAGIC_OFFSET = 0;
     /** Offset of the registry's int32 version. */
     public static final int CONSUMERS_VERSION_OFFSET = 8;
-    /** Offset of the int64 lock word of structural changes: 0, or {@code pid | (start & 0xFFFFFFFF) << 32}. */
+    /** The one byte openers lock while they create and size the registry (as {@link #WAKE_OPEN_LOCK_OFFSET}). */
+    public static final int CONSUMERS_OPEN_LOCK_OFFSET = 16;
+    /**
+     * Offset of the lock of structural changes: an OFD lock on this word's first byte, taken without blocking and
+     * retried for a bounded time; the word shows the holder's pid, for people only.
+     */
     public static final int CONSUMERS_LOCK_OFFSET = 64;
     /** Offset of entry 0. */
     public static final int CONSUMERS_ENTRIES_OFFSET = 128;
@@ -252,9 +295,12 @@ public final class Layout {
     public static final int CONSUMER_GEN_OFFSET = 0;
     /** Offset in an entry of the int32 flags ({@link #CONSUMER_FLAG_EXPIRED}). */
     public static final int CONSUMER_FLAGS_OFFSET = 4;
-    /** Offset in an entry of the int32 pid of its live holder (0: none). */
+    /**
+     * Offset in an entry of the int32 pid of its holder, for people only; the entry's first byte is its liveness
+     * byte, locked (an OFD lock) by the reader holding the name.
+     */
     public static final int CONSUMER_PID_OFFSET = 8;
-    /** Offset in an entry of the int64 start time of its holder (clock ticks since boot, as in the wake file). */
+    /** Offset in an entry of the int64 time its holder took it (Unix ns), for people only. */
     public static final int CONSUMER_START_OFFSET = 16;
     /** Offset in an entry of the int64 committed position. */
     public static final int CONSUMER_POSITION_OFFSET = 24;
@@ -274,6 +320,35 @@ public final class Layout {
     public static final int CONSUMER_FLAG_EXPIRED = 1;
     /** How long a writer waits for a lagging consumer (on_consumer_lag=block) by default, in milliseconds. */
     public static final long DEFAULT_CONSUMER_BLOCK_MS = 10_000;
+
+    /** Suffix of a single-file bus's writers file: {@code PATH + WRITERS_SUFFIX}. */
+    public static final String WRITERS_SUFFIX = ".writers";
+    /** A rolling bus's writers file in its directory. */
+    public static final String WRITERS_FILE = "bus.writers";
+    /** Size in bytes of a writers file. */
+    public static final int WRITERS_FILE_SIZE = 16384;
+    /** int64 at {@link #WRITERS_MAGIC_OFFSET}: "MBUSWRT1" little-endian, set by CAS from 0 by the first opener. */
+    public static final long WRITERS_MAGIC = 0x315452575355424DL;
+    /** int32 at {@link #WRITERS_VERSION_OFFSET}, set by CAS from 0 by the first opener. */
+    public static final int WRITERS_VERSION = 1;
+    /** Offset of the int64 magic. */
+    public static final int WRITERS_MAGIC_OFFSET = 0;
+    /** Offset of the int32 version. */
+    public static final int WRITERS_VERSION_OFFSET = 8;
+    /** Offset of slot 0. */
+    public static final int WRITERS_SLOTS_OFFSET = 64;
+    /** Size of one writer's slot: a cache line its writer owns. */
+    public static final int WRITER_SLOT_SIZE = 64;
+    /** Number of writer slots: {@code (WRITERS_FILE_SIZE - WRITERS_SLOTS_OFFSET) / WRITER_SLOT_SIZE}. */
+    public static final int WRITER_SLOT_COUNT = (WRITERS_FILE_SIZE - WRITERS_SLOTS_OFFSET) / WRITER_SLOT_SIZE;
+    /** Offset in a slot of the int64 first position of the writer's claim. */
+    public static final int WRITER_BEGIN_OFFSET = 0;
+    /** Offset in a slot of the int64 end of the claim (one past its last slot); begin &gt;= end: none. */
+    public static final int WRITER_END_OFFSET = 8;
+    /** Offset in a slot of the int32 pid of its holder (for people only). */
+    public static final int WRITER_PID_OFFSET = 16;
+    /** Offset in a slot of the int64 Unix ns its holder took it (for people only). */
+    public static final int WRITER_TAKEN_NS_OFFSET = 24;
 
     /** Suffix of a single-file bus's Spark sink commit log: {@code PATH + COMMIT_LOG_SUFFIX}. */
     public static final String COMMIT_LOG_SUFFIX = ".commits";
@@ -312,7 +387,129 @@ public final class Layout {
     /** Kind of an entry giving up an unsealed range (its uncommitted slots rolled back). */
     public static final int COMMIT_ENTRY_VOID = 4;
 
+    // -- work groups (issue 35): layout.py GROUP_*, mappedbus_py/groups/_group.h --------------
+
+    /** Suffix of a single-file bus's groups directory: {@code PATH.groups}. */
+    public static final String GROUP_DIR_SUFFIX = ".groups";
+    /** A rolling bus's groups directory, in its directory. */
+    public static final String GROUP_DIR = "groups";
+    /** Suffix of a group file: {@code NAME.group}. */
+    public static final String GROUP_SUFFIX = ".group";
+    /** Suffix of a group's dead-letter bus (a rolling bus): {@code NAME.dead}. */
+    public static final String GROUP_DEAD_SUFFIX = ".dead";
+    /** Longest group name, in UTF-8 bytes. */
+    public static final int GROUP_NAME_MAX = 64;
+    /** int64 at {@link #GROUP_MAGIC_OFFSET}: "MBUSGRP1" little-endian. */
+    public static final long GROUP_MAGIC = 3553430572289573453L;
+    /** int32 at {@link #GROUP_VERSION_OFFSET}. */
+    public static final int GROUP_VERSION = 1;
+    /** Offset in a group file of its magic. */
+    public static final int GROUP_MAGIC_OFFSET = 0;
+    /** Offset in a group file of its version. */
+    public static final int GROUP_VERSION_OFFSET = 8;
+    /** Offset in a group file of its window. */
+    public static final int GROUP_WINDOW_OFFSET = 12;
+    /** Offset in a group file of its max deliveries. */
+    public static final int GROUP_MAX_DELIVERIES_OFFSET = 16;
+    /** Offset in a group file of its max in flight. */
+    public static final int GROUP_MAX_IN_FLIGHT_OFFSET = 20;
+    /** Offset in a group file of its lease ns. */
+    public static final int GROUP_LEASE_NS_OFFSET = 24;
+    /** Offset in a group file of its bus id. */
+    public static final int GROUP_BUS_ID_OFFSET = 32;
+    /** Bytes of the bus id in the header. */
+    public static final int GROUP_BUS_ID_SIZE = 16;
+    /** Offset in a group file of its created ns. */
+    public static final int GROUP_CREATED_NS_OFFSET = 48;
+    /** Offset in a group file of its start position. */
+    public static final int GROUP_START_POSITION_OFFSET = 56;
+    /** Offset in a group file of its start. */
+    public static final int GROUP_START_OFFSET = 64;
+    /** Offset in a group file of its end. */
+    public static final int GROUP_END_OFFSET = 128;
+    /** Offset in a group file of its redelivered. */
+    public static final int GROUP_REDELIVERED_OFFSET = 192;
+    /** Offset in a dead letter of its lettered. */
+    public static final int GROUP_DEAD_LETTERED_OFFSET = 200;
+    /** Offset in a group file of its released. */
+    public static final int GROUP_RELEASED_OFFSET = 208;
+    /** Offset in a group file of its rejected. */
+    public static final int GROUP_REJECTED_OFFSET = 216;
+    /** Offset in a group file of its hint. */
+    public static final int GROUP_HINT_OFFSET = 224;
+    /** Offset in a group file of its members. */
+    public static final int GROUP_MEMBERS_OFFSET = 256;
+    /** Bytes of a member slot (its first byte is the member's liveness byte). */
+    public static final int GROUP_MEMBER_SIZE = 64;
+    /** Member slots of a group file. */
+    public static final int GROUP_MEMBER_COUNT = 128;
+    /** Offset in a member slot of its pid. */
+    public static final int GROUP_MEMBER_PID_OFFSET = 0;
+    /** Offset in a member slot of its in flight. */
+    public static final int GROUP_MEMBER_IN_FLIGHT_OFFSET = 4;
+    /** Offset in a member slot of its acked. */
+    public static final int GROUP_MEMBER_ACKED_OFFSET = 8;
+    /** Offset in a member slot of its taken ns. */
+    public static final int GROUP_MEMBER_TAKEN_NS_OFFSET = 16;
+    /** Offset in a member slot of its delivered. */
+    public static final int GROUP_MEMBER_DELIVERED_OFFSET = 24;
+    /** Offset in a member slot of its name. */
+    public static final int GROUP_MEMBER_NAME_OFFSET = 32;
+    /** Bytes of a member's name. */
+    public static final int GROUP_MEMBER_NAME_MAX = 24;
+    /** Offset in a group file of its entries. */
+    public static final int GROUP_ENTRIES_OFFSET = 8448;
+    /** Bytes of an entry. */
+    public static final int GROUP_ENTRY_SIZE = 32;
+    /** Offset in an entry of its word. */
+    public static final int GROUP_ENTRY_WORD_OFFSET = 0;
+    /** Offset in an entry of its lease. */
+    public static final int GROUP_ENTRY_LEASE_OFFSET = 8;
+    /** Offset in an entry of its position. */
+    public static final int GROUP_ENTRY_POSITION_OFFSET = 16;
+    /** Entry state: no record acquired in this lap. */
+    public static final int GROUP_EMPTY = 0;
+    /** Entry state: delivered to its owner, not settled. */
+    public static final int GROUP_ACQUIRED = 1;
+    /** Entry state: given back, to be delivered again. */
+    public static final int GROUP_RELEASED = 2;
+    /** Entry state: done. */
+    public static final int GROUP_ACKED = 3;
+    /** Entry state: dead-lettered (rejected or out of deliveries). */
+    public static final int GROUP_DEAD = 4;
+    /** Entry state: its bus slot was rolled back; nobody gets it. */
+    public static final int GROUP_SKIP = 5;
+    /** Entries of a group made without {@code window}. */
+    public static final int GROUP_DEFAULT_WINDOW = 4096;
+    /** Most entries a group may have. */
+    public static final int GROUP_MAX_WINDOW = 1048576;
+    /** Deliveries before a record is dead-lettered, by default. */
+    public static final int GROUP_DEFAULT_MAX_DELIVERIES = 5;
+    /** A delivery's lease, by default (nanoseconds). */
+    public static final long GROUP_DEFAULT_LEASE_NS = 30000000000L;
+    /** Offset in a dead letter of its position. */
+    public static final int GROUP_DEAD_POSITION_OFFSET = 0;
+    /** Offset in a dead letter of its deliveries. */
+    public static final int GROUP_DEAD_DELIVERIES_OFFSET = 8;
+    /** Offset in a dead letter of its meta. */
+    public static final int GROUP_DEAD_META_OFFSET = 12;
+    /** Offset in a dead letter of its name. */
+    public static final int GROUP_DEAD_NAME_OFFSET = 16;
+    /** Bytes of a dead letter's header, before the record's payload. */
+    public static final int GROUP_DEAD_HEADER_SIZE = 80;
+
     private Layout() {
+    }
+
+    /**
+     * Offset of slot {@code index} of the writers file, which is also its liveness byte (Python:
+     * {@code layout.writer_slot_offset}).
+     *
+     * @param index slot index, from 0
+     * @return {@code WRITERS_SLOTS_OFFSET + index * WRITER_SLOT_SIZE}
+     */
+    public static long writerSlotOffset(int index) {
+        return WRITERS_SLOTS_OFFSET + (long) index * WRITER_SLOT_SIZE;
     }
 
     /**

@@ -105,6 +105,7 @@ public final class MappedBusReader extends ConsumingReader<MappedBusReader> impl
         this.recordSize = recordSize;
         this.readOnly = readOnly;
         this.scan = new SlotScan(path, fileSize, recordSize, readOnly);
+        this.scan.writersPath = path + Layout.WRITERS_SUFFIX;
     }
 
     /**
@@ -276,9 +277,7 @@ public final class MappedBusReader extends ConsumingReader<MappedBusReader> impl
         } catch (BusTruncatedException e) {
             throw fault(m, e);
         }
-        if (!segment) {
-            m.checkPath();
-        }
+        m.checkPath(segment); // a segment: replaced raises, removed is retention's
         if (wake != null) {
             wake.check();
         }
@@ -447,6 +446,7 @@ public final class MappedBusReader extends ConsumingReader<MappedBusReader> impl
     public void close() {
         closed = true;
         scan.current = SlotScan.NO_RECORD;
+        scan.close();
         releaseConsumer();
         closeWake();
         if (mem != null) {
@@ -480,6 +480,24 @@ public final class MappedBusReader extends ConsumingReader<MappedBusReader> impl
      */
     public MappedBusReader setAllowForeign(boolean allow) {
         this.allowForeign = allow;
+        scan.allowForeign = allow;
+        return this;
+    }
+
+    /**
+     * Bounds how long this reader waits for a record whose writer is alive: such a record (its writer holds its slot
+     * in the bus's writers file, {@code PATH.writers}) is never rolled back, however long it takes, and after this
+     * long a read raises {@link WriterStalledException} naming the writer's pid instead of waiting on. A record whose
+     * writer is dead is rolled back at once; one whose writer is unknown (the Java original's) after the timeout.
+     *
+     * @param ms milliseconds, at least 1; 0: no bound (the default)
+     * @return this
+     */
+    public MappedBusReader setStallLimit(long ms) {
+        if (ms < 0 || ms > Long.MAX_VALUE / 1_000_000L) {
+            throw new IllegalArgumentException("stall limit must be >= 0 ms (0: none), got " + ms);
+        }
+        scan.stallLimitNanos = ms * 1_000_000L;
         return this;
     }
 
@@ -489,10 +507,18 @@ public final class MappedBusReader extends ConsumingReader<MappedBusReader> impl
     }
 
     // A segment of a rolling bus (RollingBus*): opened only once complete, never created here.
+    // A rolling bus's segment reader asks its bus's writers file, the segment's offset 0 being at positionBase.
+    MappedBusReader askingWriters(String writersPath, long positionBase) {
+        scan.writersPath = writersPath;
+        scan.positionBase = positionBase;
+        return this;
+    }
+
     static MappedBusReader forSegment(String path, long segmentSize, int recordSize, boolean readOnly) {
         MappedBusReader x = new MappedBusReader(path, segmentSize, recordSize, readOnly);
         x.segment = true;
         x.scan.segment = true;
+        x.scan.writersPath = null; // the rolling reader names its bus's, with the segment's position
         return x;
     }
 }

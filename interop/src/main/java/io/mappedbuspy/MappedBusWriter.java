@@ -28,6 +28,8 @@ public final class MappedBusWriter implements AutoCloseable {
     private String busId;
     // Set once a fault showed the file truncated: every later call throws.
     private BusTruncatedException dead;
+    // The writers' watch's entry for the open file: removed, replaced or shrunk makes every write throw.
+    private FileWatch.Entry watch = FileWatch.NONE;
     private long writes;
     // The offset of this writer's last allocation (-1: none yet): a rolling writer asks whether it was its
     // segment's spare trigger (RollingLayout.spareTrigger).
@@ -37,6 +39,12 @@ public final class MappedBusWriter implements AutoCloseable {
     // The bus's wake file, looked at after every commit; a rolling bus's segment gets its bus's before open().
     WakeFile wake = WakeFile.NONE;
     private boolean ownsWake;
+    // The bus's writers file, where this writer holds a slot and publishes each reservation's claim (readers ask it
+    // whether a stalled slot's writer is alive); a rolling bus's segment gets its bus's before open(), with the
+    // bus position of the segment's offset 0.
+    WritersFile writers = WritersFile.NONE;
+    long positionBase;
+    private boolean ownsWriters;
     // The file's length is checked once per LENGTH_CHECK_MASK + 1 writes.
     private static final int LENGTH_CHECK_MASK = 4095;
 
@@ -115,9 +123,14 @@ public final class MappedBusWriter implements AutoCloseable {
         }
         BusOpen b = BusOpen.forWriter(path, fileSize, recordSize, allowForeign, lockTimeoutMs, segment);
         mem = b.mem;
+        // Removed or replaced while open: throw, never write into the orphaned file (FileWatch).
+        watch = FileWatch.watch(path, mem, segment ? fileSize - slot : -1);
         if (!segment) {
             wake = WakeFile.forBus(path, allowForeign); // never fails: without it, readers find records by polling
             ownsWake = true;
+            writers = WritersFile.forWriter(java.nio.file.Paths.get(path + Layout.WRITERS_SUFFIX), allowForeign);
+            ownsWriters = true;
+            takeOver(writers);
         }
         busId = b.busId;
         populated = DiskSpace.onTmpfs(path) ? 0 : Long.MAX_VALUE;
@@ -213,7 +226,9 @@ public final class MappedBusWriter implements AutoCloseable {
      * @return true if committed; false if a reader had already rolled the record back (too slow)
      * @throws EOFException          if the bus is full
      * @throws BusTruncatedException if the file was truncated under the mapping (this or an earlier write
-     *                               touched a page past its new end)
+     *                               touched a page past its new end, or the writers' watch saw it shorter)
+     * @throws java.io.UncheckedIOException with a {@link BusReplacedException} if the path was removed or names
+     *                               another file since about {@link FileWatch#INTERVAL_NS} ago (docs/safety.md)
      */
     public boolean write(MappedBusMessage message) throws EOFException {
         MemoryMappedFile m = mem();
@@ -275,6 +290,54 @@ public final class MappedBusWriter implements AutoCloseable {
         }
     }
 
+    // Tests: a writer stopped between its reservation (claim published) and its commit. Returns the slot's offset.
+    long allocateOnly() throws EOFException {
+        return allocate(mem());
+    }
+
+    // Tests: the rest of a write allocateOnly() began (the bytes, then the commit); false if a reader rolled it back.
+    boolean commitReserved(long pos, byte[] src) {
+        return finish(mem(), pos, src.length, null, src, 0);
+    }
+
+    /**
+     * Reserves up to {@code n} contiguous record slots with one fetch-and-add of the limit, the allocation of
+     * {@link #write} for many records, for a caller that fills and commits them itself (the Spark connector's
+     * exactly-once writes). The slots stay uncommitted until it commits or rolls back each one
+     * ({@link MemoryMappedFile#casStatus}); readers wait on them up to their timeout. Slots past the end of the file
+     * are not the caller's: a reservation that does not fit is cut at the end, and is empty once the file is full.
+     *
+     * @param n slots wanted, at least 1
+     * @return the slots reserved that fit in the file: all {@code n}, fewer at its end, none when it was full
+     * @throws IllegalArgumentException if {@code n} is below 1 or its slots overflow a long
+     * @throws CorruptBusException      if the limit is before the first record
+     */
+    public Reservation reserve(long n) throws CorruptBusException {
+        if (n < 1 || n > Long.MAX_VALUE / slot) {
+            throw new IllegalArgumentException("cannot reserve " + n + " slots in " + path);
+        }
+        MemoryMappedFile m = mem();
+        long first;
+        try {
+            first = m.getAndAddLong(Layout.LIMIT_OFFSET, n * slot);
+        } catch (InternalError e) {
+            throw fault(m, e);
+        }
+        if (first < Layout.FIRST_RECORD_OFFSET) {
+            throw new CorruptBusException("limit " + first + " of " + path + " is before the first record (a corrupt"
+                    + " bus)");
+        }
+        return new Reservation(first, first >= fileSize ? 0 : Math.min(n, (fileSize - first) / slot));
+    }
+
+    /**
+     * Wakes the readers parked on this bus, if any. The writes of this class do it after each commit; a caller that
+     * commits the slots of {@link #reserve} itself calls this once after its batch.
+     */
+    public void wakeReaders() {
+        wake.wakeIfNeeded();
+    }
+
     private long allocate(MemoryMappedFile m) throws EOFException {
         if ((++writes & LENGTH_CHECK_MASK) == 0) {
             // Now and then, a look at the file's length (a system call, so the JVM also delivers here a
@@ -287,11 +350,43 @@ public final class MappedBusWriter implements AutoCloseable {
             throw new EOFException("bus full: record at offset " + offset + " of " + slot
                     + " bytes does not fit in fileSize " + fileSize + " (" + path + ")");
         }
+        // Readers that find this slot uncommitted ask whether we are alive: published before anything slower.
+        writers.publish(positionBase + offset, positionBase + offset + slot);
         if (offset + slot > populated) {
             populate(m, offset + slot);
         }
         lastOffset = offset;
         return offset;
+    }
+
+    /**
+     * Our slot's last holder died with a claim (writers file): rolls back (status 0 -> 2) its slots still
+     * uncommitted in this file, then clears the claim, unless it lies in another file (a rolling bus's other
+     * segment, which its caller handles).
+     *
+     * @return how many slots were rolled back
+     */
+    long takeOver(WritersFile wf) {
+        WritersFile.Claim c = wf.claimLeft();
+        if (c.empty() || mem == null) {
+            return 0;
+        }
+        long n = 0;
+        long from = Math.max(c.begin() - positionBase, Layout.FIRST_RECORD_OFFSET);
+        long stop = c.end() - positionBase;
+        if ((from - Layout.FIRST_RECORD_OFFSET) % slot != 0) {
+            from += slot - (from - Layout.FIRST_RECORD_OFFSET) % slot;
+        }
+        mem.checkLength();
+        for (long off = from; off < stop && off <= fileSize - slot; off += slot) {
+            if (mem.casStatus(off, Layout.STATUS_NOT_SET, Layout.STATUS_ROLLED_BACK)) {
+                n++;
+            }
+        }
+        if (!segment || (c.begin() >= positionBase && c.begin() < positionBase + fileSize)) {
+            wf.clear(); // a claim never spans two files: all of it was in this one
+        }
+        return n;
     }
 
     // Maps the pages ahead of this writer's records POPULATE_CHUNK bytes at a time, as the Python writer's
@@ -355,6 +450,7 @@ public final class MappedBusWriter implements AutoCloseable {
         if (m == null) {
             throw new IllegalStateException("writer for " + path + " is " + (closed ? "closed" : "not open"));
         }
+        watch.check();
         return m;
     }
 
@@ -380,9 +476,16 @@ public final class MappedBusWriter implements AutoCloseable {
     @Override
     public void close() {
         closed = true;
+        watch.close();
+        watch = FileWatch.NONE;
         if (ownsWake) {
             wake.close();
             ownsWake = false;
+        }
+        if (ownsWriters) {
+            writers.close(); // clears our claim, then gives the slot back
+            writers = WritersFile.NONE;
+            ownsWriters = false;
         }
         if (mem != null) {
             if (segment) {

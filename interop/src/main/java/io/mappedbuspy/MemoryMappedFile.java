@@ -52,7 +52,17 @@ public final class MemoryMappedFile extends MappedAtomics implements AutoCloseab
         String perms = "rw-------";
         /** Take the open lock exclusive (writers) instead of shared. */
         boolean exclusive;
+        /**
+         * Take the POSIX open lock at all. False for a side file whose slots are held by OFD locks (the writers
+         * file, {@link WritersFile}): the two kinds conflict, so a whole-file lock would wait for every holder.
+         */
+        boolean lock = true;
         long lockTimeoutMs = DEFAULT_LOCK_TIMEOUT_MS;
+        /**
+         * Take the open lock on this one byte instead of the whole file (-1): the side files whose slots carry OFD
+         * liveness locks ({@link Liveness}), which a whole-file lock would wait on.
+         */
+        long lockOffset = -1;
         /** Runs under the open lock before the file is grown or mapped: checks that write nothing. */
         Step beforeGrow;
         /** Runs under the open lock once mapped: initialisation. */
@@ -282,11 +292,25 @@ public final class MemoryMappedFile extends MappedAtomics implements AutoCloseab
      * @throws BusReplacedException if so
      */
     public void checkPath() throws BusReplacedException {
+        checkPath(false);
+    }
+
+    /**
+     * Throws if the path names another file than the mapped one, or none unless {@code removalOk} (a rolling bus's
+     * segment, which retention may remove while it is read).
+     *
+     * @param removalOk whether a path that names no file is fine
+     * @throws BusReplacedException if not
+     */
+    public void checkPath(boolean removalOk) throws BusReplacedException {
         Path p = Paths.get(path);
         Map<String, Object> a;
         try {
             a = Files.readAttributes(p, "unix:ino,dev", LinkOption.NOFOLLOW_LINKS);
         } catch (NoSuchFileException e) {
+            if (removalOk) {
+                return;
+            }
             throw new BusReplacedException(path + " was removed while mapped: no process can open this bus any more");
         } catch (IOException e) {
             return;
@@ -295,6 +319,14 @@ public final class MemoryMappedFile extends MappedAtomics implements AutoCloseab
             throw new BusReplacedException(path + " now names another file (inode " + a.get("ino")
                     + ", mapped: " + inode + "): the bus was deleted and recreated, or replaced");
         }
+    }
+
+    /**
+     * The channel this instance opened (its own open file description: what {@link Liveness} holds and probes
+     * through: the wake file, the registry, WritersFile), or null once closed.
+     */
+    FileChannel channel() {
+        return channel;
     }
 
     /** Drops the mapping; every later access throws {@link IllegalStateException}. */

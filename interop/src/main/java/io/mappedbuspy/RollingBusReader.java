@@ -32,6 +32,7 @@ public final class RollingBusReader extends ConsumingReader<RollingBusReader> im
     private final boolean readOnly;
     private boolean failOnGap = true;
     private int timeoutMs = Layout.DEFAULT_TIMEOUT_MS;
+    private long stallLimitMs;
     private boolean allowForeign;
     private boolean closed;
     // Where it is in the bus, once open (kept after close() for the counts).
@@ -136,6 +137,24 @@ public final class RollingBusReader extends ConsumingReader<RollingBusReader> im
     }
 
     /**
+     * Bounds how long this reader waits for a record whose writer is alive (see
+     * {@link MappedBusReader#setStallLimit}); 0 (the default): no bound.
+     *
+     * @param ms milliseconds, 0 or more
+     * @return this
+     */
+    public RollingBusReader setStallLimit(long ms) {
+        if (ms < 0 || ms > Long.MAX_VALUE / 1_000_000L) {
+            throw new IllegalArgumentException("stall limit must be >= 0 ms (0: none), got " + ms);
+        }
+        stallLimitMs = ms;
+        if (c != null) {
+            c.setStallLimit(ms);
+        }
+        return this;
+    }
+
+    /**
      * Accepts a directory, bus.meta or segments owned by another user or writable by group or others. Call
      * before {@link #open()}.
      *
@@ -165,6 +184,7 @@ public final class RollingBusReader extends ConsumingReader<RollingBusReader> im
         c = new RollingCursor(RollingDir.forReader(dir, segmentSize, recordSize, allowForeign), readOnly,
                 allowForeign, failOnGap, timeoutMs);
         c.onSwitch = x -> current = x;
+        c.stallLimitMs = stallLimitMs;
         try {
             initialEnd = c.currentEnd();
             c.openOldest();

@@ -17,9 +17,9 @@ public final class RollingBusWriter implements AutoCloseable {
     private final String dir;
     private final long segmentSize;
     private final int recordSize;
-    private final long[] retention = new long[3];
-    // The consumer policy of a bus this writer creates: {maxConsumerLag, onConsumerLag, consumerBlockMs}, or null.
-    private Object[] consumerPolicy;
+    private Retention retention = Retention.NONE;
+    // The consumer policy of a bus this writer creates, or null when none was set (an existing bus's is accepted).
+    private ConsumerPolicy consumerPolicy;
     private final int every;
     // The offset whose allocation makes this writer its segment's spare maker (RollingLayout.spareTrigger).
     private final long trigger;
@@ -31,11 +31,10 @@ public final class RollingBusWriter implements AutoCloseable {
     private MappedBusWriter w;
     private int countdown;
     private boolean closed;
-    // The current segment mapped for reserve(), opened on its first use.
-    private MemoryMappedFile reserving;
-    private long reservingIndex = -1;
     // The bus's wake file, shared by the segment writers.
     private WakeFile wake = WakeFile.NONE;
+    // The bus's writers file, where this writer holds a slot: its segment writers publish their claims there.
+    private WritersFile writers = WritersFile.NONE;
 
     /**
      * Creates a writer of an existing rolling bus with the sizes its {@code DIR/bus.meta} records (read now;
@@ -81,14 +80,18 @@ public final class RollingBusWriter implements AutoCloseable {
      * @return this
      */
     public RollingBusWriter setRetention(long segments, long bytes, long ageMs) {
-        if (segments < 0 || bytes < 0 || ageMs < 0) {
-            throw new IllegalArgumentException("retention must not be negative, got segments=" + segments
-                    + " bytes=" + bytes + " ageMs=" + ageMs);
-        }
+        return setRetention(new Retention(segments, bytes, ageMs));
+    }
+
+    /**
+     * Sets the retention of a bus this writer creates, as {@link #setRetention(long, long, long)}.
+     *
+     * @param retention the retention ({@link Retention#NONE}: accept an existing bus's)
+     * @return this
+     */
+    public RollingBusWriter setRetention(Retention retention) {
         openCheck();
-        retention[0] = segments;
-        retention[1] = bytes;
-        retention[2] = ageMs;
+        this.retention = Objects.requireNonNull(retention, "retention");
         return this;
     }
 
@@ -104,23 +107,33 @@ public final class RollingBusWriter implements AutoCloseable {
         if (segments < 0) {
             throw new IllegalArgumentException("maxConsumerLag must not be negative, got " + segments);
         }
-        policy()[0] = segments;
+        consumerPolicy = policy().withMaxConsumerLag(segments);
         return this;
     }
 
     /**
      * What happens to a consumer more than {@code max_consumer_lag} segments behind, on a bus this writer creates
-     * (Python: {@code on_consumer_lag=}): {@link BusMeta#EXPIRE} (the default: it is flagged expired and its segments
-     * go) or {@link BusMeta#BLOCK} (writers wait before rolling, then throw {@link BusBackPressureException}). Call
-     * before {@link #open()}.
+     * (Python: {@code on_consumer_lag=}): {@link OnConsumerLag#EXPIRE} (the default: it is flagged expired and its
+     * segments go) or {@link OnConsumerLag#BLOCK} (writers wait before rolling, then throw
+     * {@link BusBackPressureException}). Call before {@link #open()}.
+     *
+     * @param policy the policy
+     * @return this
+     */
+    public RollingBusWriter setOnConsumerLag(OnConsumerLag policy) {
+        consumerPolicy = policy().withOnConsumerLag(Objects.requireNonNull(policy, "onConsumerLag"));
+        return this;
+    }
+
+    /**
+     * As {@link #setOnConsumerLag(OnConsumerLag)}, by the name bus.meta stores (the Python and py4j callers').
      *
      * @param policy "expire" or "block"
      * @return this
+     * @throws IllegalArgumentException for another value
      */
     public RollingBusWriter setOnConsumerLag(String policy) {
-        BusMeta.checkPolicy(policy);
-        policy()[1] = policy;
-        return this;
+        return setOnConsumerLag(OnConsumerLag.of(policy));
     }
 
     /**
@@ -136,16 +149,14 @@ public final class RollingBusWriter implements AutoCloseable {
         if (timeout < 0) {
             throw new IllegalArgumentException("consumer block timeout must not be negative, got " + timeout);
         }
-        policy()[2] = unit.toMillis(timeout);
+        consumerPolicy = policy().withConsumerBlockMs(unit.toMillis(timeout));
         return this;
     }
 
-    private Object[] policy() {
+    // The policy set so far (the default before the first setter).
+    private ConsumerPolicy policy() {
         openCheck();
-        if (consumerPolicy == null) {
-            consumerPolicy = new Object[] {0L, BusMeta.EXPIRE, Layout.DEFAULT_CONSUMER_BLOCK_MS};
-        }
-        return consumerPolicy;
+        return consumerPolicy == null ? ConsumerPolicy.DEFAULT : consumerPolicy;
     }
 
     /**
@@ -178,13 +189,26 @@ public final class RollingBusWriter implements AutoCloseable {
     public RollingBusWriter open() throws IOException {
         openCheck();
         RollingDir b = RollingDir.forWriter(dir, segmentSize, recordSize, retention, consumerPolicy, allowForeign);
+        ConsumerRetention held = b.consumers();
+        if (held != null) {
+            try {
+                held.check(); // a registry that cannot be read is an error now, not at some later write
+            } catch (IOException | RuntimeException e) {
+                b.close();
+                throw e;
+            }
+        }
         wake = WakeFile.forRollingBus(dir, allowForeign); // never fails: without it, readers find records by polling
-        SegmentRoller s = new SegmentRoller(b, wake, allowForeign);
+        writers = WritersFile.forWriter(java.nio.file.Paths.get(dir, Layout.WRITERS_FILE), allowForeign);
+        SegmentRoller s;
         try {
-            s.openNewest();
+            s = SegmentRoller.openNewest(b, wake, writers, allowForeign);
+            takeOver(s);
         } catch (IOException | RuntimeException e) {
             wake.close();
             wake = WakeFile.NONE;
+            writers.close();
+            writers = WritersFile.NONE;
             throw e;
         }
         bus = b;
@@ -263,10 +287,10 @@ public final class RollingBusWriter implements AutoCloseable {
      * {@link #mapSegment}; readers wait on them up to their timeout.
      *
      * @param n slots wanted, at least 1
-     * @return {global position of the first slot, number of slots reserved (1..n)}
+     * @return the global position of the first slot and the slots reserved (1..n)
      * @throws IOException if the next segment cannot be created or opened
      */
-    public long[] reserve(long n) throws IOException {
+    public Reservation reserve(long n) throws IOException {
         long slot = Layout.slotSize(recordSize);
         if (n < 1 || n > Long.MAX_VALUE / slot) {
             throw new IllegalArgumentException("cannot reserve " + n + " slots in " + dir);
@@ -275,24 +299,9 @@ public final class RollingBusWriter implements AutoCloseable {
             lookAhead();
         }
         for (;;) {
-            writer();
-            long segment = segments.segment;
-            if (reservingIndex != segment) {
-                if (reserving != null) {
-                    reserving.closeAndUnmap();
-                    reserving = null;
-                }
-                reserving = mapSegment(segment);
-                reservingIndex = segment;
-            }
-            long first = reserving.getAndAddLong(Layout.LIMIT_OFFSET, n * slot);
-            if (first < Layout.FIRST_RECORD_OFFSET) {
-                throw new CorruptBusException("limit " + first + " of segment " + bus.segmentPath(segment)
-                        + " is before the first record (a corrupt segment)");
-            }
-            long fit = first >= segmentSize ? 0 : Math.min(n, (segmentSize - first) / slot);
-            if (fit > 0) {
-                return new long[] {Layout.joinPosition(segment, first, segmentSize), fit};
+            Reservation r = writer().reserve(n); // the segment writer's fetch-and-add
+            if (r.count() > 0) {
+                return new Reservation(Layout.joinPosition(segments.segment, r.first(), segmentSize), r.count());
             }
             roll();
         }
@@ -348,9 +357,15 @@ public final class RollingBusWriter implements AutoCloseable {
         return bus.meta.id();
     }
 
-    /** @return the index of the segment this writer writes to */
+    /**
+     * @return the index of the segment this writer writes to
+     * @throws IllegalStateException if the writer is not open
+     */
     public long segment() {
-        return segments == null ? -1 : segments.segment;
+        if (segments == null) {
+            throw new IllegalStateException("rolling writer for " + dir + " is not open");
+        }
+        return segments.segment;
     }
 
     /** @return the times this writer moved to another segment */
@@ -385,11 +400,34 @@ public final class RollingBusWriter implements AutoCloseable {
         if (segments != null) {
             segments.close();
         }
-        if (reserving != null) {
-            reserving.closeAndUnmap();
-            reserving = null;
-        }
         w = null;
         wake.close();
+        writers.close(); // clears this writer's claim, gives its slot back
+        writers = WritersFile.NONE;
+    }
+
+    // Our slot's last holder died with a claim: roll back its uncommitted slots in the segment it lies in (if
+    // retention left it), then clear it.
+    private void takeOver(SegmentRoller s) throws IOException {
+        WritersFile.Claim c = writers.claimLeft();
+        if (c.empty()) {
+            return;
+        }
+        long index = Math.floorDiv(c.begin(), segmentSize);
+        if (index == s.segment) {
+            s.w.takeOver(writers);
+            return;
+        }
+        MappedBusWriter x = MappedBusWriter.forSegment(s.bus.segmentPath(index).toString(), segmentSize, recordSize);
+        x.positionBase = Layout.joinPosition(index, 0, segmentSize);
+        try {
+            x.setAllowForeign(allowForeign).open();
+            x.takeOver(writers);
+        } catch (java.nio.file.NoSuchFileException e) {
+            // its segment is gone: nothing left to roll back
+        } finally {
+            x.close();
+        }
+        writers.clear();
     }
 }

@@ -18,7 +18,7 @@ final class RollingCursor {
     private static final int LIST_EVERY = 1024;
     private static final int IDENTITY_EVERY = 1 << 16;
     // ... or at least this often (by the clock) for a caller that sleeps between polls.
-    private static final long CHECK_INTERVAL_NS = 100_000_000L;
+    private static final long CHECK_INTERVAL_NS = 10_000_000L; // docs/safety.md: the readers' bound
 
     final RollingDir bus;
     private final long segmentSize;
@@ -27,6 +27,8 @@ final class RollingCursor {
     private final boolean allowForeign;
     boolean failOnGap;
     private int timeoutMs;
+    // The segment readers' stall limit (MappedBusReader.setStallLimit; 0: none).
+    long stallLimitMs;
     // The current segment's reader; null while waiting for segment `segment` to appear (then reading starts
     // at pendingOffset in it).
     MappedBusReader r;
@@ -69,6 +71,13 @@ final class RollingCursor {
         }
     }
 
+    void setStallLimit(long ms) {
+        stallLimitMs = ms;
+        if (r != null) {
+            r.setStallLimit(ms);
+        }
+    }
+
     void setTimeout(int ms) {
         timeoutMs = ms;
         if (r != null) {
@@ -83,14 +92,18 @@ final class RollingCursor {
 
     /** The position just past the last record allocated now (in the newest segment with records). */
     long currentEnd() throws IOException {
-        long[] c = bus.chooseCurrent();
-        return c == null ? Layout.FIRST_RECORD_OFFSET : global(c[0], c[1]);
+        RollingDir.Current c = bus.chooseCurrent();
+        return c == null ? Layout.FIRST_RECORD_OFFSET : global(c.segment(), c.limit());
     }
 
     private MappedBusReader openSegment(long index) throws IOException {
         MappedBusReader x = MappedBusReader.forSegment(bus.segmentPath(index).toString(), segmentSize, recordSize,
-                readOnly).setAllowForeign(allowForeign).open();
+                readOnly).setAllowForeign(allowForeign)
+                .askingWriters(bus.dir.resolve(Layout.WRITERS_FILE).toString(),
+                        Layout.joinPosition(index, 0, segmentSize))
+                .open();
         x.setTimeout(timeoutMs);
+        x.setStallLimit(stallLimitMs);
         return x;
     }
 
@@ -183,14 +196,14 @@ final class RollingCursor {
 
     /** A poll of the current segment found no record: the identity check now and then; false. */
     boolean empty() throws IOException {
-        // The clock is read on one empty poll in 64 only: a caller that sleeps between polls still gets
+        // The clock is read on one empty poll in 16 only: a caller that sleeps between polls still gets
         // the check within about CHECK_INTERVAL_NS, a spinning one within IDENTITY_EVERY polls.
-        if ((++emptyPolls & 63) == 0) {
+        if ((++emptyPolls & 15) == 0) {
             long now = System.nanoTime();
             if (emptyPolls >= IDENTITY_EVERY || now - lastIdentityCheck >= CHECK_INTERVAL_NS) {
                 emptyPolls = 0;
                 lastIdentityCheck = now;
-                bus.checkIdentity();
+                checkIdentity();
             }
         }
         return false;
@@ -212,7 +225,23 @@ final class RollingCursor {
             r.waitCheck();
         }
         lastIdentityCheck = System.nanoTime();
+        checkIdentity();
+    }
+
+    // bus.meta still holds this bus's id, and the segment read is there, or retention's to remove (a later one
+    // exists): retention keeps the newest, so the newest gone means no record can come (rolling.py _check_newest).
+    private void checkIdentity() throws IOException {
         bus.checkIdentity();
+        if (r == null || bus.exists(segment)) {
+            return;
+        }
+        for (long i : bus.segments()) {
+            if (i > segment) {
+                return;
+            }
+        }
+        throw new BusReplacedException(bus.segmentPath(segment) + ", the newest segment of its rolling bus, was removed "
+                + "(not by retention, which keeps the newest): no record can come to this reader");
     }
 
     // Waiting for segment `segment`: a cheap existence check now and then, a listing (for gaps) and an
@@ -226,7 +255,7 @@ final class RollingCursor {
         if (n % LIST_EVERY == 0 || now - lastIdentityCheck >= CHECK_INTERVAL_NS) {
             if (n > 0) {
                 lastIdentityCheck = now;
-                bus.checkIdentity();
+                checkIdentity();
             }
             place(segment, pendingOffset);
         } else if (bus.exists(segment)) {
@@ -266,8 +295,8 @@ final class RollingCursor {
             try {
                 seek(g);
             } catch (BusGapException e) {
-                long[] at = RollingLayout.locate(g, segmentSize, recordSize);
-                enterPending(at[0], at[1]);
+                RollingLayout.SegmentOffset at = RollingLayout.locate(g, segmentSize, recordSize);
+                enterPending(at.segment(), at.offset());
             }
         } catch (IOException | RuntimeException e) {
             Consumers.release(h);
@@ -285,8 +314,8 @@ final class RollingCursor {
         if (!RollingLayout.isPosition(p, segmentSize, recordSize)) {
             return -1;
         }
-        long[] at = RollingLayout.locate(p, segmentSize, recordSize);
-        return RollingLayout.readerPosition(at[0], at[1], segmentSize, recordSize);
+        RollingLayout.SegmentOffset at = RollingLayout.locate(p, segmentSize, recordSize);
+        return RollingLayout.readerPosition(at.segment(), at.offset(), segmentSize, recordSize);
     }
 
     /**
@@ -316,26 +345,26 @@ final class RollingCursor {
 
     /** Moves to {@code position}, as a reader reports them (never a segment's end). */
     void seek(long position) throws IOException {
-        long[] at = RollingLayout.locate(position, segmentSize, recordSize);
-        place(at[0], at[1]);
+        RollingLayout.SegmentOffset at = RollingLayout.locate(position, segmentSize, recordSize);
+        place(at.segment(), at.offset());
     }
 
     /** {@link RollingBusReader#seekToEnd()}. */
     void seekToEnd() throws IOException {
         for (;;) {
-            long[] c = bus.chooseCurrent();
+            RollingDir.Current c = bus.chooseCurrent();
             if (c == null) {
                 place(0, Layout.FIRST_RECORD_OFFSET);
                 return;
             }
             MappedBusReader x;
             try {
-                x = openSegment(c[0]);
+                x = openSegment(c.segment());
             } catch (NoSuchFileException e) {
                 continue;
             }
             x.seekToEnd();
-            switchTo(c[0], x);
+            switchTo(c.segment(), x);
             return;
         }
     }

@@ -55,18 +55,17 @@ public final class RollingDir {
      * Opens a rolling bus for writing: makes the directory and {@code bus.meta} if absent, checks them
      * otherwise, and makes segment 0 if there is no segment yet.
      */
-    static RollingDir forWriter(String dir, long segmentSize, int recordSize, long[] retention,
+    static RollingDir forWriter(String dir, long segmentSize, int recordSize, Retention retention,
                                 boolean allowForeign) throws IOException {
         return forWriter(dir, segmentSize, recordSize, retention, null, allowForeign);
     }
 
     /**
-     * As {@link #forWriter(String, long, int, long[], boolean)}, with the consumer policy of a bus this call creates:
-     * {@code policy} is {maxConsumerLag, onConsumerLag, consumerBlockMs} or null for none given; on an existing bus,
-     * one given must equal the bus's.
+     * As {@link #forWriter(String, long, int, Retention, boolean)}, with the consumer policy of a bus this call
+     * creates, or null for none given; on an existing bus, one given must equal the bus's.
      */
-    static RollingDir forWriter(String dir, long segmentSize, int recordSize, long[] retention, Object[] policy,
-                                boolean allowForeign) throws IOException {
+    static RollingDir forWriter(String dir, long segmentSize, int recordSize, Retention retention,
+                                ConsumerPolicy policy, boolean allowForeign) throws IOException {
         MappedBusWriter.checkSizes(segmentSize, recordSize);
         Path d = Path.of(dir);
         boolean made = false;
@@ -83,10 +82,8 @@ public final class RollingDir {
             Path metaPath = d.resolve(Layout.META_FILE);
             BusMeta m = BusMeta.read(metaPath, allowForeign);
             if (m == null) {
-                BusMeta mine = policy == null
-                        ? BusMeta.rolling(recordSize, segmentSize, retention[0], retention[1], retention[2])
-                        : BusMeta.rolling(recordSize, segmentSize, retention[0], retention[1], retention[2],
-                                (Long) policy[0], (String) policy[1], (Long) policy[2]);
+                BusMeta mine = BusMeta.rolling(recordSize, segmentSize, retention,
+                        policy == null ? ConsumerPolicy.DEFAULT : policy);
                 madeMeta = mine.write(metaPath, FILE_PERMS, true);
                 // The loser of a creation race reads the winner's and checks it like any existing bus.
                 m = madeMeta ? mine : BusMeta.read(metaPath, allowForeign);
@@ -96,20 +93,16 @@ public final class RollingDir {
                 }
             }
             checkMeta(m, metaPath, recordSize, segmentSize);
-            if (!madeMeta && (retention[0] | retention[1] | retention[2]) != 0
-                    && (retention[0] != m.retainSegments() || retention[1] != m.retainBytes()
-                        || retention[2] != m.retainAgeMs())) {
-                throw new IllegalArgumentException(dir + " was created with retention segments="
-                        + m.retainSegments() + " bytes=" + m.retainBytes() + " ageMs=" + m.retainAgeMs()
-                        + ", not segments=" + retention[0] + " bytes=" + retention[1] + " ageMs=" + retention[2]
-                        + ": retention is fixed when a rolling bus is created (pass 0s to accept it)");
+            if (!madeMeta && retention.removesAny() && !retention.equals(m.retention())) {
+                throw new IllegalArgumentException(dir + " was created with retention " + m.retention()
+                        + ", not " + retention + ": retention is fixed when a rolling bus is created"
+                        + " (pass 0s to accept it)");
             }
-            if (!madeMeta && policy != null && (!policy[0].equals(m.maxConsumerLag())
-                    || !policy[1].equals(m.onConsumerLag()) || !policy[2].equals(m.consumerBlockMs()))) {
-                throw new IllegalArgumentException(dir + " was created with max_consumer_lag=" + m.maxConsumerLag()
-                        + " on_consumer_lag=" + m.onConsumerLag() + " consumer_block_ms=" + m.consumerBlockMs()
-                        + ", not " + policy[0] + " " + policy[1] + " " + policy[2] + ": the consumer policy is fixed"
-                        + " when a rolling bus is created (set none to accept it)");
+            if (!madeMeta && policy != null && !policy.equals(m.consumerPolicy())) {
+                ConsumerPolicy p = policy;
+                throw new IllegalArgumentException(dir + " was created with " + m.consumerPolicy() + ", not "
+                        + p.maxConsumerLag() + " " + p.onConsumerLag() + " " + p.consumerBlockMs()
+                        + ": the consumer policy is fixed when a rolling bus is created (set none to accept it)");
             }
             RollingDir r = new RollingDir(d, segmentSize, recordSize, allowForeign, m);
             if (r.segments().length == 0) {
@@ -188,7 +181,7 @@ public final class RollingDir {
 
     private static void checkMeta(BusMeta m, Path metaPath, int recordSize, long segmentSize)
             throws BusMismatchException {
-        if (!BusMeta.ROLLING.equals(m.kind())) {
+        if (m.kind() != BusKind.ROLLING) {
             throw new BusMismatchException(metaPath + " describes a " + m.kind() + " bus, not a rolling one");
         }
         m.check(recordSize, segmentSize, metaPath.getParent().toString());
@@ -421,19 +414,27 @@ public final class RollingDir {
      * The segment a writer (or a reader seeking to the end) starts in: the newest one with records, else
      * the oldest (segments made ahead of time have no records yet).
      *
-     * @return {index, limit}, or null if there is no segment
+     * @return the segment and its limit, or null if there is no segment
      * @throws IOException if the directory or a limit cannot be read
      */
-    public long[] chooseCurrent() throws IOException {
+    public Current chooseCurrent() throws IOException {
         long[] segs = segments();
         for (int i = segs.length - 1; i >= 0; i--) {
             long limit = limitOf(segs[i]);
             if (limit > Layout.FIRST_RECORD_OFFSET) {
-                return new long[] {segs[i], limit};
+                return new Current(segs[i], limit);
             }
         }
-        return segs.length == 0 ? null : new long[] {segs[0], Layout.FIRST_RECORD_OFFSET};
+        return segs.length == 0 ? null : new Current(segs[0], Layout.FIRST_RECORD_OFFSET);
     }
+
+    /**
+     * The segment a writer (or a reader seeking to the end) starts in ({@link #chooseCurrent()}).
+     *
+     * @param segment its index
+     * @param limit   its limit when looked at: the offset past its last allocated slot
+     */
+    public record Current(long segment, long limit) { }
 
     private void removeStaleTemporaries() throws IOException {
         long cutoff = System.currentTimeMillis() - STALE_TMP_MS;
@@ -455,20 +456,19 @@ public final class RollingDir {
      * retained segment is {@code oldest} ({@link RollingLayout#gapRange}).
      */
     BusGapException gap(long fromSegment, long fromOffset, long oldest, String why) {
-        long[] g = RollingLayout.gapRange(fromSegment, fromOffset, oldest, segmentSize, recordSize);
-        return new BusGapException("rolling bus " + dir + ": " + why + "; positions [" + g[0] + ", " + g[1] + ") ("
-                + g[2] + " record slots) were removed by retention", g[0], g[1], g[2]);
+        RollingLayout.Gap g = RollingLayout.gapRange(fromSegment, fromOffset, oldest, segmentSize, recordSize);
+        return new BusGapException("rolling bus " + dir + ": " + why + "; positions [" + g.from() + ", " + g.to()
+                + ") (" + g.slots() + " record slots) were removed by retention", g.from(), g.to(), g.slots());
     }
 
     /** Re-reads {@code bus.meta}: BusReplacedException unless it still holds this bus's id. */
     void checkIdentity() throws IOException {
         Path metaPath = dir.resolve(Layout.META_FILE);
-        BusMeta now;
-        try {
-            now = BusMeta.read(metaPath, allowForeign);
-        } catch (NoSuchFileException e) {
-            now = null;
+        Object key = FileWatch.key(metaPath); // read again only when changed since its id last matched
+        if (key != null && key.equals(metaKey)) {
+            return;
         }
+        BusMeta now = FileWatch.readMeta(metaPath, allowForeign);
         if (now == null) {
             throw new BusReplacedException("rolling bus " + dir + " (bus " + meta.id() + ") was removed: "
                     + metaPath + " no longer exists");
@@ -477,7 +477,9 @@ public final class RollingDir {
             throw new BusReplacedException("rolling bus " + dir + " was replaced: " + metaPath + " holds bus "
                     + now.id() + ", not " + meta.id() + " (deleted and recreated)");
         }
+        metaKey = key;
     }
+    private volatile Object metaKey; // FileWatch.key of bus.meta when its id last matched
 
     // Test hook, the same as mappedbus_py/rolling/__init__.py's: MAPPEDBUS_TEST_ROLL_STALL=before-link|after-link makes a
     // segment creator stop forever there (tests SIGKILL it), to show that a creator killed mid-roll leaves a bus

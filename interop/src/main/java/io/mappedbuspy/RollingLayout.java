@@ -68,16 +68,33 @@ public final class RollingLayout {
      * @param position    a position, not negative
      * @param segmentSize logical size of every segment
      * @param recordSize  payload size of every record
-     * @return {@code {segment, offset}}
+     * @return its segment and offset there
      */
-    public static long[] locate(long position, long segmentSize, int recordSize) {
+    public static SegmentOffset locate(long position, long segmentSize, int recordSize) {
         long k = Math.floorDiv(position, segmentSize);
         long off = Math.floorMod(position, segmentSize);
         if (off == 0 && k > 0 && endBoundary(segmentSize, recordSize) == segmentSize) {
-            return new long[] {k - 1, segmentSize};
+            return new SegmentOffset(k - 1, segmentSize);
         }
-        return new long[] {k, off};
+        return new SegmentOffset(k, off);
     }
+
+    /**
+     * Where a position is ({@link #locate}).
+     *
+     * @param segment the segment index
+     * @param offset  the offset in that segment (the segment size for the end of an exactly filled one)
+     */
+    public record SegmentOffset(long segment, long offset) { }
+
+    /**
+     * What a reader lost to retention ({@link #gapRange}).
+     *
+     * @param from  the first position lost
+     * @param to    the position past the last one lost: the first record of the oldest retained segment
+     * @param slots the record slots in {@code [from, to)}
+     */
+    public record Gap(long from, long to, long slots) { }
 
     /**
      * Whether an offset in a segment is where a record starts or the segment's end boundary.
@@ -115,7 +132,7 @@ public final class RollingLayout {
      * @return true for a record boundary or a segment's end boundary
      */
     public static boolean isPosition(long position, long segmentSize, int recordSize) {
-        return position > 0 && onGrid(locate(position, segmentSize, recordSize)[1], segmentSize, recordSize);
+        return position > 0 && onGrid(locate(position, segmentSize, recordSize).offset(), segmentSize, recordSize);
     }
 
     /**
@@ -145,15 +162,15 @@ public final class RollingLayout {
      * @param oldest      the oldest retained segment
      * @param segmentSize logical size of every segment
      * @param recordSize  payload size of every record
-     * @return {@code {lostFrom, lostTo, lost}}: the positions {@code [lostFrom, lostTo)} and the record slots in them
+     * @return the positions lost and the record slots in them
      */
-    public static long[] gapRange(long fromSegment, long fromOffset, long oldest, long segmentSize, int recordSize) {
+    public static Gap gapRange(long fromSegment, long fromOffset, long oldest, long segmentSize, int recordSize) {
         long slot = Layout.slotSize(recordSize);
         long per = slotsPerSegment(segmentSize, recordSize);
         long first = Math.max(0, Math.floorDiv(fromOffset - FIRST, slot));
         long lost = Math.max(0, per - first) + (oldest - fromSegment - 1) * per;
-        return new long[] {Layout.joinPosition(fromSegment, fromOffset, segmentSize),
-                Layout.joinPosition(oldest, FIRST, segmentSize), lost};
+        return new Gap(Layout.joinPosition(fromSegment, fromOffset, segmentSize),
+                Layout.joinPosition(oldest, FIRST, segmentSize), lost);
     }
 
     /**
@@ -171,16 +188,16 @@ public final class RollingLayout {
                                       int recordSize) {
         long slot = Layout.slotSize(recordSize);
         long end = endBoundary(segmentSize, recordSize);
-        long[] at = locate(position, segmentSize, recordSize);
+        SegmentOffset at = locate(position, segmentSize, recordSize);
         long head = Math.min(Math.max(headLimit, FIRST), end);
-        if (at[0] > headSegment) {
+        if (at.segment() > headSegment) {
             return 0;
         }
-        if (at[0] == headSegment) {
-            return Math.max(0, Math.floorDiv(head - at[1], slot));
+        if (at.segment() == headSegment) {
+            return Math.max(0, Math.floorDiv(head - at.offset(), slot));
         }
-        return Math.max(0, Math.floorDiv(end - at[1], slot))
-                + (headSegment - at[0] - 1) * slotsPerSegment(segmentSize, recordSize) + (head - FIRST) / slot;
+        return Math.max(0, Math.floorDiv(end - at.offset(), slot))
+                + (headSegment - at.segment() - 1) * slotsPerSegment(segmentSize, recordSize) + (head - FIRST) / slot;
     }
 
     /**
@@ -193,8 +210,8 @@ public final class RollingLayout {
      * @return a segment index
      */
     public static long consumerSegment(long position, long segmentSize, int recordSize) {
-        long[] at = locate(position, segmentSize, recordSize);
-        return at[1] >= endBoundary(segmentSize, recordSize) ? at[0] + 1 : at[0];
+        SegmentOffset at = locate(position, segmentSize, recordSize);
+        return at.offset() >= endBoundary(segmentSize, recordSize) ? at.segment() + 1 : at.segment();
     }
 
     /**
@@ -204,7 +221,7 @@ public final class RollingLayout {
      * @return true if any limit is set
      */
     public static boolean retains(BusMeta meta) {
-        return (meta.retainSegments() | meta.retainBytes() | meta.retainAgeMs()) != 0;
+        return meta.retention().removesAny();
     }
 
     /**

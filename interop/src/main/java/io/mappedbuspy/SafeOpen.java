@@ -73,7 +73,7 @@ final class SafeOpen {
             long inode = 0;
             long device = 0;
             try {
-                long[] id = statTrusted(p, o.allowForeign); // refuses links, FIFOs, devices before opening
+                FileId id = statTrusted(p, o.allowForeign); // refuses links, FIFOs, devices before opening
                 if (id == null) {
                     if (!o.create) {
                         throw new NoSuchFileException(path, null, "no such bus file (readers never create one)");
@@ -86,22 +86,22 @@ final class SafeOpen {
                 } else {
                     ch = openExisting(p, o.readOnly);
                 }
-                long[] opened = statTrusted(p, o.allowForeign);
-                if (opened == null || (id != null && (opened[0] != id[0] || opened[1] != id[1]))) {
+                FileId opened = statTrusted(p, o.allowForeign);
+                if (opened == null || (id != null && !opened.equals(id))) {
                     throw new Retry(); // replaced between the checks and the open
                 }
-                inode = opened[0];
-                device = opened[1];
+                inode = opened.inode();
+                device = opened.device();
                 m.identify(inode, device);
-                FileLock lock = lockFile(ch, path, o, inode);
+                FileLock lock = o.lock ? lockFile(ch, path, o, inode) : null;
                 try {
-                    long[] now = statTrusted(p, o.allowForeign);
-                    if (now == null || now[0] != inode || now[1] != device) {
+                    FileId now = statTrusted(p, o.allowForeign);
+                    if (now == null || !now.equals(opened)) {
                         throw new Retry(); // the creator removed a failed file meanwhile
                     }
                     mapLocked(m, ch, fileSize, want, o);
                 } finally {
-                    if (lock.isValid()) {
+                    if (lock != null && lock.isValid()) {
                         lock.release();
                     }
                 }
@@ -182,8 +182,11 @@ final class SafeOpen {
         }
     }
 
-    // {st_ino, st_dev} of a trusted regular file at p (links are not followed), or null if there is none.
-    private static long[] statTrusted(Path p, boolean allowForeign) throws IOException {
+    /** A file's identity: its st_ino and st_dev. */
+    private record FileId(long inode, long device) { }
+
+    // The identity of a trusted regular file at p (links are not followed), or null if there is none.
+    private static FileId statTrusted(Path p, boolean allowForeign) throws IOException {
         Map<String, Object> a;
         try {
             a = Files.readAttributes(p, "unix:ino,dev", LinkOption.NOFOLLOW_LINKS);
@@ -195,7 +198,7 @@ final class SafeOpen {
         } catch (NoSuchFileException e) {
             return null;
         }
-        return new long[] {(Long) a.get("ino"), (Long) a.get("dev")};
+        return new FileId((Long) a.get("ino"), (Long) a.get("dev"));
     }
 
     // A new file, exactly `mode` (rw-------) whatever the umask; null if it exists already.
@@ -245,7 +248,8 @@ final class SafeOpen {
             for (;;) {
                 FileLock lock;
                 try {
-                    lock = ch.tryLock(0, Long.MAX_VALUE, !o.exclusive);
+                    lock = o.lockOffset < 0 ? ch.tryLock(0, Long.MAX_VALUE, !o.exclusive)
+                            : ch.tryLock(o.lockOffset, 1, !o.exclusive);
                 } catch (OverlappingFileLockException e) {
                     lock = null; // held by this JVM outside this monitor (a rolling bus's own lock): wait
                 }

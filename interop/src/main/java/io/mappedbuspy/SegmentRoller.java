@@ -29,31 +29,55 @@ final class SegmentRoller {
     private final long threeQuarters;
     /** The segment written, and its writer (null once closed). */
     MappedBusWriter w;
-    long segment = -1;
-    private MappedBusWriter spare;
-    private long spareIndex = -1;
+    long segment;
+    // The segment after the one written: its state in the spare's preparation (Spare).
+    private Spare next = IDLE;
     // Kept off the write that rolls, done at the next look-ahead: closing the old mapping, and setting the full
-    // segment's modification time (age retention) to the time of the roll.
+    // segment's modification time (age retention) to the time of the roll (null: none pending).
     private MappedBusWriter retired;
-    private long markIndex = -1;
-    private long markMs;
-    private FileChannel limitChannel;
-    private long limitChannelIndex = -1;
+    private Mark mark;
+    // The current segment's file, open for reading its limit (null until the first look).
+    private LimitReader limitReader;
     private final ByteBuffer limitBuf = ByteBuffer.allocateDirect(8).order(ByteOrder.LITTLE_ENDIAN);
-    // The spare, prepared in two steps on the helper thread. Made if this writer is its maker: its temporary file
-    // preallocated (64 MiB on tmpfs: 40 ms) and linked, both under the claim (a writer that rolls meanwhile must not
-    // find it neither made nor claimed, and make a second one); the creator's retention runs at the next look-ahead.
-    // Then mapped with its pages (populateAll: 25 ms in its maker, 7 in the others), so no write waits for the
-    // kernel. A segment whose making failed is left to the roll, which makes it itself and reports the error.
-    private Future<Made> making;
-    private long makingIndex = -1;
-    private Future<MappedBusWriter> mapping;
-    private long mappingIndex = -1;
     // Set by a roll: the mapping step under way stops populating and hands its segment over.
     private volatile boolean cutMapping;
-    private long makeFailed = -1;
+
+    /**
+     * The spare: the segment after the one written ({@code index}, always {@code segment + 1}), prepared in two steps
+     * on the helper thread. Made if this writer is its maker: its temporary file preallocated (64 MiB on tmpfs:
+     * 40 ms) and linked, both under the claim (a writer that rolls meanwhile must not find it neither made nor
+     * claimed, and make a second one); the creator's retention runs at the next look-ahead. Then mapped with its pages
+     * (populateAll: 25 ms in its maker, 7 in the others), so no write waits for the kernel. One state at a time:
+     * Idle, then Making and Mapping, or Mapping alone when another writer made it, then Ready; a roll takes a Ready
+     * spare and starts again from Idle. A segment whose making failed (MakeFailed) is left to the roll, which makes
+     * it itself and reports the error.
+     */
+    private sealed interface Spare { }
+
+    /** Nothing under way: a look-ahead or the spare trigger starts the next step. */
+    private record Idle() implements Spare { }
+
+    /** The making step of segment {@code index} runs on the helper thread. */
+    private record Making(long index, Future<Made> step) implements Spare { }
+
+    /** The mapping step of segment {@code index} runs on the helper thread. */
+    private record Mapping(long index, Future<MappedBusWriter> step) implements Spare { }
+
+    /** Segment {@code index} is mapped, its pages too: the roll swaps to {@code writer}. */
+    private record Ready(long index, MappedBusWriter writer) implements Spare { }
+
+    /** Making segment {@code index} failed: not tried again here (a look-ahead may still map it once it exists). */
+    private record MakeFailed(long index) implements Spare { }
+
+    private static final Spare IDLE = new Idle();
 
     private record Made(boolean linked) { } // whether the making step linked the segment (else it existed)
+
+    /** A roll's mark, applied at the next look-ahead: segment {@code index} became full at {@code ms} (Unix ms). */
+    private record Mark(long index, long ms) { }
+
+    /** Segment {@code index}'s file, open for reading its limit. */
+    private record LimitReader(long index, FileChannel channel) { }
 
     // The thread that prepares spares and unmaps retired segments for this writer, started at the first spare.
     private ExecutorService helper;
@@ -64,26 +88,33 @@ final class SegmentRoller {
     long rollNanos;
     long maxRollNanos;
 
-    SegmentRoller(RollingDir bus, WakeFile wake, boolean allowForeign) {
+    // The bus's writers file with the rolling writer's slot: its segment writers publish their claims there.
+    final WritersFile writers;
+
+    private SegmentRoller(RollingDir bus, WakeFile wake, WritersFile writers, boolean allowForeign, long segment,
+            MappedBusWriter w) {
         this.bus = bus;
         this.wake = wake;
+        this.writers = writers;
         this.allowForeign = allowForeign;
         this.half = bus.segmentSize / 2;
         this.threeQuarters = half + half / 2;
+        this.segment = segment;
+        this.w = w;
     }
 
-    /** Opens the newest segment with records (making segment 0 again if there is none). */
-    void openNewest() throws IOException {
+    /** The segments of a writer at the newest segment with records (making segment 0 again if there is none). */
+    static SegmentRoller openNewest(RollingDir bus, WakeFile wake, WritersFile writers, boolean allowForeign)
+            throws IOException {
         for (;;) {
-            long[] current = bus.chooseCurrent();
+            RollingDir.Current current = bus.chooseCurrent();
             if (current == null) {
                 bus.createSegment(0, 0); // never made, or removed by someone: the first segment again
                 continue;
             }
             try {
-                w = openSegment(current[0]);
-                segment = current[0];
-                return;
+                MappedBusWriter w = openSegment(bus, wake, writers, allowForeign, current.segment());
+                return new SegmentRoller(bus, wake, writers, allowForeign, current.segment(), w);
             } catch (NoSuchFileException e) {
                 // retention removed it after the listing: look again
             }
@@ -91,9 +122,17 @@ final class SegmentRoller {
     }
 
     private MappedBusWriter openSegment(long index) throws IOException {
+        return openSegment(bus, wake, writers, allowForeign, index);
+    }
+
+    private static MappedBusWriter openSegment(RollingDir bus, WakeFile wake, WritersFile writers, boolean allowForeign,
+            long index)
+            throws IOException {
         MappedBusWriter x = MappedBusWriter.forSegment(bus.segmentPath(index).toString(), bus.segmentSize,
                 bus.recordSize);
         x.wake = wake;
+        x.writers = writers;
+        x.positionBase = Layout.joinPosition(index, 0, bus.segmentSize);
         return x.setAllowForeign(allowForeign).open();
     }
 
@@ -112,10 +151,10 @@ final class SegmentRoller {
     }
 
     // This writer took its segment's spare trigger (RollingLayout.spareTrigger): it makes the next segment (if absent)
-    // and maps it, off the writing thread (a mapping pending is of the segment written, which the roll opened itself).
-    // Never throws: a failure is the roll's.
+    // and maps it, off the writing thread, unless its preparation is under way, done or failed. Never throws: a
+    // failure is the roll's.
     void makeSpare() {
-        if (spare == null && making == null && mappingIndex != segment + 1 && segment + 1 != makeFailed) {
+        if (next instanceof Idle) {
             startMaking(segment + 1);
         }
     }
@@ -129,30 +168,30 @@ final class SegmentRoller {
             retire(retired);
             retired = null;
         }
-        if (making != null) {
-            if (making.isDone()) {
+        if (next instanceof Making m) {
+            if (m.step().isDone()) {
                 finishMaking(true);
             }
             return;
         }
-        if (mapping != null) {
-            if (!mapping.isDone()) {
+        if (next instanceof Mapping m) {
+            if (!m.step().isDone()) {
                 return;
             }
             finishMapping();
         }
-        if (spare != null) {
+        if (next instanceof Ready) {
             return;
         }
         long limit = currentLimit();
         if (limit < half) {
             return;
         }
-        long next = segment + 1;
-        if (bus.exists(next)) {
-            startMapping(next, false);
-        } else if (limit >= threeQuarters && next != makeFailed) {
-            startMaking(next);
+        long index = segment + 1;
+        if (bus.exists(index)) {
+            startMapping(index, false);
+        } else if (limit >= threeQuarters && next instanceof Idle) { // not after a failed making: the roll's
+            startMaking(index);
         }
     }
 
@@ -170,8 +209,7 @@ final class SegmentRoller {
     // The making step of segment `index` on the helper thread: its temporary file, under its claim (when another
     // writer holds the claim, that one makes it: nothing here), unless it exists (then it is only mapped).
     private void startMaking(long index) {
-        makingIndex = index;
-        making = helper().submit(() -> {
+        next = new Making(index, helper().submit(() -> {
             if (bus.exists(index)) {
                 return new Made(false);
             }
@@ -191,21 +229,20 @@ final class SegmentRoller {
             } finally {
                 release(claim);
             }
-        });
+        }));
     }
 
     // The making step is over (waits for it if not): the creator's retention and the readers waiting for the segment;
     // with `thenMap`, the mapping step.
     private void finishMaking(boolean thenMap) throws IOException {
-        Future<Made> f = making;
-        long index = makingIndex;
-        making = null;
-        makingIndex = -1;
+        Making step = (Making) next;
+        long index = step.index();
+        next = IDLE;
         Made m;
         try {
-            m = await(f);
+            m = await(step.step());
         } catch (ExecutionException e) {
-            makeFailed = index;
+            next = new MakeFailed(index);
             return;
         }
         if (m == null) {
@@ -224,11 +261,7 @@ final class SegmentRoller {
     // The mapping step of segment `index` on the helper thread: opened, its pages mapped (one pending is retired):
     // for writing if this writer `made` it (its fallocated pages are zeroed there), else for reading, 16 pages a fault.
     private void startMapping(long index, boolean made) {
-        if (mapping != null) {
-            finishMapping();
-        }
-        mappingIndex = index;
-        mapping = helper().submit(() -> {
+        next = new Mapping(index, helper().submit(() -> {
             MappedBusWriter x;
             try {
                 x = openSegment(index);
@@ -237,25 +270,22 @@ final class SegmentRoller {
             }
             x.populateAll(made, () -> cutMapping);
             return x;
-        });
+        }));
     }
 
     // The mapping step is over (waits for it if not): the spare, or retired if this writer rolled past it.
     private void finishMapping() {
-        Future<MappedBusWriter> f = mapping;
-        long index = mappingIndex;
-        mapping = null;
-        mappingIndex = -1;
+        Mapping step = (Mapping) next;
+        next = IDLE;
         MappedBusWriter x;
         try {
-            x = await(f);
+            x = await(step.step());
         } catch (ExecutionException e) {
             return; // the roll opens it itself
         }
         if (x != null) {
-            if (index == segment + 1 && spare == null) {
-                spare = x;
-                spareIndex = index;
+            if (step.index() == segment + 1) {
+                next = new Ready(step.index(), x);
             } else {
                 retire(x);
             }
@@ -354,26 +384,26 @@ final class SegmentRoller {
 
     // The current segment's limit, read through a channel kept open (a pread, not an open per look).
     private long currentLimit() throws IOException {
-        if (limitChannel == null || limitChannelIndex != segment) {
-            if (limitChannel != null) {
-                limitChannel.close();
+        if (limitReader == null || limitReader.index() != segment) {
+            if (limitReader != null) {
+                limitReader.channel().close();
+                limitReader = null;
             }
-            limitChannel = FileChannel.open(bus.segmentPath(segment), StandardOpenOption.READ,
-                    LinkOption.NOFOLLOW_LINKS);
-            limitChannelIndex = segment;
+            limitReader = new LimitReader(segment, FileChannel.open(bus.segmentPath(segment), StandardOpenOption.READ,
+                    LinkOption.NOFOLLOW_LINKS));
         }
         limitBuf.clear();
-        limitChannel.read(limitBuf, Layout.LIMIT_OFFSET);
+        limitReader.channel().read(limitBuf, Layout.LIMIT_OFFSET);
         return limitBuf.getLong(0);
     }
 
     // A roll's deferred work: the full segment's mtime, then retention, which now counts that segment as
     // history (the creation of the segment rolled into counted it as the current one).
     private void applyMark() throws IOException {
-        if (markIndex >= 0) {
-            long index = markIndex;
-            markIndex = -1;
-            bus.markFull(index, markMs);
+        if (mark != null) {
+            Mark m = mark;
+            mark = null;
+            bus.markFull(m.index(), m.ms());
             bus.applyRetention(segment, segment);
         }
     }
@@ -386,39 +416,41 @@ final class SegmentRoller {
         long t0 = System.nanoTime();
         long full = segment;
         ConsumerRetention held = bus.consumers();
-        if (held != null && held.blocks()) {
-            held.awaitRoom(full + 1); // before anything moves: a BusBackPressureException leaves the write retryable
+        if (held != null) {
+            held.check(); // a registry that cannot be read fails the write that rolls, before anything moves
+            if (held.blocks()) {
+                held.awaitRoom(full + 1); // before anything moves: a BusBackPressureException leaves the write retryable
+            }
         }
         takeFaultReports();
-        if (making != null) {
+        if (next instanceof Making) {
             finishMaking(false); // the spare not made yet: waited for rather than made twice
         }
-        if (mapping != null) {
+        if (next instanceof Mapping) {
             cutMapping = true; // its populate stops at the next step: taken as the spare (an mmap waits), or retired
             finishMapping();
             cutMapping = false;
         }
         applyMark(); // a previous roll's, not yet applied: rolls came faster than look-aheads
-        markIndex = full;
-        markMs = System.currentTimeMillis();
-        MappedBusWriter next;
+        mark = new Mark(full, System.currentTimeMillis());
+        MappedBusWriter to;
         long target = full + 1;
         // No file-system call here: cold NIO code costs ~200 us on this rarely run path. The spare cannot
         // have been removed unless full (retention spares every writer's current segment, and nobody
         // moves past target before filling it), and a full one just rolls again.
-        if (spare != null && spareIndex == target) {
-            next = spare;
+        if (next instanceof Ready r && r.index() == target) {
+            to = r.writer();
         } else {
-            if (spare != null) {
-                retire(spare);
+            if (next instanceof Ready r) {
+                retire(r.writer());
             }
-            next = null;
-            while (next == null) {
+            to = null;
+            while (to == null) {
                 if (!bus.exists(target)) {
                     long[] segs = bus.segments();
                     if (segs.length > 0 && segs[segs.length - 1] > target) {
                         target = segs[segs.length - 1];
-                        markIndex = -1; // not full because of this writer's roll
+                        mark = null; // not full because of this writer's roll
                     } else if (awaitClaim(target)) {
                         continue; // another writer was making it: look again
                     } else {
@@ -426,19 +458,18 @@ final class SegmentRoller {
                     }
                 }
                 try {
-                    next = openSegment(target);
+                    to = openSegment(target);
                 } catch (NoSuchFileException e) {
                     // removed by retention meanwhile: look again
                 }
             }
         }
-        spare = null;
-        spareIndex = -1;
+        next = IDLE; // the segment after the new one: nothing prepared yet
         if (retired != null) {
             retire(retired);
         }
         retired = w;
-        w = next;
+        w = to;
         segment = target;
         wake.wakeIfNeeded(); // readers at the end of the full segment: their next one exists now
         long dt = System.nanoTime() - t0;
@@ -449,30 +480,31 @@ final class SegmentRoller {
 
     /** The pending mark (best effort), then every segment mapping, the limit channel and the consumer registry. */
     void close() {
-        if (making != null) {
+        if (next instanceof Making) {
             try {
                 finishMaking(false);
             } catch (IOException e) {
                 // best effort: the next creator applies retention
             }
         }
-        if (mapping != null) {
+        if (next instanceof Mapping) {
             finishMapping();
         }
-        if (markIndex >= 0) {
+        if (mark != null) {
             try {
                 applyMark();
             } catch (IOException e) {
                 // best effort: the segment keeps an earlier time, so it is removed earlier by age
             }
         }
+        MappedBusWriter spare = next instanceof Ready r ? r.writer() : null;
         for (MappedBusWriter x : new MappedBusWriter[] {w, spare, retired}) {
             if (x != null) {
                 x.close();
             }
         }
         w = null;
-        spare = null;
+        next = IDLE;
         retired = null;
         if (helper != null) {
             try {
@@ -484,7 +516,7 @@ final class SegmentRoller {
             helper = null;
         }
         bus.close();
-        for (FileChannel ch : new FileChannel[] {metaChannel, limitChannel}) {
+        for (FileChannel ch : new FileChannel[] {metaChannel, limitReader == null ? null : limitReader.channel()}) {
             try {
                 if (ch != null) {
                     ch.close();
@@ -494,6 +526,6 @@ final class SegmentRoller {
             }
         }
         metaChannel = null;
-        limitChannel = null;
+        limitReader = null;
     }
 }

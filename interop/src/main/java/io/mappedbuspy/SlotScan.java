@@ -14,7 +14,7 @@ final class SlotScan {
     static final long NO_RECORD = -1;
     // Pauses (about 25 ns each on the AMD EPYC of perf/) on the first empty poll after a record.
     private static final int CATCH_UP_PAUSES = 4;
-    private static final long CHECK_INTERVAL_NS = 100_000_000L;
+    private static final long CHECK_INTERVAL_NS = 10_000_000L; // docs/safety.md: the readers' bound
     // Records delivered between raisings of pending fault reports (a mask: every 1024th).
     private static final long FAULT_CHECK_RECORDS = 1023;
 
@@ -45,6 +45,37 @@ final class SlotScan {
     long lastCheck;
     long rolledBackSkipped;
     long rollbacks;
+
+    // What stalled() says of an uncommitted slot below the limit.
+    private enum Stall {
+        /** Wait on: its writer may still commit it. */
+        WAIT,
+        /** Its writer is gone (the writers file says so): give it up now. */
+        DEAD,
+        /** No live writer known and the timeout passed: give it up. */
+        TIMED_OUT
+    }
+
+    // A slot uncommitted this long has its writer looked up in the writers file (a scan and a system call), then
+    // again this often while it stays so: a reader right behind a live writer finds its slot uncommitted for a few
+    // hundred ns all the time, and must not pay a system call then (as the Python reader).
+    private static final long ASK_AFTER_NS = 1_000_000L;
+    private static final long ASK_AGAIN_NS = 1_000_000L;
+    // The bus's writers file (null: none to ask), opened at the first stall that asks it and again when its path
+    // names another file; the bus position of this file's offset 0 (a rolling bus's segment).
+    String writersPath;
+    long positionBase;
+    boolean allowForeign;
+    private WritersFile writers = WritersFile.NONE;
+    private boolean timerNew;
+    private long lastLook;
+    private long askDue;
+    private WritersFile.Holder holder = WritersFile.Holder.UNKNOWN;
+    // The last dead writer's claim, in positions: its slots are given up without asking again.
+    private long deadBegin;
+    private long deadEnd;
+    // A live writer's stall longer than this raises WriterStalledException (0: never).
+    long stallLimitNanos;
 
     SlotScan(String path, long fileSize, int recordSize, boolean readOnly) {
         this.path = path;
@@ -201,7 +232,8 @@ final class SlotScan {
                         + " has invalid status " + status + " (wrong recordSize " + recordSize
                         + ", or a corrupt file)");
             }
-            if (!timedOut(pos)) {
+            Stall stall = stalled(m, pos);
+            if (stall == Stall.WAIT) {
                 position = pos;
                 return false;
             }
@@ -239,20 +271,100 @@ final class SlotScan {
     // the running clock started was allocated by then: it keeps that start. Otherwise its clock starts now.
     private boolean timedOut(long pos) {
         long now = System.nanoTime();
+        lastLook = now;
         if (pos != timerPosition) {
             if (timerPosition == NO_RECORD || pos >= timerLimit) {
                 timerStart = now;
                 timerLimit = limitSeen;
             }
             timerPosition = pos;
+            timerNew = true;
         }
         return now - timerStart >= timeoutNanos;
     }
 
-    // Caught up: now and then (2^16 empty polls, or 100 ms), check that the file is still whole and that
-    // the path still names it (system calls, where the JVM also delivers a pending fault report).
+    // The uncommitted slot at pos (below the limit): wait, or give it up now because its writer is gone or, no live
+    // writer known, the timeout passed (docs/design/side-files.md, "The writers file").
+    private Stall stalled(MemoryMappedFile m, long pos) {
+        boolean timedOut = timedOut(pos); // keeps the stall clock
+        long p = positionBase + pos;
+        if (deadBegin <= p && p < deadEnd) {
+            return Stall.DEAD;
+        }
+        long now = lastLook;
+        if (timerNew) {
+            timerNew = false;
+            askDue = now + ASK_AFTER_NS;
+            holder = WritersFile.Holder.UNKNOWN;
+        }
+        if (now - askDue >= 0) {
+            askDue = now + ASK_AGAIN_NS;
+            holder = askWriters(p);
+            if (holder.liveness() == Liveness.DEAD) {
+                deadBegin = holder.claim().begin();
+                deadEnd = holder.claim().end();
+                if (!readOnly) {
+                    rollBackDeadClaim(m, pos);
+                }
+                return Stall.DEAD;
+            }
+        }
+        if (holder.liveness() == Liveness.ALIVE) {
+            if (stallLimitNanos > 0 && now - timerStart >= stallLimitNanos) {
+                int pid = writers.pidOf(holder.index());
+                throw new WriterStalledException("the writer of the record at " + pos + " in " + path + " (pid "
+                        + pid + ", as it recorded itself) is alive but has not committed it for "
+                        + (now - timerStart) / 1_000_000 + " ms (stall limit " + stallLimitNanos / 1_000_000
+                        + " ms); nothing was rolled back: reading again waits on", pid, p);
+            }
+            return Stall.WAIT;
+        }
+        return timedOut ? Stall.TIMED_OUT : Stall.WAIT;
+    }
+
+    // The rest of a dead writer's claim at once (a killed batch of millions of slots: ms, not a pass of next()'s
+    // loop per slot), never past the limit; next() then passes them as rolled back.
+    private void rollBackDeadClaim(MemoryMappedFile m, long pos) {
+        long stop = Math.min(Math.min(deadEnd - positionBase, m.getLongAcquire(Layout.LIMIT_OFFSET)), fileSize - slot + 1);
+        m.checkLength();
+        for (long off = pos; off < stop; off += slot) {
+            if (m.casStatus(off, Layout.STATUS_NOT_SET, Layout.STATUS_ROLLED_BACK)) {
+                rollbacks++;
+            }
+        }
+    }
+
+    // Who holds position p, by the writers file: opened here, and again when its path names another file.
+    private WritersFile.Holder askWriters(long p) {
+        if (writersPath == null || !Liveness.available()) {
+            return WritersFile.Holder.UNKNOWN;
+        }
+        try {
+            java.nio.file.Path file = java.nio.file.Paths.get(writersPath);
+            long ino = ((Number) java.nio.file.Files.getAttribute(file, "unix:ino",
+                    java.nio.file.LinkOption.NOFOLLOW_LINKS)).longValue();
+            if (writers == WritersFile.NONE || writers.inode() != ino) {
+                writers.close();
+                writers = WritersFile.NONE;
+                writers = WritersFile.forReader(file, allowForeign);
+            }
+        } catch (IOException | RuntimeException e) {
+            return WritersFile.Holder.UNKNOWN; // none yet (the Java original's bus), unsafe, or being made
+        }
+        return writers.holder(p);
+    }
+
+    // The reader closes: the writers file too.
+    void close() {
+        writers.close();
+        writers = WritersFile.NONE;
+    }
+
+    // Caught up: now and then (2^16 empty polls, or 10 ms: the clock is read on one empty poll in 16), check
+    // that the file is still whole and that the path still names it (a segment's: names no other file; its
+    // removal is retention's) (system calls, where the JVM also delivers a pending fault report).
     private void idleCheck(MemoryMappedFile m) throws BusReplacedException {
-        if ((++emptyPolls & 63) != 0) {
+        if ((++emptyPolls & 15) != 0) {
             return;
         }
         long now = System.nanoTime();
@@ -262,8 +374,6 @@ final class SlotScan {
         lastCheck = now;
         MemoryMappedFile.raiseFaultReports(); // a fault of a page read as empty: raised in next()
         m.checkLength();
-        if (!segment) {
-            m.checkPath();
-        }
+        m.checkPath(segment);
     }
 }

@@ -4,8 +4,13 @@ import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.lang.ref.Reference;
 import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.file.Files;
+import java.nio.file.LinkOption;
 import java.nio.file.Path;
 import java.nio.file.Paths;
+import java.nio.file.StandardOpenOption;
+import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.locks.LockSupport;
@@ -16,7 +21,9 @@ import java.util.concurrent.locks.LockSupport;
  * here statement by statement with the same memory orders (each step names the C function it mirrors): every
  * access to the file goes through {@link MemoryMappedFile}'s Unsafe accessors, and the JNI library
  * {@value #LIBRARY_NAME} ({@code interop/native/wake_jni.c}) only makes the system calls: FUTEX_WAIT and FUTEX_WAKE
- * on the futex word's address, {@code kill(pid, 0)} and the read of {@code /proc/PID/stat}.
+ * on the futex word's address, and the OFD locks by which a parker holds its slot ({@link Liveness}: the slot's
+ * first byte, locked through this instance's own channel; the kernel drops it when the process dies, so a killed
+ * parker's slot is reclaimed at once, a zombie's included, and parkers in other pid namespaces are seen alive).
  *
  * <pre>
  *  reader: v = prepare()        its slot parked, parked += 1, armed = 1, full fence, v = seq
@@ -220,7 +227,7 @@ public final class WakeFile implements AutoCloseable {
             if (WakeProtocol.wakeAll(base) == 0) {
                 if (++futile >= FUTILE_RECLAIM) {
                     futile = 0;
-                    WakeProtocol.wakeReclaim(base, PID, true);
+                    reclaimDead(true);
                 }
             } else {
                 futile = 0;
@@ -250,9 +257,9 @@ public final class WakeFile implements AutoCloseable {
                 if (claimFailedNs != 0 && now - claimFailedNs < RECLAIM_EVERY_NS) {
                     return 0;
                 }
-                int claimed = WakeProtocol.wakeClaim(base, PID, nProcStart(PID));
+                int claimed = WakeProtocol.wakeClaim(base, mem.channel(), PID); // held through our own description
                 MemoryMappedFile.raiseFaultReports(); // before the slot is used
-                slot = claimed;
+                slot = claimed < 0 ? -1 : claimed;
                 if (slot < 0) {
                     claimFailedNs = now; // all slots taken: poll, and try again in a second
                     return 0;
@@ -260,7 +267,7 @@ public final class WakeFile implements AutoCloseable {
             }
             if (now - reclaimedNs > RECLAIM_EVERY_NS) {
                 reclaimedNs = now;
-                WakeProtocol.wakeReclaim(base, PID, true);
+                reclaimDead(true);
             }
             int v = WakeProtocol.wakePrepare(base, slot);
             MemoryMappedFile.raiseFaultReports();
@@ -364,6 +371,24 @@ public final class WakeFile implements AutoCloseable {
         armedAddress = ZEROS_ARMED;
     }
 
+    // Undoes the slots of dead parkers (wake_reclaim) through a channel of its own that holds no slot: through this
+    // instance's channel, which holds ours, our own slot's byte would look free (a lock never conflicts with its own
+    // description). The channel is opened by path and must be the mapped file. How many were freed, -1 if none could
+    // be asked.
+    private int reclaimDead(boolean parkedOnly) {
+        Path p = Paths.get(path);
+        try (FileChannel ch = FileChannel.open(p, StandardOpenOption.READ, StandardOpenOption.WRITE,
+                LinkOption.NOFOLLOW_LINKS)) {
+            Map<String, Object> a = Files.readAttributes(p, "unix:ino,dev", LinkOption.NOFOLLOW_LINKS);
+            if ((Long) a.get("ino") != mem.inode() || (Long) a.get("dev") != mem.device()) {
+                return -1; // replaced since it was opened: its parkers are another file's
+            }
+            return WakeProtocol.wakeReclaim(base, ch, parkedOnly);
+        } catch (IOException | UnsupportedOperationException | SecurityException e) {
+            return -1;
+        }
+    }
+
     // ---- state ----
 
     /**
@@ -394,9 +419,9 @@ public final class WakeFile implements AutoCloseable {
             return 0;
         }
         try {
-            int freed = WakeProtocol.wakeReclaim(base, PID, false);
+            int freed = reclaimDead(false);
             MemoryMappedFile.raiseFaultReports();
-            return freed;
+            return Math.max(0, freed);
         } catch (InternalError e) {
             fault(e);
             return 0;
@@ -426,8 +451,8 @@ public final class WakeFile implements AutoCloseable {
             return;
         }
         try {
-            if (nat && slot >= 0) {
-                WakeProtocol.wakeRelease(base, slot, PID);
+            if (nat && slot >= 0 && mem.channel() != null) {
+                WakeProtocol.wakeRelease(base, mem.channel(), slot);
                 MemoryMappedFile.raiseFaultReports();
             }
         } catch (InternalError e) {
@@ -487,12 +512,6 @@ public final class WakeFile implements AutoCloseable {
 
     // FUTEX_WAKE of every waiter on the futex word of the file at w; how many were woken, 0 on an error.
     static native int nFutexWake(long w);
-
-    // 1 if kill(pid, 0) fails with ESRCH: no such process.
-    static native int nNoSuchProcess(int pid);
-
-    // wake_proc_start: the start time of process pid (clock ticks since boot), or -1 if there is none.
-    static native long nProcStart(int pid);
 
     static native long nConstant(int i);
 }

@@ -38,10 +38,9 @@ final class WakeLibrary {
                 if (Arrays.equals(nativeConstants(), expectedConstants())) {
                     // Each function bound now (JNI binds at the first call): a library from before the
                     // protocol moved to Java lacks these, and must not fail a reader's park later.
-                    WakeFile.nNoSuchProcess(WakeFile.PID);
                     WakeFile.nFutexWake(WakeFile.ZEROS_ADDRESS); // nobody waits on the page of zeros
                     WakeFile.nFutexWait(WakeFile.ZEROS_ADDRESS, 1, 0); // it does not hold 1: returns at once
-                    WakeFile.nProcStart(WakeFile.PID);
+                    Liveness.nProbe(-1, 0); // no such descriptor: LIVE_ERROR
                     DiskSpace.nFallocate(-1, 0, 1); // no such descriptor: EBADF
                     DiskSpace.nPopulate(0, 0, false); // nothing to map
                     ok = true;

@@ -2,6 +2,7 @@ package io.mappedbuspy;
 
 import java.io.IOException;
 import java.lang.invoke.VarHandle;
+import java.nio.channels.FileChannel;
 import java.nio.file.Path;
 
 /**
@@ -11,7 +12,8 @@ import java.nio.file.Path;
  * fetch-add, exchange, load and store are Unsafe's compareAndSwapInt, getAndAddInt, getAndSetInt, getIntVolatile
  * and putIntVolatile (all sequentially consistent; {@link MemoryMappedFile}'s {@code *At} accessors); an acquire
  * load is a volatile load (as strong); a release store is putOrderedLong (release). The system calls are
- * {@link WakeFile}'s native methods.
+ * {@link WakeFile}'s native methods, and the liveness of a slot's parker is {@link Liveness}'s OFD lock on the slot's
+ * first byte (_liveness.h), taken through the channel of the {@link WakeFile} that holds it.
  *
  * <p>Nothing here checks for a fault: {@link WakeFile}'s public steps raise its report
  * ({@code MemoryMappedFile.raiseFaultReports}) before they use what came of it, and then stop using the file.
@@ -33,6 +35,7 @@ final class WakeProtocol {
         o.exclusive = true; // serialises growing a new file with zeros against another opener's initialisation
         o.allowForeign = allowForeign;
         o.perms = perms;
+        o.lockOffset = Layout.WAKE_OPEN_LOCK_OFFSET; // a whole-file lock would wait on the slots' liveness locks
         o.afterMap = f -> {
             int rc;
             try {
@@ -46,8 +49,10 @@ final class WakeProtocol {
             }
             if (rc != 0) {
                 throw new CorruptBusException(file + " is not a bus wake file: " + (rc == -1
-                        ? "its magic is not a wake file's" : rc == -2 ? "its version is unknown"
-                        : "its parked count is impossible"));
+                        ? "its magic is not a wake file's" : rc == -2 ? "its version is "
+                        + f.getIntAcquire(Layout.WAKE_VERSION_OFFSET) + ", this reads " + Layout.WAKE_VERSION
+                        + " (an older one is of a release that told parkers by pid: stop every process of the bus and "
+                        + "delete the file)" : "its parked count is impossible"));
             }
         };
         return MemoryMappedFile.open(file.toString(), Layout.WAKE_FILE_SIZE, o);
@@ -75,19 +80,9 @@ final class WakeProtocol {
         return w + Layout.WAKE_SLOTS_OFFSET + (long) i * Layout.WAKE_SLOT_SIZE;
     }
 
-    // wake_alive: false if the process is gone (kill(pid, 0) fails with ESRCH), or if its start time is known
-    // (start > 0) and /proc/PID/stat now gives another (the pid was reused).
-    static boolean wakeAlive(int pid, long start) {
-        if (WakeFile.nNoSuchProcess(pid) != 0) {
-            return false;
-        }
-        if (start > 0) {
-            long now = WakeFile.nProcStart(pid);
-            if (now >= 0 && now != start) {
-                return false; // the pid was reused
-            }
-        }
-        return true;
+    // wake_slot_byte: the offset of slot i's liveness byte (its first).
+    static long wakeSlotByte(int i) {
+        return Layout.WAKE_SLOTS_OFFSET + (long) i * Layout.WAKE_SLOT_SIZE;
     }
 
     // wake_done: undo a parked slot, state 1 -> 0 (cas_i32), then parked -= 1 (fetch_add_i32). Exactly one caller
@@ -99,60 +94,63 @@ final class WakeProtocol {
         }
     }
 
-    // wake_reclaim: slots of processes that are gone, parked ones undone, all freed. parkedOnly looks only at
-    // parked slots and asks only kill(). Returns how many slots it freed.
-    static int wakeReclaim(long w, int selfPid, boolean parkedOnly) {
+    // wake_reclaim: undo the slots whose parkers died. Each parked slot (parkedOnly; else each parked or showing a
+    // pid) whose liveness byte `ch` can take has no live parker: undone while held (no claimer takes it meanwhile),
+    // its pid cleared (store_release_i32), its time cleared (store_release_i64), the byte let go. `ch`: a channel of
+    // the file that holds no slot. How many it undid, or -1 if no lock can be taken.
+    static int wakeReclaim(long w, FileChannel ch, boolean parkedOnly) {
         int freed = 0;
         for (int i = 0; i < Layout.WAKE_SLOT_COUNT; i++) {
             long s = wakeSlot(w, i);
-            int pid = MemoryMappedFile.getIntVolatileAt(s + Layout.WAKE_SLOT_PID_OFFSET); // load_acquire_i32
-            if (pid <= 0 || pid == selfPid) {
+            boolean parked = MemoryMappedFile.getIntVolatileAt(s + Layout.WAKE_SLOT_STATE_OFFSET) == STATE_PARKED;
+            if (!parked && (parkedOnly || MemoryMappedFile.getIntVolatileAt(s + Layout.WAKE_SLOT_PID_OFFSET) == 0)) {
                 continue;
             }
-            if (parkedOnly && MemoryMappedFile.getIntVolatileAt(s + Layout.WAKE_SLOT_STATE_OFFSET) // load_acquire_i32
-                    != STATE_PARKED) {
+            Liveness.Hold h = Liveness.hold(ch, wakeSlotByte(i));
+            if (h == Liveness.Hold.BUSY) {
                 continue;
             }
-            long start = parkedOnly ? 0                                                           // load_acquire_i64
-                    : MemoryMappedFile.getLongVolatileAt(s + Layout.WAKE_SLOT_START_OFFSET);
-            if (wakeAlive(pid, start)) {
-                continue;
+            if (h != Liveness.Hold.TAKEN) {
+                return -1;
             }
             wakeDone(w, i);
-            if (MemoryMappedFile.compareAndSetIntAt(s + Layout.WAKE_SLOT_PID_OFFSET, pid, 0)) { // cas_i32
-                freed++;
-            }
+            MemoryMappedFile.putIntVolatileAt(s + Layout.WAKE_SLOT_PID_OFFSET, 0);
+            MemoryMappedFile.putLongReleaseAt(s + Layout.WAKE_SLOT_START_OFFSET, 0);
+            Liveness.release(ch, wakeSlotByte(i));
+            freed++;
         }
         return freed;
     }
 
-    // wake_claim: a slot for this process (pid, start), or -1 if all are taken (after one reclaim that freed some).
-    static int wakeClaim(long w, int pid, long start) {
-        for (int pass = 0; pass < 2; pass++) {
-            for (int i = 0; i < Layout.WAKE_SLOT_COUNT; i++) {
-                long s = wakeSlot(w, i);
-                if (MemoryMappedFile.getIntVolatileAt(s + Layout.WAKE_SLOT_PID_OFFSET) != 0) { // load_acquire_i32
-                    continue;
-                }
-                if (MemoryMappedFile.compareAndSetIntAt(s + Layout.WAKE_SLOT_PID_OFFSET, 0, pid)) { // cas_i32
-                    MemoryMappedFile.putLongReleaseAt(s + Layout.WAKE_SLOT_START_OFFSET, start); // store_release_i64
-                    return i;
-                }
+    // wake_claim: a slot for the parker holding `ch` (which holds no other slot of this file): the first whose
+    // liveness byte it takes, undone first if its last parker died parked, then showing the time and pid. -1 if
+    // every slot has a live parker, -2 if no lock can be taken.
+    static int wakeClaim(long w, FileChannel ch, int pid) {
+        for (int i = 0; i < Layout.WAKE_SLOT_COUNT; i++) {
+            Liveness.Hold h = Liveness.hold(ch, wakeSlotByte(i));
+            if (h == Liveness.Hold.BUSY) {
+                continue;
             }
-            if (wakeReclaim(w, pid, false) == 0) {
-                break;
+            if (h != Liveness.Hold.TAKEN) {
+                return -2;
             }
+            long s = wakeSlot(w, i);
+            wakeDone(w, i);
+            MemoryMappedFile.putLongReleaseAt(s + Layout.WAKE_SLOT_START_OFFSET, System.currentTimeMillis() * 1_000_000L);
+            MemoryMappedFile.putIntVolatileAt(s + Layout.WAKE_SLOT_PID_OFFSET, pid);
+            return i;
         }
         return -1;
     }
 
-    // wake_release: undo a park left open, clear the start time (store_release_i64), free the slot if still ours
-    // (cas_i32).
-    static void wakeRelease(long w, int i, int pid) {
+    // wake_release: undo a park left open, clear the pid and the time, then let the byte go (closing the channel
+    // would do that too).
+    static void wakeRelease(long w, FileChannel ch, int i) {
         long s = wakeSlot(w, i);
         wakeDone(w, i);
+        MemoryMappedFile.putIntVolatileAt(s + Layout.WAKE_SLOT_PID_OFFSET, 0);
         MemoryMappedFile.putLongReleaseAt(s + Layout.WAKE_SLOT_START_OFFSET, 0);
-        MemoryMappedFile.compareAndSetIntAt(s + Layout.WAKE_SLOT_PID_OFFSET, pid, 0);
+        Liveness.release(ch, wakeSlotByte(i));
     }
 
     // wake_prepare: register as parked, returning the seq value to wait on. state 0 -> 1 (cas_i32) and if so

@@ -31,7 +31,7 @@ public class MetadataTest {
              MappedBusReader r = new MappedBusReader(path, 100_000, 12).open()) {
             BusMeta m = BusMeta.read(BusMeta.metaPath(path), false);
             assertNotNull(m);
-            assertEquals(BusMeta.SINGLE, m.kind());
+            assertEquals(BusKind.SINGLE, m.kind());
             assertEquals(12, m.recordSize());
             assertEquals(100_000, m.fileSize());
             assertEquals(((Number) Files.getAttribute(Path.of(path), "unix:ino")).longValue(), m.inode());
@@ -87,7 +87,7 @@ public class MetadataTest {
     /** Python writes the metadata Java reads, and the other way round: one format. */
     @Test
     public void metadataRoundTripsThroughItsText() throws Exception {
-        BusMeta m = BusMeta.rolling(12, 1 << 20, 4, 0, 60_000);
+        BusMeta m = BusMeta.rolling(12, 1 << 20, new Retention(4, 0, 60_000));
         BusMeta back = BusMeta.decode(m.encode(), "mem");
         assertEquals(m, back);
         assertEquals(4, back.retainSegments());

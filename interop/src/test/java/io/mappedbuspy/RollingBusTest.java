@@ -246,7 +246,7 @@ public final class RollingBusTest {
             assertEquals("rwx------",
                     PosixFilePermissions.toString(Files.getPosixFilePermissions(d, LinkOption.NOFOLLOW_LINKS)), "dir mode");
             BusMeta m = BusMeta.read(d.resolve("bus.meta"), false);
-            assertEquals("rolling", m.kind(), "kind");
+            assertEquals(BusKind.ROLLING, m.kind(), "kind");
             assertEquals(5000, m.segmentSize(), "segment size");
             assertEquals(REC, m.recordSize(), "record size");
             assertEquals(7, m.retainSegments(), "retention");
@@ -591,7 +591,7 @@ public final class RollingBusTest {
             writeN(w, 1, 0, (int) (2 * PER_SEG + 10));
         }
         Files.delete(Path.of(dir, Layout.segmentName(1)));
-        RollingDir d = RollingDir.forWriter(dir, SEG, REC, new long[3], false);
+        RollingDir d = RollingDir.forWriter(dir, SEG, REC, Retention.NONE, false);
         try {
             assertFalse(d.makeSegment(1), "not linked");
             assertEquals("[0, 2]", Arrays.toString(segments(dir)));

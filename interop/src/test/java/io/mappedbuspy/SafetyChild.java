@@ -73,6 +73,13 @@ public final class SafetyChild {
             } catch (BusReplacedException e) {
                 replaced++;
                 check(e.getMessage(), path);
+            } catch (java.io.UncheckedIOException e) {
+                // A writer's write() found its file replaced (the writers' watch, FileWatch).
+                if (!(e.getCause() instanceof BusReplacedException)) {
+                    throw e;
+                }
+                replaced++;
+                check(e.getCause().getMessage(), path);
             } catch (InternalError e) {
                 // The JVM delivers a fault report at its next safepoint or native call, which may lie
                 // outside the bus's methods: counted, to measure how often that happens.

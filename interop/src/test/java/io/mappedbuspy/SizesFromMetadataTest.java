@@ -137,7 +137,7 @@ public class SizesFromMetadataTest {
         assertNeedsBothSizes(e, path, "describes another file");
         assertThrows(IllegalArgumentException.class, () -> new MappedBusWriter(path));
 
-        BusMeta.rolling(REC, SEG, 0, 0, 0).write(BusMeta.metaPath(path), "rw-------", false);
+        BusMeta.rolling(REC, SEG, Retention.NONE).write(BusMeta.metaPath(path), "rw-------", false);
         e = assertThrows(IllegalArgumentException.class, () -> new MappedBusWriter(path));
         assertNeedsBothSizes(e, path, "describes a rolling bus");
     }

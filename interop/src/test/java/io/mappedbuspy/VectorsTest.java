@@ -148,10 +148,10 @@ public final class VectorsTest {
     static void positions(JsonObject v) {
         long seg = l(v, "segment_size");
         int rec = i(v, "record_size");
-        long[] at = RollingLayout.locate(l(v, "position"), seg, rec);
-        assertArrayEquals(new long[] {l(v, "segment"), l(v, "offset")}, at, "locate");
-        assertEquals(l(v, "position"), Layout.joinPosition(at[0], at[1], seg), "joinPosition");
-        assertEquals(v.get("on_grid").getAsBoolean(), RollingLayout.onGrid(at[1], seg, rec), "onGrid");
+        RollingLayout.SegmentOffset at = RollingLayout.locate(l(v, "position"), seg, rec);
+        assertEquals(new RollingLayout.SegmentOffset(l(v, "segment"), l(v, "offset")), at, "locate");
+        assertEquals(l(v, "position"), Layout.joinPosition(at.segment(), at.offset(), seg), "joinPosition");
+        assertEquals(v.get("on_grid").getAsBoolean(), RollingLayout.onGrid(at.offset(), seg, rec), "onGrid");
         assertEquals(v.get("on_grid").getAsBoolean(), RollingLayout.isPosition(l(v, "position"), seg, rec),
                 "isPosition");
     }
@@ -170,8 +170,8 @@ public final class VectorsTest {
     }
 
     static void retention(JsonObject v) {
-        BusMeta meta = BusMeta.rolling(8, l(v, "segment_size"), l(v, "retain_segments"), l(v, "retain_bytes"),
-                l(v, "retain_age_ms"));
+        BusMeta meta = BusMeta.rolling(8, l(v, "segment_size"),
+                new Retention(l(v, "retain_segments"), l(v, "retain_bytes"), l(v, "retain_age_ms")));
         Map<Long, Long> full = new HashMap<>();
         for (Map.Entry<String, JsonElement> e : v.getAsJsonObject("full_ms").entrySet()) {
             full.put(Long.parseLong(e.getKey()), e.getValue().getAsLong());
@@ -182,9 +182,9 @@ public final class VectorsTest {
     }
 
     static void gaps(JsonObject v) {
-        long[] g = RollingLayout.gapRange(l(v, "from_segment"), l(v, "from_offset"), l(v, "oldest"),
+        RollingLayout.Gap g = RollingLayout.gapRange(l(v, "from_segment"), l(v, "from_offset"), l(v, "oldest"),
                 l(v, "segment_size"), i(v, "record_size"));
-        assertArrayEquals(new long[] {l(v, "lost_from"), l(v, "lost_to"), l(v, "lost")}, g, "gapRange");
+        assertEquals(new RollingLayout.Gap(l(v, "lost_from"), l(v, "lost_to"), l(v, "lost")), g, "gapRange");
     }
 
     static void lag(JsonObject v) {
@@ -198,15 +198,16 @@ public final class VectorsTest {
     }
 
     static void consumerRetention(JsonObject v) {
-        BusMeta meta = BusMeta.rolling(i(v, "record_size"), l(v, "segment_size"), 0, 0, 0, l(v, "max_consumer_lag"),
-                v.get("on_consumer_lag").getAsString(), Layout.DEFAULT_CONSUMER_BLOCK_MS);
+        BusMeta meta = BusMeta.rolling(i(v, "record_size"), l(v, "segment_size"), Retention.NONE,
+                new ConsumerPolicy(l(v, "max_consumer_lag"), OnConsumerLag.of(v.get("on_consumer_lag").getAsString()),
+                        Layout.DEFAULT_CONSUMER_BLOCK_MS));
         List<ConsumerEntry> entries = new ArrayList<>();
         int index = 0;
         for (JsonElement c : v.getAsJsonArray("consumers")) {
             JsonObject o = c.getAsJsonObject();
             int flags = o.get("expired").getAsBoolean() ? Layout.CONSUMER_FLAG_EXPIRED : 0;
             entries.add(new ConsumerEntry(index++, 1, flags, 0, 0, l(o, "position"), 0, 0,
-                    new byte[Layout.CONSUMER_BUS_ID_SIZE], o.get("name").getAsString()));
+                    new byte[Layout.CONSUMER_BUS_ID_SIZE], o.get("name").getAsString(), Liveness.DEAD));
         }
         ConsumerRetention.Plan plan = ConsumerRetention.consumerRetention(entries, meta, l(v, "current"));
         assertEquals(hold(v, "hold_from"), plan.hold, "consumerRetention: hold");

@@ -80,9 +80,9 @@ public final class CommitLogTest {
         CommitLog log = new CommitLog(bus, FILE, RECORD);
         CommitLog.Key k = new CommitLog.Key(QUERY, 3, 1);
         CommitLog.Outcome first = log.write(k, records(5, 100), 5, null);
-        assertEquals(5, first.committed);
+        assertEquals(5, first.committed());
         CommitLog.Outcome again = log.write(k, records(5, 100), 5, null);
-        assertTrue(again.alreadyDone);
+        assertTrue(again.alreadyDone());
         assertEquals(range(100, 5), committed(bus));
         // Another epoch or partition of the same query is another key.
         log.write(new CommitLog.Key(QUERY, 4, 1), records(2, 200), 2, null);
@@ -112,16 +112,16 @@ public final class CommitLogTest {
         if (killedAfter == CommitLog.INTENT) {
             // Nothing of the first attempt was committed: its slots are rolled back, the replay's rows written.
             assertEquals(range(2000, 4), committed(bus));
-            assertFalse(o.recovered);
+            assertFalse(o.recovered());
         } else if (killedAfter == CommitLog.SEALED) {
             // The first attempt's bytes were all in place: they are committed, the replay's rows dropped.
             assertEquals(range(1000, 6), committed(bus));
-            assertTrue(o.recovered);
+            assertTrue(o.recovered());
         } else {
             assertEquals(range(1000, 6), committed(bus));
-            assertTrue(o.alreadyDone);
+            assertTrue(o.alreadyDone());
         }
-        assertTrue(log.write(k, records(4, 3000), 4, null).alreadyDone);
+        assertTrue(log.write(k, records(4, 3000), 4, null).alreadyDone());
     }
 
     /** A reader that timed out on slots of a sealed range rolled them back: their records are copied once. */
@@ -147,7 +147,7 @@ public final class CommitLogTest {
             }
         }));
         CommitLog.Outcome o = log.write(k, records(5, 10), 5, null);
-        assertEquals(2, o.repaired);
+        assertEquals(2, o.repaired());
         List<Long> got = committed(bus);
         Collections.sort(got);
         assertEquals(range(10, 5), got);

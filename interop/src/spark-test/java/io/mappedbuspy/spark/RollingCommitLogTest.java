@@ -112,7 +112,7 @@ public final class RollingCommitLogTest {
         CommitLog log = CommitLog.rolling(bus, SEGMENT, RECORD);
         CommitLog.Key k = new CommitLog.Key(QUERY, 5, 0);
         CommitLog.Outcome o = log.write(k, records(25, 100), 25, null);
-        assertEquals(25, o.committed);
+        assertEquals(25, o.committed());
         assertEquals(range(100, 25), committed(bus));
         List<CommitLog.Entry> e = entries(bus);
         List<Integer> kinds = new ArrayList<>();
@@ -126,7 +126,7 @@ public final class RollingCommitLogTest {
                 2 * SEGMENT + Layout.FIRST_RECORD_OFFSET), List.of(e.get(0).first, e.get(1).first, e.get(2).first));
         assertEquals(List.of(10L, 10L, 5L), List.of(e.get(0).count, e.get(1).count, e.get(2).count));
         assertEquals(25, e.get(3).count);
-        assertTrue(log.write(k, records(25, 100), 25, null).alreadyDone);
+        assertTrue(log.write(k, records(25, 100), 25, null).alreadyDone());
         assertEquals(range(100, 25), committed(bus));
     }
 
@@ -146,20 +146,20 @@ public final class RollingCommitLogTest {
         CommitLog.Outcome o = log.write(k, records(12, 2000), 12, null);
         if (where.equals("intent")) {
             assertEquals(range(2000, 12), committed(bus));
-            assertFalse(o.recovered);
+            assertFalse(o.recovered());
             // Both unsealed ranges rolled back: a reader does not wait on them.
             try (MemoryMappedFile m = new MemoryMappedFile(segment(bus, 0).toString(), SEGMENT, true)) {
                 assertEquals(Layout.STATUS_ROLLED_BACK, m.getStatus(Layout.FIRST_RECORD_OFFSET));
             }
         } else if (where.equals("sealed")) {
             assertEquals(range(1000, 25), committed(bus));
-            assertTrue(o.recovered);
-            assertEquals(25, o.committed);
+            assertTrue(o.recovered());
+            assertEquals(25, o.committed());
         } else {
             assertEquals(range(1000, 25), committed(bus));
-            assertTrue(o.alreadyDone);
+            assertTrue(o.alreadyDone());
         }
-        assertTrue(log.write(k, records(12, 3000), 12, null).alreadyDone);
+        assertTrue(log.write(k, records(12, 3000), 12, null).alreadyDone());
     }
 
     @Test
@@ -176,7 +176,7 @@ public final class RollingCommitLogTest {
             }
         }
         CommitLog.Outcome o = log.write(k, records(25, 10), 25, null);
-        assertEquals(2, o.repaired);
+        assertEquals(2, o.repaired());
         List<Long> got = committed(bus);
         Collections.sort(got);
         assertEquals(range(10, 25), got);
@@ -206,7 +206,7 @@ public final class RollingCommitLogTest {
         assertThrows(Killed.class, () -> log.write(k, records(25, 0), 25, killAfter(CommitLog.INTENT, 3)));
         Files.delete(segment(bus, 0));
         CommitLog.Outcome o = log.write(k, records(25, 500), 25, null);
-        assertFalse(o.recovered);
+        assertFalse(o.recovered());
         assertEquals(range(500, 25), committed(bus));
         long voids = entries(bus).stream().filter(x -> x.kind == CommitLog.VOID).count();
         assertEquals(3, voids);

@@ -420,7 +420,7 @@ public final class BusOptions implements Serializable {
         } catch (java.io.IOException e) {
             throw new IllegalArgumentException("mappedbus: cannot read " + metaPath + ": " + e.getMessage(), e);
         }
-        if (m != null && !io.mappedbuspy.BusMeta.ROLLING.equals(m.kind())) {
+        if (m != null && m.kind() != io.mappedbuspy.BusKind.ROLLING) {
             throw new IllegalArgumentException("mappedbus: " + metaPath + " describes a " + m.kind()
                     + " bus, not a rolling one");
         }
@@ -530,7 +530,7 @@ public final class BusOptions implements Serializable {
         } catch (java.io.IOException e) {
             throw new IllegalArgumentException("mappedbus: cannot read " + metaPath + ": " + e.getMessage(), e);
         }
-        return io.mappedbuspy.BusMeta.SINGLE.equals(m.kind()) && ino.equals(m.inode()) ? m : null;
+        return m.kind() == io.mappedbuspy.BusKind.SINGLE && ino.equals(m.inode()) ? m : null;
     }
 
     private static String get(Map<String, String> o, String key) {

@@ -107,7 +107,7 @@ final class BusPartition implements InputPartition {
                     id = m == null ? null : m.id();
                 } else {
                     io.mappedbuspy.BusMeta m = io.mappedbuspy.BusMeta.read(io.mappedbuspy.BusMeta.metaPath(path), false);
-                    id = m != null && io.mappedbuspy.BusMeta.SINGLE.equals(m.kind()) && m.inode() == ino ? m.id() : null;
+                    id = m != null && m.kind() == io.mappedbuspy.BusKind.SINGLE && m.inode() == ino ? m.id() : null;
                 }
             } catch (java.io.IOException | RuntimeException e) {
                 id = null;

@@ -45,7 +45,7 @@ final class BusScan implements Scan, Batch {
     /** Planned by a task of a per-host read on its own host (see {@link HostPartition}). */
     private boolean local;
     /** While {@link #count()} plans: the committed (meta-matching) records of the planned ranges so far. */
-    private long[] counted;
+    private Tally counted;
 
     BusScan(BusOptions options, StructType schema) {
         this(options, schema, Long.MIN_VALUE, Long.MAX_VALUE, null);
@@ -149,7 +149,7 @@ final class BusScan implements Scan, Batch {
             if (from >= to) {
                 continue;
             }
-            long[] range;
+            Settled range;
             try (MemoryMappedFile m = new MemoryMappedFile(f.path, f.size, true)) {
                 range = settledRange(m, options, f.path, f.size, from, to, counted, metas);
             } catch (NoSuchFileException e) {
@@ -161,8 +161,8 @@ final class BusScan implements Scan, Batch {
                 throw new UncheckedIOException("mappedbus: cannot plan a read of " + f.path, e);
             }
             parts.addAll(Arrays.asList(BusPartition.split(options, f.path, f.size,
-                    base, Math.min(from, range[0]), range[0], range[1] != 0, local)));
-            if (range[2] != 0) {
+                    base, Math.min(from, range.end()), range.end(), range.skipped(), local)));
+            if (range.stopped()) {
                 break;
             }
         }
@@ -175,10 +175,10 @@ final class BusScan implements Scan, Batch {
      * task walks them again.
      */
     long count() {
-        counted = new long[1];
+        counted = new Tally();
         try {
             planInputPartitions();
-            return counted[0];
+            return counted.committed;
         } finally {
             counted = null;
         }
@@ -230,10 +230,24 @@ final class BusScan implements Scan, Batch {
     }
 
     /**
-     * The end of the batch: {end offset, 1 if an uncommitted slot was skipped inside it else 0, 1 if it
-     * stopped at an uncommitted slot else 0}.
+     * Where a batch of one file ends ({@link #settledRange}).
+     *
+     * @param end     the end offset
+     * @param skipped whether an uncommitted slot was skipped inside it (waited out to the timeout)
+     * @param stopped whether it stopped at an uncommitted slot ({@code uncommitted=stop})
      */
-    static long[] settledRange(MemoryMappedFile m, BusOptions o, String path, long fileSize)
+    record Settled(long end, boolean skipped, boolean stopped) { }
+
+    /** The committed, meta-matching slots a planning walk counted (a pushed-down {@code count(*)}). */
+    static final class Tally {
+        long committed;
+    }
+
+    /** A walk of the settled slots of a file remembered in this JVM: where it stopped, and what it counted. */
+    private record Walked(long end, long committed) { }
+
+    /** The end of the batch. */
+    static Settled settledRange(MemoryMappedFile m, BusOptions o, String path, long fileSize)
             throws CorruptBusException {
         return settledRange(m, o, path, fileSize, Layout.FIRST_RECORD_OFFSET, Long.MAX_VALUE);
     }
@@ -248,10 +262,10 @@ final class BusScan implements Scan, Batch {
     }
 
     /**
-     * As {@link #settledPrefix(MemoryMappedFile, long, long, long)}, adding to {@code count[0]} (if given)
+     * As {@link #settledPrefix(MemoryMappedFile, long, long, long)}, adding to {@code count} (if given)
      * the committed slots of the run whose metadata is in {@code metas} (sorted; null: any).
      */
-    static long settledPrefix(MemoryMappedFile m, long from, long end, long slot, long[] count, int[] metas) {
+    static long settledPrefix(MemoryMappedFile m, long from, long end, long slot, Tally count, int[] metas) {
         // A settled status never changes, so a walk resumes where the last walk of the same file, start
         // and metadata filter in this JVM stopped: re-planning a growing bus costs its new slots only.
         // Only files whose metadata names their bus are remembered (a new bus gets a new random id; a
@@ -259,14 +273,14 @@ final class BusScan implements Scan, Batch {
         BusPartition.Identity id = BusPartition.Identity.of(m.path(), BusPartition.isSegment(m.path()));
         String key = id.busId == null || id.inode != m.inode() || id.device != m.device() ? null
                 : id.busId + ":" + m.device() + ":" + m.inode() + ":" + slot + ":" + from + ":" + Arrays.toString(metas);
-        long[] walked = key == null ? null : WALKED.get(key);
+        Walked walked = key == null ? null : WALKED.get(key);
         long pos = from;
         long n = 0;
-        if (walked != null && walked[0] > from && walked[0] <= end) {
-            int last = m.getInt(walked[0] - slot);
+        if (walked != null && walked.end() > from && walked.end() <= end) {
+            int last = m.getInt(walked.end() - slot);
             if (last == Layout.STATUS_COMMITTED || last == Layout.STATUS_ROLLED_BACK) {
-                pos = walked[0];
-                n = walked[1];
+                pos = walked.end();
+                n = walked.committed();
             }
         }
         // Plain reads of each status straight from the mapping: a slot is shorter than a cache line, so
@@ -282,14 +296,14 @@ final class BusScan implements Scan, Batch {
                 break; // the caller's acquire loads take over (and count) from here
             }
         }
-        if (key != null && pos > from && (walked == null || pos > walked[0])) {
+        if (key != null && pos > from && (walked == null || pos > walked.end())) {
             if (WALKED.size() >= WALKED_MAX) {
                 WALKED.clear(); // files come and go (segments, recreated buses): keep the map small
             }
-            WALKED.put(key, new long[] {pos, n});
+            WALKED.put(key, new Walked(pos, n));
         }
         if (count != null) {
-            count[0] += n;
+            count.committed += n;
         }
         return pos;
     }
@@ -329,7 +343,7 @@ final class BusScan implements Scan, Batch {
     }
 
     private static final int WALKED_MAX = 4096;
-    private static final ConcurrentHashMap<String, long[]> WALKED = new ConcurrentHashMap<>();
+    private static final ConcurrentHashMap<String, Walked> WALKED = new ConcurrentHashMap<>();
 
     /** The first record boundary at or after {@code offset} (an offset in one file). */
     private long alignUp(long offset) {
@@ -345,21 +359,21 @@ final class BusScan implements Scan, Batch {
      * As {@link #settledRange(MemoryMappedFile, BusOptions, String, long)}, for the slots from {@code from}
      * (a record boundary) to at most {@code to}.
      */
-    static long[] settledRange(MemoryMappedFile m, BusOptions o, String path, long fileSize, long from, long to)
+    static Settled settledRange(MemoryMappedFile m, BusOptions o, String path, long fileSize, long from, long to)
             throws CorruptBusException {
         return settledRange(m, o, path, fileSize, from, to, null, null);
     }
 
     /**
-     * As above, adding to {@code count[0]} (if given) the committed slots of the range it returns whose
+     * As above, adding to {@code count} (if given) the committed slots of the range it returns whose
      * metadata is in {@code metas} (sorted; null: any): what the partitions of that range would count.
      */
-    static long[] settledRange(MemoryMappedFile m, BusOptions o, String path, long fileSize, long from, long to,
-            long[] count, int[] metas) throws CorruptBusException {
+    static Settled settledRange(MemoryMappedFile m, BusOptions o, String path, long fileSize, long from, long to,
+            Tally count, int[] metas) throws CorruptBusException {
         long slot = Layout.slotSize(o.recordSize);
         long usable = Math.min(fileSize, m.size());
         if (usable < Layout.FIRST_RECORD_OFFSET + slot) {
-            return new long[] {from, 0, 0};
+            return new Settled(from, false, false);
         }
         long maxEnd = Layout.FIRST_RECORD_OFFSET + (usable - Layout.FIRST_RECORD_OFFSET) / slot * slot;
         long limit = m.getLongAcquire(Layout.LIMIT_OFFSET);
@@ -369,7 +383,7 @@ final class BusScan implements Scan, Batch {
         }
         long allocated = Math.min(limit, maxEnd);
         long end = Math.max(from, Math.min(Math.min(limit, maxEnd), to));
-        long skipped = 0;
+        boolean skipped = false;
         // One clock for a run of uncommitted slots (every slot here was allocated when it started): a
         // crashed batch costs one timeout, not one per slot. It stops when a slot waited on commits.
         boolean clock = false;
@@ -379,7 +393,7 @@ final class BusScan implements Scan, Batch {
             if (status == Layout.STATUS_NOT_SET) {
                 if (!o.waitUncommitted) {
                     checkAhead(m, path, o.recordSize, pos + slot, allocated);
-                    return new long[] {pos, 0, 1};
+                    return new Settled(pos, false, true);
                 }
                 if (!clock) {
                     clock = true;
@@ -395,7 +409,7 @@ final class BusScan implements Scan, Batch {
                     }
                 }
                 if (status == Layout.STATUS_NOT_SET) {
-                    skipped = 1;
+                    skipped = true;
                     continue;
                 }
                 clock = false;
@@ -405,9 +419,9 @@ final class BusScan implements Scan, Batch {
             }
             if (count != null && status == Layout.STATUS_COMMITTED
                     && (metas == null || Arrays.binarySearch(metas, m.getInt(pos + Layout.METADATA_OFFSET)) >= 0)) {
-                count[0]++;
+                count.committed++;
             }
         }
-        return new long[] {end, skipped, 0};
+        return new Settled(end, skipped, false);
     }
 }

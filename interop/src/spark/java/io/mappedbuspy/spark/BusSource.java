@@ -259,7 +259,7 @@ abstract class BusSource {
         String busIdNow() {
             try {
                 BusMeta m = BusMeta.read(BusMeta.metaPath(options.path), false);
-                if (m == null || !BusMeta.SINGLE.equals(m.kind())) {
+                if (m == null || m.kind() != io.mappedbuspy.BusKind.SINGLE) {
                     return null;
                 }
                 Object ino = Files.getAttribute(Path.of(options.path), "unix:ino", LinkOption.NOFOLLOW_LINKS);
@@ -446,7 +446,7 @@ abstract class BusSource {
 
         @Override
         long end() {
-            long[] at;
+            RollingDir.Current at;
             try {
                 at = dir().chooseCurrent();
             } catch (IOException e) {
@@ -455,14 +455,14 @@ abstract class BusSource {
             if (at == null) {
                 return Layout.FIRST_RECORD_OFFSET;
             }
-            long limit = Math.min(at[1], RollingLayout.endBoundary(segmentSize, recordSize));
-            return RollingLayout.readerPosition(at[0], limit, segmentSize, recordSize);
+            long limit = Math.min(at.limit(), RollingLayout.endBoundary(segmentSize, recordSize));
+            return RollingLayout.readerPosition(at.segment(), limit, segmentSize, recordSize);
         }
 
         @Override
         long slots(long from, long to) {
-            long[] head = RollingLayout.locate(to, segmentSize, recordSize);
-            return RollingLayout.recordsBetween(from, head[0], head[1], segmentSize, recordSize);
+            RollingLayout.SegmentOffset head = RollingLayout.locate(to, segmentSize, recordSize);
+            return RollingLayout.recordsBetween(from, head.segment(), head.offset(), segmentSize, recordSize);
         }
 
         @Override
@@ -492,8 +492,8 @@ abstract class BusSource {
         @Override
         List<BusFile> spanned(long from, long to) {
             List<BusFile> out = new ArrayList<>();
-            long last = RollingLayout.locate(to, segmentSize, recordSize)[0];
-            for (long k = RollingLayout.locate(from, segmentSize, recordSize)[0]; k <= last; k++) {
+            long last = RollingLayout.locate(to, segmentSize, recordSize).segment();
+            for (long k = RollingLayout.locate(from, segmentSize, recordSize).segment(); k <= last; k++) {
                 out.add(file(k));
             }
             return out;

@@ -126,7 +126,7 @@ final class BusWriterFactory implements DataWriterFactory, StreamingDataWriterFa
             BusPartition.checkHost(path, requiredHost);
             CommitLog log = BusSource.of(options, fileSize).commitLog();
             CommitLog.Outcome o = log.write(new CommitLog.Key(queryId, epochId, partitionId), buf, rows, null);
-            return new Written(o.committed);
+            return new Written(o.committed());
         }
 
         @Override

@@ -1,10 +1,11 @@
 package io.mappedbuspy.spark;
 
 import io.mappedbuspy.Layout;
+import io.mappedbuspy.MappedBusWriter;
 import io.mappedbuspy.MemoryMappedFile;
+import io.mappedbuspy.Reservation;
 import io.mappedbuspy.RollingBusWriter;
 import io.mappedbuspy.RollingLayout;
-import io.mappedbuspy.WakeFile;
 
 import java.io.EOFException;
 import java.io.IOException;
@@ -185,18 +186,32 @@ final class CommitLog {
         }
     }
 
-    /** What a task did: records it committed, and whether it found its key already done. */
-    static final class Outcome {
-        final long committed;
-        final long repaired;
-        final boolean alreadyDone;
-        final boolean recovered;
+    /** Which way a task's write went. */
+    enum Course {
+        /** The log had no sealed group of the key: the task wrote its own rows. */
+        WROTE,
+        /** An earlier attempt of the key had sealed a group: the task finished it instead of writing its rows. */
+        RECOVERED,
+        /** The log had DONE for the key: nothing was written. */
+        ALREADY_DONE
+    }
 
-        Outcome(long committed, long repaired, boolean alreadyDone, boolean recovered) {
-            this.committed = committed;
-            this.repaired = repaired;
-            this.alreadyDone = alreadyDone;
-            this.recovered = recovered;
+    /**
+     * What a task did.
+     *
+     * @param committed slots it committed
+     * @param repaired  rolled-back slots it wrote again (repairs)
+     * @param course    which way it went
+     */
+    record Outcome(long committed, long repaired, Course course) {
+        /** @return whether the key was already done (a replayed or retried task) */
+        boolean alreadyDone() {
+            return course == Course.ALREADY_DONE;
+        }
+
+        /** @return whether the task finished an earlier attempt's sealed group */
+        boolean recovered() {
+            return course == Course.RECOVERED;
         }
     }
 
@@ -269,8 +284,8 @@ final class CommitLog {
 
     /** Where the log's positions are: the bus file, or the segments of a rolling bus. */
     private interface Slots extends AutoCloseable {
-        /** Reserves up to {@code n} contiguous slots in one file: {first position, count}. */
-        long[] reserve(long n, Key key) throws IOException;
+        /** Reserves up to {@code n} contiguous slots in one file (at least one). */
+        Reservation reserve(long n, Key key) throws IOException;
 
         /** The mapping holding position {@code pos}; NoSuchFileException if retention removed its segment. */
         MemoryMappedFile map(long pos) throws IOException;
@@ -291,30 +306,38 @@ final class CommitLog {
         void close();
     }
 
-    /** A single-file bus: positions are offsets in the file; a task's rows go to one range. */
+    /**
+     * A single-file bus: positions are offsets in the file; a task's rows go to one range, reserved by the bus's
+     * writer ({@link MappedBusWriter#reserve}) and filled through a mapping of the file.
+     */
     private final class FileSlots implements Slots {
+        private final MappedBusWriter w;
         private final MemoryMappedFile m;
-        private final WakeFile wakeFile;
 
         FileSlots() throws IOException {
-            synchronized (BusWriterFactory.class) { // opens are serialised per JVM, as the writers' are
-                m = new MemoryMappedFile(busPath, fileSize);
+            w = BusWriterFactory.open(busPath, fileSize, recordSize); // opens serialised per JVM, as the writers'
+            try {
+                synchronized (BusWriterFactory.class) {
+                    m = new MemoryMappedFile(busPath, fileSize);
+                }
+            } catch (IOException | RuntimeException e) {
+                w.close();
+                throw e;
             }
-            wakeFile = WakeFile.forBus(busPath, false);
         }
 
         /** All {@code n} slots; on a full bus rolls back those that fit and fails. */
         @Override
-        public long[] reserve(long n, Key key) throws IOException {
-            long first = m.getAndAddLong(Layout.LIMIT_OFFSET, n * slot);
-            if (first < Layout.FIRST_RECORD_OFFSET || first > fileSize - n * slot) {
-                for (long pos = first; pos >= Layout.FIRST_RECORD_OFFSET && pos <= fileSize - slot; pos += slot) {
-                    m.casStatus(pos, Layout.STATUS_NOT_SET, Layout.STATUS_ROLLED_BACK);
+        public Reservation reserve(long n, Key key) throws IOException {
+            Reservation r = w.reserve(n);
+            if (r.count() < n) {
+                for (long i = 0; i < r.count(); i++) {
+                    m.casStatus(r.first() + i * slot, Layout.STATUS_NOT_SET, Layout.STATUS_ROLLED_BACK);
                 }
                 throw new EOFException("mappedbus: bus " + busPath + " is full: " + n + " records of task " + key
-                        + " do not fit at offset " + first + " in fileSize " + fileSize);
+                        + " do not fit at offset " + r.first() + " in fileSize " + fileSize);
             }
-            return new long[] {first, n};
+            return r;
         }
 
         @Override
@@ -339,15 +362,13 @@ final class CommitLog {
 
         @Override
         public void wake() {
-            if (wakeFile.wakeNeeded()) {
-                wakeFile.wake();
-            }
+            w.wakeReaders();
         }
 
         @Override
         public void close() {
-            wakeFile.close();
             m.close();
+            w.close();
         }
     }
 
@@ -364,13 +385,13 @@ final class CommitLog {
         }
 
         @Override
-        public long[] reserve(long n, Key key) throws IOException {
+        public Reservation reserve(long n, Key key) throws IOException {
             return w.reserve(n);
         }
 
         @Override
         public MemoryMappedFile map(long pos) throws IOException {
-            long index = RollingLayout.locate(pos, fileSize, recordSize)[0];
+            long index = RollingLayout.locate(pos, fileSize, recordSize).segment();
             MemoryMappedFile m = maps.get(index);
             if (m == null) {
                 m = w.mapSegment(index);
@@ -381,17 +402,17 @@ final class CommitLog {
 
         @Override
         public long offset(long pos) {
-            return RollingLayout.locate(pos, fileSize, recordSize)[1];
+            return RollingLayout.locate(pos, fileSize, recordSize).offset();
         }
 
         @Override
         public Path file(long pos) {
-            return Path.of(busPath, Layout.segmentName(RollingLayout.locate(pos, fileSize, recordSize)[0]));
+            return Path.of(busPath, Layout.segmentName(RollingLayout.locate(pos, fileSize, recordSize).segment()));
         }
 
         @Override
         public boolean present(long pos) {
-            return maps.containsKey(RollingLayout.locate(pos, fileSize, recordSize)[0])
+            return maps.containsKey(RollingLayout.locate(pos, fileSize, recordSize).segment())
                     || Files.exists(file(pos), LinkOption.NOFOLLOW_LINKS);
         }
 
@@ -455,36 +476,39 @@ final class CommitLog {
 
     /**
      * What recovery does for a key, decided from the log alone (docs/files-and-rolling.md, "Spark sink commit
-     * log"): the I/O of {@link #write} carries it out.
+     * log"): the I/O of {@link #write} carries it out. Each decision but {@link Nothing} and {@link Corrupt} first
+     * voids its {@link #voids()}: ranges never sealed nor voided, of an attempt that crashed writing them.
      */
-    static final class Recovery {
+    sealed interface Recovery {
+        /** @return the ranges to void first (none for {@link Nothing} and {@link Corrupt}) */
+        List<Range> voids();
+
         /** The key has DONE: nothing is written. */
-        static final String NOTHING = "nothing";
-        /** No sealed group: the attempt writes its own rows (after voiding {@link #voids}). */
-        static final String WRITE = "write";
-        /** An earlier attempt sealed a group: {@link #group} is committed and its rolled-back slots repaired. */
-        static final String FINISH = "finish";
-        /** A range of {@link #group} is in a segment retention removed: the write fails. */
-        static final String FAIL = "fail";
-        /** A SEALED entry names records its INTENTs do not hold ({@link #corrupt} is it). */
-        static final String CORRUPT = "corrupt";
+        record Nothing() implements Recovery {
+            @Override
+            public List<Range> voids() {
+                return List.of();
+            }
+        }
 
-        final String action;
-        /** Ranges never sealed nor voided: an attempt crashed writing them; they are voided first. */
-        final List<Range> voids;
-        /** FINISH and FAIL: the last group of the key's repair chain, the one to settle. */
-        final Group group;
-        /** FAIL: the range of {@link #group} whose segment is gone. */
-        final Range removed;
-        /** CORRUPT: the SEALED entry. */
-        final Entry corrupt;
+        /** No sealed group: the attempt writes its own rows. */
+        record Write(List<Range> voids) implements Recovery { }
 
-        private Recovery(String action, List<Range> voids, Group group, Range removed, Entry corrupt) {
-            this.action = action;
-            this.voids = voids;
-            this.group = group;
-            this.removed = removed;
-            this.corrupt = corrupt;
+        /**
+         * An earlier attempt sealed a group: {@code group}, the last of the key's repair chain, is committed and its
+         * rolled-back slots repaired.
+         */
+        record Finish(List<Range> voids, Group group) implements Recovery { }
+
+        /** The range {@code removed} of {@code group} (as for {@link Finish}) is in a segment retention removed. */
+        record Fail(List<Range> voids, Group group, Range removed) implements Recovery { }
+
+        /** The SEALED entry {@code sealed} names records its INTENTs do not hold: a corrupt log. */
+        record Corrupt(Entry sealed) implements Recovery {
+            @Override
+            public List<Range> voids() {
+                return List.of();
+            }
         }
     }
 
@@ -515,7 +539,7 @@ final class CommitLog {
             } else if (e.kind == SEALED) {
                 Group g = seal(ranges, e);
                 if (g == null) {
-                    return new Recovery(Recovery.CORRUPT, List.of(), null, null, e);
+                    return new Recovery.Corrupt(e);
                 }
                 groups.add(g);
             } else if (e.kind == VOID) {
@@ -527,7 +551,7 @@ final class CommitLog {
             }
         }
         if (done) {
-            return new Recovery(Recovery.NOTHING, List.of(), null, null, null);
+            return new Recovery.Nothing();
         }
         List<Range> voids = new ArrayList<>();
         for (Range r : ranges) {
@@ -543,7 +567,7 @@ final class CommitLog {
             }
         }
         if (current == null) {
-            return new Recovery(Recovery.WRITE, voids, null, null, null);
+            return new Recovery.Write(voids);
         }
         // Each group of the chain was settled before its repair was started: the last one is settled now.
         for (Group repair = current; repair != null; ) {
@@ -557,10 +581,10 @@ final class CommitLog {
         }
         for (Range r : current.parts) {
             if (!present.test(r.first)) {
-                return new Recovery(Recovery.FAIL, voids, current, r, null);
+                return new Recovery.Fail(voids, current, r);
             }
         }
-        return new Recovery(Recovery.FINISH, voids, current, null, null);
+        return new Recovery.Finish(voids, current);
     }
 
     /** The group a SEALED entry seals: the key's consecutive INTENTs from its first, {@code count} records in all. */
@@ -601,27 +625,28 @@ final class CommitLog {
 
         Outcome run(byte[] records, int n) throws IOException {
             Recovery plan = recover(readAll(ch), key, slots::present);
-            if (plan.action.equals(Recovery.CORRUPT)) {
-                Entry e = plan.corrupt;
+            if (plan instanceof Recovery.Corrupt c) {
+                Entry e = c.sealed();
                 throw new IOException("mappedbus: commit log " + logPath + " seals " + e.count + " records of task "
                         + key + " from position " + e.first + " that its INTENT entries do not hold (a corrupt log)");
             }
-            if (plan.action.equals(Recovery.NOTHING)) {
-                return new Outcome(0, 0, true, false);
+            if (plan instanceof Recovery.Nothing) {
+                return new Outcome(0, 0, Course.ALREADY_DONE);
             }
-            for (Range r : plan.voids) {
+            for (Range r : plan.voids()) {
                 voidRange(r);
             }
-            if (plan.action.equals(Recovery.FAIL)) {
-                throw removed(plan.removed, new java.nio.file.NoSuchFileException(
-                        slots.file(plan.removed.first).toString(), null, "removed by retention"));
+            if (plan instanceof Recovery.Fail f) {
+                throw removed(f.removed(), new java.nio.file.NoSuchFileException(
+                        slots.file(f.removed().first).toString(), null, "removed by retention"));
             }
-            boolean recovered = plan.action.equals(Recovery.FINISH);
-            Group current = plan.group;
-            if (current == null) {
+            Group current;
+            if (plan instanceof Recovery.Finish f) {
+                current = f.group();
+            } else {
                 if (n == 0) {
                     append(DONE, 0, 0, -1);
-                    return new Outcome(0, 0, false, false);
+                    return new Outcome(0, 0, Course.WROTE);
                 }
                 current = writeGroup(records, n, -1);
             }
@@ -641,7 +666,8 @@ final class CommitLog {
                 repaired += lost.size();
             }
             append(DONE, 0, 0, -1);
-            return new Outcome(committed, repaired, false, recovered);
+            return new Outcome(committed, repaired,
+                    plan instanceof Recovery.Finish ? Course.RECOVERED : Course.WROTE);
         }
 
         /** The failure of a sealed range whose segment retention removed before all its records were committed. */
@@ -662,8 +688,8 @@ final class CommitLog {
             int written = 0;
             try {
                 while (written < n) {
-                    long[] got = slots.reserve(n - written, key);
-                    Range r = new Range(got[0], got[1], source);
+                    Reservation got = slots.reserve(n - written, key);
+                    Range r = new Range(got.first(), got.count(), source);
                     append(INTENT, r.first, r.count, source);
                     parts.add(r);
                     MemoryMappedFile m = slots.map(r.first);

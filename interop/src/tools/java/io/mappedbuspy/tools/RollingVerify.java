@@ -33,8 +33,20 @@ public final class RollingVerify {
     private long n;
     private long hash;
     private long bad;
-    // Per writer id: {count, first i, last i}; null for a writer not seen.
-    private final long[][] writers = new long[MAX_WRITER][];
+    // Per writer id: what was read of it; null for a writer not seen.
+    private final Seen[] writers = new Seen[MAX_WRITER];
+
+    /** One writer's records read: how many, the first and the last sequence number. */
+    private static final class Seen {
+        long count = 1;
+        final long first;
+        long last;
+
+        Seen(long i) {
+            first = i;
+            last = i;
+        }
+    }
 
     private RollingVerify() {
     }
@@ -48,27 +60,27 @@ public final class RollingVerify {
             bad++;
             return;
         }
-        long[] st = writers[wid];
+        Seen st = writers[wid];
         if (st == null) {
-            writers[wid] = new long[] {1, i, i};
+            writers[wid] = new Seen(i);
             return;
         }
-        if (i <= st[2]) {
+        if (i <= st.last) {
             bad++;
         }
-        st[0]++;
-        st[2] = i;
+        st.count++;
+        st.last = i;
     }
 
     String summary(long skipped, long lost) {
         StringBuilder ws = new StringBuilder();
         for (int w = 0; w < MAX_WRITER; w++) {
-            long[] st = writers[w];
+            Seen st = writers[w];
             if (st != null) {
                 if (ws.length() > 0) {
                     ws.append(',');
                 }
-                ws.append(w).append(':').append(st[0]).append(':').append(st[1]).append(':').append(st[2]);
+                ws.append(w).append(':').append(st.count).append(':').append(st.first).append(':').append(st.last);
             }
         }
         return "VERIFY n=" + n + " skipped=" + skipped + " lost=" + lost + " hash="

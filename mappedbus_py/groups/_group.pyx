@@ -1,0 +1,725 @@
+# cython: language_level=3, embedsignature=True
+"""A member of a work group: each record of the bus goes to one member at a time, is
+acknowledged once, and comes back to another member if its holder dies, releases it or lets
+its lease pass (docs/groups.md; protocol: _group.h; layout: layout.py, GROUP_*)."""
+cimport cython
+import asyncio
+import os
+import struct
+import time
+
+from cpython.exc cimport PyErr_CheckSignals
+from libc.stdint cimport int32_t, int64_t
+from libc.stdlib cimport calloc, free
+from libc.string cimport memcpy
+from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC, nanosleep
+
+from mappedbus_py._core._atomic cimport load_acquire_i64, store_release_i64, fetch_add_i64, cpu_relax
+from mappedbus_py._core._message cimport MessageBase
+from mappedbus_py._core._mapping cimport copy_payload
+from mappedbus_py._core._reader cimport MappedBusReader, END
+from mappedbus_py._core._record cimport Record
+
+from .._core._liveness import Hold, LiveFile
+from .._core._reader import DEFAULT_TIMEOUT
+from .._core._checks import check_timeout as _check_timeout
+from ..errors import BusClosedError, BusFullError, BusMismatchError, CorruptBusError, MappedBusError
+from mappedbus_py._core._layout cimport FIRST_RECORD_OFFSET, HEADER_SIZE, PAYLOAD_OFFSET, METADATA_OFFSET
+from ..formats.layout import (GROUP_DEAD_HEADER_SIZE, GROUP_MEMBER_COUNT, GROUP_MEMBER_NAME_MAX,
+                      GROUP_MEMBER_NAME_OFFSET, GROUP_NAME_MAX)
+from . import _files
+from ._files import BusKind
+
+__all__ = ("GroupReader", "GroupRecord", "GroupFullError")
+
+cdef extern from "time.h" nogil:
+    int CLOCK_MONOTONIC_COARSE
+
+cdef int64_t SCAN_NS = 1000000          # a waiting member looks for redeliveries every 1 ms
+cdef int64_t SPIN_NS = 20000            # then spins this long before sleeping
+cdef int64_t SLEEP_MIN_NS = 20000       # sleeps back off from here
+cdef int64_t SLEEP_MAX_NS = 1000000     # to here
+cdef double MAX_WAIT_S = 2.0**62 / 1e9
+cdef int64_t FIRST = FIRST_RECORD_OFFSET
+
+
+cdef int _fork_gen = 0
+
+
+def _after_fork():
+    # A child of fork() shares its parent's member slot and not its liveness lock (LiveFile
+    # closes it): members made before the fork refuse to work there.
+    global _fork_gen
+    _fork_gen += 1
+
+
+os.register_at_fork(after_in_child=_after_fork)
+
+
+class GroupFullError(MappedBusError):
+    """Every member slot of the group (GROUP_MEMBER_COUNT) is held by a live member."""
+
+
+cdef inline int64_t monotonic_ns() noexcept nogil:
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return ts.tv_sec * 1000000000 + ts.tv_nsec
+
+
+cdef inline int64_t coarse_ns() noexcept nogil:
+    # A lease's start: ms precision is plenty, and it costs a fifth of the precise clock.
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts)
+    return ts.tv_sec * 1000000000 + ts.tv_nsec
+
+
+cdef class GroupRecord(Record):
+    """A record delivered to a group member: a ``Record`` (position, meta, payload) with its
+    delivery count. Give it back to the member with ``ack``, ``release`` or ``reject``."""
+
+    def __repr__(self):
+        return (f"GroupRecord(position={self.position}, meta={self.meta}, "
+                f"deliveries={self.deliveries}, payload={self.payload!r})")
+
+    def __reduce__(self):
+        raise TypeError("a GroupRecord is acknowledged by the member it was delivered to; it "
+                        "does not travel to other processes (send its position)")
+
+
+cdef class GroupReader:
+    """GroupReader(path, group, *, start=None, lease=None, max_deliveries=None, max_in_flight=None, window=None, timeout=2.0, file_size=None, record_size=None, allow_foreign=False, name=None)
+--
+
+    A member of the work group ``group`` of the bus at ``path`` (a single-file bus or a
+    rolling bus's directory). Every record of the bus from the group's start goes to one
+    member; the member acknowledges it with ``ack(rec)`` (True: it was still this member's),
+    gives it back with ``release(rec)`` or sends it to the dead-letter bus with
+    ``reject(rec)``. A record whose member dies (the kernel drops its lock), or whose lease
+    passes, goes to another member, with ``rec.deliveries`` one higher; an ack of the earlier
+    delivery then returns False. After ``max_deliveries`` deliveries a record goes to the
+    group's dead-letter bus instead (``PATH.groups/NAME.dead``, a rolling bus).
+
+    The first member makes the group file (``PATH.groups/NAME.group``, a rolling bus:
+    ``DIR/groups/NAME.group``) with ``start`` (None: the bus's first record, ``"end"``: only
+    records from now on, or a position), ``lease`` (seconds, default 30),
+    ``max_deliveries`` (5), ``max_in_flight`` (per member; default: the window) and
+    ``window`` (records between the oldest unacked and the newest handed out, a power of
+    two, 4096). Later members may leave them out; given, they must equal the group's
+    (BusMismatchError otherwise). ``timeout`` is the bus readers' rollback timeout.
+
+    Reading as a reader does: ``read(timeout)``, ``records(timeout)``, iteration,
+    ``read_into(message)`` (then ``ack()``: the record read last), ``read_async``,
+    ``read_batch(n, timeout)`` with ``ack_batch(records)``. Waiting follows the reader's
+    rules (None: until a record comes, 0: not at all). A member holds up to 128 at a time.
+    """
+
+    def __init__(self, path, group, *, start=None, lease=None, max_deliveries=None,
+                 max_in_flight=None, window=None, timeout=DEFAULT_TIMEOUT, file_size=None,
+                 record_size=None, bint allow_foreign=False, name=None):
+        self._base = NULL
+        self._words = NULL
+        self.member = -1
+        self._cur_g = -1
+        self._dead = None
+        path = os.fspath(path)
+        self._name_bytes = _files.check_group_name(group)
+        if name is not None and (not isinstance(name, str)
+                                 or len(name.encode("utf-8")) > GROUP_MEMBER_NAME_MAX):
+            raise ValueError(f"a member name is a str of at most {GROUP_MEMBER_NAME_MAX} "
+                             f"bytes of UTF-8, got {name!r}")
+        given = dict(window=window, lease=lease, max_deliveries=max_deliveries,
+                     max_in_flight=max_in_flight)
+        options = _files.check_options(window, lease, max_deliveries, max_in_flight)
+        self.path = path
+        self.group = group
+        kind = _files.bus_kind(path)
+        self._rolling = kind is BusKind.ROLLING
+        self._reader_kw = dict(timeout=timeout, allow_foreign=allow_foreign)
+        self._r = None
+        self._k = -1
+        if self._rolling:
+            from ..rolling import read_bus_meta, slots_per_segment
+            meta = read_bus_meta(path, allow_foreign=allow_foreign)
+            if meta is None:
+                raise FileNotFoundError(f"{path!r}: a rolling bus without bus.meta (a group "
+                                        f"needs the bus made by its first writer)")
+            self.record_size = meta.record_size
+            self._segment_size = meta.segment_size
+            self._sps = slots_per_segment(meta.segment_size, meta.record_size)
+            bus_id = bytes.fromhex(meta.id)
+        else:
+            r = MappedBusReader(path, file_size, record_size, idle="busy_spin",
+                                **self._reader_kw)
+            r.open()
+            self._r = r
+            self._k = 0
+            self.record_size = r.record_size
+            self._segment_size = 0
+            self._sps = (r.file_size - FIRST) // (HEADER_SIZE + r.record_size)
+            bus_id = bytes.fromhex(r.bus_id) if r.bus_id else bytes(16)
+        self._slot = HEADER_SIZE + self.record_size
+        self.group_path = _files.group_file(path, kind, group)
+        self._dead_path = _files.dead_letter_path(path, kind, group)
+        if not os.path.lexists(self.group_path):
+            start_position, g0 = self._start_of(start)
+            _files.create_group(self.group_path, options, bus_id, start_position, g0,
+                                allow_foreign=allow_foreign)
+        mm, header = _files.open_group(self.group_path, allow_foreign=allow_foreign)
+        try:
+            for key, value in given.items():
+                if value is not None and getattr(options, "lease_ns" if key == "lease" else key) \
+                        != getattr(header.options, "lease_ns" if key == "lease" else key):
+                    raise BusMismatchError(
+                        f"group {group!r} exists with {header.options}; this member asks for "
+                        f"{key}={value!r} (leave it out to join with the group's)")
+            if header.bus_id != bus_id and any(header.bus_id) and any(bus_id):
+                raise BusMismatchError(f"{self.group_path!r} belongs to bus id "
+                                       f"{header.bus_id.hex()}, not to this bus "
+                                       f"({bus_id.hex()}): the bus was replaced")
+            self._attach(mm, header.options, name)
+        except BaseException:
+            self.close()
+            mm.close()
+            raise
+
+    def _start_of(self, start):
+        # The new group's first record: (start position, g).
+        cdef int64_t slot = self._slot
+        if self._rolling:
+            from ..rolling import list_segments, segment_limit, end_boundary
+            segments = list_segments(self.path)
+            if start is None:
+                k = segments[0] if segments else 0
+                return k * self._segment_size + FIRST, k * self._sps
+            if isinstance(start, str) and start == "end":
+                if not segments:
+                    return FIRST, 0
+                k = segments[-1]
+                limit = segment_limit(self.path, k, allow_foreign=self._reader_kw["allow_foreign"])
+                limit = min(max(limit, FIRST), end_boundary(self._segment_size, self.record_size))
+                return k * self._segment_size + limit, k * self._sps + (limit - FIRST) // slot
+        else:
+            if start is None:
+                return FIRST, 0
+            if isinstance(start, str) and start == "end":
+                self._r.seek_end()
+                p = self._r.position
+                return p, (p - FIRST) // slot
+        if isinstance(start, bool) or not isinstance(start, int) or start < FIRST:
+            raise ValueError(f"start is None, 'end' or a record position, got {start!r}")
+        k, off = divmod(start, self._segment_size) if self._rolling else (0, start)
+        if (off - FIRST) % slot or off < FIRST or (off - FIRST) // slot > self._sps:
+            raise ValueError(f"start={start} is not a record boundary of this bus")
+        return start, _files.g_of_position(start, BusKind.ROLLING if self._rolling else
+                                           BusKind.SINGLE, self.record_size,
+                                           self._segment_size, self._sps)
+
+    def _attach(self, mm, options, name):
+        cdef unsigned char[::1] view = mm
+        cdef int i
+        self._mm = mm
+        self._base = <char *>&view[0]
+        self._window = options.window
+        self._shift = options.window.bit_length() - 1
+        self._lease_ns = options.lease_ns
+        self._max_deliveries = options.max_deliveries
+        self._max_in_flight = options.max_in_flight or options.window
+        self._words = <int64_t *>calloc(self._window, sizeof(int64_t))
+        if self._words == NULL:
+            raise MemoryError()
+        live = LiveFile(_files.open_live(self.group_path,
+                                         allow_foreign=self._reader_kw["allow_foreign"]))
+        self._live = live
+        self._live_fd = live.fileno()
+        self._gen = _fork_gen
+        for i in range(GROUP_MEMBER_COUNT):
+            held = live.hold(group_member_byte(i))
+            if held is Hold.TAKEN:
+                break
+            if held is Hold.UNKNOWN:
+                raise OSError(f"{self.group_path!r}: the file system gives no open-file-"
+                              f"description locks, which group members need for liveness")
+        else:
+            raise GroupFullError(f"group {self.group!r}: all {GROUP_MEMBER_COUNT} member "
+                                 f"slots are held by live members")
+        self.member = i
+        self._mslot = group_member_slot(self._base, i)
+        # Its last holder is dead (we hold its lock): its records go back to the group
+        # before this member takes any under the same owner number.
+        group_release_owner(self._base, self._window, self._shift, i)
+        self._delivered = load_acquire_i64(self._mslot + GROUP_MEMBER_DELIVERED_OFFSET)
+        self._acked = load_acquire_i64(self._mslot + GROUP_MEMBER_ACKED_OFFSET)
+        raw = (name or "").encode("utf-8")[:GROUP_MEMBER_NAME_MAX]
+        mm[self._mslot - self._base + GROUP_MEMBER_NAME_OFFSET:
+           self._mslot - self._base + GROUP_MEMBER_NAME_OFFSET + GROUP_MEMBER_NAME_MAX] = \
+            raw.ljust(GROUP_MEMBER_NAME_MAX, b"\0")
+        struct.pack_into("<i", mm, self._mslot - self._base + GROUP_MEMBER_PID_OFFSET, os.getpid())
+        struct.pack_into("<i", mm, self._mslot - self._base + GROUP_MEMBER_IN_FLIGHT_OFFSET, 0)
+        store_release_i64(self._mslot + GROUP_MEMBER_TAKEN_NS_OFFSET, time.time_ns())
+        self._hint_seen = load_acquire_i64(self._base + GROUP_HINT_OFFSET) - 1   # look once
+        self._next_scan = 0
+
+    # -- the bus ----------------------------------------------------------------------
+
+    cdef int64_t _position(self, int64_t g):
+        if self._rolling:
+            return (g // self._sps) * self._segment_size + FIRST + (g % self._sps) * self._slot
+        return FIRST + g * self._slot
+
+    cdef int _select(self, int64_t g) except -1:
+        # Make _r the reader of g's segment: 1, or 0 if that segment is not made yet.
+        cdef int64_t k
+        if not self._rolling:
+            return 1
+        k = g // self._sps
+        if k == self._k:
+            return 1
+        from ..rolling import segment_path
+        seg = segment_path(self.path, k)
+        if not os.path.lexists(seg):
+            return 0
+        r = MappedBusReader(seg, self._segment_size, self.record_size, idle="busy_spin",
+                            _segment=True, **self._reader_kw)
+        r.open()
+        if self._r is not None:
+            self._r.close()
+        self._r, self._k = r, k
+        return 1
+
+    # -- acquiring --------------------------------------------------------------------
+
+    cdef int _took(self, int64_t g, int64_t word) except -1:
+        self._words[g & (self._window - 1)] = word
+        self._cur_g = g
+        self._cur_word = word
+        self._in_flight += 1
+        self._delivered += 1
+        store_release_i64(self._mslot + GROUP_MEMBER_DELIVERED_OFFSET, self._delivered)
+        store_release_i32(self._mslot + GROUP_MEMBER_IN_FLIGHT_OFFSET, self._in_flight)
+        return 1
+
+    cdef int _acquire_new(self) except -1:
+        # 1: a new record is current; 0: none yet (or the window is full); END: past the
+        # last record of a single-file bus.
+        cdef int64_t g, off, w
+        cdef int found
+        cdef MappedBusReader r
+        while True:
+            g = group_next_new(self._base, self._window, self._shift)
+            if g < 0:
+                if g == GROUP_FULL:
+                    return 0
+                raise CorruptBusError(f"{self.group_path!r}: entry of record "
+                                      f"{load_acquire_i64(self._base + GROUP_END_OFFSET)} holds "
+                                      f"a word the protocol never writes there: corrupt file")
+            if not self._select(g):
+                return 0
+            r = self._r
+            off = FIRST + (g - self._k * self._sps) * self._slot
+            if r._pos != off:
+                r._pos = off
+            found = r._next_code()
+            if found == 0:
+                return 0
+            if found == END:
+                if not self._rolling:
+                    return END
+                group_skip(self._base, self._window, self._shift, g)   # rolled-back tail
+                continue
+            if r._cur != off:          # g's slot was rolled back: no member gets it
+                group_skip(self._base, self._window, self._shift, g)
+                continue
+            w = group_take_new(self._base, self._window, self._shift, g, self.member,
+                               coarse_ns() + self._lease_ns, self._position(g))
+            if w == 0:
+                continue               # another member took it
+            self._cur_off = off
+            return self._took(g, w)
+
+    cdef int _redeliver(self, int64_t now) except -1:
+        # Take a record back from a dead or late member (or a released one): 1 if one is
+        # current now. Past max_deliveries it goes to the dead-letter bus instead.
+        cdef int64_t g, seen = 0, w
+        while True:
+            g = group_find_redelivery(self._base, self._window, self._shift, now, self.member,
+                                      self._live_fd, &seen)
+            if g < 0:
+                return 0
+            if group_word_deliveries(seen) >= self._max_deliveries:
+                self._dead_letter(g, seen, GROUP_DEAD_LETTERED_OFFSET)
+                continue
+            if not self._select(g):
+                return 0
+            w = group_redeliver(self._base, self._window, g, seen, self.member,
+                                coarse_ns() + self._lease_ns)
+            if w == 0:
+                continue
+            self._cur_off = FIRST + (g - self._k * self._sps) * self._slot
+            return self._took(g, w)
+
+    cdef int _acquire(self) except -1:
+        # 1: a record is current; 0: none now; END: a single-file bus is read to its end
+        # and every record is done.
+        cdef int64_t hint, now
+        cdef int found
+        if self._base == NULL:
+            raise BusClosedError("the GroupReader is closed")
+        if self._gen != _fork_gen:
+            raise BusClosedError("this GroupReader was made before fork(): a member belongs to "
+                                 "one process; make a GroupReader in the child")
+        if self._in_flight >= self._max_in_flight:
+            return 0
+        hint = load_acquire_i64(self._base + GROUP_HINT_OFFSET)
+        if hint != self._hint_seen:
+            self._hint_seen = hint
+            if self._redeliver(coarse_ns()):
+                return 1
+        self._count += 1
+        if (self._count & 1023) == 0:
+            now = coarse_ns()
+            if now >= self._next_scan:
+                self._next_scan = now + SCAN_NS
+                if self._redeliver(now):
+                    return 1
+        found = self._acquire_new()
+        if found == 1:
+            return 1
+        now = monotonic_ns()
+        if now >= self._next_scan:
+            self._next_scan = now + SCAN_NS
+            if self._redeliver(now):
+                return 1
+        if found == END and load_acquire_i64(self._base + GROUP_START_OFFSET) \
+                >= load_acquire_i64(self._base + GROUP_END_OFFSET):
+            return END
+        return 0
+
+    cdef int _wait(self, object timeout) except -1:
+        cdef int found = self._acquire()
+        cdef int64_t deadline = -1, now, spin_end, ns = SLEEP_MIN_NS
+        cdef timespec ts
+        cdef long spins = 0
+        if found == 1:
+            return 1
+        if found == END:
+            raise BusFullError(f"end of bus: every record of {self.path!r} is done in group "
+                               f"{self.group!r}")
+        if timeout is not None:
+            _check_timeout(timeout)
+            if timeout <= 0:
+                return 0
+        now = monotonic_ns()
+        if timeout is not None and timeout < MAX_WAIT_S:
+            deadline = now + <int64_t>(timeout * 1e9)
+        spin_end = now + SPIN_NS
+        while True:
+            found = self._acquire()
+            if found == 1:
+                return 1
+            if found == END:
+                raise BusFullError(f"end of bus: every record of {self.path!r} is done in "
+                                   f"group {self.group!r}")
+            now = monotonic_ns()
+            if deadline >= 0 and now >= deadline:
+                return 0
+            if now < spin_end:
+                cpu_relax()
+                continue
+            if deadline >= 0:
+                ns = min(ns, deadline - now)
+            ts.tv_sec = ns // 1000000000
+            ts.tv_nsec = ns % 1000000000
+            with nogil:
+                nanosleep(&ts, NULL)
+            ns = min(ns * 2, SLEEP_MAX_NS)
+            spins += 1
+            if (spins & 15) == 0:
+                PyErr_CheckSignals()
+
+    cdef GroupRecord _record(self):
+        cdef GroupRecord rec = GroupRecord.__new__(GroupRecord)
+        cdef char *p = self._r._base + self._cur_off
+        cdef int32_t meta
+        memcpy(&meta, p + METADATA_OFFSET, 4)
+        rec.position = self._position(self._cur_g)
+        rec.meta = meta
+        rec.payload = p[PAYLOAD_OFFSET:PAYLOAD_OFFSET + self.record_size]
+        rec.deliveries = group_word_deliveries(self._cur_word)
+        rec._g = self._cur_g
+        rec._word = self._cur_word
+        return rec
+
+    # -- reading ----------------------------------------------------------------------
+
+    def read(self, timeout=None):
+        """The next record for this member (new, or another's taken back) as a
+        ``GroupRecord``, waiting up to ``timeout`` seconds (None: until one comes, 0: not at
+        all); None if none came in time. BusFullError once a single-file bus is read to its
+        end and every record of it is done."""
+        if not self._wait(timeout):
+            return None
+        return self._record()
+
+    def records(self, timeout=None):
+        """Yield records until none comes for ``timeout`` seconds (None: never stop)."""
+        while True:
+            if not self._wait(timeout):
+                return
+            yield self._record()
+
+    def __iter__(self):
+        return self.records(None)
+
+    def read_into(self, message):
+        """Take the next record if one is there now and copy its payload into ``message``:
+        True if one was read; then ``ack()`` (or ``release()``, ``reject()``) settles it."""
+        if not isinstance(message, MessageBase):
+            raise TypeError(f"read_into() needs a Message, got {type(message).__name__}")
+        cdef MessageBase m = <MessageBase>message
+        if m._size > self.record_size:
+            raise ValueError(f"{type(message).__name__} takes {m._size} bytes, more than "
+                             f"record_size {self.record_size}")
+        cdef int found = self._acquire()
+        if found != 1:
+            if found == END:
+                raise BusFullError(f"end of bus: every record of {self.path!r} is done in "
+                                   f"group {self.group!r}")
+            return False
+        copy_payload(m._buf, self._r._base + self._cur_off + PAYLOAD_OFFSET, m._size)
+        return True
+
+    async def read_async(self, timeout=None):
+        """``read(timeout)`` to ``await``: polls without blocking the event loop."""
+        if timeout is not None:
+            _check_timeout(timeout)
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        delay = 20e-6
+        while True:
+            rec = self.read(0)
+            if rec is not None:
+                return rec
+            if deadline is not None and loop.time() >= deadline:
+                return None
+            await asyncio.sleep(delay if deadline is None else
+                                max(0.0, min(delay, deadline - loop.time())))
+            delay = min(delay * 2, 1e-3)
+
+    def read_batch(self, int n, timeout=None):
+        """Up to ``n`` records as a list: waits up to ``timeout`` for the first (as ``read``),
+        then takes what is there now. Settle them with ``ack_batch``."""
+        out = []
+        if n <= 0:
+            return out
+        if not self._wait(timeout):
+            return out
+        out.append(self._record())
+        while len(out) < n and self._acquire() == 1:
+            out.append(self._record())
+        return out
+
+    # -- settling ---------------------------------------------------------------------
+
+    cdef int _finish(self, int64_t g, int64_t word, int state) except -1:
+        cdef int ok
+        cdef int64_t *mine
+        if self._base == NULL:
+            raise BusClosedError("the GroupReader is closed")
+        if self._gen != _fork_gen:
+            raise BusClosedError("this GroupReader was made before fork(): a member belongs to "
+                                 "one process; make a GroupReader in the child")
+        ok = group_finish(self._base, self._window, g, word, state)
+        mine = &self._words[g & (self._window - 1)]
+        if mine[0] == word:
+            mine[0] = 0
+            if self._in_flight > 0:
+                self._in_flight -= 1
+            store_release_i32(self._mslot + GROUP_MEMBER_IN_FLIGHT_OFFSET, self._in_flight)
+        if ok and state == GROUP_ACKED:
+            self._acked += 1
+            store_release_i64(self._mslot + GROUP_MEMBER_ACKED_OFFSET, self._acked)
+            group_advance(self._base, self._window, self._shift)
+        return ok
+
+    cdef int _dead_letter(self, int64_t g, int64_t word, int counter) except -1:
+        # Append g to the dead-letter bus, then mark it DEAD (a member dying between the two
+        # makes the next one append it again: at least once). 1 if this call marked it.
+        cdef int64_t *mine
+        cdef int ok
+        cdef MappedBusReader r
+        cdef int64_t off
+        if load_acquire_i64(group_entry(self._base, g, self._window)) != word:
+            return 0
+        if not self._select(g):
+            return 0
+        r = self._r
+        off = FIRST + (g - self._k * self._sps) * self._slot
+        meta = struct.unpack_from("<i", r._base[off + METADATA_OFFSET:off + METADATA_OFFSET + 4])[0]
+        letter = struct.pack("<qii", self._position(g), group_word_deliveries(word), meta) \
+            + self._name_bytes.ljust(GROUP_NAME_MAX, b"\0") \
+            + r._base[off + PAYLOAD_OFFSET:off + PAYLOAD_OFFSET + self.record_size]
+        self._dead_writer().write(letter)
+        ok = group_finish(self._base, self._window, g, word, GROUP_DEAD)
+        mine = &self._words[g & (self._window - 1)]
+        if mine[0] == word:
+            mine[0] = 0
+            if self._in_flight > 0:
+                self._in_flight -= 1
+            store_release_i32(self._mslot + GROUP_MEMBER_IN_FLIGHT_OFFSET, self._in_flight)
+        if ok:
+            fetch_add_i64(self._base + counter, 1)
+            if counter != GROUP_DEAD_LETTERED_OFFSET:
+                fetch_add_i64(self._base + GROUP_DEAD_LETTERED_OFFSET, 1)
+            group_advance(self._base, self._window, self._shift)
+        return ok
+
+    def _dead_writer(self):
+        if self._dead is None:
+            from ..rolling import RollingBusWriter
+            record = GROUP_DEAD_HEADER_SIZE + self.record_size
+            slot = HEADER_SIZE + record
+            segment = max(1 << 20, -(-(FIRST + 64 * slot) // 4096) * 4096)
+            os.makedirs(os.path.dirname(self._dead_path), mode=0o700, exist_ok=True)
+            w = RollingBusWriter(self._dead_path, None if os.path.lexists(self._dead_path) else
+                                 segment, record, allow_foreign=self._reader_kw["allow_foreign"])
+            w.open()
+            if w.record_size != record:
+                w.close()
+                raise BusMismatchError(f"{self._dead_path!r} takes records of {w.record_size} "
+                                       f"bytes, not the {record} of this group's dead letters")
+            self._dead = w
+        return self._dead
+
+    cdef int64_t _g_of(self, rec) except -2:
+        # The g of a GroupRecord or of a position this member holds.
+        cdef int64_t pos, k, off
+        if isinstance(rec, GroupRecord):
+            return (<GroupRecord>rec)._g
+        if isinstance(rec, bool) or not isinstance(rec, int):
+            raise TypeError(f"ack/release/reject take a GroupRecord or a record position, "
+                            f"got {type(rec).__name__}")
+        pos = rec
+        if self._rolling:
+            k, off = pos // self._segment_size, pos % self._segment_size
+        else:
+            k, off = 0, pos
+        if pos < 0 or off < FIRST or (off - FIRST) % self._slot or (off - FIRST) // self._slot >= self._sps:
+            raise ValueError(f"{rec} is not a record position of {self.path!r}")
+        return k * self._sps + (off - FIRST) // self._slot
+
+    cdef int64_t _word_of(self, rec, int64_t g):
+        if isinstance(rec, GroupRecord):
+            return (<GroupRecord>rec)._word
+        return self._words[g & (self._window - 1)]
+
+    def _settle(self, rec, int state):
+        cdef int64_t g, word
+        if self._gen != _fork_gen and self._base != NULL:
+            raise BusClosedError("this GroupReader was made before fork(): a member belongs to "
+                                 "one process; make a GroupReader in the child")
+        if rec is None:
+            if self._cur_g < 0:
+                raise RuntimeError("nothing read yet: ack() without a record settles the record "
+                                   "read last")
+            g, word = self._cur_g, self._cur_word
+        else:
+            g = self._g_of(rec)
+            word = self._word_of(rec, g)
+        if word == 0 or group_word_tag(word) != group_tag(g, self._shift) \
+                or group_word_owner(word) != self.member:
+            return False       # not delivered to this member, or not any more
+        if state == GROUP_DEAD:
+            return self._dead_letter(g, word, GROUP_REJECTED_OFFSET) == 1
+        return self._finish(g, word, state) == 1
+
+    def ack(self, rec=None):
+        """Settle a record as done (a GroupRecord, a position this member holds, or nothing:
+        the record read last). True if it was still this member's delivery: False if it was
+        taken away (lease passed, this member seen dead) or settled already."""
+        return self._settle(rec, GROUP_ACKED)
+
+    def release(self, rec=None):
+        """Give a record back undone: another member (or this one) gets it next, its
+        delivery count one higher. True if it was still this member's."""
+        return self._settle(rec, GROUP_RELEASED)
+
+    def reject(self, rec=None):
+        """Send a record to the group's dead-letter bus now, undone. True if it was still
+        this member's."""
+        return self._settle(rec, GROUP_DEAD)
+
+    def ack_batch(self, records):
+        """``ack`` each record of ``records``; returns how many were still this member's."""
+        cdef int n = 0
+        cdef GroupRecord r
+        if self._base == NULL:
+            raise BusClosedError("the GroupReader is closed")
+        if self._gen != _fork_gen:
+            raise BusClosedError("this GroupReader was made before fork(): a member belongs to "
+                                 "one process; make a GroupReader in the child")
+        for rec in records:
+            if type(rec) is not GroupRecord:
+                n += self._settle(rec, GROUP_ACKED)
+                continue
+            r = <GroupRecord>rec
+            if group_word_owner(r._word) != self.member:
+                continue
+            n += self._finish(r._g, r._word, GROUP_ACKED)
+        return n
+
+    # -- state ------------------------------------------------------------------------
+
+    @property
+    def in_flight(self):
+        """Records this member holds unsettled."""
+        return self._in_flight
+
+    @property
+    def closed(self):
+        """True once ``close()`` ran."""
+        return self._base == NULL
+
+    @property
+    def dead_letter_path(self):
+        """The dead-letter bus's directory (a rolling bus; made at the first dead letter)."""
+        return self._dead_path
+
+    def close(self):
+        """Give back every record this member holds (others get them at once), let go of its
+        member slot and unmap."""
+        if self._base != NULL:
+            if self.member >= 0 and self._gen == _fork_gen:
+                group_release_owner(self._base, self._window, self._shift, self.member)
+            self._base = NULL
+        if self._live is not None:
+            self._live.close()
+            self._live = None
+        if self._mm is not None:
+            self._mm.close()
+            self._mm = None
+        if self._r is not None:
+            self._r.close()
+            self._r = None
+        if self._dead is not None:
+            self._dead.close()
+            self._dead = None
+        if self._words != NULL:
+            free(self._words)
+            self._words = NULL
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __reduce__(self):
+        raise TypeError("a GroupReader is a member of its own process: make one per process")
+
+    def __repr__(self):
+        state = "closed" if self._base == NULL else f"member {self.member}"
+        return f"<GroupReader {state} group={self.group!r} path={self.path!r}>"
+
+    def __dealloc__(self):
+        if self._words != NULL:
+            free(self._words)
