@@ -27,8 +27,8 @@ from ..errors import BusClosedError, BusFullError, BusMismatchError, CorruptBusE
 from mappedbus_py._core._layout cimport FIRST_RECORD_OFFSET, HEADER_SIZE, PAYLOAD_OFFSET, METADATA_OFFSET
 from ..formats.layout import (GROUP_DEAD_HEADER_SIZE, GROUP_MEMBER_COUNT, GROUP_MEMBER_NAME_MAX,
                       GROUP_MEMBER_NAME_OFFSET, GROUP_NAME_MAX)
-from . import _files
-from ._files import BusKind
+from ._files import (BusKind, bus_kind, check_group_name, check_options, create_group,
+                     dead_letter_path, g_of_position, group_file, open_group, open_live)
 
 __all__ = ("GroupReader", "GroupRecord", "GroupFullError")
 
@@ -122,17 +122,17 @@ cdef class GroupReader:
         self._cur_g = -1
         self._dead = None
         path = os.fspath(path)
-        self._name_bytes = _files.check_group_name(group)
+        self._name_bytes = check_group_name(group)
         if name is not None and (not isinstance(name, str)
                                  or len(name.encode("utf-8")) > GROUP_MEMBER_NAME_MAX):
             raise ValueError(f"a member name is a str of at most {GROUP_MEMBER_NAME_MAX} "
                              f"bytes of UTF-8, got {name!r}")
         given = dict(window=window, lease=lease, max_deliveries=max_deliveries,
                      max_in_flight=max_in_flight)
-        options = _files.check_options(window, lease, max_deliveries, max_in_flight)
+        options = check_options(window, lease, max_deliveries, max_in_flight)
         self.path = path
         self.group = group
-        kind = _files.bus_kind(path)
+        kind = bus_kind(path)
         self._rolling = kind is BusKind.ROLLING
         self._reader_kw = dict(timeout=timeout, allow_foreign=allow_foreign)
         self._r = None
@@ -158,13 +158,13 @@ cdef class GroupReader:
             self._sps = (r.file_size - FIRST) // (HEADER_SIZE + r.record_size)
             bus_id = bytes.fromhex(r.bus_id) if r.bus_id else bytes(16)
         self._slot = HEADER_SIZE + self.record_size
-        self.group_path = _files.group_file(path, kind, group)
-        self._dead_path = _files.dead_letter_path(path, kind, group)
+        self.group_path = group_file(path, kind, group)
+        self._dead_path = dead_letter_path(path, kind, group)
         if not os.path.lexists(self.group_path):
             start_position, g0 = self._start_of(start)
-            _files.create_group(self.group_path, options, bus_id, start_position, g0,
+            create_group(self.group_path, options, bus_id, start_position, g0,
                                 allow_foreign=allow_foreign)
-        mm, header = _files.open_group(self.group_path, allow_foreign=allow_foreign)
+        mm, header = open_group(self.group_path, allow_foreign=allow_foreign)
         try:
             for key, value in given.items():
                 if value is not None and getattr(options, "lease_ns" if key == "lease" else key) \
@@ -210,7 +210,7 @@ cdef class GroupReader:
         k, off = divmod(start, self._segment_size) if self._rolling else (0, start)
         if (off - FIRST) % slot or off < FIRST or (off - FIRST) // slot > self._sps:
             raise ValueError(f"start={start} is not a record boundary of this bus")
-        return start, _files.g_of_position(start, BusKind.ROLLING if self._rolling else
+        return start, g_of_position(start, BusKind.ROLLING if self._rolling else
                                            BusKind.SINGLE, self.record_size,
                                            self._segment_size, self._sps)
 
@@ -227,7 +227,7 @@ cdef class GroupReader:
         self._words = <int64_t *>calloc(self._window, sizeof(int64_t))
         if self._words == NULL:
             raise MemoryError()
-        live = LiveFile(_files.open_live(self.group_path,
+        live = LiveFile(open_live(self.group_path,
                                          allow_foreign=self._reader_kw["allow_foreign"]))
         self._live = live
         self._live_fd = live.fileno()

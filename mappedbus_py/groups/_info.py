@@ -13,7 +13,7 @@ from ..formats.layout import (GROUP_ACQUIRED, GROUP_DEAD_LETTERED_OFFSET,
                       GROUP_MEMBERS_OFFSET, GROUP_REDELIVERED_OFFSET, GROUP_REJECTED_OFFSET,
                       GROUP_RELEASED, GROUP_RELEASED_OFFSET, GROUP_START_OFFSET,
                       GROUP_SUFFIX)
-from . import _files
+from ._files import bus_kind, group_dir, open_group
 
 __all__ = ("GroupInfo", "MemberInfo", "groups")
 
@@ -64,7 +64,7 @@ def _monotonic_ns():
 
 def read_group(path, name, *, allow_foreign=False):
     """The GroupInfo of the group file at ``path``."""
-    mm, header = _files.open_group(path, read_only=True, allow_foreign=allow_foreign)
+    mm, header = open_group(path, read_only=True, allow_foreign=allow_foreign)
     try:
         fd, _ = open_file(path, os.O_RDONLY, allow_foreign=allow_foreign)
         with LiveFile(fd) as live:
@@ -117,8 +117,8 @@ def groups(path, *, allow_foreign=False):
     """The work groups of the bus at ``path`` (a single file or a rolling bus's directory),
     by name: a list of GroupInfo (members with pid, liveness and in-flight counts; acked,
     pending, redelivered and dead-lettered counts; the oldest unacked record's age)."""
-    kind = _files.bus_kind(path)
-    folder = _files.group_dir(path, kind)
+    kind = bus_kind(path)
+    folder = group_dir(path, kind)
     try:
         names = sorted(n for n in os.listdir(folder) if n.endswith(GROUP_SUFFIX)
                        and not n.startswith("."))
