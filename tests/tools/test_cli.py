@@ -345,5 +345,5 @@ def test_every_command_the_parser_knows_has_one_entry_in_the_table(capsys):
     from mappedbus_py.tools import cli
     assert main(["--help"]) == 0
     choices = re.search(r"\{([\w,]+)\}", capsys.readouterr().out).group(1).split(",")
-    assert sorted(choices) == sorted(cli.COMMANDS) == ["consumers", "dump", "exporter", "stat",
-                                                       "top"]
+    assert sorted(choices) == sorted(cli.COMMANDS) == ["consumers", "dump", "exporter",
+                                                       "groups", "stat", "top"]
