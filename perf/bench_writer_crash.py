@@ -17,7 +17,7 @@ measured: it must pass the dead writer's uncommitted rows first.
              readers): the reader waits its 2 s timeout
 
 Figures: p50 and max over the rounds, in ms, per batch size. The issue's target is 50 ms for a
-waiting reader; the unit tests (tests/test_writer_liveness.py) only bound it below 1 s.
+waiting reader; the unit tests (tests/core/test_writer_liveness.py) only bound it below 1 s.
 """
 import argparse
 import os

@@ -35,7 +35,7 @@
 
 #define GROUP_UNUSED __attribute__((unused))
 
-/* offsets: mappedbus_py/formats/layout.py (tests/test_groups.py checks they agree) */
+/* offsets: mappedbus_py/formats/layout.py (tests/groups/test_groups.py checks they agree) */
 #define GROUP_MAGIC_OFFSET 0
 #define GROUP_VERSION_OFFSET 8
 #define GROUP_WINDOW_OFFSET 12

@@ -1,7 +1,7 @@
 """Killed group members: four member processes share a bus being written while one of them,
 chosen at random, is SIGKILLed at a random moment (reading, acking, joining) and restarted,
 again and again. Every record is acked exactly once or dead-lettered, none is lost, no ack is
-counted twice by the group (tests/test_groups.py, check_exactly_once). Members are forked
+counted twice by the group (tests/groups/test_groups.py, check_exactly_once). Members are forked
 from a prepared process (tests/support/group_child.py, "zygote"), so a restart takes a millisecond.
 Quick variant: 20 kills; slow: 200."""
 import json

@@ -1,4 +1,4 @@
-"""A work-group member in a process of its own, for tests/test_groups.py and
+"""A work-group member in a process of its own, for tests/groups/test_groups.py and
 tests/reliability/test_groups_kill.py.
 
     python group_child.py BUS GROUP LOG MODE [OPTIONS_JSON]

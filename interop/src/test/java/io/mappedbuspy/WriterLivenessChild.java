@@ -8,7 +8,7 @@ import java.nio.charset.StandardCharsets;
 import java.util.concurrent.TimeUnit;
 
 /**
- * The Java side of tests/test_writer_liveness_java.py: a writer stopped between its reservation and its commit, and a
+ * The Java side of tests/jvm/test_writer_liveness_java.py: a writer stopped between its reservation and its commit, and a
  * reader waiting on a stalled slot (issue 33: a crashed writer costs readers microseconds, a paused one nothing).
  * Records carry an int64 little-endian in their first 8 bytes.
  *

@@ -17,7 +17,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 /**
  * The writers file (issue 33) in one JVM: a writer's claim is published after each reservation and cleared at close;
  * a reader sees its writer alive through its own channel; a live writer slower than the timeout is waited for, and a
- * stall limit turns the wait into {@link WriterStalledException}. Killed writers: tests/test_writer_liveness_java.py.
+ * stall limit turns the wait into {@link WriterStalledException}. Killed writers: tests/jvm/test_writer_liveness_java.py.
  */
 public final class WritersFileTest {
     @TempDir
