@@ -141,7 +141,7 @@ def main() -> None:
         print("demo: done")
     finally:
         for suffix in ("-prices", "-token", "-prices.meta", "-token.meta", "-prices.wake",
-                       "-token.wake"):
+                       "-token.wake", "-prices.writers", "-token.writers"):
             if os.path.exists(base + suffix):
                 os.unlink(base + suffix)
 

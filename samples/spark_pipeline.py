@@ -285,7 +285,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             spark.stop()
         for path in (bus_a, bus_b):
             # the bus, its metadata, a sink commit log, its readers' wake file, the queries' consumers
-            for f in (path, path + ".meta", path + ".commits", path + ".wake", path + ".consumers"):
+            for f in (path, path + ".meta", path + ".commits", path + ".wake", path + ".consumers",
+                      path + ".writers"):
                 if os.path.exists(f):
                     os.unlink(f)
         shutil.rmtree(work, ignore_errors=True)

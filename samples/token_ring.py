@@ -110,7 +110,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     finally:
         # Every node has the file mapped by now (each held the token), so it can go.
         if a.id == 0:
-            for p in (a.path, a.path + ".meta", a.path + ".wake"):
+            for p in (a.path, a.path + ".meta", a.path + ".wake", a.path + ".writers"):
                 if os.path.exists(p):
                     os.unlink(p)
 

@@ -391,13 +391,14 @@ public final class BusOptions implements Serializable {
     }
 
     /**
-     * Whether a file name is one of the files written beside a bus (its metadata, commit log, wake file or
-     * consumer registry: {@code layout.py}'s META_SUFFIX, WAKE_SUFFIX, CONSUMERS_SUFFIX), which a pattern never
-     * names as a bus.
+     * Whether a file name is one of the files written beside a bus (its metadata, commit log, wake file, consumer
+     * registry, writers file or work groups' directory: {@code layout.py}'s META_SUFFIX, WAKE_SUFFIX,
+     * CONSUMERS_SUFFIX, WRITERS_SUFFIX, GROUP_DIR_SUFFIX), which a pattern never names as a bus.
      */
     static boolean isSidecar(String name) {
         return name.endsWith(Layout.META_SUFFIX) || name.endsWith(CommitLog.SUFFIX) || name.endsWith(WAKE_SUFFIX)
-                || name.endsWith(Layout.CONSUMERS_SUFFIX);
+                || name.endsWith(Layout.CONSUMERS_SUFFIX) || name.endsWith(Layout.WRITERS_SUFFIX)
+                || name.endsWith(Layout.GROUP_DIR_SUFFIX);
     }
 
     /** Suffix of a single-file bus's wake file ({@code layout.py} WAKE_SUFFIX). */
