@@ -510,3 +510,53 @@ def test_a_member_inherited_through_fork_refuses_to_work_in_the_child(tmp_path):
         _, status = os.waitpid(pid, 0)
         assert os.waitstatus_to_exitcode(status) == 0
         assert a.ack(held)               # still the parent's
+
+
+def test_mapped_bus_reader_with_group_is_a_member(tmp_path):
+    from mappedbus_py import MappedBusReader
+    from mappedbus_py._reader import MappedBusReader as CythonReader
+    bus = _bus(tmp_path, 2)
+    with MappedBusReader(bus, 1 << 20, RECORD, group="resize", lease=5) as a, \
+            MappedBusReader(bus, group="resize") as b:
+        assert isinstance(a, GroupReader) and a.group == "resize"
+        ra, rb = a.read(0), b.read(0)
+        assert (ra.payload[:1], rb.payload[:1]) == (b"0", b"1")
+        assert a.ack(ra) and b.ack(rb)
+    # Sizes given are the bus's: one that disagrees is refused, as for a plain reader.
+    with pytest.raises(BusMismatchError):
+        MappedBusReader(bus, 1 << 20, RECORD + 8, group="resize")
+    with pytest.raises(TypeError, match="at most 3 positional"):
+        MappedBusReader(bus, 1 << 20, RECORD, 5, group="resize")
+    # group=None (explicitly or left out): the plain reader, still the class users subclass.
+    with MappedBusReader(bus, group=None) as plain:
+        assert type(plain) is MappedBusReader and isinstance(plain, CythonReader)
+        assert plain.read(0).payload[:1] == b"0"
+
+    class Mine(MappedBusReader):
+        def __init__(self, path):
+            super().__init__(path, 1 << 20, RECORD)
+            self.tag = "mine"      # a subclass may have a __dict__; the base has none
+
+    with Mine(bus) as m:
+        assert m.tag == "mine" and m.read(0).payload[:1] == b"0"
+    assert not hasattr(MappedBusReader(bus), "__dict__")
+    # The bare Cython type does not route: it says which class does.
+    with pytest.raises(TypeError, match="mappedbus_py.MappedBusReader"):
+        CythonReader(bus, group="resize")
+
+
+def test_mapped_bus_reader_class_pickles_and_signs_as_before(tmp_path):
+    import inspect
+    import pickle
+    from mappedbus_py import MappedBusReader
+    bus = _bus(tmp_path, 2)
+    assert MappedBusReader.__name__ == MappedBusReader.__qualname__ == "MappedBusReader"
+    sig = inspect.signature(MappedBusReader)
+    assert list(sig.parameters)[:3] == ["path", "file_size", "record_size"]
+    assert sig.parameters["group"].default is None
+    with MappedBusReader(bus) as r:
+        r.read(0)
+        copy = pickle.loads(pickle.dumps(r))
+    assert type(copy) is MappedBusReader
+    with copy:
+        assert copy.read(0).payload[:1] == b"1"
