@@ -560,3 +560,102 @@ def test_mapped_bus_reader_class_pickles_and_signs_as_before(tmp_path):
     assert type(copy) is MappedBusReader
     with copy:
         assert copy.read(0).payload[:1] == b"1"
+
+
+def _stopped_holder(path, log, lease):
+    # A member (a process of its own) that took the group's first record, then SIGSTOPped:
+    # alive, its record unacked.
+    holder = start_member(path, "g", log, "stall", lease=lease, idle=30.0)
+    got = int(holder.stdout.readline().split()[1])
+    holder.send_signal(signal.SIGSTOP)
+    return holder, got
+
+
+def _finish_holder(holder):
+    holder.send_signal(signal.SIGCONT)
+    holder.stdin.write("\n")
+    holder.stdin.flush()
+    return holder.stdout.readline().split()
+
+
+def _fill_segments(w, count):
+    # Write until the writers are ``count`` segments further on.
+    from mappedbus_py.rolling import list_segments
+    first = list_segments(w.path)[-1]
+    n = 0
+    while list_segments(w.path)[-1] < first + count:
+        for _ in range(256):
+            w.write(b"x%d" % n)
+            n += 1
+    return n
+
+
+def test_rolling_group_with_a_stopped_member_holds_segments_from_retention(tmp_path):
+    from mappedbus_py.rolling import segment_path
+    path = str(tmp_path / "roll")
+    log = tmp_path / "acks"
+    with RollingBusWriter(path, 1 << 16, RECORD, retain_segments=1, max_consumer_lag=100) as w:
+        w.write(b"first")
+        holder, got = _stopped_holder(path, log, lease=60)
+        try:
+            _fill_segments(w, 4)
+            # The group's oldest unacked record (the stopped member's) holds segment 0, as a
+            # named consumer at that position would; retain_segments=1 alone removes it.
+            assert os.path.exists(segment_path(path, 0))
+            entry = {c.name: c for c in mappedbus_py.consumers(path)}["group:g"]
+            assert entry.position == got and not entry.alive and not entry.expired
+        finally:
+            holder.send_signal(signal.SIGKILL)
+            holder.wait(10)
+        # Its death gives the record back: once every record is acked the group's start
+        # (committed when a member waits) no longer holds, and the next roll removes it.
+        with GroupReader(path, "g") as b:
+            while (rec := b.read(0.2)) is not None:
+                assert b.ack(rec)
+        entry = {c.name: c for c in mappedbus_py.consumers(path)}["group:g"]
+        assert entry.position > got + (1 << 16) * 3
+        _fill_segments(w, 1)
+        assert not os.path.exists(segment_path(path, 0))
+
+
+def test_rolling_group_past_max_consumer_lag_expires_and_its_members_read_a_gap(tmp_path):
+    from mappedbus_py.errors import BusGapError
+    from mappedbus_py.rolling import list_segments
+    path = str(tmp_path / "roll")
+    log = tmp_path / "acks"
+    with RollingBusWriter(path, 1 << 16, RECORD, retain_segments=1, max_consumer_lag=2,
+                          on_consumer_lag="expire") as w:
+        w.write(b"first")
+        holder, got = _stopped_holder(path, log, lease=0.3)
+        try:
+            _fill_segments(w, 5)
+            # Lagging more than max_consumer_lag segments, the group expired as a consumer
+            # does: retention removed what it held.
+            assert 0 not in list_segments(path)
+            entry = {c.name: c for c in mappedbus_py.consumers(path)}["group:g"]
+            assert entry.expired
+            oldest = list_segments(path)[0]
+            with RollingBusReader(path, start=oldest * (1 << 16) + layout.FIRST_RECORD_OFFSET) \
+                    as plain:
+                kept = [r.position for r in plain.records(0)]
+            gaps, got_positions = [], []
+            with GroupReader(path, "g") as b:
+                while True:
+                    try:
+                        rec = b.read(1.0)
+                    except BusGapError as e:
+                        gaps.append(e)
+                        continue
+                    if rec is None:
+                        break
+                    got_positions.append(rec.position)
+                    assert b.ack(rec)
+            # A member sees the lost records as BusGapError (the stopped member's record too,
+            # once its lease passed), then the retained records, each once.
+            assert sorted(got_positions) == kept
+            assert any(e.lost_from <= got < e.lost_to for e in gaps)
+            assert all(e.lost_to <= kept[0] for e in gaps)
+            assert _finish_holder(holder) == ["ack", "False"]    # its late ack is refused
+        finally:
+            holder.send_signal(signal.SIGKILL)
+            holder.wait(10)
