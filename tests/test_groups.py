@@ -659,3 +659,25 @@ def test_rolling_group_past_max_consumer_lag_expires_and_its_members_read_a_gap(
         finally:
             holder.send_signal(signal.SIGKILL)
             holder.wait(10)
+
+
+def test_rolling_groups_retention_entry_names_and_comes_back_after_removal(tmp_path):
+    from mappedbus_py.groups._group import hold_name
+    path = str(tmp_path / "roll")
+    long = "g" * 64
+    assert hold_name("resize") == "group:resize"
+    assert len(hold_name(long).encode()) == 64 and hold_name(long) != hold_name("g" * 63 + "h")
+    with RollingBusWriter(path, 1 << 16, RECORD) as w:
+        for i in range(3):
+            w.write(b"%d" % i)
+    with GroupReader(path, long) as m:
+        names = [c.name for c in mappedbus_py.consumers(path)]
+        assert names == [hold_name(long)]
+        mappedbus_py.remove_consumer(path, hold_name(long))     # nobody holds it: removable
+        assert mappedbus_py.consumers(path) == []
+        recs = [m.read(0) for _ in range(3)]
+        assert all(m.ack(r) for r in recs)
+        assert m.read(0.05) is None                  # a waiting member commits at once
+        (entry,) = mappedbus_py.consumers(path)
+        assert entry.name == hold_name(long)
+        assert entry.position == recs[-1].position + layout.HEADER_SIZE + RECORD

@@ -813,6 +813,9 @@ cdef class GroupReader:
         if self._dead is not None:
             self._dead.close()
             self._dead = None
+        if self._creg is not None:
+            self._creg.close()
+            self._creg = None
         if self._words != NULL:
             free(self._words)
             self._words = NULL
