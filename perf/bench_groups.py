@@ -63,7 +63,7 @@ def _bus_path(tag):
 
 
 def _remove(path):
-    for p in (path, path + ".meta", path + ".wake", path + ".consumers"):
+    for p in (path, path + ".meta", path + ".wake", path + ".consumers", path + ".writers"):
         if os.path.exists(p):
             os.unlink(p)
     shutil.rmtree(path + ".groups", ignore_errors=True)
