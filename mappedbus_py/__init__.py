@@ -11,7 +11,7 @@ memory-mapped file, in the Mappedbus 0.5.1 format that JVM processes read and wr
         while r.read_into(msg):
             print(msg)
 """
-from ._reader import MappedBusReader
+from ._reader import _PublicReader as MappedBusReader   # routes group= (see _reader.pyx)
 from ._record import Record
 from ._writer import MappedBusWriter
 from .rolling import RollingBusReader, RollingBusWriter
