@@ -111,3 +111,77 @@ JNIEXPORT jint JNICALL Java_io_mappedbuspy_Liveness_nProbe(JNIEnv *env, jclass c
     (void)env; (void)cls;
     return live_probe(fd, byte);
 }
+
+/* Work groups (mappedbus_py/groups/_group.h; docs/groups.md, "Java members"): io.mappedbuspy.GroupReader
+ * runs the protocol through these, so that Python and Java members share one implementation of it. Unlike
+ * the functions above, these read and write the group file's mapping from native code: the base address
+ * `b` is a mapping of the whole group file (GroupReader's MemoryMappedFile), and GroupReader checks the
+ * file's length (fstat through its channel) before each call, so a group file truncated before the call
+ * gives a BusTruncatedException in Java. A truncation between that check and the call's few loads and
+ * CASes is the one residual risk: a SIGBUS ending the JVM. Group files are never truncated by the library;
+ * only another program can do it, and the window is a few hundred nanoseconds. */
+#include <string.h>
+#include "groups/_group.h"
+
+JNIEXPORT jlong JNICALL Java_io_mappedbuspy_GroupProtocol_nNextNew(JNIEnv *env, jclass cls, jlong b, jlong window,
+                                                                   jint shift) {
+    (void)env; (void)cls;
+    return group_next_new(BASE(b), window, shift);
+}
+
+JNIEXPORT jlong JNICALL Java_io_mappedbuspy_GroupProtocol_nTakeNew(JNIEnv *env, jclass cls, jlong b, jlong window,
+                                                                   jint shift, jlong g, jint owner, jlong lease,
+                                                                   jlong position) {
+    (void)env; (void)cls;
+    return group_take_new(BASE(b), window, shift, g, owner, lease, position);
+}
+
+JNIEXPORT void JNICALL Java_io_mappedbuspy_GroupProtocol_nSkip(JNIEnv *env, jclass cls, jlong b, jlong window,
+                                                               jint shift, jlong g) {
+    (void)env; (void)cls;
+    group_skip(BASE(b), window, shift, g);
+}
+
+JNIEXPORT jlong JNICALL Java_io_mappedbuspy_GroupProtocol_nAdvance(JNIEnv *env, jclass cls, jlong b, jlong window,
+                                                                   jint shift) {
+    (void)env; (void)cls;
+    return group_advance(BASE(b), window, shift);
+}
+
+JNIEXPORT jint JNICALL Java_io_mappedbuspy_GroupProtocol_nFinish(JNIEnv *env, jclass cls, jlong b, jlong window,
+                                                                 jlong g, jlong acquired, jint state) {
+    (void)env; (void)cls;
+    return group_finish(BASE(b), window, g, acquired, state);
+}
+
+JNIEXPORT jlong JNICALL Java_io_mappedbuspy_GroupProtocol_nRedeliver(JNIEnv *env, jclass cls, jlong b, jlong window,
+                                                                     jlong g, jlong seen, jint owner, jlong lease) {
+    (void)env; (void)cls;
+    return group_redeliver(BASE(b), window, g, seen, owner, lease);
+}
+
+/* group_find_redelivery: g, or GROUP_NONE; the word seen is stored at `seen`, an 8-byte native buffer of
+ * the caller's (GroupProtocol's, not the mapping). */
+JNIEXPORT jlong JNICALL Java_io_mappedbuspy_GroupProtocol_nFindRedelivery(JNIEnv *env, jclass cls, jlong b,
+                                                                          jlong window, jint shift, jlong now,
+                                                                          jint me, jint live_fd, jlong seen) {
+    (void)env; (void)cls;
+    return group_find_redelivery(BASE(b), window, shift, now, me, live_fd, (int64_t *)(intptr_t)seen);
+}
+
+JNIEXPORT jlong JNICALL Java_io_mappedbuspy_GroupProtocol_nReleaseOwner(JNIEnv *env, jclass cls, jlong b,
+                                                                        jlong window, jint shift, jint owner) {
+    (void)env; (void)cls;
+    return group_release_owner(BASE(b), window, shift, owner);
+}
+
+/* _group.h's constants as compiled, in the order GroupProtocol.expectedConstants() lists them. */
+JNIEXPORT jlong JNICALL Java_io_mappedbuspy_GroupProtocol_nConstant(JNIEnv *env, jclass cls, jint i) {
+    (void)env; (void)cls;
+    static const jlong c[] = {
+        GROUP_START_OFFSET, GROUP_END_OFFSET, GROUP_HINT_OFFSET, GROUP_MEMBERS_OFFSET, GROUP_MEMBER_SIZE,
+        GROUP_MEMBER_COUNT, GROUP_ENTRIES_OFFSET, GROUP_ENTRY_SIZE, GROUP_ACQUIRED, GROUP_RELEASED, GROUP_ACKED,
+        GROUP_DEAD, GROUP_SKIP, GROUP_FULL, GROUP_CORRUPT, GROUP_NONE,
+    };
+    return i >= 0 && i < (jint)(sizeof c / sizeof c[0]) ? c[i] : -1;
+}
