@@ -2,7 +2,8 @@
  * rolling writer's next segment (io.mappedbuspy.DiskSpace). The Java port (io.mappedbuspy.WakeFile) runs
  * the protocol of mappedbus_py/_wake.h itself, in Java: every load, store and read-modify-write of the
  * mapped file goes through the JVM's Unsafe, whose fault on a page past the end of a file truncated
- * under the mapping is an InternalError. Nothing here reads or writes the mapping: a fault in native
+ * under the mapping is an InternalError. Nothing here reads or writes the mapping (but the work groups'
+ * calls at the end, whose caller checks the file's length first: see there): a fault in native
  * code would be a SIGBUS that ends the JVM. The futex calls take the word's address, and on a page
  * that is gone the kernel returns EFAULT instead of faulting.
  *

@@ -1021,6 +1021,52 @@ public final class GroupReader implements AutoCloseable {
         return settle(rec.g, rec.word, Layout.GROUP_DEAD);
     }
 
+    /**
+     * Settles the record at a bus position this member holds as done (Python's {@code ack(position)}).
+     *
+     * @param position the record's position
+     * @return true if it was still this member's delivery
+     * @throws IllegalArgumentException if {@code position} is not a record position of the bus
+     * @throws IOException              if the group file was truncated
+     */
+    public boolean ack(long position) throws IOException {
+        return settleAt(position, Layout.GROUP_ACKED);
+    }
+
+    /**
+     * Gives the record at a bus position this member holds back undone.
+     *
+     * @param position the record's position
+     * @return true if it was still this member's delivery
+     * @throws IOException if the group file was truncated
+     */
+    public boolean release(long position) throws IOException {
+        return settleAt(position, Layout.GROUP_RELEASED);
+    }
+
+    /**
+     * Sends the record at a bus position this member holds to the dead-letter bus now.
+     *
+     * @param position the record's position
+     * @return true if it was still this member's delivery
+     * @throws IOException if the dead-letter bus cannot be written
+     */
+    public boolean reject(long position) throws IOException {
+        return settleAt(position, Layout.GROUP_DEAD);
+    }
+
+    // A position: the delivery this member last acquired in its record's entry.
+    private boolean settleAt(long position, int state) throws IOException {
+        checkOpen();
+        long kk = rolling ? position / segmentSize : 0;
+        long off = rolling ? position % segmentSize : position;
+        if (position < 0 || off < FIRST || (off - FIRST) % slot != 0 || (off - FIRST) / slot >= sps) {
+            throw new IllegalArgumentException(position + " is not a record position of " + path);
+        }
+        long g = kk * sps + (off - FIRST) / slot;
+        return settle(g, words.get((int) (g & (groupWindow - 1))), state);
+    }
+
     // -- state --------------------------------------------------------------------------------------------------
 
     /** @return records this member holds unsettled */

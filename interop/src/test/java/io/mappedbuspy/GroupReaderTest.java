@@ -84,6 +84,8 @@ public final class GroupReaderTest {
                 assertTrue(b.ack());
             }
             assertFalse(a.next(), "every record taken");
+            assertThrows(IllegalArgumentException.class, () -> a.ack(Layout.FIRST_RECORD_OFFSET + 1));
+            assertFalse(a.ack(Layout.FIRST_RECORD_OFFSET), "settled already");
             assertFalse(b.ack(a.current()), "another member's delivery");
         }
         assertEquals(10, seen.size());
@@ -100,7 +102,7 @@ public final class GroupReaderTest {
             assertTrue(b.waitNext(5, TimeUnit.SECONDS));
             assertEquals(first, b.position());
             assertEquals(2, b.deliveries());
-            assertTrue(b.ack());
+            assertTrue(b.ack(b.position()), "by position");
             assertTrue(a.next());
             GroupRecord late = a.current();
             Thread.sleep(200); // past the lease
