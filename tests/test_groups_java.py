@@ -13,7 +13,8 @@ import threading
 
 import pytest
 
-from mappedbus_py import MappedBusWriter, RollingBusWriter, jvm, layout
+import mappedbus_py
+from mappedbus_py import MappedBusWriter, RollingBusReader, RollingBusWriter, jvm, layout
 from mappedbus_py.errors import BusFullError
 from mappedbus_py.groups import GroupReader
 from tests import procs
@@ -204,3 +205,26 @@ def test_a_killed_python_members_records_go_to_a_java_member(tmp_path, java):
     assert sorted(acked) == list(range(5)), jm.lines
     assert acked[held] == 2                          # taken back from the dead Python member
     assert all(d == 1 for v, d in acked.items() if v != held)
+
+
+def test_a_java_reject_is_a_dead_letter_python_reads(tmp_path, java):
+    bus = str(tmp_path / "bus")
+    with MappedBusWriter(bus, 1 << 16, RECORD) as w:
+        w.write(value(41))
+        w.write(value(42))
+    with GroupReader(bus, "g", lease=LEASE_MS // 1000) as py:
+        first = py.read(0)
+        jm = JavaMember("reject", bus, "g", LEASE_MS)
+        assert jm.read_until("rejected")[-1] == ["rejected", "42", "true"]
+        assert jm.proc.wait(60) == 0
+        assert py.ack(first)
+    dead = os.path.join(bus + layout.GROUP_DIR_SUFFIX, "g" + layout.GROUP_DEAD_SUFFIX)
+    with RollingBusReader(dead) as r:
+        rec = r.read(0)
+        assert r.read(0) is None
+    pos, deliveries, meta = struct.unpack_from("<qii", rec.data)
+    name = rec.data[layout.GROUP_DEAD_NAME_OFFSET:layout.GROUP_DEAD_HEADER_SIZE].rstrip(b"\0")
+    assert (pos, deliveries, meta, name) == (layout.FIRST_RECORD_OFFSET + SLOT, 1, RECORD, b"g")
+    assert rec.data[layout.GROUP_DEAD_HEADER_SIZE:] == value(42)
+    info, = mappedbus_py.groups(bus)
+    assert (info.rejected, info.dead_lettered, info.acked, info.pending) == (1, 1, 1, 0)

@@ -4,7 +4,7 @@ import java.io.IOException;
 
 /** Every member slot of a work group ({@link Layout#GROUP_MEMBER_COUNT}) is held by a live member (Python's
  * {@code GroupFullError}). */
-public class GroupFullException extends IOException {
+public final class GroupFullException extends IOException {
     private static final long serialVersionUID = 1L;
 
     /**

@@ -16,6 +16,8 @@ import java.util.concurrent.TimeUnit;
  *  GroupChild hold PATH GROUP LEASE_MS N
  *      joins (prints "member N"), takes N records without settling them, prints "held V" for each and "holding",
  *      then waits for the end of stdin (a test SIGKILLs it)
+ *  GroupChild reject PATH GROUP LEASE_MS
+ *      joins (prints "member N"), takes one record and rejects it: prints "rejected V RESULT"
  * </pre>
  * Errors are printed as "error CLASS MESSAGE" (exit status 3).
  */
@@ -62,8 +64,15 @@ public final class GroupChild {
                     }
                     break;
                 }
+                case "reject":
+                    if (!m.waitNext(10, TimeUnit.SECONDS)) {
+                        throw new IllegalStateException("no record to reject");
+                    }
+                    m.readBuffer(buf, 0);
+                    System.out.println("rejected " + value(buf) + " " + m.reject());
+                    break;
                 default:
-                    throw new IllegalArgumentException("usage: GroupChild consume|hold PATH GROUP LEASE_MS [N]");
+                    throw new IllegalArgumentException("usage: GroupChild consume|hold|reject PATH GROUP LEASE_MS [N]");
             }
             System.out.flush();
         } catch (Exception e) {
