@@ -423,7 +423,7 @@ public final class GroupReader implements AutoCloseable {
             throw new BusReplacedException(groupPath + " was replaced while this member opened it");
         }
         liveFd = UnsafeAccess.descriptor(live);
-        proto = new GroupProtocol(mem, groupWindow);
+        proto = new GroupProtocol(mem, liveFd, groupWindow);
         base = mem.baseAddress();
         words = LongBuffer.allocate((int) groupWindow);
         int i = 0;
@@ -641,7 +641,7 @@ public final class GroupReader implements AutoCloseable {
     // dead-letter bus instead.
     private boolean redeliver(long now) throws IOException {
         for (;;) {
-            long g = proto.findRedelivery(now, member, liveFd);
+            long g = proto.findRedelivery(now, member);
             if (g < 0) {
                 return false;
             }
@@ -878,12 +878,12 @@ public final class GroupReader implements AutoCloseable {
     }
 
     private boolean finish(long g, long word, int state) {
-        boolean ok = proto.finish(g, word, state);
+        boolean acking = state == Layout.GROUP_ACKED;
+        boolean ok = acking ? proto.ack(g, word) : proto.finish(g, word, state); // an ack moves the start on too
         forget(g, word);
-        if (ok && state == Layout.GROUP_ACKED) {
+        if (ok && acking) {
             acked++;
             MemoryMappedFile.putLongReleaseAt(mslot + Layout.GROUP_MEMBER_ACKED_OFFSET, acked);
-            proto.advance();
         }
         return ok;
     }
