@@ -128,6 +128,9 @@ def test_stream_passes_a_killed_writers_batch_without_the_timeout(spark, bus_pat
         _kill_and_write_after(bus_path, child)
     finally:
         _end(child)
+    # A batch read (uncommitted=stop, the default) ends at the dead batch's first uncommitted
+    # slot, at once: the records committed before it, not the one written after.
+    assert _summary(bus_reader(spark, bus_path, layout=LAYOUT)) == _expected(seen, mark=False)
     # Warm the query path up on a small bus, so that the two timed runs compare.
     with MappedBusWriter(bus_path + "-warm", 1 << 16, RECORD) as w:
         w.write(numpy.int64(1).tobytes())
