@@ -45,7 +45,8 @@ JARS = {  # jar -> (build script, sources it is compiled from)
 NATIVE = {
     "libmappedbuswake.so": ("interop/build_native.sh",
                             ["interop/build_native.sh", "interop/native", "mappedbus_py/_core/_wake.h",
-                             "mappedbus_py/_core/_atomic.h", "mappedbus_py/_core/_liveness.h"]),
+                             "mappedbus_py/_core/_atomic.h", "mappedbus_py/_core/_liveness.h",
+                             "mappedbus_py/groups/_group.h"]),
 }
 
 DEBUG = os.environ.get("MAPPEDBUS_DEBUG") == "1"   # annotate, linetrace, bounds checks

@@ -4,6 +4,8 @@
 # WakeFile.java; issue 22), and posix_fallocate and madvise(MADV_POPULATE_WRITE) for a rolling writer's next
 # segment (DiskSpace.java):
 #   build/jvm/libmappedbuswake.so   interop/native/wake_jni.c over mappedbus_py/_core/_wake.h and _atomic.h
+# and the work groups' protocol, mappedbus_py/groups/_group.h (issue 35: GroupProtocol.java calls it, so Python
+# and Java members share one implementation).
 # The JDK's JNI headers come from JAVA_HOME, else from the JDK that javac on PATH belongs to (its real
 # path); without them the file declares the few JNI types it needs itself. CC picks the compiler
 # (default gcc). Skips work when the library is newer than its sources and this script. Without the
@@ -17,7 +19,7 @@ root="$(cd "$here/.." && pwd)"
 out="$root/build/jvm"
 lib="$out/libmappedbuswake.so"
 sources=("$here/native/wake_jni.c" "$root/mappedbus_py/_core/_wake.h" "$root/mappedbus_py/_core/_atomic.h"
-         "$root/mappedbus_py/_core/_liveness.h"
+         "$root/mappedbus_py/_core/_liveness.h" "$root/mappedbus_py/groups/_group.h"
          "$here/build_native.sh")
 
 stale=0
@@ -42,7 +44,7 @@ if (( stale )); then
     mkdir -p "$out"
     echo "compiling $here/native/wake_jni.c" >&2
     tmp="$lib.tmp.$$"
-    "${CC:-gcc}" -O2 -shared -fPIC -fvisibility=hidden -Wall -Wextra "${includes[@]}" -I"$root/mappedbus_py/_core" \
+    "${CC:-gcc}" -O2 -shared -fPIC -fvisibility=hidden -Wall -Wextra "${includes[@]}" -I"$root/mappedbus_py/_core" -I"$root/mappedbus_py" \
         -o "$tmp" "$here/native/wake_jni.c"
     mv -f "$tmp" "$lib"   # atomically: a JVM loading the old one meanwhile keeps a whole file
 fi

@@ -11,7 +11,7 @@ memory-mapped file, in the Mappedbus 0.5.1 format that JVM processes read and wr
         while r.read_into(msg):
             print(msg)
 """
-from ._core._reader import MappedBusReader
+from ._core._reader import PublicReader as MappedBusReader   # routes group= (see _reader.pyx)
 from ._core._record import Record
 from ._core._writer import MappedBusWriter
 from .rolling import RollingBusReader, RollingBusWriter

@@ -21,6 +21,15 @@ Two measurements, in one run:
    the rounds. CPU time (the thread's), not wall time: on a shared machine the wall time of a
    loop counts the time other processes ran.
 
+3. **Redelivery after a death** (ms): a member process takes a group's one record and holds
+   it; another member process waits for records (``read()``, parked as an idle member is);
+   the victim is SIGKILLed; the time from just before ``kill()`` to the waiting member's
+   ``read()`` returning the record (``deliveries == 2``), both on CLOCK_MONOTONIC. A new
+   group for each kill; p50, p99 and max over the kills (50; ``--quick`` 20). Target: p99
+   <= 10 ms. ``--redelivery`` runs this alone.
+4. **64 members**: the throughput run of 1. with a group of 64 member processes (the group
+   alone).
+
 The machine is shared and has few cores: the throughput runs are load-sensitive; their
 figures say how the group compares with its peers on this machine, not an absolute rate.
 Results: perf/results/groups.md and .json.
@@ -54,7 +63,7 @@ def _bus_path(tag):
 
 
 def _remove(path):
-    for p in (path, path + ".meta", path + ".wake", path + ".consumers"):
+    for p in (path, path + ".meta", path + ".wake", path + ".consumers", path + ".writers"):
         if os.path.exists(p):
             os.unlink(p)
     shutil.rmtree(path + ".groups", ignore_errors=True)
@@ -247,6 +256,76 @@ def start_redis():
 
 # -- the cost over plain reading ------------------------------------------------------------
 
+def _victim(path, group, held):
+    m = GroupReader(path, group)
+    rec = m.read(5.0)
+    held.send(rec is not None)
+    time.sleep(3600)                 # holds it until SIGKILLed
+
+
+def _survivor(path, conn):
+    # For each group named on conn: join it, say so, wait for the record, send the monotonic
+    # ns when read() returned it and its delivery count.
+    while True:
+        group = conn.recv()
+        if group is None:
+            return
+        with GroupReader(path, group) as m:
+            conn.send("joined")
+            rec = m.read(10.0)
+            t = time.monotonic_ns()
+            conn.send((t, rec.deliveries if rec is not None else 0))
+            if rec is not None:
+                m.ack(rec)
+
+
+def run_redelivery(kills):
+    """Milliseconds from SIGKILL of a member holding a record to its redelivery to a waiting
+    member, one per kill."""
+    import signal
+    path = _bus_path("redeliver")
+    _remove(path)
+    with MappedBusWriter(path, 8 + 64 * 20 + 4096, 12) as w:
+        w.write(PriceUpdate(source=1, price=1, quantity=1))
+    ours, theirs = CTX.Pipe()
+    surv = CTX.Process(target=_survivor, args=(path, theirs))
+    surv.start()
+    out = []
+    try:
+        for i in range(kills):
+            group = f"r{i}"
+            held_r, held_w = CTX.Pipe(duplex=False)
+            victim = CTX.Process(target=_victim, args=(path, group, held_w))
+            victim.start()
+            assert held_r.recv() is True
+            ours.send(group)
+            assert ours.recv() == "joined"
+            time.sleep(0.02)         # the survivor is parked now, as an idle member is
+            t0 = time.monotonic_ns()
+            os.kill(victim.pid, signal.SIGKILL)
+            t, deliveries = ours.recv()
+            victim.join(10)
+            assert deliveries == 2, deliveries
+            out.append((t - t0) / 1e6)
+        ours.send(None)
+        surv.join(10)
+    finally:
+        if surv.is_alive():
+            surv.kill()
+        _remove(path)
+    return out
+
+
+def _percentile(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
+
+
+def redelivery_summary(ms):
+    return {"kills": len(ms), "p50_ms": round(_percentile(ms, 0.5), 3),
+            "p99_ms": round(_percentile(ms, 0.99), 3), "max_ms": round(max(ms), 3)}
+
+
 def cost_rounds(n, k):
     path = _bus_path("cost")
     _remove(path)
@@ -298,7 +377,12 @@ def cost_rounds(n, k):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--redelivery", action="store_true",
+                    help="measure only the redelivery after a member's death")
     args = ap.parse_args()
+    if args.redelivery:
+        print(json.dumps(redelivery_summary(run_redelivery(20 if args.quick else 50))))
+        return
     n, rounds = (50_000, 1) if args.quick else (500_000, 5)
     info = machine()
     started = time.strftime("%Y-%m-%d %H:%M:%S %z")
@@ -326,11 +410,16 @@ def main():
             proc.kill()
             proc.wait()
     cost = cost_rounds(n, rounds)
+    redelivery = redelivery_summary(run_redelivery(20 if args.quick else 50))
+    # 64 members (the most a group holds is 128): the group alone, the peers' 64-consumer
+    # runs would take minutes on this machine.
+    wide = {"read_into + ack": run_group(n, 64, False),
+            f"read_batch({BATCH}) + ack_batch": run_group(n, 64, True)}
     med = {key: round(statistics.median(c[key] for c in cost), 1) for key in cost[0]}
     info["load_avg_end"] = round(os.getloadavg()[0], 2)
     result = {"started": started, "mode": "quick" if args.quick else "full", "records": n,
               "peer_records": qn, "machine": info, "throughput": rows, "cost": cost,
-              "cost_median": med, "notes": notes}
+              "cost_median": med, "redelivery": redelivery, "members_64": wide, "notes": notes}
     lines = [
         f"# Work groups: one writer, a group of members (issue 35), {started}", "",
         f"Machine: {info['machine_cpu']}, {info['machine_cores']} cores, "
@@ -352,6 +441,15 @@ def main():
         "| ---: | ---: | ---: | ---: | ---: |",
         f"| {med['plain']} | {med['group']} | {med['batch']} | {med['group_over_plain']} | "
         f"{med['batch_over_plain']} |",
+    ]
+    lines += ["", "A group of 64 member processes (items per second, as above; "
+              f"{info['machine_cores']} cores):", "", "| | 64 members |", "| --- | ---: |"]
+    lines += [f"| group, {name} | {v:,.0f} |" for name, v in wide.items()]
+    lines += [
+        "", "A dead member's record redelivered (ms from SIGKILL to a waiting member's read; "
+        f"{redelivery['kills']} kills; target p99 <= 10 ms):", "",
+        "| p50 | p99 | max |", "| ---: | ---: | ---: |",
+        f"| {redelivery['p50_ms']} | {redelivery['p99_ms']} | {redelivery['max_ms']} |",
     ]
     if notes:
         lines += [""] + [f"- {x}" for x in notes]

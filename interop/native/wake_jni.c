@@ -2,7 +2,8 @@
  * rolling writer's next segment (io.mappedbuspy.DiskSpace). The Java port (io.mappedbuspy.WakeFile) runs
  * the protocol of mappedbus_py/_core/_wake.h itself, in Java: every load, store and read-modify-write of the
  * mapped file goes through the JVM's Unsafe, whose fault on a page past the end of a file truncated
- * under the mapping is an InternalError. Nothing here reads or writes the mapping: a fault in native
+ * under the mapping is an InternalError. Nothing here reads or writes the mapping (but the work groups'
+ * calls at the end, whose caller checks the file's length first: see there): a fault in native
  * code would be a SIGBUS that ends the JVM. The futex calls take the word's address, and on a page
  * that is gone the kernel returns EFAULT instead of faulting.
  *
@@ -110,4 +111,116 @@ JNIEXPORT jint JNICALL Java_io_mappedbuspy_Liveness_nRelease(JNIEnv *env, jclass
 JNIEXPORT jint JNICALL Java_io_mappedbuspy_Liveness_nProbe(JNIEnv *env, jclass cls, jint fd, jlong byte) {
     (void)env; (void)cls;
     return live_probe(fd, byte);
+}
+
+/* Work groups (mappedbus_py/groups/_group.h; docs/groups.md, "Java members"): io.mappedbuspy.GroupProtocol
+ * runs the protocol through these, so that Python and Java members share one implementation of it. Unlike
+ * the functions above, these read and write the group file's mapping from native code: `b` is the address
+ * of a mapping of the whole group file (GroupReader's MemoryMappedFile, `size` bytes). Each first checks the
+ * file's length (fstat of `fd`, the member's own descriptor of the group file) and returns GROUP_TRUNCATED
+ * without touching the mapping if it is shorter than the mapping (or fstat fails): GroupProtocol turns that
+ * into a BusTruncatedException. A truncation between that check and the call's few loads and CASes (well
+ * under a microsecond) is the one residual risk: a SIGBUS ending the JVM. The library never truncates a
+ * group file; only another program can. (Checked here rather than in Java: FileChannel.size() costs a
+ * microsecond, several times a member's work per record, and a check here leaves the shortest window.) */
+#include <string.h>
+#include <sys/stat.h>
+#include "groups/_group.h"
+
+#define GROUP_TRUNCATED (-3)  /* the group file is shorter than its mapping: nothing was touched */
+
+static int group_file_short(jint fd, jlong size) {
+    struct stat st;
+    return fstat(fd, &st) != 0 || st.st_size < size;
+}
+
+#define GROUP_CHECK(fd, size) do { if (group_file_short(fd, size)) return GROUP_TRUNCATED; } while (0)
+
+JNIEXPORT jlong JNICALL Java_io_mappedbuspy_GroupProtocol_nNextNew(JNIEnv *env, jclass cls, jlong b, jint fd,
+                                                                   jlong size, jlong window, jint shift) {
+    (void)env; (void)cls;
+    GROUP_CHECK(fd, size);
+    return group_next_new(BASE(b), window, shift);
+}
+
+JNIEXPORT jlong JNICALL Java_io_mappedbuspy_GroupProtocol_nTakeNew(JNIEnv *env, jclass cls, jlong b, jint fd,
+                                                                   jlong size, jlong window, jint shift, jlong g,
+                                                                   jint owner, jlong lease, jlong position) {
+    (void)env; (void)cls;
+    GROUP_CHECK(fd, size);
+    return group_take_new(BASE(b), window, shift, g, owner, lease, position);
+}
+
+JNIEXPORT jlong JNICALL Java_io_mappedbuspy_GroupProtocol_nSkip(JNIEnv *env, jclass cls, jlong b, jint fd,
+                                                                jlong size, jlong window, jint shift, jlong g) {
+    (void)env; (void)cls;
+    GROUP_CHECK(fd, size);
+    group_skip(BASE(b), window, shift, g);
+    return 0;
+}
+
+JNIEXPORT jlong JNICALL Java_io_mappedbuspy_GroupProtocol_nAdvance(JNIEnv *env, jclass cls, jlong b, jint fd,
+                                                                   jlong size, jlong window, jint shift) {
+    (void)env; (void)cls;
+    GROUP_CHECK(fd, size);
+    return group_advance(BASE(b), window, shift);
+}
+
+JNIEXPORT jlong JNICALL Java_io_mappedbuspy_GroupProtocol_nFinish(JNIEnv *env, jclass cls, jlong b, jint fd,
+                                                                  jlong size, jlong window, jlong g, jlong acquired,
+                                                                  jint state) {
+    (void)env; (void)cls;
+    GROUP_CHECK(fd, size);
+    return group_finish(BASE(b), window, g, acquired, state);
+}
+
+/* An ack: group_finish to ACKED, then (if it was still this delivery) group_advance, under one length check:
+ * 1 or 0 as group_finish. */
+JNIEXPORT jlong JNICALL Java_io_mappedbuspy_GroupProtocol_nAck(JNIEnv *env, jclass cls, jlong b, jint fd, jlong size,
+                                                               jlong window, jint shift, jlong g, jlong acquired) {
+    int ok;
+    (void)env; (void)cls;
+    GROUP_CHECK(fd, size);
+    ok = group_finish(BASE(b), window, g, acquired, GROUP_ACKED);
+    if (ok)
+        group_advance(BASE(b), window, shift);
+    return ok;
+}
+
+JNIEXPORT jlong JNICALL Java_io_mappedbuspy_GroupProtocol_nRedeliver(JNIEnv *env, jclass cls, jlong b, jint fd,
+                                                                     jlong size, jlong window, jlong g, jlong seen,
+                                                                     jint owner, jlong lease) {
+    (void)env; (void)cls;
+    GROUP_CHECK(fd, size);
+    return group_redeliver(BASE(b), window, g, seen, owner, lease);
+}
+
+/* group_find_redelivery: g, or GROUP_NONE; the word seen is stored at `seen`, an 8-byte native buffer of
+ * the caller's (GroupProtocol's, not the mapping). `fd` is also the descriptor other members are probed
+ * through (the member's own: its own lock never conflicts with itself). */
+JNIEXPORT jlong JNICALL Java_io_mappedbuspy_GroupProtocol_nFindRedelivery(JNIEnv *env, jclass cls, jlong b, jint fd,
+                                                                          jlong size, jlong window, jint shift,
+                                                                          jlong now, jint me, jlong seen) {
+    (void)env; (void)cls;
+    GROUP_CHECK(fd, size);
+    return group_find_redelivery(BASE(b), window, shift, now, me, fd, (int64_t *)(intptr_t)seen);
+}
+
+JNIEXPORT jlong JNICALL Java_io_mappedbuspy_GroupProtocol_nReleaseOwner(JNIEnv *env, jclass cls, jlong b, jint fd,
+                                                                        jlong size, jlong window, jint shift,
+                                                                        jint owner) {
+    (void)env; (void)cls;
+    GROUP_CHECK(fd, size);
+    return group_release_owner(BASE(b), window, shift, owner);
+}
+
+/* _group.h's constants as compiled, in the order GroupProtocol.expectedConstants() lists them. */
+JNIEXPORT jlong JNICALL Java_io_mappedbuspy_GroupProtocol_nConstant(JNIEnv *env, jclass cls, jint i) {
+    (void)env; (void)cls;
+    static const jlong c[] = {
+        GROUP_START_OFFSET, GROUP_END_OFFSET, GROUP_HINT_OFFSET, GROUP_MEMBERS_OFFSET, GROUP_MEMBER_SIZE,
+        GROUP_MEMBER_COUNT, GROUP_ENTRIES_OFFSET, GROUP_ENTRY_SIZE, GROUP_ACQUIRED, GROUP_RELEASED, GROUP_ACKED,
+        GROUP_DEAD, GROUP_SKIP, GROUP_FULL, GROUP_CORRUPT, GROUP_NONE, GROUP_TRUNCATED,
+    };
+    return i >= 0 && i < (jint)(sizeof c / sizeof c[0]) ? c[i] : -1;
 }

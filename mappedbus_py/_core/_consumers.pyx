@@ -387,6 +387,49 @@ cdef class ConsumerRegistry:
         self._check()
         return i, position, made, reset
 
+    def ensure_shared(self, name, bus_id, int64_t position):
+        """The entry ``name`` of this bus, made at ``position`` if absent, claimed by nobody:
+        a work group's (``group:NAME``, mappedbus_py.groups), whose members commit its
+        position in turn and none of which holds it (``acquire`` would let one member hold
+        it alone). An entry of the name left by another bus id is replaced unless a live
+        process holds it (ConsumerInUseError). Returns its index."""
+        cdef bytes data = check_name(name)
+        cdef bytes bid = bus_id_bytes(bus_id)
+        cdef int i, fd
+        self._lock()
+        try:
+            fd = self._live.fileno()
+            i = consumers_find(self.base, data, len(data))
+            if i >= 0:
+                have = bytes((consumer_entry(self.base, i) + CONSUMER_BUS_ID_OFFSET)[:16])
+                if have != bid:
+                    if consumer_holder(fd, i) == LIVE_ALIVE:
+                        raise ConsumerInUseError(
+                            f"{self.path!r}: {name!r} (of another bus, {have.hex()}) is held "
+                            f"by live process {self._pid_of(i)}", self._pid_of(i))
+                    consumers_remove(self.base, i)
+                    i = -1
+            if i < 0:
+                i = consumers_make(self.base, fd, data, len(data), bid, position, time.time_ns())
+                if i < 0:
+                    raise OverflowError(f"{self.path!r}: all {CONSUMER_ENTRY_COUNT} consumer "
+                                        f"entries are in use (remove_consumer frees one)")
+        finally:
+            self._unlock()
+        self._check()
+        return i
+
+    def is_entry(self, int i, name):
+        """Whether entry ``i`` is (still) the in-use entry named ``name``."""
+        cdef bytes data = check_name(name)
+        cdef char *e
+        if self.base == NULL or not 0 <= i < CONSUMER_ENTRY_COUNT:
+            return False
+        e = consumer_entry(self.base, i)
+        return bool(load_acquire_i32(e + CONSUMER_GEN_OFFSET) & 1) \
+            and e[CONSUMER_NAME_OFFSET:CONSUMER_NAME_OFFSET + CONSUMER_NAME_MAX] \
+            == data.ljust(CONSUMER_NAME_MAX, b"\0")
+
     cdef object _pid_of(self, int i):
         # The pid an entry shows (for people: where its holder runs, maybe another pid
         # namespace).

@@ -28,6 +28,7 @@ class MappedBusReader:
                  lock_timeout: float = ...,
                  idle: Literal["busy_spin", "spin_park", "park"] = ..., spin: float = ...,
                  park: float = ..., park_max: float = ..., consumer: Optional[str] = ...,
+                 group: Optional[str] = ...,
                  stall_limit: Optional[float] = ..., _segment: bool = ..., _wake: Any = ...,
                  _writers_path: Optional[str] = ..., _position_base: int = ...) -> None: ...
     stall_limit: Optional[float]
@@ -69,3 +70,6 @@ class MappedBusReader:
     def records_async(self, timeout: Optional[float] = ...) -> AsyncIterator[Record]: ...
     def read_batch(self, out: Buffer, meta: Optional[Buffer] = ...,
                    timeout: Optional[float] = ...) -> int: ...
+
+# mappedbus_py.MappedBusReader (the class that routes group= to a GroupReader; _reader.pyx)
+PublicReader = MappedBusReader

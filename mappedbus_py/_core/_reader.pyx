@@ -106,7 +106,7 @@ cdef inline int64_t coarse_ns() noexcept nogil:
 cdef class MappedBusReader:
     # The first lines are the signature that inspect.signature() reads (a static type's
     # __init__ has none it can see).
-    """MappedBusReader(path, file_size=None, record_size=None, *, timeout=2.0, start=None, read_only=False, prefault=False, allow_foreign=False, lock_timeout=10.0, idle="spin_park", spin=1e-05, park=0.001, park_max=0.016, consumer=None, stall_limit=None)
+    """MappedBusReader(path, file_size=None, record_size=None, *, timeout=2.0, start=None, read_only=False, prefault=False, allow_foreign=False, lock_timeout=10.0, idle="spin_park", spin=1e-05, park=0.001, park_max=0.016, consumer=None, group=None, stall_limit=None)
 --
 
     Reads every record of a bus file, in the one order all readers share.
@@ -158,6 +158,11 @@ cdef class MappedBusReader:
     name at a time (``ConsumerInUseError``). Commit after each record for exactly-once
     across restarts; ``mappedbus_py.consumers(path)`` lists names, positions and lag.
 
+    **Work groups.** ``group="name"`` returns a member of that work group of the bus instead
+    (``mappedbus_py.groups.GroupReader``, docs/groups.md): each record goes to one member,
+    which acks it. The sizes, if given, are checked against the bus's; the other keywords
+    are GroupReader's (``start``, ``lease``, ``max_deliveries``, ``max_in_flight``, ...).
+
     **Sizes.** Left out (None), they come from the bus's metadata file ``PATH.meta``; a
     size given that disagrees with it raises BusMismatchError naming both. A file without
     metadata (the Java original's), or a bus not made yet (``open(wait=...)``), needs both.
@@ -175,10 +180,16 @@ cdef class MappedBusReader:
                  start=None, bint read_only=False, bint prefault=False,
                  bint allow_foreign=False, lock_timeout=DEFAULT_LOCK_TIMEOUT,
                  idle="spin_park", spin=DEFAULT_SPIN, park=DEFAULT_PARK,
-                 park_max=DEFAULT_PARK_MAX, consumer=None, stall_limit=None,
+                 park_max=DEFAULT_PARK_MAX, consumer=None, group=None, stall_limit=None,
                  bint _segment=False, WakeFile _wake=None, _writers_path=None,
                  int64_t _position_base=0):
         path = _check_path(path)
+        if group is not None:
+            # MappedBusReader(..., group=) is routed to a GroupReader by the public class's
+            # __new__; only the bare Cython type (mappedbus_py._reader's) gets here with one.
+            raise TypeError("group= needs mappedbus_py.MappedBusReader, not the Cython type "
+                            "mappedbus_py._reader.MappedBusReader (or use "
+                            "mappedbus_py.groups.GroupReader)")
         if consumer is not None:
             _check_consumer_name(consumer)
             if _segment:
@@ -448,7 +459,9 @@ cdef class MappedBusReader:
                       park_max=self._park_max_ns / 1e9, consumer=self.consumer,
                       stall_limit=self.stall_limit, _writers_path=self._writers_path,
                       _position_base=self._position_base)
-        return (_reopen, (MappedBusReader, self.path, self.file_size, self.record_size,
+        # The copy is the public class (the one that routes group=), as the original
+        # was, never the bare Cython type.
+        return (_reopen, (PublicReader, self.path, self.file_size, self.record_size,
                           kwargs, opened))
 
     def __repr__(self):
@@ -1130,3 +1143,71 @@ cdef class MappedBusReader:
         finally:
             PyBuffer_Release(&view)
         return n
+
+
+class _CythonTypeSignature:
+    # inspect.signature(mappedbus_py.MappedBusReader) is the Cython type's (read from its
+    # docstring), not __new__'s (*args, group=None, **kwargs); inspect loaded when asked.
+    def __get__(self, obj, cls):
+        import inspect
+        return inspect.signature(MappedBusReader)
+
+
+class _GroupReaderHook:
+    """Where ``MappedBusReader(path, group=...)`` and ``RollingBusReader(path, group=...)``
+    find the work groups' reader: ``mappedbus_py.groups`` (a layer above the core and the
+    rolling bus, tests/test_layers.py) sets ``make`` to its ``GroupReader`` when imported,
+    which ``import mappedbus_py`` does."""
+    __slots__ = ("make",)
+
+    def __init__(self):
+        self.make = self._missing
+
+    @staticmethod
+    def _missing(path, group, **kwargs):
+        raise ImportError("a reader with group=... needs mappedbus_py.groups "
+                          "(import mappedbus_py imports it)")
+
+
+#: Set by mappedbus_py.groups: see _GroupReaderHook.
+GROUP_READER = _GroupReaderHook()
+
+
+class PublicReader(MappedBusReader):
+    # mappedbus_py.MappedBusReader: the Cython type above plus a __new__ that makes
+    # MappedBusReader(path, ..., group="x") a work-group member (a cdef class cannot define
+    # __new__). No __dict__ (__slots__ empty), so a per-record call finds its method through
+    # the type's attribute cache as on the Cython type (perf: read_into costs the same).
+    # Cython code typed ``cdef MappedBusReader r`` takes it: it is a subclass.
+    __slots__ = ()
+    __doc__ = MappedBusReader.__doc__
+    __signature__ = _CythonTypeSignature()
+
+    def __new__(cls, *args, group=None, **kwargs):
+        if group is None:
+            return MappedBusReader.__new__(cls)
+        return _group_member(GROUP_READER.make, args, group, kwargs)
+
+
+def _group_member(make, args, group, kwargs):
+    """MappedBusReader(path, file_size=None, record_size=None, *, group=..., **kw) as a
+    GroupReader: the sizes go as its keywords (checked against the bus's)."""
+    if not args:
+        if "path" not in kwargs:
+            raise TypeError("MappedBusReader(path, ..., group=...) needs the bus's path")
+        args = (kwargs.pop("path"),)
+    if len(args) > 3:
+        raise TypeError(f"MappedBusReader takes at most 3 positional arguments "
+                        f"(path, file_size, record_size), got {len(args)}")
+    for name, value in zip(("file_size", "record_size"), args[1:]):
+        if name in kwargs:
+            raise TypeError(f"MappedBusReader got {name} twice")
+        kwargs[name] = value
+    return make(args[0], group, **kwargs)
+
+
+# mappedbus_py exports PublicReader as MappedBusReader. This module's MappedBusReader stays
+# the Cython type: cimport finds the type under that name (its vtable), and the package's
+# own readers (rolling segments, groups, the CLI) need no routing.
+PublicReader.__name__ = PublicReader.__qualname__ = "MappedBusReader"
+PublicReader.__module__ = "mappedbus_py"     # pickle finds the class there

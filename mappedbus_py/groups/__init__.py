@@ -16,11 +16,11 @@ import types
 
 from ._group import GroupFullError, GroupReader, GroupRecord
 from ._info import GroupInfo, MemberInfo, groups
-from ..rolling import reader as _rolling_reader
+from .._core._reader import GROUP_READER
 
-# RollingBusReader(path, group=...) makes a GroupReader: the rolling bus, a layer below, cannot
-# import this package, so this package tells it.
-_rolling_reader.GROUP_READER.make = GroupReader
+# MappedBusReader(path, group=...) and RollingBusReader(path, group=...) make a GroupReader: the
+# core and the rolling bus, layers below, cannot import this package, so this package tells them.
+GROUP_READER.make = GroupReader
 
 __all__ = ("GroupReader", "GroupRecord", "GroupFullError", "GroupInfo", "MemberInfo", "groups")
 

@@ -104,6 +104,12 @@ cdef class GroupReader:
     cdef object _dead_path     # the dead-letter bus's directory
     cdef object _dead          # its RollingBusWriter, opened at the first dead letter
     cdef bytes _name_bytes     # the group name, for dead letters
+    cdef object _creg          # a rolling bus's consumer registry (the group's retention
+                               # entry, group:NAME); None for a single file
+    cdef int _creg_i           # that entry's index
+    cdef object _creg_name     # its name
+    cdef int64_t _creg_start   # the group start last committed there (by this member)
+    cdef int64_t _creg_next    # coarse ns before which no other commit is made
 
     cdef int _acquire(self) except -1
     cdef int _acquire_new(self) except -1
@@ -113,6 +119,7 @@ cdef class GroupReader:
     cdef int _wait(self, object timeout) except -1
     cdef int _finish(self, int64_t g, int64_t word, int state) except -1
     cdef int _dead_letter(self, int64_t g, int64_t word, int counter) except -1
+    cdef int _hold(self, int64_t start, bint now) except -1
     cdef int64_t _g_of(self, rec) except -2
     cdef int64_t _word_of(self, rec, int64_t g)
     cdef int64_t _position(self, int64_t g)

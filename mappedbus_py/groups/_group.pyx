@@ -18,12 +18,14 @@ from mappedbus_py._core._atomic cimport load_acquire_i64, store_release_i64, fet
 from mappedbus_py._core._message cimport MessageBase
 from mappedbus_py._core._mapping cimport copy_payload
 from mappedbus_py._core._reader cimport MappedBusReader, END
+from mappedbus_py._core._consumers cimport ConsumerRegistry, consumer_entry, consumer_commit
 from mappedbus_py._core._record cimport Record
 
 from .._core._liveness import Hold, LiveFile
 from .._core._reader import DEFAULT_TIMEOUT
 from .._core._checks import check_timeout as _check_timeout
-from ..errors import BusClosedError, BusFullError, BusMismatchError, CorruptBusError, MappedBusError
+from ..errors import (BusClosedError, BusFullError, BusGapError, BusMismatchError, CorruptBusError,
+                      MappedBusError)
 from mappedbus_py._core._layout cimport FIRST_RECORD_OFFSET, HEADER_SIZE, PAYLOAD_OFFSET, METADATA_OFFSET
 from ..formats.layout import (GROUP_DEAD_HEADER_SIZE, GROUP_MEMBER_COUNT, GROUP_MEMBER_NAME_MAX,
                       GROUP_MEMBER_NAME_OFFSET, GROUP_NAME_MAX)
@@ -36,6 +38,8 @@ cdef extern from "time.h" nogil:
     int CLOCK_MONOTONIC_COARSE
 
 cdef int64_t SCAN_NS = 1000000          # a waiting member looks for redeliveries every 1 ms
+cdef int64_t HOLD_NS = 1000000          # a member commits the group's retention entry at most
+                                        # every 1 ms while acking (at once when it waits)
 cdef int64_t SPIN_NS = 20000            # then spins this long before sleeping
 cdef int64_t SLEEP_MIN_NS = 20000       # sleeps back off from here
 cdef int64_t SLEEP_MAX_NS = 1000000     # to here
@@ -54,6 +58,18 @@ def _after_fork():
 
 
 os.register_at_fork(after_in_child=_after_fork)
+
+
+def hold_name(group):
+    """The consumer-registry name of a group's retention entry: ``group:NAME`` (a name
+    readers can take too, so do not name a consumer so); a group name too long for it is
+    cut and given a hash of the whole."""
+    name = "group:" + group
+    if len(name.encode("utf-8")) <= 64:
+        return name
+    import hashlib
+    digest = hashlib.blake2b(group.encode("utf-8"), digest_size=8).hexdigest()
+    return "group:" + group.encode("utf-8")[:41].decode("utf-8", "ignore") + "~" + digest
 
 
 class GroupFullError(MappedBusError):
@@ -121,6 +137,8 @@ cdef class GroupReader:
         self.member = -1
         self._cur_g = -1
         self._dead = None
+        self._creg = None
+        self._creg_start = -1
         path = os.fspath(path)
         self._name_bytes = check_group_name(group)
         if name is not None and (not isinstance(name, str)
@@ -177,6 +195,8 @@ cdef class GroupReader:
                                        f"{header.bus_id.hex()}, not to this bus "
                                        f"({bus_id.hex()}): the bus was replaced")
             self._attach(mm, header.options, name)
+            if self._rolling:
+                self._open_hold(bus_id.hex())
         except BaseException:
             self.close()
             mm.close()
@@ -266,8 +286,16 @@ cdef class GroupReader:
             return (g // self._sps) * self._segment_size + FIRST + (g % self._sps) * self._slot
         return FIRST + g * self._slot
 
+    def _oldest_after(self, k):
+        # The oldest segment after k that exists (k was removed by retention), or -1 (k is
+        # not made yet).
+        from ..rolling import list_segments
+        later = [i for i in list_segments(self.path) if i > k]
+        return later[0] if later else -1
+
     cdef int _select(self, int64_t g) except -1:
-        # Make _r the reader of g's segment: 1, or 0 if that segment is not made yet.
+        # Make _r the reader of g's segment: 1, 0 if that segment is not made yet, 2 if
+        # retention removed it (a later one exists): g is lost.
         cdef int64_t k
         if not self._rolling:
             return 1
@@ -277,7 +305,7 @@ cdef class GroupReader:
         from ..rolling import segment_path
         seg = segment_path(self.path, k)
         if not os.path.lexists(seg):
-            return 0
+            return 2 if self._oldest_after(k) >= 0 else 0
         r = MappedBusReader(seg, self._segment_size, self.record_size, idle="busy_spin",
                             _segment=True, **self._reader_kw)
         r.open()
@@ -285,6 +313,74 @@ cdef class GroupReader:
             self._r.close()
         self._r, self._k = r, k
         return 1
+
+    # -- retention (a rolling bus) -----------------------------------------------------
+
+    def _open_hold(self, bus_id):
+        # The group's entry in the bus's consumer registry: retention keeps the segment of
+        # the group's start (its oldest record not done) as it keeps a consumer's, under the
+        # same max_consumer_lag / on_consumer_lag. Shared by the members, held by none.
+        from ..rolling.directory import open_registry as _open_registry
+        self._creg_name = hold_name(self.group)
+        self._creg = _open_registry(self.path, self._reader_kw["allow_foreign"], create=True)
+        start = load_acquire_i64(self._base + GROUP_START_OFFSET)
+        self._creg_i = self._creg.ensure_shared(self._creg_name, bus_id, self._position(start))
+        self._hold(start, True)
+
+    cdef int _hold(self, int64_t start, bint now) except -1:
+        # Commit the group's start to its registry entry when it moved: at most every
+        # HOLD_NS while acking (``now`` False), at once when waiting (``now``).
+        cdef int64_t t
+        if self._creg is None or start == self._creg_start:
+            return 0
+        t = coarse_ns()
+        if not now and t < self._creg_next:
+            return 0
+        self._creg_next = t + HOLD_NS
+        self._creg_start = start
+        self._commit_hold(self._position(start))
+        return 1
+
+    def _commit_hold(self, position):
+        cdef ConsumerRegistry reg = self._creg
+        if not reg.is_entry(self._creg_i, self._creg_name):
+            # Removed (remove_consumer): made again, at the group's start.
+            from ..rolling import read_bus_meta
+            meta = read_bus_meta(self.path, allow_foreign=self._reader_kw["allow_foreign"])
+            self._creg_i = reg.ensure_shared(self._creg_name, meta.id, position)
+        consumer_commit(consumer_entry(reg.base, self._creg_i), position, time.time_ns())
+
+    def _gap(self, int64_t g_from, int64_t g_to):
+        raise BusGapError(
+            f"{self.path!r}: group {self.group!r} lost records {self._position(g_from)} to "
+            f"{self._position(g_to)} (exclusive, {g_to - g_from} slots): retention removed "
+            f"their segments (the group lagged past max_consumer_lag with "
+            f"on_consumer_lag='expire'); reading goes on after them",
+            self._position(g_from), self._position(g_to), g_to - g_from)
+
+    def _lose_new(self, int64_t g):
+        # g (not yet taken) and the records after it in removed segments: skipped, as far
+        # as the window lets; one BusGapError names them.
+        cdef int64_t first = g, stop, gg
+        oldest = self._oldest_after(g // self._sps)
+        stop = oldest * self._sps
+        while g < stop:
+            gg = group_next_new(self._base, self._window, self._shift)
+            if gg != g:
+                break               # another member moved on, or the window is full
+            group_skip(self._base, self._window, self._shift, g)
+            g += 1
+        if g > first:
+            self._hold(group_advance(self._base, self._window, self._shift), True)
+            self._gap(first, g)
+
+    def _lose_taken(self, int64_t g, int64_t seen):
+        # g, seen as ``seen`` (another's, takeable), lies in a removed segment: it can be
+        # neither redelivered nor dead-lettered (its payload is gone): skipped, a gap.
+        cdef int64_t w = seen
+        if group_finish(self._base, self._window, g, w, GROUP_SKIP):
+            self._hold(group_advance(self._base, self._window, self._shift), True)
+            self._gap(g, g + 1)
 
     # -- acquiring --------------------------------------------------------------------
 
@@ -312,7 +408,11 @@ cdef class GroupReader:
                 raise CorruptBusError(f"{self.group_path!r}: entry of record "
                                       f"{load_acquire_i64(self._base + GROUP_END_OFFSET)} holds "
                                       f"a word the protocol never writes there: corrupt file")
-            if not self._select(g):
+            found = self._select(g)
+            if found == 2:
+                self._lose_new(g)       # raises BusGapError once it skipped any
+                continue
+            if not found:
                 return 0
             r = self._r
             off = FIRST + (g - self._k * self._sps) * self._slot
@@ -340,15 +440,20 @@ cdef class GroupReader:
         # Take a record back from a dead or late member (or a released one): 1 if one is
         # current now. Past max_deliveries it goes to the dead-letter bus instead.
         cdef int64_t g, seen = 0, w
+        cdef int found
         while True:
             g = group_find_redelivery(self._base, self._window, self._shift, now, self.member,
                                       self._live_fd, &seen)
             if g < 0:
                 return 0
+            found = self._select(g)
+            if found == 2:
+                self._lose_taken(g, seen)   # raises BusGapError if it skipped g
+                continue
             if group_word_deliveries(seen) >= self._max_deliveries:
                 self._dead_letter(g, seen, GROUP_DEAD_LETTERED_OFFSET)
                 continue
-            if not self._select(g):
+            if not found:
                 return 0
             w = group_redeliver(self._base, self._window, g, seen, self.member,
                                 coarse_ns() + self._lease_ns)
@@ -427,6 +532,7 @@ cdef class GroupReader:
                 continue
             if deadline >= 0:
                 ns = min(ns, deadline - now)
+            self._hold(load_acquire_i64(self._base + GROUP_START_OFFSET), True)
             ts.tv_sec = ns // 1000000000
             ts.tv_nsec = ns % 1000000000
             with nogil:
@@ -538,19 +644,23 @@ cdef class GroupReader:
         if ok and state == GROUP_ACKED:
             self._acked += 1
             store_release_i64(self._mslot + GROUP_MEMBER_ACKED_OFFSET, self._acked)
-            group_advance(self._base, self._window, self._shift)
+            self._hold(group_advance(self._base, self._window, self._shift), False)
         return ok
 
     cdef int _dead_letter(self, int64_t g, int64_t word, int counter) except -1:
         # Append g to the dead-letter bus, then mark it DEAD (a member dying between the two
         # makes the next one append it again: at least once). 1 if this call marked it.
         cdef int64_t *mine
-        cdef int ok
+        cdef int ok, found
         cdef MappedBusReader r
         cdef int64_t off
         if load_acquire_i64(group_entry(self._base, g, self._window)) != word:
             return 0
-        if not self._select(g):
+        found = self._select(g)
+        if found == 2:
+            self._lose_taken(g, word)
+            return 0
+        if not found:
             return 0
         r = self._r
         off = FIRST + (g - self._k * self._sps) * self._slot
@@ -570,7 +680,7 @@ cdef class GroupReader:
             fetch_add_i64(self._base + counter, 1)
             if counter != GROUP_DEAD_LETTERED_OFFSET:
                 fetch_add_i64(self._base + GROUP_DEAD_LETTERED_OFFSET, 1)
-            group_advance(self._base, self._window, self._shift)
+            self._hold(group_advance(self._base, self._window, self._shift), False)
         return ok
 
     def _dead_writer(self):
@@ -703,6 +813,9 @@ cdef class GroupReader:
         if self._dead is not None:
             self._dead.close()
             self._dead = None
+        if self._creg is not None:
+            self._creg.close()
+            self._creg = None
         if self._words != NULL:
             free(self._words)
             self._words = NULL

@@ -22,6 +22,7 @@ from .._core._checks import (check_idle as _check_idle, check_position as _check
                              check_stall_limit as _check_stall_limit, check_start as _check_start,
                              check_timeout as _check_timeout)
 from .._core._consumers import check_name as _check_consumer_name
+from .._core._reader import GROUP_READER
 from .._core._reader import (DEFAULT_PARK, DEFAULT_PARK_MAX, DEFAULT_SPIN, DEFAULT_TIMEOUT,
                              MappedBusReader)
 from .._core._record import Record
@@ -45,23 +46,6 @@ ID_CHECK_NS = 10_000_000
 _FIRST = FIRST_RECORD_OFFSET
 
 
-class _GroupReaderHook:
-    """Where ``RollingBusReader(path, group=...)`` finds the work groups' reader:
-    ``mappedbus_py.groups`` (a layer above the rolling bus, tests/test_layers.py) sets
-    ``make`` to its ``GroupReader`` when imported, which ``import mappedbus_py`` does."""
-    __slots__ = ("make",)
-
-    def __init__(self):
-        self.make = self._missing
-
-    @staticmethod
-    def _missing(path, group, **kwargs):
-        raise ImportError("RollingBusReader(group=...) needs mappedbus_py.groups "
-                          "(import mappedbus_py imports it)")
-
-
-#: Set by mappedbus_py.groups: see _GroupReaderHook.
-GROUP_READER = _GroupReaderHook()
 
 
 class RollingBusReader(RollingReaderBase):

@@ -276,6 +276,10 @@ def _print_stat(d, out):
         line("consumers", f"{len(d['consumers'])} registered, {alive} alive")
         if d["consumers"]:
             _print_consumers(d["consumers"], out, indent="  ")
+    if d.get("groups"):
+        line("groups", f"{len(d['groups'])} work groups")
+        for g in d["groups"]:
+            print("  " + _group_line(g), file=out)
     if rolling:
         print(f"{'segment':>8}  {'first position':>16}  {'limit':>10}  records", file=out)
         for s in d["segments"]:
@@ -400,6 +404,26 @@ def _group_row(info):
     return d
 
 
+def _group_line(g):
+    """One line for a group (a ``_group_row``): ``groups``, and ``stat`` for each group."""
+    alive = sum(1 for m in g["members"] if m["alive"] == "alive")
+    return (f"group {escape(g['name'])}: acked {g['acked']}, pending {g['pending']}, "
+            f"redelivered {g['redelivered']}, dead-lettered {g['dead_lettered']}, oldest "
+            f"unacked {g['oldest_unacked_age']:.3f} s, {alive} of {len(g['members'])} members "
+            f"alive; records {g['start']}..{g['end']} (window {g['window']}, lease "
+            f"{g['lease']:g} s, max_deliveries {g['max_deliveries']})")
+
+
+def _stat_groups(path, d):
+    # stat: the work groups (a list of _group_row), or None and a note if they cannot be read.
+    from ..groups import groups
+    try:
+        d["groups"] = [_group_row(g) for g in groups(path, allow_foreign=True)]
+    except (MappedBusError, OSError, ValueError) as e:
+        d["groups"] = None
+        d["problems"].append(f"work groups: {e}")
+
+
 def _groups_cmd(a, out):
     from ..groups import groups
     _check_bus(a.path)
@@ -411,10 +435,7 @@ def _groups_cmd(a, out):
     if not rows:
         print("no work groups", file=out)
     for g in rows:
-        print(f"group {escape(g.name)}: acked {g.acked}, pending {g.pending}, redelivered "
-              f"{g.redelivered}, dead-lettered {g.dead_lettered}, oldest unacked "
-              f"{g.oldest_unacked_age:.3f} s; records {g.start}..{g.end} (window {g.window}, "
-              f"lease {g.lease:g} s, max_deliveries {g.max_deliveries})", file=out)
+        print(_group_line(_group_row(g)), file=out)
         print(f"  {'member':>6} {'pid':>8}  {'state':<7} {'in flight':>9} {'delivered':>12} "
               f"{'acked':>12}  name", file=out)
         for m in g.members:
@@ -492,6 +513,7 @@ def _stat_cmd(a, out):
     except InspectError as e:                   # a corrupt registry: a note, as for the bus
         d["consumers"] = None
         d["problems"].append(str(e))
+    _stat_groups(a.path, d)
     if a.json:
         json.dump(d, out)
         out.write("\n")

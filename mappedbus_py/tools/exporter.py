@@ -8,7 +8,7 @@ import os
 import threading
 import time
 
-from .metrics import list_consumers, open_bus, parked_readers
+from .metrics import list_consumers, list_groups, open_bus, parked_readers
 
 __all__ = ("BusCollector", "serve", "DEFAULT_HOST", "DEFAULT_PORT")
 
@@ -111,6 +111,27 @@ class BusCollector:
         age = gauge("mappedbus_consumer_last_commit_age_seconds",
                     "seconds since the consumer's last commit (since it was made, if never)",
                     clabels)
+        glabels = ("bus", "group")
+        g_pending = gauge("mappedbus_group_pending_records",
+                          "records handed out to the group's members and not settled (in "
+                          "flight or released for redelivery)", glabels)
+        g_in_flight = gauge("mappedbus_group_in_flight_records",
+                            "records the group's live members hold unsettled", glabels)
+        g_acked = CounterMetricFamily("mappedbus_group_acked", "records the group acked",
+                                      labels=list(glabels))
+        g_redelivered = CounterMetricFamily("mappedbus_group_redelivered",
+                                            "deliveries of records taken back from a dead, "
+                                            "late or releasing member", labels=list(glabels))
+        g_dead = CounterMetricFamily("mappedbus_group_dead_lettered",
+                                     "records sent to the group's dead-letter bus (rejected "
+                                     "included)", labels=list(glabels))
+        g_age = gauge("mappedbus_group_oldest_unacked_age_seconds",
+                      "seconds since the group's oldest pending record was delivered (0: none)",
+                      glabels)
+        g_members = gauge("mappedbus_group_members_alive", "the group's live members", glabels)
+        m_in_flight = gauge("mappedbus_group_member_in_flight_records",
+                            "records a live member holds unsettled",
+                            ("bus", "group", "member", "name"))
         errors = CounterMetricFamily("mappedbus_exporter_errors",
                                      "scrapes that could not read the bus", labels=["bus"])
         for p, c in self.counters.items():
@@ -154,12 +175,30 @@ class BusCollector:
                 alive.add_metric(lab, int(bool(r.alive)))
                 expired.add_metric(lab, int(bool(r.expired)))
                 age.add_metric(lab, max(0.0, now - (r.committed_at or r.created_at)))
+            try:
+                groups = list_groups(p)
+            except Exception as e:      # a corrupt group file: the bus's own figures stand
+                self.last_error[p] = str(e)
+                groups = []
+            for g in groups:
+                lab = [p, g.name]
+                live = g.live_members
+                g_pending.add_metric(lab, g.pending)
+                g_in_flight.add_metric(lab, sum(m.in_flight for m in live))
+                g_acked.add_metric(lab, g.acked)
+                g_redelivered.add_metric(lab, g.redelivered)
+                g_dead.add_metric(lab, g.dead_lettered)
+                g_age.add_metric(lab, g.oldest_unacked_age)
+                g_members.add_metric(lab, len(live))
+                for m in live:
+                    m_in_flight.add_metric([p, g.name, str(m.index), m.name], m.in_flight)
         took = gauge("mappedbus_exporter_collect_seconds",
                      "how long the exporter took to gather this scrape's figures", ())
         took.add_metric([], time.perf_counter() - t0)
         return [up, info, allocated, committed, rolled, uncounted, not_set, corrupt, unscanned,
                 limit, first, capacity, full, segments, parked, n_cons, lag, pos, alive,
-                expired, age, errors, took]
+                expired, age, g_pending, g_in_flight, g_acked, g_redelivered, g_dead, g_age,
+                g_members, m_in_flight, errors, took]
 
 
 def serve(paths, host=DEFAULT_HOST, port=DEFAULT_PORT, *, interval=1.0):

@@ -27,7 +27,7 @@ from ..rolling.directory import list_segments, open_dir, read_bus_meta, segment_
 from .slots import CHUNK, chunks, open_read_only, read_limit, statuses
 
 __all__ = ("SlotCounter", "BusCounter", "BusSnapshot", "open_bus", "parked_readers",
-           "list_consumers")
+           "list_consumers", "list_groups")
 
 _RECHECK_SPAN = 1 << 20     # uncommitted slots within this many bytes are re-read with one pread
 
@@ -338,3 +338,10 @@ def list_consumers(path):
     registry). A corrupt registry raises CorruptBusError."""
     from ..consumers import consumers
     return consumers(path, allow_foreign=True)
+
+
+def list_groups(path):
+    """``mappedbus_py.groups(path)``: the bus's work groups ([] without any). A corrupt
+    group file raises CorruptBusError."""
+    from ..groups import groups
+    return groups(path, allow_foreign=True)

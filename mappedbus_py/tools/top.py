@@ -1,5 +1,6 @@
 """``mappedbus top PATH``: a live view of one bus, refreshed every second: records written
-per second, rollbacks, parked readers, and each consumer's lag and rate.
+per second, rollbacks, parked readers, each consumer's lag and rate, and each work group's
+acks, pending records, redeliveries and dead letters.
 
 Plain ANSI (cursor home, clear to end of line); ``--once`` prints one frame without escape
 sequences, the rates measured over one interval. Reads as the exporter does (``metrics``):
@@ -28,9 +29,10 @@ def _ago(now, t):
     return f"{s:.1f} s ago" if s < 120 else f"{s / 60:.0f} min ago"
 
 
-def frame(path, before, after, cons_before, cons_after, dt):
+def frame(path, before, after, cons_before, cons_after, dt, groups_before=(), groups_after=()):
     """The lines of one frame: ``before``/``after`` are BusSnapshots ``dt`` seconds apart,
-    ``cons_before``/``cons_after`` the consumers at the same moments."""
+    ``cons_before``/``cons_after`` the consumers at the same moments, ``groups_before``/
+    ``groups_after`` the work groups (``mappedbus_py.groups``' GroupInfo)."""
     s = after
     seg = s.segment_size
     lines = [f"mappedbus top  {escape(path)}  ({s.kind}, record_size {s.record_size}"
@@ -48,6 +50,7 @@ def frame(path, before, after, cons_before, cons_after, dt):
     now = s.taken
     if not cons_after:
         lines.append("no consumers registered")
+        lines += _group_lines(groups_before, groups_after, dt)
         return lines
     lines.append(f"{'consumer':<24} {'position':>16} {'lag':>12} {'rate':>10}  "
                  f"{'state':<10} {'pid':>8}  last commit")
@@ -59,7 +62,31 @@ def frame(path, before, after, cons_before, cons_after, dt):
         lag = "-" if c.lag is None else f"{c.lag:,}"
         lines.append(f"{escape(c.name):<24} {c.position:>16} {lag:>12} {rate:>10}  "
                      f"{state:<10} {c.pid or '-':>8}  {_ago(now, c.committed_at)}")
+    lines += _group_lines(groups_before, groups_after, dt)
     return lines
+
+
+def _group_lines(groups_before, groups_after, dt):
+    # The work groups section: nothing when the bus has none.
+    if not groups_after:
+        return []
+    prev = {g.name: g for g in groups_before}
+    lines = ["", f"{'group':<24} {'acked':>12} {'rate':>10} {'pending':>8} {'in flight':>9} "
+                 f"{'redelivered':>11} {'dead':>6} {'oldest':>8}  members"]
+    for g in sorted(groups_after, key=lambda g: g.name):
+        p = prev.get(g.name)
+        rate = "-" if p is None else _rate(g.acked - p.acked, dt)
+        alive = len(g.live_members)
+        lines.append(f"{escape(g.name):<24} {g.acked:>12,} {rate:>10} {g.pending:>8} "
+                     f"{sum(m.in_flight for m in g.live_members):>9} {g.redelivered:>11} "
+                     f"{g.dead_lettered:>6} {g.oldest_unacked_age:>7.1f}s  "
+                     f"{alive} alive of {len(g.members)}")
+    return lines
+
+
+def _groups(path):
+    from .metrics import list_groups
+    return list_groups(path)
 
 
 def _sample(counter, path):
@@ -75,21 +102,24 @@ def run(path, out, *, interval=1.0, once=False):
     counter = open_bus(path)
     try:
         before, cb = _sample(counter, path)
+        gb = _groups(path)
         if once:
             time.sleep(interval)
             after, ca = _sample(counter, path)
-            out.write("\n".join(frame(path, before, after, cb, ca, after.taken - before.taken))
-                      + "\n")
+            ga = _groups(path)
+            out.write("\n".join(frame(path, before, after, cb, ca, after.taken - before.taken,
+                                      gb, ga)) + "\n")
             return 0
         out.write(_HIDE + "\x1b[2J")
         try:
             while True:
                 time.sleep(interval)
                 after, ca = _sample(counter, path)
-                lines = frame(path, before, after, cb, ca, after.taken - before.taken)
+                ga = _groups(path)
+                lines = frame(path, before, after, cb, ca, after.taken - before.taken, gb, ga)
                 out.write(_HOME + "".join(ln + _CLEAR_EOL + "\n" for ln in lines) + _CLEAR_EOS)
                 out.flush()
-                before, cb = after, ca
+                before, cb, gb = after, ca, ga
         finally:
             out.write(_SHOW)
             out.flush()

@@ -14,7 +14,8 @@ import time
 import pytest
 
 import mappedbus_py
-from mappedbus_py import MappedBusWriter, RollingBusReader, RollingBusWriter, layout
+from mappedbus_py import MappedBusWriter, RollingBusReader, RollingBusWriter
+from mappedbus_py.formats import layout
 from mappedbus_py._core._liveness import Liveness
 from mappedbus_py.errors import (BusFullError, BusMismatchError, CorruptBusError,
                                  UnsafeBusFileError)
@@ -467,7 +468,7 @@ def test_rolling_bus_reader_with_group_is_a_member(tmp_path):
 
 
 def test_cli_groups_lists_members_and_counts(tmp_path, capsys):
-    from mappedbus_py import cli
+    from mappedbus_py.tools import cli
     bus = _bus(tmp_path, 3)
     assert cli.main(["groups", bus]) == 0
     assert capsys.readouterr().out.strip() == "no work groups"
@@ -510,3 +511,174 @@ def test_a_member_inherited_through_fork_refuses_to_work_in_the_child(tmp_path):
         _, status = os.waitpid(pid, 0)
         assert os.waitstatus_to_exitcode(status) == 0
         assert a.ack(held)               # still the parent's
+
+
+def test_mapped_bus_reader_with_group_is_a_member(tmp_path):
+    from mappedbus_py import MappedBusReader
+    from mappedbus_py._core._reader import MappedBusReader as CythonReader
+    bus = _bus(tmp_path, 2)
+    with MappedBusReader(bus, 1 << 20, RECORD, group="resize", lease=5) as a, \
+            MappedBusReader(bus, group="resize") as b:
+        assert isinstance(a, GroupReader) and a.group == "resize"
+        ra, rb = a.read(0), b.read(0)
+        assert (ra.payload[:1], rb.payload[:1]) == (b"0", b"1")
+        assert a.ack(ra) and b.ack(rb)
+    # Sizes given are the bus's: one that disagrees is refused, as for a plain reader.
+    with pytest.raises(BusMismatchError):
+        MappedBusReader(bus, 1 << 20, RECORD + 8, group="resize")
+    with pytest.raises(TypeError, match="at most 3 positional"):
+        MappedBusReader(bus, 1 << 20, RECORD, 5, group="resize")
+    # group=None (explicitly or left out): the plain reader, still the class users subclass.
+    with MappedBusReader(bus, group=None) as plain:
+        assert type(plain) is MappedBusReader and isinstance(plain, CythonReader)
+        assert plain.read(0).payload[:1] == b"0"
+
+    class Mine(MappedBusReader):
+        def __init__(self, path):
+            super().__init__(path, 1 << 20, RECORD)
+            self.tag = "mine"      # a subclass may have a __dict__; the base has none
+
+    with Mine(bus) as m:
+        assert m.tag == "mine" and m.read(0).payload[:1] == b"0"
+    assert not hasattr(MappedBusReader(bus), "__dict__")
+    # The bare Cython type does not route: it says which class does.
+    with pytest.raises(TypeError, match="mappedbus_py.MappedBusReader"):
+        CythonReader(bus, group="resize")
+
+
+def test_mapped_bus_reader_class_pickles_and_signs_as_before(tmp_path):
+    import inspect
+    import pickle
+    from mappedbus_py import MappedBusReader
+    bus = _bus(tmp_path, 2)
+    assert MappedBusReader.__name__ == MappedBusReader.__qualname__ == "MappedBusReader"
+    sig = inspect.signature(MappedBusReader)
+    assert list(sig.parameters)[:3] == ["path", "file_size", "record_size"]
+    assert sig.parameters["group"].default is None
+    with MappedBusReader(bus) as r:
+        r.read(0)
+        copy = pickle.loads(pickle.dumps(r))
+    assert type(copy) is MappedBusReader
+    with copy:
+        assert copy.read(0).payload[:1] == b"1"
+
+
+def _stopped_holder(path, log, lease):
+    # A member (a process of its own) that took the group's first record, then SIGSTOPped:
+    # alive, its record unacked.
+    holder = start_member(path, "g", log, "stall", lease=lease, idle=30.0)
+    got = int(holder.stdout.readline().split()[1])
+    holder.send_signal(signal.SIGSTOP)
+    return holder, got
+
+
+def _finish_holder(holder):
+    holder.send_signal(signal.SIGCONT)
+    holder.stdin.write("\n")
+    holder.stdin.flush()
+    return holder.stdout.readline().split()
+
+
+def _fill_segments(w, count):
+    # Write until the writers are ``count`` segments further on.
+    from mappedbus_py.rolling import list_segments
+    first = list_segments(w.path)[-1]
+    n = 0
+    while list_segments(w.path)[-1] < first + count:
+        for _ in range(256):
+            w.write(b"x%d" % n)
+            n += 1
+    return n
+
+
+def test_rolling_group_with_a_stopped_member_holds_segments_from_retention(tmp_path):
+    from mappedbus_py.rolling import segment_path
+    path = str(tmp_path / "roll")
+    log = tmp_path / "acks"
+    with RollingBusWriter(path, 1 << 16, RECORD, retain_segments=1, max_consumer_lag=100) as w:
+        w.write(b"first")
+        holder, got = _stopped_holder(path, log, lease=60)
+        try:
+            _fill_segments(w, 4)
+            # The group's oldest unacked record (the stopped member's) holds segment 0, as a
+            # named consumer at that position would; retain_segments=1 alone removes it.
+            assert os.path.exists(segment_path(path, 0))
+            entry = {c.name: c for c in mappedbus_py.consumers(path)}["group:g"]
+            assert entry.position == got and not entry.alive and not entry.expired
+        finally:
+            holder.send_signal(signal.SIGKILL)
+            holder.wait(10)
+        # Its death gives the record back: once every record is acked the group's start
+        # (committed when a member waits) no longer holds, and the next roll removes it.
+        with GroupReader(path, "g") as b:
+            while (rec := b.read(0.2)) is not None:
+                assert b.ack(rec)
+        entry = {c.name: c for c in mappedbus_py.consumers(path)}["group:g"]
+        assert entry.position > got + (1 << 16) * 3
+        _fill_segments(w, 1)
+        assert not os.path.exists(segment_path(path, 0))
+
+
+def test_rolling_group_past_max_consumer_lag_expires_and_its_members_read_a_gap(tmp_path):
+    from mappedbus_py.errors import BusGapError
+    from mappedbus_py.rolling import list_segments
+    path = str(tmp_path / "roll")
+    log = tmp_path / "acks"
+    with RollingBusWriter(path, 1 << 16, RECORD, retain_segments=1, max_consumer_lag=2,
+                          on_consumer_lag="expire") as w:
+        w.write(b"first")
+        holder, got = _stopped_holder(path, log, lease=0.3)
+        try:
+            _fill_segments(w, 5)
+            # Lagging more than max_consumer_lag segments, the group expired as a consumer
+            # does: retention removed what it held.
+            assert 0 not in list_segments(path)
+            entry = {c.name: c for c in mappedbus_py.consumers(path)}["group:g"]
+            assert entry.expired
+            oldest = list_segments(path)[0]
+            with RollingBusReader(path, start=oldest * (1 << 16) + layout.FIRST_RECORD_OFFSET) \
+                    as plain:
+                kept = [r.position for r in plain.records(0)]
+            gaps, got_positions = [], []
+            with GroupReader(path, "g") as b:
+                while True:
+                    try:
+                        rec = b.read(1.0)
+                    except BusGapError as e:
+                        gaps.append(e)
+                        continue
+                    if rec is None:
+                        break
+                    got_positions.append(rec.position)
+                    assert b.ack(rec)
+            # A member sees the lost records as BusGapError (the stopped member's record too,
+            # once its lease passed), then the retained records, each once.
+            assert sorted(got_positions) == kept
+            assert any(e.lost_from <= got < e.lost_to for e in gaps)
+            assert all(e.lost_to <= kept[0] for e in gaps)
+            assert _finish_holder(holder) == ["ack", "False"]    # its late ack is refused
+        finally:
+            holder.send_signal(signal.SIGKILL)
+            holder.wait(10)
+
+
+def test_rolling_groups_retention_entry_names_and_comes_back_after_removal(tmp_path):
+    from mappedbus_py.groups._group import hold_name
+    path = str(tmp_path / "roll")
+    long = "g" * 64
+    assert hold_name("resize") == "group:resize"
+    assert len(hold_name(long).encode()) == 64 and hold_name(long) != hold_name("g" * 63 + "h")
+    with RollingBusWriter(path, 1 << 16, RECORD) as w:
+        for i in range(3):
+            w.write(b"%d" % i)
+    with GroupReader(path, long) as m:
+        names = [c.name for c in mappedbus_py.consumers(path)]
+        assert names == [hold_name(long)]
+        mappedbus_py.remove_consumer(path, hold_name(long))     # nobody holds it: removable
+        assert mappedbus_py.consumers(path) == []
+        recs = [m.read(0) for _ in range(3)]
+        assert all(m.ack(r) for r in recs)
+        assert m.read(0.05) is None                  # a waiting member commits at once
+        (entry,) = mappedbus_py.consumers(path)
+        assert entry.name == hold_name(long)
+        assert entry.position == recs[-1].position + layout.HEADER_SIZE + RECORD

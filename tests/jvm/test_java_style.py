@@ -31,6 +31,8 @@ ALLOWED = {
     ("WakeFile.java", "expectedConstants"): "the layout constants Layout.java holds, compared one for one",
     ("WakeLibrary.java", "nativeConstants"): "the layout constants the C library reports, compared one for one",
     ("WakeLibrary.java", "expectedConstants"): "the layout constants Layout.java holds, compared one for one",
+    ("GroupProtocol.java", "nativeConstants"): "the _group.h constants the C library reports, compared one for one",
+    ("GroupProtocol.java", "expectedConstants"): "the group constants Layout.java holds, compared one for one",
 }
 
 _KEYWORDS = {"if", "for", "while", "switch", "catch", "synchronized", "return", "new", "else", "try", "throw",

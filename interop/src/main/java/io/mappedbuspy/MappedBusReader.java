@@ -459,6 +459,11 @@ public final class MappedBusReader extends ConsumingReader<MappedBusReader> impl
         }
     }
 
+    // The mapping, for a group member (GroupReader) that reads a slot it acquired without moving the scan.
+    MemoryMappedFile mapped() {
+        return mem();
+    }
+
     private MemoryMappedFile mem() {
         MemoryMappedFile m = mem;
         if (dead != null) {

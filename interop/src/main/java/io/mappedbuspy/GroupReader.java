@@ -1,0 +1,1149 @@
+package io.mappedbuspy;
+
+import java.io.EOFException;
+import java.io.IOException;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.LongBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.LinkOption;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.time.Duration;
+import java.util.HexFormat;
+import java.util.Objects;
+import java.util.OptionalInt;
+import java.util.OptionalLong;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.LockSupport;
+
+/**
+ * A member of a work group of a bus, in a JVM: each record of the bus from the group's start goes to one member at a
+ * time, is acknowledged once, and comes back to another member (Python or Java) if its holder dies, releases it or
+ * lets its lease pass. The Java port of {@code mappedbus_py.groups.GroupReader} (docs/groups.md, "Java members"):
+ * same group file, same protocol, run by the same C code ({@code _group.h}, through the project's JNI library:
+ * without the library {@link #open()} fails).
+ *
+ * <pre>
+ * try (GroupReader member = new GroupReader("/dev/shm/jobs", "resize").open()) {
+ *     byte[] buf = new byte[member.recordSize()];
+ *     while (member.waitNext(1, TimeUnit.SECONDS)) {
+ *         int n = member.readBuffer(buf, 0);
+ *         handle(buf, n);
+ *         member.ack();
+ *     }
+ * }
+ * </pre>
+ *
+ * <p>{@link #next()} takes the next record for this member if there is one now (a new one, or one taken back from a
+ * dead, late or releasing member), {@link #waitNext} waits for one; the record is then current: {@link #readBuffer},
+ * {@link #readMessage}, {@link #readType}, {@link #position()}, {@link #deliveries()}, and {@link #ack()},
+ * {@link #release()} or {@link #reject()} settle it (true if it was still this member's delivery). {@link #current()}
+ * gives it as a {@link GroupRecord} to settle later, for a member holding several. After {@code maxDeliveries}
+ * deliveries a record goes to the group's dead-letter bus instead, as {@link #reject()} sends it (a rolling bus,
+ * {@link #deadLetterPath()}). The member's liveness is an OFD lock on its member slot's byte: the kernel drops it when
+ * the JVM dies, and the other members take its records back at once.
+ *
+ * <p>One member per instance; an instance is used by one thread at a time.
+ */
+public final class GroupReader implements AutoCloseable {
+    private static final long SCAN_NS = 1_000_000;        // a waiting member looks for redeliveries every 1 ms
+    private static final long SPIN_NS = 20_000;           // then spins this long before sleeping
+    private static final long SLEEP_MIN_NS = 20_000;      // sleeps back off from here
+    private static final long SLEEP_MAX_NS = 1_000_000;   // to here
+    private static final long FIRST = Layout.FIRST_RECORD_OFFSET;
+
+    /** Where a new group starts (the first member's choice). */
+    private enum Start { FIRST_RECORD, END, POSITION }
+
+    /** What one attempt to take a record found. */
+    private enum Found { TAKEN, NONE, END }
+
+    private final String path;
+    private final String group;
+    private final byte[] groupName;
+    private Start start = Start.FIRST_RECORD;
+    private long startPosition;
+    private OptionalInt window = OptionalInt.empty();
+    private OptionalLong leaseNs = OptionalLong.empty();
+    private OptionalInt maxDeliveries = OptionalInt.empty();
+    private OptionalInt maxInFlight = OptionalInt.empty();
+    private OptionalInt timeoutMs = OptionalInt.empty();
+    private boolean allowForeign;
+    private String name = "";
+
+    // the bus
+    private boolean rolling;
+    private RollingDir dir;
+    private String writersPath;
+    private MappedBusReader r;          // the reader of segment k (or the file)
+    private long k = -1;
+    private long sps;
+    private long slot;
+    private long segmentSize;
+    private int recordSize;
+    private Path groupPath;
+    private Path deadPath;
+    private RollingBusWriter dead;
+
+    // the group file
+    private MemoryMappedFile mem;
+    private GroupProtocol proto;
+    private FileChannel live;
+    private int liveFd;
+    private long base;
+    private long groupWindow;
+    private long lease;
+    private int maxDel;
+    private int maxHeld;
+    private int member = -1;
+    private long mslot;                 // the member slot's address
+    private LongBuffer words;           // per entry: the word this member last acquired there, or 0
+    private int inFlight;
+    private long delivered;
+    private long acked;
+    private long hintSeen;
+    private int count;
+    private long nextScan;
+
+    // the current record
+    private boolean hasCurrent;
+    private long curG;
+    private long curWord;
+
+    /**
+     * A member of group {@code group} of the bus at {@code path} (a single-file bus or a rolling bus's directory,
+     * made by a writer with metadata); call the setters, then {@link #open()}.
+     *
+     * @param path  the bus
+     * @param group 1 to 64 bytes of letters, digits, '.', '_' or '-', not starting with '.'
+     * @throws IllegalArgumentException if the group name is not one
+     */
+    public GroupReader(String path, String group) {
+        this.path = Objects.requireNonNull(path, "path");
+        this.group = Objects.requireNonNull(group, "group");
+        this.groupName = checkGroupName(group);
+    }
+
+    /**
+     * A new group starts at this record position (the first member's choice; default: the bus's first record).
+     *
+     * @param position a record boundary of the bus
+     * @return this
+     */
+    public GroupReader setStart(long position) {
+        if (position < FIRST) {
+            throw new IllegalArgumentException("start is a record position (at least " + FIRST + "), got " + position);
+        }
+        start = Start.POSITION;
+        startPosition = position;
+        return this;
+    }
+
+    /**
+     * A new group starts after the records there are now (Python's {@code start="end"}).
+     *
+     * @return this
+     */
+    public GroupReader setStartAtEnd() {
+        start = Start.END;
+        return this;
+    }
+
+    /**
+     * The group's lease (default 30 s): a delivery not settled by then goes to another member.
+     *
+     * @param d above zero
+     * @return this
+     */
+    public GroupReader setLease(Duration d) {
+        if (d.isNegative() || d.isZero()) {
+            throw new IllegalArgumentException("lease must be above 0, got " + d);
+        }
+        leaseNs = OptionalLong.of(d.toNanos());
+        return this;
+    }
+
+    /**
+     * Deliveries of a record before it goes to the dead-letter bus (default 5).
+     *
+     * @param n 1 to 254
+     * @return this
+     */
+    public GroupReader setMaxDeliveries(int n) {
+        if (n < 1 || n > 254) {
+            throw new IllegalArgumentException("maxDeliveries must be from 1 to 254, got " + n);
+        }
+        maxDeliveries = OptionalInt.of(n);
+        return this;
+    }
+
+    /**
+     * Records a member may hold unsettled (default 0: up to the window).
+     *
+     * @param n 0 to the window
+     * @return this
+     */
+    public GroupReader setMaxInFlight(int n) {
+        if (n < 0) {
+            throw new IllegalArgumentException("maxInFlight must be from 0 to the window, got " + n);
+        }
+        maxInFlight = OptionalInt.of(n);
+        return this;
+    }
+
+    /**
+     * Records between the oldest unsettled and the newest handed out (default 4096).
+     *
+     * @param n a power of two up to {@link Layout#GROUP_MAX_WINDOW}
+     * @return this
+     */
+    public GroupReader setWindow(int n) {
+        if (n < 1 || Integer.bitCount(n) != 1 || n > Layout.GROUP_MAX_WINDOW) {
+            throw new IllegalArgumentException("window must be a power of two from 1 to " + Layout.GROUP_MAX_WINDOW
+                    + ", got " + n);
+        }
+        window = OptionalInt.of(n);
+        return this;
+    }
+
+    /**
+     * The bus readers' rollback timeout (as {@link MappedBusReader#setTimeout}).
+     *
+     * @param ms milliseconds
+     * @return this
+     */
+    public GroupReader setTimeout(int ms) {
+        SlotScan.checkRollbackTimeout(ms);
+        timeoutMs = OptionalInt.of(ms);
+        return this;
+    }
+
+    /**
+     * Accept files owned by another user or writable by group or others.
+     *
+     * @param allow whether to
+     * @return this
+     */
+    public GroupReader setAllowForeign(boolean allow) {
+        allowForeign = allow;
+        return this;
+    }
+
+    /**
+     * A name for people (listed by {@code mappedbus_py.groups(path)}).
+     *
+     * @param memberName at most {@link Layout#GROUP_MEMBER_NAME_MAX} bytes of UTF-8
+     * @return this
+     */
+    public GroupReader setName(String memberName) {
+        if (memberName.getBytes(StandardCharsets.UTF_8).length > Layout.GROUP_MEMBER_NAME_MAX) {
+            throw new IllegalArgumentException("a member name is at most " + Layout.GROUP_MEMBER_NAME_MAX
+                    + " bytes of UTF-8, got " + memberName);
+        }
+        name = memberName;
+        return this;
+    }
+
+    /**
+     * Joins the group (making its file if this is the first member) and takes a member slot.
+     *
+     * @return this
+     * @throws GroupFullException       if every member slot is held by a live member
+     * @throws BusMismatchException     if the group exists with other options than those set, or belongs to a
+     *                                  replaced bus
+     * @throws CorruptBusException      if the group file is not one
+     * @throws IllegalStateException    if the JNI library (with the group functions) is not loaded
+     * @throws IOException              if the bus or the group file cannot be opened
+     */
+    public GroupReader open() throws IOException {
+        if (!GroupProtocol.LOADED) {
+            throw new IllegalStateException("work groups need the JNI library: " + GroupProtocol.WHY);
+        }
+        if (mem != null) {
+            throw new IllegalStateException("already open");
+        }
+        try {
+            openBus();
+            Path p = Path.of(path);
+            Path gdir = rolling ? p.resolve(Layout.GROUP_DIR) : Path.of(path + Layout.GROUP_DIR_SUFFIX);
+            groupPath = gdir.resolve(group + Layout.GROUP_SUFFIX);
+            deadPath = gdir.resolve(group + Layout.GROUP_DEAD_SUFFIX);
+            checkDir(gdir);
+            if (!Files.exists(groupPath, LinkOption.NOFOLLOW_LINKS)) {
+                create();
+            }
+            attach();
+        } catch (IOException | RuntimeException e) {
+            close();
+            throw e;
+        }
+        return this;
+    }
+
+    private void openBus() throws IOException {
+        Path p = Path.of(path);
+        if (!Files.exists(p, LinkOption.NOFOLLOW_LINKS)) {
+            throw new NoSuchFileException(path, null, "no bus at this path (a group needs its bus)");
+        }
+        if (Files.isSymbolicLink(p)) {
+            throw new UnsafeBusFileException(path + " is a symbolic link: bus files are never opened through links");
+        }
+        rolling = Files.isDirectory(p, LinkOption.NOFOLLOW_LINKS);
+        if (rolling) {
+            dir = RollingDir.open(path, allowForeign);
+            recordSize = dir.meta().recordSize();
+            segmentSize = dir.meta().segmentSize();
+            sps = RollingLayout.slotsPerSegment(segmentSize, recordSize);
+            writersPath = p.resolve(Layout.WRITERS_FILE).toString();
+        } else {
+            MappedBusReader x = new MappedBusReader(path).setAllowForeign(allowForeign);
+            if (timeoutMs.isPresent()) {
+                x.setTimeout(timeoutMs.getAsInt());
+            }
+            r = x.open();
+            k = 0;
+            recordSize = r.recordSize();
+            segmentSize = 0;
+            sps = (r.fileSize() - FIRST) / (Layout.HEADER_SIZE + recordSize);
+        }
+        slot = Layout.HEADER_SIZE + recordSize;
+    }
+
+    private byte[] busId() {
+        String id = rolling ? dir.meta().id() : r.busId();
+        return id == null || id.isEmpty() ? new byte[Layout.GROUP_BUS_ID_SIZE] : HexFormat.of().parseHex(id);
+    }
+
+    private void checkDir(Path d) throws IOException {
+        if (!Files.exists(d, LinkOption.NOFOLLOW_LINKS)) {
+            try {
+                Files.createDirectory(d, PosixFilePermissions.asFileAttribute(
+                        PosixFilePermissions.fromString("rwx------")));
+            } catch (java.nio.file.FileAlreadyExistsException e) {
+                // made meanwhile by another member
+            }
+        }
+        if (Files.isSymbolicLink(d)) {
+            throw new UnsafeBusFileException(d + " is a symbolic link: group files are never opened through links");
+        }
+        BusFiles.checkTrustedDirectory(d, allowForeign);
+    }
+
+    // Makes the group file, all at once (a temporary file linked into place), unless another member did first.
+    private void create() throws IOException {
+        int w = window.orElse(Layout.GROUP_DEFAULT_WINDOW);
+        int md = maxDeliveries.orElse(Layout.GROUP_DEFAULT_MAX_DELIVERIES);
+        int mf = maxInFlight.orElse(0);
+        if (mf > w) {
+            throw new IllegalArgumentException("maxInFlight must be from 0 to the window " + w + ", got " + mf);
+        }
+        long g0;
+        long pos;
+        if (start == Start.POSITION) {
+            pos = startPosition;
+            g0 = gOf(pos);
+        } else if (rolling) {
+            long[] segs = dir.segments();
+            if (start == Start.FIRST_RECORD || segs.length == 0) {
+                long first = segs.length == 0 ? 0 : segs[0];
+                pos = start == Start.FIRST_RECORD ? first * segmentSize + FIRST : FIRST;
+                g0 = start == Start.FIRST_RECORD ? first * sps : 0;
+            } else {
+                long last = segs[segs.length - 1];
+                long limit = Math.min(Math.max(dir.limitOf(last), FIRST),
+                        RollingLayout.endBoundary(segmentSize, recordSize));
+                pos = last * segmentSize + limit;
+                g0 = last * sps + (limit - FIRST) / slot;
+            }
+        } else if (start == Start.FIRST_RECORD) {
+            pos = FIRST;
+            g0 = 0;
+        } else {
+            r.seekToEnd();
+            pos = r.position();
+            g0 = (pos - FIRST) / slot;
+        }
+        int shift = Integer.numberOfTrailingZeros(w);
+        ByteBuffer b = ByteBuffer.allocate(Layout.GROUP_ENTRIES_OFFSET + w * Layout.GROUP_ENTRY_SIZE)
+                .order(ByteOrder.LITTLE_ENDIAN);
+        b.putLong(Layout.GROUP_MAGIC_OFFSET, Layout.GROUP_MAGIC);
+        b.putInt(Layout.GROUP_VERSION_OFFSET, Layout.GROUP_VERSION);
+        b.putInt(Layout.GROUP_WINDOW_OFFSET, w);
+        b.putInt(Layout.GROUP_MAX_DELIVERIES_OFFSET, md);
+        b.putInt(Layout.GROUP_MAX_IN_FLIGHT_OFFSET, mf);
+        b.putLong(Layout.GROUP_LEASE_NS_OFFSET, leaseNs.orElse(Layout.GROUP_DEFAULT_LEASE_NS));
+        b.put(Layout.GROUP_BUS_ID_OFFSET, busId());
+        b.putLong(Layout.GROUP_CREATED_NS_OFFSET, nowEpochNs());
+        b.putLong(Layout.GROUP_START_POSITION_OFFSET, pos);
+        b.putLong(Layout.GROUP_START_OFFSET, g0);
+        b.putLong(Layout.GROUP_END_OFFSET, g0);
+        for (long g = g0; g < g0 + w; g++) { // every entry EMPTY for its record's lap
+            b.putLong((int) (Layout.GROUP_ENTRIES_OFFSET + (g & (w - 1)) * Layout.GROUP_ENTRY_SIZE),
+                    GroupProtocol.word(g >>> shift, Layout.GROUP_EMPTY, 0, 0));
+        }
+        BusFiles.writeAtomic(groupPath, b.array(), "rw-------", true);
+    }
+
+    // The global slot index of a record position of this bus.
+    private long gOf(long pos) {
+        long kk = rolling ? pos / segmentSize : 0;
+        long off = rolling ? pos % segmentSize : pos;
+        if (pos < 0 || off < FIRST || (off - FIRST) % slot != 0 || (off - FIRST) / slot > sps) {
+            throw new IllegalArgumentException(pos + " is not a record boundary of " + path);
+        }
+        return kk * sps + (off - FIRST) / slot;
+    }
+
+    private static long nowEpochNs() {
+        java.time.Instant t = java.time.Instant.now();
+        return t.getEpochSecond() * 1_000_000_000L + t.getNano();
+    }
+
+    private void attach() throws IOException {
+        long size = Files.size(groupPath);
+        if (size < Layout.GROUP_ENTRIES_OFFSET) {
+            throw new CorruptBusException(groupPath + " is not a group file: " + size + " bytes, shorter than its "
+                    + "header (" + Layout.GROUP_ENTRIES_OFFSET + ")");
+        }
+        MemoryMappedFile.OpenOptions o = new MemoryMappedFile.OpenOptions();
+        o.lock = false;          // members' OFD locks are on the member slots
+        o.allowShort = true;     // the file is its size exactly, not a whole number of pages
+        o.allowForeign = allowForeign;
+        mem = MemoryMappedFile.open(groupPath.toString(), size, o);
+        readHeader(size);
+        live = FileChannel.open(groupPath, StandardOpenOption.READ, StandardOpenOption.WRITE,
+                LinkOption.NOFOLLOW_LINKS);
+        Object ino = Files.getAttribute(groupPath, "unix:ino", LinkOption.NOFOLLOW_LINKS);
+        if (!(ino instanceof Long) || (Long) ino != mem.inode()) {
+            throw new BusReplacedException(groupPath + " was replaced while this member opened it");
+        }
+        liveFd = UnsafeAccess.descriptor(live);
+        proto = new GroupProtocol(mem, liveFd, groupWindow);
+        base = mem.baseAddress();
+        words = LongBuffer.allocate((int) groupWindow);
+        int i = 0;
+        for (; i < Layout.GROUP_MEMBER_COUNT; i++) {
+            Liveness.Hold h = Liveness.hold(live, memberByte(i));
+            if (h == Liveness.Hold.TAKEN) {
+                break;
+            }
+            if (h == Liveness.Hold.UNKNOWN) {
+                throw new IOException(groupPath + ": the file system gives no open-file-description locks, which "
+                        + "group members need for liveness");
+            }
+        }
+        if (i == Layout.GROUP_MEMBER_COUNT) {
+            throw new GroupFullException("group " + group + ": all " + Layout.GROUP_MEMBER_COUNT + " member slots "
+                    + "are held by live members");
+        }
+        member = i;
+        mslot = base + memberByte(i);
+        // Its last holder is dead (we hold its lock): its records go back to the group before this member takes
+        // any under the same owner number.
+        proto.releaseOwner(i);
+        delivered = MemoryMappedFile.getLongVolatileAt(mslot + Layout.GROUP_MEMBER_DELIVERED_OFFSET);
+        acked = MemoryMappedFile.getLongVolatileAt(mslot + Layout.GROUP_MEMBER_ACKED_OFFSET);
+        byte[] raw = new byte[Layout.GROUP_MEMBER_NAME_MAX];
+        byte[] n = name.getBytes(StandardCharsets.UTF_8);
+        System.arraycopy(n, 0, raw, 0, Math.min(n.length, raw.length));
+        mem.putBytes(memberByte(i) + Layout.GROUP_MEMBER_NAME_OFFSET, raw, 0, raw.length);
+        MemoryMappedFile.putIntVolatileAt(mslot + Layout.GROUP_MEMBER_PID_OFFSET, WakeFile.PID);
+        MemoryMappedFile.putIntVolatileAt(mslot + Layout.GROUP_MEMBER_IN_FLIGHT_OFFSET, 0);
+        MemoryMappedFile.putLongReleaseAt(mslot + Layout.GROUP_MEMBER_TAKEN_NS_OFFSET, nowEpochNs());
+        hintSeen = mem.getLongAcquire(Layout.GROUP_HINT_OFFSET) - 1; // look once
+        nextScan = 0;
+    }
+
+    private static long memberByte(int i) {
+        return Layout.GROUP_MEMBERS_OFFSET + (long) i * Layout.GROUP_MEMBER_SIZE;
+    }
+
+    private void readHeader(long size) throws IOException {
+        String p = groupPath.toString();
+        if (mem.getLong(Layout.GROUP_MAGIC_OFFSET) != Layout.GROUP_MAGIC) {
+            throw new CorruptBusException(p + " is not a group file: its magic is not a group's");
+        }
+        int version = mem.getInt(Layout.GROUP_VERSION_OFFSET);
+        if (version != Layout.GROUP_VERSION) {
+            throw new CorruptBusException(p + ": group file version " + version + ", this library reads "
+                    + Layout.GROUP_VERSION);
+        }
+        int w = mem.getInt(Layout.GROUP_WINDOW_OFFSET);
+        if (w < 1 || Integer.bitCount(w) != 1 || w > Layout.GROUP_MAX_WINDOW
+                || size != Layout.GROUP_ENTRIES_OFFSET + (long) w * Layout.GROUP_ENTRY_SIZE) {
+            throw new CorruptBusException(p + ": window " + w + " and size " + size + " disagree (a window is a power "
+                    + "of two; the file takes " + Layout.GROUP_ENTRIES_OFFSET + " + window * "
+                    + Layout.GROUP_ENTRY_SIZE + " bytes)");
+        }
+        int md = mem.getInt(Layout.GROUP_MAX_DELIVERIES_OFFSET);
+        int mf = mem.getInt(Layout.GROUP_MAX_IN_FLIGHT_OFFSET);
+        long ln = mem.getLong(Layout.GROUP_LEASE_NS_OFFSET);
+        if (md < 1 || md > 254 || mf < 0 || mf > w || ln <= 0) {
+            throw new CorruptBusException(p + ": corrupt group header (max_deliveries " + md + ", max_in_flight "
+                    + mf + ", lease_ns " + ln + ")");
+        }
+        long s = mem.getLongAcquire(Layout.GROUP_START_OFFSET);
+        long e = mem.getLongAcquire(Layout.GROUP_END_OFFSET);
+        if (s < 0 || s > e || e - s > w) {
+            throw new CorruptBusException(p + ": corrupt group file (start " + s + ", end " + e + ", window " + w + ")");
+        }
+        String have = "window=" + w + ", lease_ns=" + ln + ", max_deliveries=" + md + ", max_in_flight=" + mf;
+        mismatch(window.isPresent() && window.getAsInt() != w, "window=" + window, have);
+        mismatch(leaseNs.isPresent() && leaseNs.getAsLong() != ln, "lease_ns=" + leaseNs, have);
+        mismatch(maxDeliveries.isPresent() && maxDeliveries.getAsInt() != md, "max_deliveries=" + maxDeliveries, have);
+        mismatch(maxInFlight.isPresent() && maxInFlight.getAsInt() != mf, "max_in_flight=" + maxInFlight, have);
+        byte[] id = new byte[Layout.GROUP_BUS_ID_SIZE];
+        mem.getBytes(Layout.GROUP_BUS_ID_OFFSET, id, 0, id.length);
+        byte[] ours = busId();
+        if (!java.util.Arrays.equals(id, ours) && !allZero(id) && !allZero(ours)) {
+            throw new BusMismatchException(p + " belongs to bus id " + HexFormat.of().formatHex(id) + ", not to this "
+                    + "bus (" + HexFormat.of().formatHex(ours) + "): the bus was replaced");
+        }
+        groupWindow = w;
+        lease = ln;
+        maxDel = md;
+        maxHeld = mf == 0 ? w : mf;
+    }
+
+    private void mismatch(boolean bad, String asked, String have) throws BusMismatchException {
+        if (bad) {
+            throw new BusMismatchException("group " + group + " exists with " + have + "; this member asks for "
+                    + asked + " (leave it unset to join with the group's)");
+        }
+    }
+
+    private static boolean allZero(byte[] b) {
+        for (byte x : b) {
+            if (x != 0) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    static byte[] checkGroupName(String name) {
+        byte[] data = name.getBytes(StandardCharsets.UTF_8);
+        boolean ok = data.length > 0 && data.length <= Layout.GROUP_NAME_MAX && !name.startsWith(".");
+        for (int i = 0; ok && i < name.length(); i++) {
+            char c = name.charAt(i);
+            ok = Character.isLetterOrDigit(c) || c == '.' || c == '_' || c == '-';
+        }
+        if (!ok) {
+            throw new IllegalArgumentException("group name " + name + ": 1 to " + Layout.GROUP_NAME_MAX + " bytes of "
+                    + "letters, digits, '.', '_' or '-', not starting with '.'");
+        }
+        return data;
+    }
+
+    // -- the bus ------------------------------------------------------------------------------------------------
+
+    private long positionOf(long g) {
+        if (rolling) {
+            return (g / sps) * segmentSize + FIRST + (g % sps) * slot;
+        }
+        return FIRST + g * slot;
+    }
+
+    private long offsetOf(long g) {
+        return FIRST + (g - k * sps) * slot;
+    }
+
+    // Makes r the reader of g's segment: false if that segment is not made yet.
+    private boolean select(long g) throws IOException {
+        if (!rolling) {
+            return true;
+        }
+        long kk = g / sps;
+        if (kk == k) {
+            return true;
+        }
+        Path seg = dir.segmentPath(kk);
+        if (!Files.exists(seg, LinkOption.NOFOLLOW_LINKS)) {
+            return false;
+        }
+        MappedBusReader x = MappedBusReader.forSegment(seg.toString(), segmentSize, recordSize, false)
+                .setAllowForeign(allowForeign).askingWriters(writersPath, Layout.joinPosition(kk, 0, segmentSize));
+        if (timeoutMs.isPresent()) {
+            x.setTimeout(timeoutMs.getAsInt());
+        }
+        x.open();
+        if (r != null) {
+            r.close();
+        }
+        r = x;
+        k = kk;
+        return true;
+    }
+
+    // -- acquiring ----------------------------------------------------------------------------------------------
+
+    private void took(long g, long w) {
+        words.put((int) (g & (groupWindow - 1)), w);
+        hasCurrent = true;
+        curG = g;
+        curWord = w;
+        inFlight++;
+        delivered++;
+        MemoryMappedFile.putLongReleaseAt(mslot + Layout.GROUP_MEMBER_DELIVERED_OFFSET, delivered);
+        MemoryMappedFile.putIntVolatileAt(mslot + Layout.GROUP_MEMBER_IN_FLIGHT_OFFSET, inFlight);
+    }
+
+    private Found acquireNew() throws IOException {
+        for (;;) {
+            long g = proto.nextNew();
+            if (g < 0) {
+                if (g == GroupProtocol.FULL) {
+                    return Found.NONE;
+                }
+                throw new CorruptBusException(groupPath + ": the entry of record "
+                        + mem.getLongAcquire(Layout.GROUP_END_OFFSET) + " holds a word the protocol never writes "
+                        + "there: corrupt file");
+            }
+            if (!select(g)) {
+                return Found.NONE;
+            }
+            long off = offsetOf(g);
+            if (r.position() != off) {
+                r.seek(off);
+            }
+            boolean found;
+            try {
+                found = r.next();
+            } catch (EOFException e) {
+                if (!rolling) {
+                    return Found.END;
+                }
+                proto.skip(g); // a rolled-back tail of a segment
+                continue;
+            }
+            if (!found) {
+                return Found.NONE;
+            }
+            if (r.recordPosition() != off) { // g's slot was rolled back: no member gets it
+                proto.skip(g);
+                continue;
+            }
+            long w = proto.takeNew(g, member, System.nanoTime() + lease, positionOf(g));
+            if (w == 0) {
+                continue; // another member took it
+            }
+            took(g, w);
+            return Found.TAKEN;
+        }
+    }
+
+    // Takes a record back from a dead or late member (or a released one); past maxDeliveries it goes to the
+    // dead-letter bus instead.
+    private boolean redeliver(long now) throws IOException {
+        for (;;) {
+            long g = proto.findRedelivery(now, member);
+            if (g < 0) {
+                return false;
+            }
+            long seen = proto.seenWord();
+            if (GroupProtocol.wordDeliveries(seen) >= maxDel) {
+                deadLetter(g, seen, Layout.GROUP_DEAD_LETTERED_OFFSET);
+                continue;
+            }
+            if (!select(g)) {
+                return false;
+            }
+            long w = proto.redeliver(g, seen, member, System.nanoTime() + lease);
+            if (w == 0) {
+                continue;
+            }
+            took(g, w);
+            return true;
+        }
+    }
+
+    private Found acquire() throws IOException {
+        checkOpen();
+        if (inFlight >= maxHeld) {
+            return Found.NONE;
+        }
+        long hint = mem.getLongAcquire(Layout.GROUP_HINT_OFFSET);
+        if (hint != hintSeen) {
+            hintSeen = hint;
+            if (redeliver(System.nanoTime())) {
+                return Found.TAKEN;
+            }
+        }
+        count++;
+        if ((count & 1023) == 0) {
+            long now = System.nanoTime();
+            if (now - nextScan >= 0) {
+                nextScan = now + SCAN_NS;
+                if (redeliver(now)) {
+                    return Found.TAKEN;
+                }
+            }
+        }
+        Found found = acquireNew();
+        if (found == Found.TAKEN) {
+            return found;
+        }
+        long now = System.nanoTime();
+        if (now - nextScan >= 0) {
+            nextScan = now + SCAN_NS;
+            if (redeliver(now)) {
+                return Found.TAKEN;
+            }
+        }
+        if (found == Found.END && mem.getLongAcquire(Layout.GROUP_START_OFFSET)
+                >= mem.getLongAcquire(Layout.GROUP_END_OFFSET)) {
+            return Found.END;
+        }
+        return Found.NONE;
+    }
+
+    private void checkOpen() {
+        if (mem == null || member < 0) {
+            throw new IllegalStateException("the GroupReader of group " + group + " is not open (or closed)");
+        }
+    }
+
+    private EOFException endOfBus() {
+        return new EOFException("end of bus: every record of " + path + " is done in group " + group);
+    }
+
+    /**
+     * Takes the next record for this member if there is one now: a new one, or one taken back from a member that
+     * died, let its lease pass or released it. It is then current.
+     *
+     * @return true if a record is current now; false if none is there now (or this member holds
+     *         {@code maxInFlight})
+     * @throws EOFException          once a single-file bus is read to its end and every record of it is done
+     * @throws BusTruncatedException if the group file or the bus was truncated
+     * @throws IOException           if a segment cannot be opened or the dead-letter bus written
+     */
+    public boolean next() throws IOException {
+        Found f = acquire();
+        if (f == Found.END) {
+            throw endOfBus();
+        }
+        return f == Found.TAKEN;
+    }
+
+    /**
+     * Waits up to {@code timeout} for the next record for this member (spinning briefly, then sleeping from 20 us
+     * to 1 ms between looks; a member looks for redeliveries every 1 ms while it waits).
+     *
+     * @param timeout how long; 0: only look once
+     * @param unit    its unit
+     * @return true if a record is current now, false if none came in time
+     * @throws EOFException         once a single-file bus is read to its end and every record of it is done
+     * @throws InterruptedException if the thread is interrupted while waiting
+     * @throws IOException          as {@link #next()}
+     */
+    public boolean waitNext(long timeout, TimeUnit unit) throws IOException, InterruptedException {
+        if (timeout < 0) {
+            throw new IllegalArgumentException("timeout must be >= 0, got " + timeout);
+        }
+        if (next()) {
+            return true;
+        }
+        long now = System.nanoTime();
+        long limit = unit.toNanos(timeout);
+        long deadline = now + limit;
+        long spinEnd = now + SPIN_NS;
+        long ns = SLEEP_MIN_NS;
+        for (;;) {
+            if (limit == 0) {
+                return false;
+            }
+            if (next()) {
+                return true;
+            }
+            now = System.nanoTime();
+            if (now - deadline >= 0) {
+                return false;
+            }
+            if (now - spinEnd < 0) {
+                Thread.onSpinWait();
+                continue;
+            }
+            LockSupport.parkNanos(Math.min(ns, deadline - now));
+            if (Thread.interrupted()) {
+                throw new InterruptedException("interrupted while waiting for a record of group " + group);
+            }
+            ns = Math.min(ns * 2, SLEEP_MAX_NS);
+        }
+    }
+
+    // -- the current record -------------------------------------------------------------------------------------
+
+    private MemoryMappedFile currentMapping() throws IOException {
+        if (!hasCurrent) {
+            throw new IllegalStateException("no current record: call next() or waitNext() first");
+        }
+        checkOpen();
+        if (!select(curG)) {
+            throw new BusReplacedException("the segment of record " + positionOf(curG) + " is gone");
+        }
+        return r.mapped();
+    }
+
+    /**
+     * The current record as a {@link GroupRecord}, to settle later.
+     *
+     * @return the current record's delivery
+     */
+    public GroupRecord current() {
+        if (!hasCurrent) {
+            throw new IllegalStateException("no current record: call next() or waitNext() first");
+        }
+        return new GroupRecord(positionOf(curG), curG, curWord);
+    }
+
+    /** @return the current record's bus position */
+    public long position() {
+        return current().position();
+    }
+
+    /** @return how many times the current record was handed out, this delivery included (1: the first) */
+    public int deliveries() {
+        if (!hasCurrent) {
+            throw new IllegalStateException("no current record: call next() or waitNext() first");
+        }
+        return GroupProtocol.wordDeliveries(curWord);
+    }
+
+    /**
+     * The type (object message) or byte length (byte array) of the current record.
+     *
+     * @return the record's metadata
+     * @throws IOException if its segment cannot be opened
+     */
+    public int readType() throws IOException {
+        MemoryMappedFile m = currentMapping();
+        return m.getInt(offsetOf(curG) + Layout.METADATA_OFFSET);
+    }
+
+    /**
+     * Reads the current record into a message.
+     *
+     * @param message the message to fill
+     * @param <T>     the message class
+     * @return {@code message}
+     * @throws IOException if its segment cannot be opened
+     */
+    public <T extends MappedBusMessage> T readMessage(T message) throws IOException {
+        MemoryMappedFile m = currentMapping();
+        message.read(m, offsetOf(curG) + Layout.PAYLOAD_OFFSET);
+        return message;
+    }
+
+    /**
+     * Copies the current record's bytes (its metadata holds their number).
+     *
+     * @param dst    destination array
+     * @param offset index of the first destination byte
+     * @return the number of bytes copied
+     * @throws CorruptBusException if the stored length is negative or larger than the record size
+     * @throws IOException         if its segment cannot be opened
+     */
+    public int readBuffer(byte[] dst, int offset) throws IOException {
+        MemoryMappedFile m = currentMapping();
+        long pos = offsetOf(curG);
+        int length = m.getInt(pos + Layout.METADATA_OFFSET);
+        if (length < 0 || length > recordSize) {
+            throw new CorruptBusException("record at position " + positionOf(curG) + " of " + path + " has length "
+                    + length + " outside 0.." + recordSize + " (not a byte-array record)");
+        }
+        if (offset < 0 || offset > dst.length - length) {
+            throw new IllegalArgumentException("no room for " + length + " bytes at offset " + offset
+                    + " in an array of length " + dst.length);
+        }
+        m.getBytes(pos + Layout.PAYLOAD_OFFSET, dst, offset, length);
+        return length;
+    }
+
+    // -- settling -----------------------------------------------------------------------------------------------
+
+    private void forget(long g, long word) {
+        int i = (int) (g & (groupWindow - 1));
+        if (words.get(i) == word) {
+            words.put(i, 0);
+            if (inFlight > 0) {
+                inFlight--;
+            }
+            MemoryMappedFile.putIntVolatileAt(mslot + Layout.GROUP_MEMBER_IN_FLIGHT_OFFSET, inFlight);
+        }
+    }
+
+    private boolean finish(long g, long word, int state) {
+        boolean acking = state == Layout.GROUP_ACKED;
+        boolean ok = acking ? proto.ack(g, word) : proto.finish(g, word, state); // an ack moves the start on too
+        forget(g, word);
+        if (ok && acking) {
+            acked++;
+            MemoryMappedFile.putLongReleaseAt(mslot + Layout.GROUP_MEMBER_ACKED_OFFSET, acked);
+        }
+        return ok;
+    }
+
+    // Appends g to the dead-letter bus, then marks it DEAD (a member dying between the two makes the next one
+    // append it again: at least once). True if this call marked it.
+    private boolean deadLetter(long g, long word, int counter) throws IOException {
+        if (MemoryMappedFile.getLongVolatileAt(base + Layout.GROUP_ENTRIES_OFFSET
+                + (g & (groupWindow - 1)) * Layout.GROUP_ENTRY_SIZE) != word) {
+            return false;
+        }
+        if (!select(g)) {
+            return false;
+        }
+        MemoryMappedFile m = r.mapped();
+        long off = offsetOf(g);
+        ByteBuffer letter = ByteBuffer.allocate(Layout.GROUP_DEAD_HEADER_SIZE + recordSize)
+                .order(ByteOrder.LITTLE_ENDIAN);
+        letter.putLong(Layout.GROUP_DEAD_POSITION_OFFSET, positionOf(g));
+        letter.putInt(Layout.GROUP_DEAD_DELIVERIES_OFFSET, GroupProtocol.wordDeliveries(word));
+        letter.putInt(Layout.GROUP_DEAD_META_OFFSET, m.getInt(off + Layout.METADATA_OFFSET));
+        letter.put(Layout.GROUP_DEAD_NAME_OFFSET, groupName);
+        m.getBytes(off + Layout.PAYLOAD_OFFSET, letter.array(), Layout.GROUP_DEAD_HEADER_SIZE, recordSize);
+        deadWriter().write(letter.array(), 0, letter.capacity());
+        boolean ok = proto.finish(g, word, Layout.GROUP_DEAD);
+        forget(g, word);
+        if (ok) {
+            mem.getAndAddLong(counter, 1);
+            if (counter != Layout.GROUP_DEAD_LETTERED_OFFSET) {
+                mem.getAndAddLong(Layout.GROUP_DEAD_LETTERED_OFFSET, 1);
+            }
+            proto.advance();
+        }
+        return ok;
+    }
+
+    private RollingBusWriter deadWriter() throws IOException {
+        if (dead == null) {
+            int record = Layout.GROUP_DEAD_HEADER_SIZE + recordSize;
+            long slotBytes = Layout.HEADER_SIZE + record;
+            long segment = Math.max(1L << 20, ((FIRST + 64 * slotBytes + 4095) / 4096) * 4096);
+            RollingBusWriter w = Files.exists(deadPath, LinkOption.NOFOLLOW_LINKS)
+                    ? new RollingBusWriter(deadPath.toString()) : new RollingBusWriter(deadPath.toString(), segment,
+                    record);
+            w.setAllowForeign(allowForeign).open();
+            if (w.recordSize() != record) {
+                w.close();
+                throw new BusMismatchException(deadPath + " takes records of " + w.recordSize() + " bytes, not the "
+                        + record + " of this group's dead letters");
+            }
+            dead = w;
+        }
+        return dead;
+    }
+
+    private boolean settle(long g, long word, int state) throws IOException {
+        checkOpen();
+        if (word == 0 || GroupProtocol.wordTag(word) != proto.tag(g) || GroupProtocol.wordOwner(word) != member) {
+            return false; // not delivered to this member, or not any more
+        }
+        if (state == Layout.GROUP_DEAD) {
+            return deadLetter(g, word, Layout.GROUP_REJECTED_OFFSET);
+        }
+        return finish(g, word, state);
+    }
+
+    private GroupRecord currentOrThrow() {
+        if (!hasCurrent) {
+            throw new IllegalStateException("nothing read yet: ack() without a record settles the record read last");
+        }
+        return new GroupRecord(positionOf(curG), curG, curWord);
+    }
+
+    /**
+     * Settles the current record as done.
+     *
+     * @return true if it was still this member's delivery; false if it was taken away (lease passed, this member
+     *         seen dead) or settled already
+     * @throws IOException if the group file was truncated
+     */
+    public boolean ack() throws IOException {
+        return ack(currentOrThrow());
+    }
+
+    /**
+     * Settles a record delivered to this member as done.
+     *
+     * @param rec its delivery
+     * @return true if it was still this member's delivery
+     * @throws IOException if the group file was truncated
+     */
+    public boolean ack(GroupRecord rec) throws IOException {
+        return settle(rec.g, rec.word, Layout.GROUP_ACKED);
+    }
+
+    /**
+     * Gives the current record back undone: another member (or this one) gets it next, its delivery count one higher.
+     *
+     * @return true if it was still this member's
+     * @throws IOException if the group file was truncated
+     */
+    public boolean release() throws IOException {
+        return release(currentOrThrow());
+    }
+
+    /**
+     * Gives a record back undone.
+     *
+     * @param rec its delivery
+     * @return true if it was still this member's
+     * @throws IOException if the group file was truncated
+     */
+    public boolean release(GroupRecord rec) throws IOException {
+        return settle(rec.g, rec.word, Layout.GROUP_RELEASED);
+    }
+
+    /**
+     * Sends the current record to the group's dead-letter bus now, undone.
+     *
+     * @return true if it was still this member's
+     * @throws IOException if the dead-letter bus cannot be written
+     */
+    public boolean reject() throws IOException {
+        return reject(currentOrThrow());
+    }
+
+    /**
+     * Sends a record to the group's dead-letter bus now, undone.
+     *
+     * @param rec its delivery
+     * @return true if it was still this member's
+     * @throws IOException if the dead-letter bus cannot be written
+     */
+    public boolean reject(GroupRecord rec) throws IOException {
+        return settle(rec.g, rec.word, Layout.GROUP_DEAD);
+    }
+
+    /**
+     * Settles the record at a bus position this member holds as done (Python's {@code ack(position)}).
+     *
+     * @param position the record's position
+     * @return true if it was still this member's delivery
+     * @throws IllegalArgumentException if {@code position} is not a record position of the bus
+     * @throws IOException              if the group file was truncated
+     */
+    public boolean ack(long position) throws IOException {
+        return settleAt(position, Layout.GROUP_ACKED);
+    }
+
+    /**
+     * Gives the record at a bus position this member holds back undone.
+     *
+     * @param position the record's position
+     * @return true if it was still this member's delivery
+     * @throws IOException if the group file was truncated
+     */
+    public boolean release(long position) throws IOException {
+        return settleAt(position, Layout.GROUP_RELEASED);
+    }
+
+    /**
+     * Sends the record at a bus position this member holds to the dead-letter bus now.
+     *
+     * @param position the record's position
+     * @return true if it was still this member's delivery
+     * @throws IOException if the dead-letter bus cannot be written
+     */
+    public boolean reject(long position) throws IOException {
+        return settleAt(position, Layout.GROUP_DEAD);
+    }
+
+    // A position: the delivery this member last acquired in its record's entry.
+    private boolean settleAt(long position, int state) throws IOException {
+        checkOpen();
+        long kk = rolling ? position / segmentSize : 0;
+        long off = rolling ? position % segmentSize : position;
+        if (position < 0 || off < FIRST || (off - FIRST) % slot != 0 || (off - FIRST) / slot >= sps) {
+            throw new IllegalArgumentException(position + " is not a record position of " + path);
+        }
+        long g = kk * sps + (off - FIRST) / slot;
+        return settle(g, words.get((int) (g & (groupWindow - 1))), state);
+    }
+
+    // -- state --------------------------------------------------------------------------------------------------
+
+    /** @return records this member holds unsettled */
+    public int inFlight() {
+        return inFlight;
+    }
+
+    /** @return this member's slot in the group (0..127) */
+    public int member() {
+        return member;
+    }
+
+    /** @return payload bytes per record */
+    public int recordSize() {
+        return recordSize;
+    }
+
+    /** @return the group file's path (set by {@link #open()}) */
+    public Path groupPath() {
+        return groupPath;
+    }
+
+    /** @return the dead-letter bus's directory (a rolling bus, made at the first dead letter) */
+    public Path deadLetterPath() {
+        return deadPath;
+    }
+
+    /** @return the group's name */
+    public String group() {
+        return group;
+    }
+
+    /** @return the bus's path */
+    public String path() {
+        return path;
+    }
+
+    /**
+     * Gives back every record this member holds (others get them at once), lets go of its member slot and unmaps.
+     */
+    @Override
+    public void close() {
+        if (proto != null && member >= 0) {
+            try {
+                proto.releaseOwner(member);
+            } catch (BusTruncatedException e) {
+                // nothing to give back in a truncated file; the slot goes with the lock below
+            }
+        }
+        member = -1;
+        hasCurrent = false;
+        proto = null;
+        if (live != null) {
+            try {
+                live.close();
+            } catch (IOException ignored) {
+                // closing drops the lock either way
+            }
+            live = null;
+        }
+        if (mem != null) {
+            mem.close();
+            mem = null;
+        }
+        if (r != null) {
+            r.close();
+            r = null;
+        }
+        if (dead != null) {
+            dead.close();
+            dead = null;
+        }
+    }
+
+    @Override
+    public String toString() {
+        return "GroupReader(" + (member >= 0 ? "member " + member : "closed") + ", group=" + group + ", path=" + path
+                + ")";
+    }
+}
