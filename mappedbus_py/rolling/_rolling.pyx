@@ -19,10 +19,11 @@ per-record path:
 
 cimport cython
 from posix.unistd cimport getpid
-from posix.time cimport clock_gettime, timespec
 
 from .._core._record cimport Record
-from .._core._reader cimport MappedBusReader, END
+from .._core._clock cimport coarse_ns
+from .._core._reader cimport MappedBusReader
+from .._core._slotscan cimport SlotScan, END, scan_meta
 from .._core._writer cimport MappedBusWriter
 from .._core._layout cimport (LIMIT_OFFSET, FIRST_RECORD_OFFSET, STATUS_OFFSET, METADATA_OFFSET,
                        PAYLOAD_OFFSET, HEADER_SIZE)
@@ -163,16 +164,6 @@ cdef class RollingWriterBase:
 cdef int NONE = 0
 
 
-cdef extern from "time.h" nogil:
-    int CLOCK_MONOTONIC_COARSE
-
-
-cdef inline int64_t coarse_ns() noexcept nogil:
-    # As _reader.pyx's: a jiffy's resolution for a 10 ms look, at a fraction of the cost.
-    cdef timespec ts
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts)
-    return <int64_t>ts.tv_sec * 1000000000 + ts.tv_nsec
-
 
 cdef class RollingReaderBase:
     """The read paths of ``RollingBusReader`` (rolling/reader.py)."""
@@ -225,7 +216,7 @@ cdef class RollingReaderBase:
         cdef int64_t pos
         if position is None and r is not None and self._pending_gap is None \
                 and self._centry != NULL:
-            pos = self._base_pos + r._pos
+            pos = self._base_pos + r._scan.pos
         else:
             pos = self._commit_position(position)
         if self._centry == NULL or self._cfork[0] != self._cgen:
@@ -298,10 +289,11 @@ cdef class RollingReaderBase:
         if found != 1 and not self.wait(timeout):
             return None
         r = self._r
-        cdef int64_t rec = r._cur
+        cdef SlotScan s = r._scan
+        cdef int64_t rec = s.cur
         cdef int64_t payload = rec + PAYLOAD_OFFSET
-        record = Record(self._base_pos + rec, r._meta(rec),
-                        r._base[payload:payload + r.record_size])
-        if guard_is_dead(r._dead):
-            r._truncated()
+        record = Record(self._base_pos + rec, scan_meta(s, rec),
+                        s.base[payload:payload + r.record_size])
+        if guard_is_dead(s.dead):
+            s.truncated()
         return record
