@@ -61,6 +61,8 @@ cdef class RollingReaderBase:
     cdef public MappedBusReader _r    # the segment being read; None while closed
     cdef public int64_t _base_pos     # the position of the segment's offset 0
     cdef public unsigned long _idle   # empty polls: the bus id's look is timed on 1 in 16
+    cdef public int64_t _id_at        # monotonic ns when the bus id's next look is due (the
+                                      # subclass's _check_id moves it)
     cdef public object _pending_gap   # (segment, offset): a consumer's position lost to
                                       # retention, reported by the next read; or None
     cdef char *_centry                # the consumer's registry entry; NULL: none held

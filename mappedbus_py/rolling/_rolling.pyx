@@ -15,7 +15,13 @@ per-record path:
 - ``RollingReaderBase``: ``_live()`` (the open segment reader, or BusClosedError) and
   ``_follow()`` (at a segment's end: True once the reader moved on) when a read finds nothing,
   ``_check_id(now_ns)`` on every 16th empty poll once ``_id_at`` passed (``ID_CHECK_NS`` after
-  the last look), ``_commit_position(position)`` (the position to store, checked) and ``_commit_refused()`` (raises why not) in ``commit()``."""
+  the last look), ``_commit_position(position)`` (the position to store, checked) and
+  ``_commit_refused()`` (raises why not) in ``commit()``; it keeps ``_id_at`` (declared in
+  _rolling.pxd) when the id's next look is due.
+
+``WRITER_CONTRACT`` and ``READER_CONTRACT`` name those methods; tests/rolling/test_contract.py
+checks that the base declares each (raising NotImplementedError), that the subclass defines
+each, and that the base calls no other method it does not define."""
 
 cimport cython
 from posix.unistd cimport getpid
@@ -32,6 +38,11 @@ from .._core._atomic cimport load_acquire_i64
 from .._core._consumers cimport ConsumerRegistry, consumer_entry, consumer_commit
 
 from ..errors import BusClosedError, BusFullError
+
+#: The methods RollingWriterBase calls that its subclass (RollingBusWriter) defines.
+WRITER_CONTRACT = ("_look_ahead", "_make_spare", "_roll")
+#: The methods RollingReaderBase calls that its subclass (RollingBusReader) defines.
+READER_CONTRACT = ("_live", "_follow", "_check_id", "_commit_position", "_commit_refused")
 
 #: _layout.pxd's offsets as compiled, for the test that checks them against layout.py.
 PXD_CONSTANTS = {

@@ -76,7 +76,7 @@ class RollingBusReader(RollingReaderBase):
     # No instance __dict__: a per-record call finds its method without a dict lookup.
     # (The public attributes are the base class's, with their docstrings.)
     __slots__ = ('_allow_foreign', '_at_end', '_cindex', '_creg', '_done_rollbacks',
-                 '_done_skipped', '_end', '_follow_at', '_follow_wait', '_id_at', '_idle_kw',
+                 '_done_skipped', '_end', '_follow_at', '_follow_wait', '_idle_kw',
                  '_initial_end', '_k', '_meta_st', '_on_gap', '_park', '_raw', '_slot',
                  '_stall_limit', '_start', '_timeout', '_wake', '_wakefd')
 
