@@ -7,22 +7,21 @@ from libc.stdint cimport int64_t
 from ._consumers cimport ConsumerRegistry, consumer_entry
 
 from ..errors import BusClosedError
-from ..formats.layout import CONSUMERS_SUFFIX
 
 cdef int NEVER = 0     # what dead and fork point to once released
 
 
 cdef class ConsumerHold:
-    """Consumer ``name`` of the bus at ``bus_path`` (id ``bus_id``), held until ``release()``;
-    made at ``start`` the first time (internal: MappedBusReader holds one)."""
+    """Consumer ``name`` of the bus at ``bus_path`` (id ``bus_id``) in ``registry`` (the
+    registry beside the bus, which the hold closes when it lets go, or when the claim fails),
+    held until ``release()``; made at ``start`` the first time (internal: MappedBusReader and
+    RollingBusReader hold one)."""
 
-    def __cinit__(self, bus_path, name, bus_id, int64_t start, *, bint allow_foreign,
-                  double lock_timeout):
+    def __cinit__(self, ConsumerRegistry registry, name, bus_id, int64_t start, bus_path):
         self.dead = &NEVER
         self.fork = &NEVER
         self.name = name
-        reg = ConsumerRegistry(bus_path + CONSUMERS_SUFFIX, allow_foreign=allow_foreign,
-                               lock_timeout=lock_timeout)
+        reg = registry
         index, position, made = reg.claim(name, bus_id, start, bus_path)
         self.registry = reg
         self.index = index
@@ -41,7 +40,7 @@ cdef class ConsumerHold:
 
     cdef int refused(self) except -1:
         if self.entry == NULL:
-            raise BusClosedError(f"the MappedBusReader of consumer {self.name!r} is closed")
+            raise BusClosedError(f"consumer {self.name!r} was let go: its reader is closed")
         return self.registry.refuse_commit(self.name, self.gen)
 
     def release(self):

@@ -26,6 +26,7 @@ from ._waiter cimport Waiter
 from ._wake cimport WakeFile
 from ._wakefd cimport WakeFd
 from ._consumerhold cimport ConsumerHold, hold_commit
+from ._consumers cimport ConsumerRegistry
 
 from ._mapping import DEFAULT_LOCK_TIMEOUT, check_lock_timeout
 from ._checks import (check_limit as _check_limit, check_path as _check_path,
@@ -37,7 +38,8 @@ from ._slotscan import FILE_CHECK
 from ._writer import reopen as _reopen
 from ..errors import BusClosedError, BusFullError, CorruptBusError
 from ..formats.layout import (FIRST_RECORD_OFFSET, DEFAULT_TIMEOUT_MS, DEFAULT_PARK_NS,
-                              DEFAULT_PARK_MAX_NS, DEFAULT_SPIN_NS, WRITERS_SUFFIX)
+                              DEFAULT_PARK_MAX_NS, DEFAULT_SPIN_NS, WRITERS_SUFFIX,
+                              CONSUMERS_SUFFIX)
 
 cdef int64_t FIRST = FIRST_RECORD_OFFSET
 #: Seconds a spin_park reader spins before it parks (layout.DEFAULT_SPIN_NS).
@@ -267,8 +269,9 @@ cdef class MappedBusReader:
 
     def _claim_consumer(self):
         # Hold the name; go on from its committed position (the first time: from here).
-        hold = ConsumerHold(self.path, self.consumer, self.bus_id, self._scan.pos,
-                            allow_foreign=self._allow_foreign, lock_timeout=self._lock_timeout)
+        reg = ConsumerRegistry(self.path + CONSUMERS_SUFFIX, allow_foreign=self._allow_foreign,
+                               lock_timeout=self._lock_timeout)
+        hold = ConsumerHold(reg, self.consumer, self.bus_id, self._scan.pos, self.path)
         self._hold = hold
         if not hold.made:
             try:

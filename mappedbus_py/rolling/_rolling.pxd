@@ -4,7 +4,7 @@ from libc.stdint cimport int64_t
 
 from .._core._reader cimport MappedBusReader
 from .._core._writer cimport MappedBusWriter
-from .._core._consumers cimport ConsumerRegistry
+from .._core._consumerhold cimport ConsumerHold
 
 
 cdef extern from "_background.h" nogil:
@@ -65,12 +65,7 @@ cdef class RollingReaderBase:
                                       # subclass's _check_id moves it)
     cdef public object _pending_gap   # (segment, offset): a consumer's position lost to
                                       # retention, reported by the next read; or None
-    cdef char *_centry                # the consumer's registry entry; NULL: none held
-    cdef int *_cdead                  # the registry's truncation flag and the fork counter,
-    cdef int *_cfork                  # checked by commit() around its store
-    cdef int64_t *_cclock      # the commits' clock (_consumers_clock.h)
-    cdef public int _cgen             # the fork counter when the entry was claimed
-    cdef object _creg_keep            # keeps the registry mapped while _centry points in it
+    cdef public ConsumerHold _hold    # the consumer name held while open; None otherwise
     cdef public object path
     """The bus directory."""
     cdef public object segment_size
