@@ -125,7 +125,7 @@ def write_atomic(path, data, mode=0o600, *, exclusive):
                 pass
 
 
-def side_files(path):
+def side_files(path: "str | os.PathLike[str]") -> "list[str]":
     """Every side file a bus at ``path`` may have (layout.SIDE_SUFFIXES: its metadata, wake
     file, consumer registry, writers file, commit log, work groups' directory), whether it
     exists or not: ``PATH + suffix`` for a single-file bus, ``DIR/name`` for a rolling bus (a
@@ -136,7 +136,7 @@ def side_files(path):
     return [path + suffix for suffix in SIDE_SUFFIXES]
 
 
-def remove_bus(path):
+def remove_bus(path: "str | os.PathLike[str]") -> None:
     """Remove a bus and every side file it has (tests, benchmarks, samples): a single-file
     bus's file and ``side_files``, or a rolling bus's directory. Missing ones are fine."""
     path = os.fspath(path)
