@@ -53,3 +53,10 @@ cdef class MappedFile:
     cpdef check_path(self)
     cpdef check_intact(self)
     cpdef int check_slots(self, int64_t record_size) except -1
+
+
+# The SIGBUS guard for a side file's own mapping (the writers file): its registry lives in this
+# module, whose handler is the one installed. guard_mapping returns the entry (for
+# unguard_mapping, before the unmap); the handler sets *dead when the file shrank under it.
+cdef int guard_mapping(void *base, size_t size, int *dead, path) except -1
+cdef void unguard_mapping(int slot) noexcept

@@ -478,6 +478,22 @@ cdef class MappedFile:
         self._exports -= 1
 
 
+cdef int guard_mapping(void *base, size_t size, int *dead, path) except -1:
+    """Guard a side file's mapping as MappedFile guards a bus's: a fault in it after the file
+    shrank maps zeros there and sets ``*dead``, instead of killing the process."""
+    if guard_install() != 0:
+        code = errno_value()
+        raise OSError(code, f"cannot install the SIGBUS guard: {os.strerror(code)}", path)
+    cdef int slot = guard_register(base, size, dead)
+    if slot < 0:
+        raise OSError(errno.EMFILE, "too many mappings in this process for the SIGBUS guard", path)
+    return slot
+
+
+cdef void unguard_mapping(int slot) noexcept:
+    guard_unregister(slot)
+
+
 cdef Py_ssize_t _ONE = 1
 
 from libc.errno cimport errno as c_errno

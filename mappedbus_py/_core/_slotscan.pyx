@@ -323,7 +323,8 @@ cdef class SlotScan:
             return WRITER_UNKNOWN
         try:
             st = os.stat(self.writers_path)
-            if wf is None or wf.st_ino != st.st_ino or wf.st_dev != st.st_dev:
+            if (wf is None or wf.st_ino != st.st_ino or wf.st_dev != st.st_dev
+                    or guard_is_dead(&wf.dead)):      # truncated under us: open it again
                 if wf is not None:
                     wf.close()
                 self.writers = wf = None

@@ -33,6 +33,9 @@ cdef class WritersFile:
                                # claims to; NULL while it holds none
     cdef int _index            # that slot's index (meaningful while slot != NULL)
     cdef int _pid              # the process that took it: a forked child holds nothing
+    cdef int dead              # 1: the file shrank under the mapping (the SIGBUS guard mapped
+                               # zeros over it): it says nothing any more
+    cdef int _guard_slot       # the mapping's entry in the SIGBUS guard (_mapping), or -1
 
     cdef _unmap(self)
     cdef int holder(self, int64_t position, int *index, int64_t *begin, int64_t *end) except -1

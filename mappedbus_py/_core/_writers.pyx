@@ -18,6 +18,8 @@ from posix.mman cimport mmap, munmap, PROT_READ, PROT_WRITE, MAP_SHARED, MAP_FAI
 
 from ._atomic cimport load_acquire_i64, load_acquire_i32
 from ._liveness cimport live_hold, live_release, LIVE_TAKEN, LIVE_BUSY
+from ._guard cimport guard_is_dead
+from ._mapping cimport guard_mapping, unguard_mapping
 
 from ._liveness import Hold, LiveFile
 from ..errors import CorruptBusError
@@ -71,6 +73,8 @@ cdef class WritersFile:
         self.path = os.fspath(path)
         self.base = NULL
         self.slot = NULL
+        self.dead = 0
+        self._guard_slot = -1
         self._index = 0
         self._pid = 0
         self.writable = writable
@@ -89,6 +93,9 @@ cdef class WritersFile:
             if p == MAP_FAILED:
                 raise OSError(f"{self.path!r}: cannot map the writers file")
             self.base = <char *>p
+            # Truncated under us (by hand, or a hostile hand): zeros, not a SIGBUS that kills
+            # this process; holder() then knows nobody (the readers' timeout), as without it.
+            self._guard_slot = guard_mapping(p, WRITERS_FILE_SIZE, &self.dead, self.path)
             if writable:
                 rc = writers_init(self.base)
             else:
@@ -108,6 +115,9 @@ cdef class WritersFile:
         self.st_dev = st.st_dev
 
     cdef _unmap(self):
+        if self._guard_slot >= 0:
+            unguard_mapping(self._guard_slot)     # before the range can be reused
+            self._guard_slot = -1
         if self.base != NULL:
             munmap(self.base, WRITERS_FILE_SIZE)
             self.base = NULL
@@ -187,9 +197,15 @@ cdef class WritersFile:
     def closed(self):
         return self.base == NULL
 
+    @property
+    def truncated(self):
+        """Whether the file shrank under the mapping (a fault in it was caught): it knows no
+        holder any more; a reader opens the file again."""
+        return guard_is_dead(&self.dead) != 0
+
     cdef int holder(self, int64_t position, int *index, int64_t *begin, int64_t *end) except -1:
         """WRITER_ALIVE, WRITER_DEAD or WRITER_UNKNOWN for the holder of ``position``."""
-        if self.base == NULL:
+        if self.base == NULL or guard_is_dead(&self.dead):
             return WRITER_UNKNOWN
         cdef int fd = self._live.fileno()     # never cached: closed in a forked child
         if fd < 0:

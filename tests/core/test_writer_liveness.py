@@ -351,3 +351,77 @@ def test_a_bus_made_anew_ignores_the_dead_claims_of_the_old_one(bus):
         assert r.read(0.05) is None and r.rollbacks == 0       # not before its 0.2 s timeout
         w.write(b"ok")
         assert w.write(b"ok")                         # its later slots were not marked
+
+
+# A writer child holding `count` reserved slots with its claim published (alive); on "go" it
+# writes `count` more records (publishing each claim) and says so; exits on "end".
+HOLDING_WRITER = textwrap.dedent("""
+    import sys
+    from mappedbus_py import MappedBusWriter
+    w = MappedBusWriter(sys.argv[1]).open()
+    n = int(sys.argv[2])
+    w._allocate_only(b"x", n, publish=True)
+    print("reserved", flush=True)
+    sys.stdin.readline()
+    for i in range(n):
+        w.write(b"after %d" % i)
+    print("wrote", flush=True)
+    sys.stdin.readline()
+    w.close()
+    print("closed", flush=True)
+""")
+
+# A reader child that has asked the writers file about a live writer's slots (it maps the file),
+# then on "go" reads `count` records after them and prints what it saw.
+ASKING_READER = textwrap.dedent("""
+    import sys, time
+    from mappedbus_py import MappedBusReader
+    r = MappedBusReader(sys.argv[1], timeout=0.3).open()
+    n = int(sys.argv[2])
+    assert r.read(0.1) is None            # waited 100 ms on a live writer's slot: asked
+    print("asked", r.rollbacks, flush=True)
+    sys.stdin.readline()
+    got = []
+    deadline = time.monotonic() + 10
+    while len(got) < n and time.monotonic() < deadline:
+        rec = r.read(1)
+        if rec is not None:
+            got.append(bytes(rec.payload[:rec.length]).decode())
+    print("read", r.rollbacks, *got, flush=True)
+    r.close()
+""")
+
+
+def _say(child, line):
+    child.stdin.write(line + "\n")
+    child.stdin.flush()
+
+
+def test_a_writers_file_truncated_under_its_writer_and_reader_crashes_neither(bus):
+    # Both processes map the writers file; it is truncated to 0 bytes under them. The next
+    # access of each would be a SIGBUS that kills it: the guard maps zeros there instead. The
+    # file then knows no holder: the reader falls back to its timeout (rolls the live writer's
+    # 3 uncommitted slots back after 0.3 s, as for the Java original) and reads on; the writer
+    # publishes its next claims into the zeros, writes, and closes.
+    MappedBusWriter(bus, 1 << 20, RECORD).open().close()
+    writer = _python(HOLDING_WRITER, bus, 3)
+    reader = None
+    try:
+        assert writer.stdout.readline().strip() == "reserved"
+        reader = _python(ASKING_READER, bus, 3)
+        assert reader.stdout.readline().split() == ["asked", "0"]
+        os.truncate(bus + WRITERS_SUFFIX, 0)
+        _say(reader, "go")
+        _say(writer, "go")
+        assert writer.stdout.readline().strip() == "wrote"
+        _say(writer, "end")
+        assert writer.stdout.readline().strip() == "closed"
+        assert writer.wait(10) == 0
+        out, _ = reader.communicate(timeout=20)
+        assert reader.returncode == 0, (reader.returncode, out)
+        assert out.split() == ["read", "3", "after", "0", "after", "1", "after", "2"]
+    finally:
+        for c in (writer, reader):
+            if c is not None and c.poll() is None:
+                c.kill()
+                c.wait()

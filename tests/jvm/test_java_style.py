@@ -33,6 +33,8 @@ ALLOWED = {
     ("WakeLibrary.java", "expectedConstants"): "the layout constants Layout.java holds, compared one for one",
     ("GroupProtocol.java", "nativeConstants"): "the _group.h constants the C library reports, compared one for one",
     ("GroupProtocol.java", "expectedConstants"): "the group constants Layout.java holds, compared one for one",
+    ("GroupHold.java", "IV"): "BLAKE2b's initial hash words (RFC 7693): one kind of value",
+    ("GroupHold.java", "g"): "BLAKE2b's working vector, 16 words the mixing function indexes (RFC 7693)",
 }
 
 _KEYWORDS = {"if", "for", "while", "switch", "catch", "synchronized", "return", "new", "else", "try", "throw",

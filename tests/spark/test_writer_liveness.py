@@ -172,23 +172,24 @@ def test_stream_waits_for_a_stopped_writer_and_loses_nothing(spark, bus_path, tm
         assert n == ROWS + 1 and r.skipped == 0
 
 
-@pytest.mark.xfail(strict=True, reason="BusScan.settledRange (uncommitted=wait) waits timeoutMs "
-                   "for every uncommitted run without asking the writers file: a dead writer's "
-                   "batch costs a batch read the full timeout (issue 33 not done for batch reads)")
 def test_batch_read_passes_a_killed_writers_batch_without_the_timeout(spark, bus_path):
     child, seen = _stopped_mid_batch(bus_path)
     try:
         _kill_and_write_after(bus_path, child)
     finally:
         _end(child)
+    # A rollback timeout of 20 s, as for the stream: a planning that waited it out would be 20 s
+    # slower than the same read of the settled bus, far past what a loaded machine or the batch
+    # path's first run (its JIT: ~1.5 s here) adds; one that asks the writers file is not.
     start = time.monotonic()
-    got = _summary(bus_reader(spark, bus_path, layout=LAYOUT, uncommitted="wait"))
+    got = _summary(bus_reader(spark, bus_path, layout=LAYOUT, uncommitted="wait", timeoutMs=20000))
     took = time.monotonic() - start
     assert got == _expected(seen, mark=True)
     with MappedBusReader(bus_path) as r:      # rolls the dead batch back: the bus settled
         while r.read(0.5) is not None:
             pass
     start = time.monotonic()
-    assert _summary(bus_reader(spark, bus_path, layout=LAYOUT, uncommitted="wait")) == got
+    assert _summary(bus_reader(spark, bus_path, layout=LAYOUT, uncommitted="wait",
+                               timeoutMs=20000)) == got
     settled = time.monotonic() - start
-    assert took - settled < 1.5, (took, settled)          # the timeout is 2 s
+    assert took - settled < 10, (took, settled)           # the rollback timeout is 20 s

@@ -40,6 +40,9 @@ final class BusOpen {
         o.afterMap = f -> {
             limit[0] = f.getLongAcquire(Layout.LIMIT_OFFSET);
             MappedBusWriter.checkLimit(limit[0], recordSize, path);
+            if (!segment && matching[0] == null) {
+                checkSlots(f, recordSize, fileSize, path); // no metadata: nothing misaligned read
+            }
         };
         MemoryMappedFile mem = MemoryMappedFile.open(path, fileSize, o);
         return new BusOpen(mem, matching[0] == null ? null : matching[0].id(), limit[0]);
@@ -73,9 +76,40 @@ final class BusOpen {
             f.compareAndSetLong(Layout.LIMIT_OFFSET, 0, Layout.FIRST_RECORD_OFFSET);
             limit[0] = f.getLongAcquire(Layout.LIMIT_OFFSET);
             MappedBusWriter.checkLimit(limit[0], recordSize, path);
+            if (!segment && matching[0] == null) {
+                checkSlots(f, recordSize, fileSize, path); // no metadata: nothing misaligned written
+            }
         };
         MemoryMappedFile mem = MemoryMappedFile.open(path, fileSize, o);
         return new BusOpen(mem, matching[0] == null ? null : matching[0].id(), limit[0]);
+    }
+
+    /** Slots whose statuses {@link #checkSlots} looks at (as {@code CHECKED_SLOTS} of mappedbus_py/_core/_mapping). */
+    static final int CHECKED_SLOTS = 4096;
+
+    /**
+     * A file without metadata (the Java original's) does not say its record size: the one given is checked against
+     * what the file shows, before anything is read or written. Every slot on its grid below the limit (the first
+     * {@link #CHECKED_SLOTS} of them) must hold a status of 0, 1 or 2: with another record size those words fall
+     * inside other records' payloads, which rarely look like statuses. What cannot be told (as the Python side's
+     * {@code MappedFile.check_slots} says): a slot size that is a multiple of the true one, and payload bytes that
+     * read 0, 1 or 2 where a status would be.
+     *
+     * @throws CorruptBusException naming the record and its status when a slot holds another status
+     */
+    static void checkSlots(MemoryMappedFile f, int recordSize, long fileSize, String path) throws CorruptBusException {
+        long slot = Layout.slotSize(recordSize);
+        long limit = f.getLongAcquire(Layout.LIMIT_OFFSET);
+        long end = Math.min(Math.min(limit, Layout.FIRST_RECORD_OFFSET + CHECKED_SLOTS * slot),
+                Math.min(fileSize, f.size()) - slot + 1);
+        for (long pos = Layout.FIRST_RECORD_OFFSET; pos < end; pos += slot) {
+            int status = f.getStatus(pos);
+            if (status < Layout.STATUS_NOT_SET || status > Layout.STATUS_ROLLED_BACK) {
+                throw new CorruptBusException(path + ": with recordSize " + recordSize + " the record at " + pos
+                        + " has status " + status + " (valid: 0, 1, 2): the file was written with another "
+                        + "recordSize (it has no metadata file to say which), or it is corrupt");
+            }
+        }
     }
 
     private static MemoryMappedFile.OpenOptions options(boolean allowForeign, long lockTimeoutMs) {

@@ -59,6 +59,17 @@ final class ConsumerHold implements AutoCloseable {
         }
     }
 
+    // consumer_commit: the position, then the time (release stores); an expired flag cleared (a commit revives it).
+    static void store(long e, long position, long nowNs) {
+        MemoryMappedFile.putLongReleaseAt(e + Layout.CONSUMER_POSITION_OFFSET, position);  // store_release_i64
+        MemoryMappedFile.putLongReleaseAt(e + Layout.CONSUMER_COMMITTED_NS_OFFSET, nowNs);  // store_release_i64
+        if ((MemoryMappedFile.getIntVolatileAt(e + Layout.CONSUMER_FLAGS_OFFSET)           // load_acquire_i32
+                & Layout.CONSUMER_FLAG_EXPIRED) != 0) {
+            MemoryMappedFile.compareAndSetIntAt(e + Layout.CONSUMER_FLAGS_OFFSET,            // cas_i32
+                    Layout.CONSUMER_FLAG_EXPIRED, 0);
+        }
+    }
+
     /**
      * consumer_commit: the position with one release store, then the time (a coarse clock, at most
      * {@code COARSE_TICK_NS} old); an expired flag is
@@ -71,13 +82,7 @@ final class ConsumerHold implements AutoCloseable {
         }
         long e = address;
         try {
-            MemoryMappedFile.putLongReleaseAt(e + Layout.CONSUMER_POSITION_OFFSET, position);  // store_release_i64
-            MemoryMappedFile.putLongReleaseAt(e + Layout.CONSUMER_COMMITTED_NS_OFFSET, coarseNs); // store_release_i64
-            if ((MemoryMappedFile.getIntVolatileAt(e + Layout.CONSUMER_FLAGS_OFFSET)           // load_acquire_i32
-                    & Layout.CONSUMER_FLAG_EXPIRED) != 0) {
-                MemoryMappedFile.compareAndSetIntAt(e + Layout.CONSUMER_FLAGS_OFFSET,            // cas_i32
-                        Layout.CONSUMER_FLAG_EXPIRED, 0);
-            }
+            store(e, position, coarseNs);
             if ((++commits & FAULT_CHECK_MASK) == 0) {
                 MemoryMappedFile.raiseFaultReports();
                 if ((commits & LENGTH_CHECK_MASK) == 0) {

@@ -8,6 +8,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.HexFormat;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
@@ -279,6 +280,73 @@ final class ConsumerRegistry implements AutoCloseable {
             HELD.add(key);
             return new ConsumerHold(this, name, i, key);
         });
+    }
+
+    /**
+     * The entry {@code name} of this bus, made at {@code position} if absent, claimed by nobody
+     * ({@code ensure_shared} of _consumers.pyx): a work group's ({@code group:NAME}, {@link GroupHold}), whose members
+     * commit its position in turn. An entry of the name left by another bus id is replaced unless a live process
+     * holds it.
+     *
+     * @return its index
+     * @throws ConsumerInUseException if a live process holds an entry of the name of another bus
+     */
+    int ensureShared(String name, String busIdHex, long position) throws IOException {
+        byte[] n = ConsumerEntry.nameBytes(name);
+        byte[] id = ConsumerEntry.busIdBytes(busIdHex);
+        return locked(() -> {
+            int i = find(n);
+            if (i >= 0) {
+                byte[] had = new byte[Layout.CONSUMER_BUS_ID_SIZE];
+                mem.getBytes(offset(i) + Layout.CONSUMER_BUS_ID_OFFSET, had, 0, had.length);
+                if (!Arrays.equals(had, id)) {
+                    if (holder(i) == Liveness.ALIVE) {
+                        int other = pidOf(i);
+                        throw new ConsumerInUseException("'" + name + "' of " + path + " (of another bus, "
+                                + HexFormat.of().formatHex(had) + ") is held by live process " + other, other);
+                    }
+                    remove(i);
+                    i = -1;
+                }
+            }
+            if (i < 0) {
+                i = make(n, id, position, ConsumerEntry.nowNs());
+                if (i < 0) {
+                    throw new IOException(path + ": all " + Layout.CONSUMER_ENTRY_COUNT + " consumer entries are "
+                            + "in use (Consumers.removeConsumer frees one)");
+                }
+            }
+            return i;
+        });
+    }
+
+    /** Whether entry {@code i} is (still) the in-use entry named {@code name} ({@code is_entry}). */
+    boolean isEntry(int i, String name) {
+        if (closed || i < 0 || i >= Layout.CONSUMER_ENTRY_COUNT) {
+            return false;
+        }
+        byte[] n = ConsumerEntry.nameBytes(name);
+        try {
+            boolean same = inUse(i) && find(n) == i;
+            MemoryMappedFile.raiseFaultReports();
+            return same;
+        } catch (InternalError e) {
+            throw fault(e);
+        } finally {
+            Reference.reachabilityFence(keep);
+        }
+    }
+
+    /** Commits {@code position} to entry {@code i}, held by nobody ({@code consumer_commit}): a shared entry's. */
+    void commitShared(int i, long position) {
+        try {
+            ConsumerHold.store(entry(i), position, ConsumerEntry.nowNs());
+            MemoryMappedFile.raiseFaultReports();
+        } catch (InternalError e) {
+            throw fault(e);
+        } finally {
+            Reference.reachabilityFence(keep);
+        }
     }
 
     /**

@@ -89,6 +89,7 @@ public final class GroupReader implements AutoCloseable {
     private Path groupPath;
     private Path deadPath;
     private RollingBusWriter dead;
+    private GroupHold hold;             // a rolling bus's: the group's retention entry (group:NAME)
 
     // the group file
     private MemoryMappedFile mem;
@@ -278,6 +279,11 @@ public final class GroupReader implements AutoCloseable {
                 create();
             }
             attach();
+            if (rolling) {
+                long s = mem.getLongAcquire(Layout.GROUP_START_OFFSET);
+                hold = GroupHold.open(p, group, dir.meta().id(), positionOf(s), allowForeign);
+                hold(true);
+            }
         } catch (IOException | RuntimeException e) {
             close();
             throw e;
@@ -768,12 +774,63 @@ public final class GroupReader implements AutoCloseable {
                 Thread.onSpinWait();
                 continue;
             }
+            hold(true);
             LockSupport.parkNanos(Math.min(ns, deadline - now));
             if (Thread.interrupted()) {
                 throw new InterruptedException("interrupted while waiting for a record of group " + group);
             }
             ns = Math.min(ns * 2, SLEEP_MAX_NS);
         }
+    }
+
+    /**
+     * Takes up to {@code batch.capacity()} records for this member into {@code batch} (Python's {@code read_batch}):
+     * waits up to {@code timeout} for the first, as {@link #waitNext}, then takes those there now (new ones, or ones
+     * taken back), up to {@code maxInFlight}. Each is delivered to this member as {@link #next()} delivers it; the last
+     * is current. Settle them with {@link #ackBatch}.
+     *
+     * @param batch   where they go (its earlier records are dropped, not settled)
+     * @param timeout how long to wait for the first; 0: only look once
+     * @param unit    its unit
+     * @return how many it took (0: none came in time)
+     * @throws EOFException         once a single-file bus is read to its end and every record of it is done (with none
+     *                              taken by this call)
+     * @throws InterruptedException if the thread is interrupted while waiting
+     * @throws IOException          as {@link #next()}
+     */
+    public int readBatch(GroupBatch batch, long timeout, TimeUnit unit) throws IOException, InterruptedException {
+        if (batch.recordSize() != recordSize) {
+            throw new IllegalArgumentException("a batch of " + batch.recordSize() + "-byte records for a bus of "
+                    + recordSize + "-byte records");
+        }
+        batch.clear();
+        if (!waitNext(timeout, unit)) {
+            return 0;
+        }
+        do {
+            MemoryMappedFile m = currentMapping();
+            long off = offsetOf(curG);
+            batch.add(new GroupRecord(positionOf(curG), curG, curWord), m, off + Layout.PAYLOAD_OFFSET,
+                    m.getInt(off + Layout.METADATA_OFFSET));
+        } while (!batch.full() && acquire() == Found.TAKEN);
+        return batch.size();
+    }
+
+    /**
+     * Acks each record of {@code batch} (Python's {@code ack_batch}).
+     *
+     * @param batch records this member read
+     * @return how many were still this member's deliveries
+     * @throws IOException if the group file was truncated
+     */
+    public int ackBatch(GroupBatch batch) throws IOException {
+        int n = 0;
+        for (int i = 0; i < batch.size(); i++) {
+            if (ack(batch.record(i))) {
+                n++;
+            }
+        }
+        return n;
     }
 
     // -- the current record -------------------------------------------------------------------------------------
@@ -877,15 +934,25 @@ public final class GroupReader implements AutoCloseable {
         }
     }
 
-    private boolean finish(long g, long word, int state) {
+    private boolean finish(long g, long word, int state) throws IOException {
         boolean acking = state == Layout.GROUP_ACKED;
         boolean ok = acking ? proto.ack(g, word) : proto.finish(g, word, state); // an ack moves the start on too
         forget(g, word);
         if (ok && acking) {
             acked++;
             MemoryMappedFile.putLongReleaseAt(mslot + Layout.GROUP_MEMBER_ACKED_OFFSET, acked);
+            hold(false);
         }
         return ok;
+    }
+
+    // Commits the group's start to its retention entry (a rolling bus) if it moved: now, or at most every
+    // GroupHold.HOLD_NS.
+    private void hold(boolean now) throws IOException {
+        if (hold != null) {
+            long s = mem.getLongAcquire(Layout.GROUP_START_OFFSET);
+            hold.hold(s, positionOf(s), now);
+        }
     }
 
     // Appends g to the dead-letter bus, then marks it DEAD (a member dying between the two makes the next one
@@ -916,6 +983,7 @@ public final class GroupReader implements AutoCloseable {
                 mem.getAndAddLong(Layout.GROUP_DEAD_LETTERED_OFFSET, 1);
             }
             proto.advance();
+            hold(false);
         }
         return ok;
     }
@@ -1109,6 +1177,17 @@ public final class GroupReader implements AutoCloseable {
      */
     @Override
     public void close() {
+        if (hold != null) {
+            try {
+                if (mem != null) {
+                    hold(true);
+                }
+            } catch (IOException | RuntimeException e) {
+                // the entry keeps its last commit; retention holds from there
+            }
+            hold.close();
+            hold = null;
+        }
         if (proto != null && member >= 0) {
             try {
                 proto.releaseOwner(member);

@@ -67,7 +67,8 @@ final class SlotScan {
     String writersPath;
     long positionBase;
     boolean allowForeign;
-    private WritersFile writers = WritersFile.NONE;
+    private SlotHolders writers;
+    private String writersAsked; // the path writers was opened for
     private boolean timerNew;
     private long lastLook;
     private long askDue;
@@ -312,7 +313,7 @@ final class SlotScan {
         }
         if (holder.liveness() == Liveness.ALIVE) {
             if (stallLimitNanos > 0 && now - timerStart >= stallLimitNanos) {
-                int pid = writers.pidOf(holder.index());
+                int pid = writers == null ? 0 : writers.pidOf(holder.index());
                 throw new WriterStalledException("the writer of the record at " + pos + " in " + path + " (pid "
                         + pid + ", as it recorded itself) is alive but has not committed it for "
                         + (now - timerStart) / 1_000_000 + " ms (stall limit " + stallLimitNanos / 1_000_000
@@ -335,30 +336,26 @@ final class SlotScan {
         }
     }
 
-    // Who holds position p, by the writers file: opened here, and again when its path names another file.
+    // Who holds position p, by the writers file (SlotHolders: opened at the first question, and again when its
+    // path names another file); a new path (the rolling reader's next bus) gets its own.
     private WritersFile.Holder askWriters(long p) {
-        if (writersPath == null || !Liveness.available()) {
+        if (writersPath == null) {
             return WritersFile.Holder.UNKNOWN;
         }
-        try {
-            java.nio.file.Path file = java.nio.file.Paths.get(writersPath);
-            long ino = ((Number) java.nio.file.Files.getAttribute(file, "unix:ino",
-                    java.nio.file.LinkOption.NOFOLLOW_LINKS)).longValue();
-            if (writers == WritersFile.NONE || writers.inode() != ino) {
-                writers.close();
-                writers = WritersFile.NONE;
-                writers = WritersFile.forReader(file, allowForeign);
-            }
-        } catch (IOException | RuntimeException e) {
-            return WritersFile.Holder.UNKNOWN; // none yet (the Java original's bus), unsafe, or being made
+        if (writers == null || !writersPath.equals(writersAsked)) {
+            close();
+            writers = new SlotHolders(java.nio.file.Paths.get(writersPath), allowForeign);
+            writersAsked = writersPath;
         }
         return writers.holder(p);
     }
 
     // The reader closes: the writers file too.
     void close() {
-        writers.close();
-        writers = WritersFile.NONE;
+        if (writers != null) {
+            writers.close();
+            writers = null;
+        }
     }
 
     // Caught up: now and then (2^16 empty polls, or 10 ms: the clock is read on one empty poll in 16), check

@@ -91,6 +91,116 @@ public final class GroupReaderTest {
         assertEquals(10, seen.size());
     }
 
+    /** readBatch takes what is there now, up to the batch's capacity, distinct between members; ackBatch acks them. */
+    @Test
+    public void readBatchTakesUpToItsCapacityAndAckBatchAcksThem() throws Exception {
+        String path = bus(10);
+        try (GroupReader a = new GroupReader(path, "g").open(); GroupReader b = new GroupReader(path, "g").open()) {
+            GroupBatch small = new GroupBatch(4, RECORD);
+            GroupBatch large = new GroupBatch(100, RECORD);
+            assertEquals(4, a.readBatch(small, 1, TimeUnit.SECONDS));
+            assertEquals(4, a.inFlight());
+            assertEquals(6, b.readBatch(large, 0, TimeUnit.SECONDS), "the rest, at once");
+            Set<Long> seen = new HashSet<>();
+            byte[] buf = new byte[RECORD];
+            for (GroupBatch x : new GroupBatch[] {small, large}) {
+                for (int i = 0; i < x.size(); i++) {
+                    assertEquals(RECORD, x.readBuffer(i, buf, 0));
+                    long v = ByteBuffer.wrap(buf).order(ByteOrder.LITTLE_ENDIAN).getLong(0);
+                    assertEquals(v, x.payload(i).getLong(0));
+                    assertEquals(Layout.FIRST_RECORD_OFFSET + v * Layout.slotSize(RECORD), x.record(i).position());
+                    assertEquals(1, x.record(i).deliveries());
+                    assertTrue(seen.add(v));
+                }
+            }
+            assertEquals(10, seen.size());
+            assertEquals(0, a.readBatch(small, 0, TimeUnit.SECONDS), "nothing left");
+            assertEquals(0, small.size());
+            assertThrows(IndexOutOfBoundsException.class, () -> small.record(0));
+            assertEquals(6, b.ackBatch(large));
+            assertEquals(0, b.ackBatch(large), "acked once");
+            assertEquals(0, b.inFlight());
+        }
+        try (GroupReader a = new GroupReader(path, "h").setMaxInFlight(2).open()) { // what the member may hold
+            GroupBatch batch = new GroupBatch(3, RECORD);
+            int n = 0;
+            while (a.readBatch(batch, 0, TimeUnit.SECONDS) > 0) {
+                assertTrue(batch.size() <= 2, "maxInFlight 2");
+                n += batch.size();
+                assertEquals(batch.size(), a.ackBatch(batch));
+            }
+            assertEquals(10, n);
+            assertThrows(IllegalArgumentException.class, () -> a.readBatch(new GroupBatch(1, RECORD + 1), 0,
+                    TimeUnit.SECONDS));
+        }
+    }
+
+    /**
+     * Java members alone commit the group's retention entry (group:NAME) on a rolling bus: the segment of the
+     * oldest unacked record is kept past retain-1 (max consumer lag 100), then let go once everything is acked.
+     */
+    @Test
+    public void javaMembersAloneHoldTheSegmentOfTheOldestUnackedRecord() throws Exception {
+        String dir = tmp.resolve("roll").toString();
+        long seg = 1 << 16;
+        try (RollingBusWriter w = new RollingBusWriter(dir, seg, RECORD).setRetention(1, 0, 0).setMaxConsumerLag(100)
+                .open()) {
+            w.write(value(-1), 0, RECORD);
+            try (GroupReader holder = new GroupReader(dir, "g").setLease(Duration.ofSeconds(60)).open()) {
+                assertTrue(holder.waitNext(1, TimeUnit.SECONDS));
+                long held = holder.position();
+                int perSegment = (int) RollingLayout.slotsPerSegment(seg, RECORD);
+                for (int i = 0; i < 4 * perSegment; i++) {
+                    w.write(value(i), 0, RECORD);
+                }
+                RollingDir d = RollingDir.open(dir, false);
+                assertTrue(java.nio.file.Files.exists(d.segmentPath(0)), "held by the group's oldest unacked record");
+                ConsumerInfo entry = entry(dir, "group:g");
+                assertEquals(held, entry.position());
+                assertFalse(entry.expired());
+                try (GroupReader other = new GroupReader(dir, "g").open()) {
+                    GroupBatch batch = new GroupBatch(512, RECORD);
+                    while (other.readBatch(batch, 50, TimeUnit.MILLISECONDS) > 0) {
+                        assertEquals(batch.size(), other.ackBatch(batch));
+                    }
+                    assertEquals(held, entry(dir, "group:g").position(), "still held: the first is not acked");
+                    assertTrue(holder.ack());
+                    while (other.readBatch(batch, 50, TimeUnit.MILLISECONDS) > 0) { // past the window it held back
+                        assertEquals(batch.size(), other.ackBatch(batch));
+                    }
+                    assertFalse(other.waitNext(20, TimeUnit.MILLISECONDS)); // a waiting member commits at once
+                }
+                assertTrue(entry(dir, "group:g").position() > held + 3 * seg, "the start moved past the acked ones");
+                for (int i = 0; i < perSegment; i++) {
+                    w.write(value(i), 0, RECORD);
+                }
+                assertFalse(java.nio.file.Files.exists(d.segmentPath(0)), "let go: retention removed it");
+            }
+        }
+    }
+
+    private static ConsumerInfo entry(String path, String name) throws Exception {
+        for (ConsumerInfo c : Consumers.consumers(path)) {
+            if (c.name().equals(name)) {
+                return c;
+            }
+        }
+        throw new AssertionError("no consumer entry " + name + " in " + path);
+    }
+
+    /** The entry's name is Python's hold_name: group:NAME, a long name cut with its BLAKE2b-64 hash. */
+    @Test
+    public void holdNamesAreSharedWithPython() {
+        assertEquals("group:resize", GroupHold.holdName("resize"));
+        assertEquals("group:" + "a".repeat(58), GroupHold.holdName("a".repeat(58)));
+        // values from mappedbus_py.groups._group.hold_name
+        assertEquals("group:" + "a".repeat(41) + "~bb5d13e31fe1bd7f", GroupHold.holdName("a".repeat(59)));
+        assertEquals("group:" + "b".repeat(41) + "~01f930a0240d0b0f", GroupHold.holdName("b".repeat(64)));
+        assertEquals("group:job-" + "\u00e9".repeat(18) + "~a78c79d0ee2a7738",
+                GroupHold.holdName("job-" + "\u00e9".repeat(20) + "x".repeat(15)));
+        assertEquals("group:" + "\u00fc".repeat(20) + "~791131d6e9db1ac4", GroupHold.holdName("\u00fc".repeat(32)));
+    }
+
     @Test
     public void releaseAndLeaseExpiryRedeliverWithOneMoreDelivery() throws Exception {
         String path = bus(2);

@@ -95,6 +95,44 @@ public class SizesFromMetadataTest {
     }
 
     /**
+     * Issue 33: a file without metadata opened with the wrong record size is refused at open, before any record is
+     * read or written (as the Python side). Records of 16 bytes (24-byte slots) opened as 4-byte ones (12-byte
+     * slots): the limit, 8 + 24 n, is on both grids, so only the statuses tell.
+     */
+    @Test
+    public void wrongRecordSizeWithoutMetadataIsRefusedAtOpen() throws Exception {
+        String path = tmp.resolve("original16.bus").toString();
+        byte[] payload = new byte[16];
+        try (MappedBusWriter w = new MappedBusWriter(path, FILE, 16).open()) {
+            for (int i = 0; i < 10; i++) {
+                byte[] b = String.format("record %08d", i).getBytes(java.nio.charset.StandardCharsets.US_ASCII);
+                System.arraycopy(b, 0, payload, 0, 15);
+                assertTrue(w.write(payload, 0, 16));
+            }
+        }
+        Files.delete(BusMeta.metaPath(path)); // as the Java original leaves it
+        long limit;
+        try (MemoryMappedFile m = new MemoryMappedFile(path, FILE, true)) {
+            limit = m.getLongAcquire(Layout.LIMIT_OFFSET);
+        }
+        CorruptBusException e = assertThrows(CorruptBusException.class,
+                () -> new MappedBusReader(path, FILE, 4).open());
+        assertContains(e.getMessage(), "another recordSize");
+        e = assertThrows(CorruptBusException.class, () -> new MappedBusWriter(path, FILE, 4).open());
+        assertContains(e.getMessage(), "another recordSize");
+        try (MemoryMappedFile m = new MemoryMappedFile(path, FILE, true)) {
+            assertEquals(limit, m.getLongAcquire(Layout.LIMIT_OFFSET), "the refused writer reserved nothing");
+        }
+        try (MappedBusReader r = new MappedBusReader(path, FILE, 16).open()) { // the right one reads them all
+            int n = 0;
+            while (r.next()) {
+                n++;
+            }
+            assertEquals(10, n);
+        }
+    }
+
+    /**
      * A file without metadata (the Java original's), or a path with no file yet, needs both sizes: the message
      * names the path and says so, and nothing is created.
      */

@@ -45,6 +45,29 @@ public final class WritersFileTest {
         }
     }
 
+    /**
+     * The public question (SlotHolders, as the Spark connector's planning asks it): a live writer's claim is
+     * {@link SlotHolder.Alive} with its pid, a position no claim holds is {@link SlotHolder.Unknown}, and so is any
+     * position of a bus with no writers file (the Java original's). A dead writer's: tests/spark/test_writer_liveness.py
+     * and tests/jvm/test_writer_liveness_java.py (a SIGKILLed process).
+     */
+    @Test
+    public void slotHoldersSayWhoHoldsAPosition() throws Exception {
+        Assumptions.assumeTrue(Liveness.available(), "needs the JNI library");
+        String path = tmp.resolve("holders.bus").toString();
+        long slot = Layout.slotSize(12);
+        try (SlotHolders holders = SlotHolders.ofBus(path)) {
+            assertEquals(SlotHolder.UNKNOWN, holders.holderOf(8), "no writers file yet");
+            try (MappedBusWriter w = new MappedBusWriter(path, 4096, 12).open()) {
+                w.write(new byte[] {1}, 0, 1);
+                w.write(new byte[] {2}, 0, 1);
+                assertEquals(new SlotHolder.Alive(WakeFile.PID, 8 + slot, 8 + 2 * slot), holders.holderOf(8 + slot));
+                assertEquals(SlotHolder.UNKNOWN, holders.holderOf(8), "an earlier slot: no claim holds it");
+            }
+            assertEquals(SlotHolder.UNKNOWN, holders.holderOf(8 + slot), "closed: the claim is cleared");
+        }
+    }
+
     @Test
     public void aLiveSlowWriterIsWaitedForUntilTheStallLimit() throws Exception {
         Assumptions.assumeTrue(Liveness.available(), "needs the JNI library");

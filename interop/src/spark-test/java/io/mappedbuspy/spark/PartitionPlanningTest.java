@@ -84,6 +84,65 @@ public final class PartitionPlanningTest {
     }
 
     /** Golden rollback-r12.bus: the rolled-back slot is inside the range and skipped by the readers. */
+    /**
+     * Issue 33: with uncommitted=wait, a slot whose writer is alive (here a writer of this JVM, stopped between its
+     * reservation and its commit; its claim is in the writers file) is waited for past timeoutMs, never skipped, and
+     * read once committed. A dead writer's batch: tests/spark/test_writer_liveness.py (a SIGKILLed process).
+     */
+    @Test
+    public void waitPlanningWaitsForALiveWriterPastTheTimeout() throws Exception {
+        org.junit.jupiter.api.Assumptions.assumeTrue(io.mappedbuspy.Liveness.available(), "needs the JNI library");
+        String path = tmp.resolve("live.bus").toString();
+        java.util.concurrent.CountDownLatch inWrite = new java.util.concurrent.CountDownLatch(1);
+        java.util.concurrent.CountDownLatch release = new java.util.concurrent.CountDownLatch(1);
+        io.mappedbuspy.MappedBusMessage slow = new io.mappedbuspy.MappedBusMessage() {
+            @Override
+            public void write(MemoryMappedFile mem, long pos) {
+                inWrite.countDown();
+                try {
+                    release.await();
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+                mem.putBytes(pos, new byte[] {7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}, 0, 12);
+            }
+
+            @Override
+            public void read(MemoryMappedFile mem, long pos) {
+            }
+
+            @Override
+            public int type() {
+                return 0;
+            }
+        };
+        try (MappedBusWriter w = new MappedBusWriter(path, 4096, 12).open()) {
+            Thread writer = new Thread(() -> {
+                try {
+                    w.write(slow);
+                } catch (Exception e) {
+                    throw new IllegalStateException(e);
+                }
+            });
+            writer.start();
+            assertTrue(inWrite.await(10, java.util.concurrent.TimeUnit.SECONDS), "the writer reserved its slot");
+            BusOptions o = options(path, "layout", "PriceUpdate", "uncommitted", "wait", "timeoutMs", "20",
+                    "numPartitions", "1");
+            java.util.concurrent.CompletableFuture<InputPartition[]> planned =
+                    java.util.concurrent.CompletableFuture.supplyAsync(() -> plan(o));
+            Thread.sleep(300); // 15 timeouts
+            assertFalse(planned.isDone(), "still waiting for the live writer, not skipped after 20 ms");
+            release.countDown();
+            writer.join(10_000);
+            BusPartition[] parts = partitions(planned.get(10, java.util.concurrent.TimeUnit.SECONDS));
+            assertEquals(1, parts.length);
+            assertEquals(8 + Layout.slotSize(12), parts[0].end, "the committed record is in the read");
+            assertFalse(parts[0].skipUncommitted, "nothing was skipped");
+            BusReaderFactory f = new BusReaderFactory(o, o.readSchema());
+            assertEquals(1, read(f, parts, false).size());
+        }
+    }
+
     @Test
     public void rolledBackSlotsArePlannedAndSkipped() throws Exception {
         String path = Fixtures.golden(tmp, "rollback-r12.bus");

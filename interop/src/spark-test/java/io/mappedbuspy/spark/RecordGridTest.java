@@ -196,30 +196,27 @@ public final class RecordGridTest {
                 }
             });
             assertInstanceOf(CorruptBusException.class, e.getCause());
-            assertTrue(e.getMessage().contains("has invalid status 1002 (wrong recordSize 24"), e.getMessage());
+            // refused when the source's reader opens (issue 33), before any record is read
+            assertTrue(e.getMessage().contains("with recordSize 24 the record at 104 has status 1002"), e.getMessage());
+            assertTrue(e.getMessage().contains("another recordSize"), e.getMessage());
         } finally {
             s.stop();
         }
     }
 
-    /** Real-time Mode: the reader fails the batch on an invalid status and on a byte-array length out of range. */
+    /** Real-time Mode: the reader refuses a wrong record size at open and fails the batch on a byte-array length out of range. */
     @Test
     public void theRealTimeReaderReportsInvalidStatusesAndLengths() throws Exception {
         String path = withoutMetadata(prices("legacy.bus", 32));
         BusOptions o = streamOptions(path, "layout", "PriceUpdate");
         BusReaderFactory f = new BusReaderFactory(o, new StructType(
                 o.layout.sparkFields().toArray(new org.apache.spark.sql.types.StructField[0])));
-        BusRealTimeReader r = BusRealTimeReader.open(f, new BusRealTimePartition(o, FILE_SIZE, 8, null, null, null));
         try {
-            assertTrue(r.nextWithTimeout(System.currentTimeMillis(), 5_000L).hasRecord(), "the first record");
-            CorruptBusException e = assertThrows(CorruptBusException.class, () -> {
-                for (int i = 0; i < 100; i++) {
-                    r.nextWithTimeout(System.currentTimeMillis(), 100L);
-                }
-            });
-            assertTrue(e.getMessage().contains("has invalid status 1002 (wrong recordSize 24"), e.getMessage());
+            // refused when the reader opens the bus (issue 33), before any record is delivered
+            CorruptBusException e = assertThrows(CorruptBusException.class,
+                    () -> BusRealTimeReader.open(f, new BusRealTimePartition(o, FILE_SIZE, 8, null, null, null)));
+            assertTrue(e.getMessage().contains("with recordSize 24 the record at 104 has status 1002"), e.getMessage());
         } finally {
-            r.close();
             BusRealTimeReader.closeParked(path);
         }
         String bytes = tmp.resolve("bytes.bus").toString();

@@ -3,6 +3,8 @@ package io.mappedbuspy.spark;
 import io.mappedbuspy.CorruptBusException;
 import io.mappedbuspy.Layout;
 import io.mappedbuspy.MemoryMappedFile;
+import io.mappedbuspy.SlotHolder;
+import io.mappedbuspy.SlotHolders;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.connector.read.Batch;
@@ -150,8 +152,9 @@ final class BusScan implements Scan, Batch {
                 continue;
             }
             Settled range;
-            try (MemoryMappedFile m = new MemoryMappedFile(f.path, f.size, true)) {
-                range = settledRange(m, options, f.path, f.size, from, to, counted, metas);
+            try (MemoryMappedFile m = new MemoryMappedFile(f.path, f.size, true);
+                 SlotHolders holders = f.segment ? SlotHolders.ofRollingBus(parentOf(f.path)) : SlotHolders.ofBus(f.path)) {
+                range = settledRange(m, options, f.path, f.size, from, to, counted, metas, holders, base);
             } catch (NoSuchFileException e) {
                 if (!f.segment) {
                     throw new UncheckedIOException("mappedbus: cannot plan a read of " + f.path, e);
@@ -342,6 +345,15 @@ final class BusScan implements Scan, Batch {
                 + "writers use)");
     }
 
+    /** A slot uncommitted this long has its writer asked for, then again this often (as the bus readers do). */
+    private static final long ASK_AFTER_NS = 1_000_000L;
+
+    // The directory of a rolling bus's segment: where its writers file is.
+    private static String parentOf(String segment) {
+        java.nio.file.Path p = java.nio.file.Paths.get(segment).toAbsolutePath().getParent();
+        return p == null ? "/" : p.toString();
+    }
+
     private static final int WALKED_MAX = 4096;
     private static final ConcurrentHashMap<String, Walked> WALKED = new ConcurrentHashMap<>();
 
@@ -361,15 +373,19 @@ final class BusScan implements Scan, Batch {
      */
     static Settled settledRange(MemoryMappedFile m, BusOptions o, String path, long fileSize, long from, long to)
             throws CorruptBusException {
-        return settledRange(m, o, path, fileSize, from, to, null, null);
+        return settledRange(m, o, path, fileSize, from, to, null, null, null, 0);
     }
 
     /**
      * As above, adding to {@code count} (if given) the committed slots of the range it returns whose
      * metadata is in {@code metas} (sorted; null: any): what the partitions of that range would count.
+     * With {@code uncommitted=wait}, a slot that stays uncommitted has its writer looked up in {@code holders}
+     * (null: none to ask; {@code base}: the bus position of the file's offset 0): a dead writer's slots are passed
+     * at once (the partitions skip them, as those the timeout gave up), a live writer's are waited for however
+     * long it takes, and a slot nobody is known to hold waits out the timeout, as before.
      */
     static Settled settledRange(MemoryMappedFile m, BusOptions o, String path, long fileSize, long from, long to,
-            Tally count, int[] metas) throws CorruptBusException {
+            Tally count, int[] metas, SlotHolders holders, long base) throws CorruptBusException {
         long slot = Layout.slotSize(o.recordSize);
         long usable = Math.min(fileSize, m.size());
         if (usable < Layout.FIRST_RECORD_OFFSET + slot) {
@@ -388,6 +404,7 @@ final class BusScan implements Scan, Batch {
         // crashed batch costs one timeout, not one per slot. It stops when a slot waited on commits.
         boolean clock = false;
         long deadline = 0;
+        SlotHolder.Dead dead = null; // the last dead writer's claim: its slots are passed without asking again
         for (long pos = settledPrefix(m, from, end, slot, count, metas); pos < end; pos += slot) {
             int status = m.getStatus(pos);
             if (status == Layout.STATUS_NOT_SET) {
@@ -395,10 +412,15 @@ final class BusScan implements Scan, Batch {
                     checkAhead(m, path, o.recordSize, pos + slot, allocated);
                     return new Settled(pos, false, true);
                 }
+                if (dead != null && dead.holds(base + pos)) {
+                    skipped = true;
+                    continue;
+                }
                 if (!clock) {
                     clock = true;
                     deadline = System.nanoTime() + o.timeoutMs * 1_000_000L;
                 }
+                long askDue = System.nanoTime() + ASK_AFTER_NS;
                 while ((status = m.getStatus(pos)) == Layout.STATUS_NOT_SET && System.nanoTime() - deadline < 0) {
                     Thread.onSpinWait();
                     try {
@@ -407,9 +429,21 @@ final class BusScan implements Scan, Batch {
                         Thread.currentThread().interrupt();
                         throw new IllegalStateException("interrupted while waiting for a commit", e);
                     }
+                    long now = System.nanoTime();
+                    if (holders != null && now - askDue >= 0) {
+                        askDue = now + ASK_AFTER_NS;
+                        SlotHolder h = holders.holderOf(base + pos);
+                        if (h instanceof SlotHolder.Dead d) {
+                            dead = d;
+                            break;
+                        }
+                        if (h instanceof SlotHolder.Alive) {
+                            deadline = now + o.timeoutMs * 1_000_000L; // alive: never given up
+                        }
+                    }
                 }
                 if (status == Layout.STATUS_NOT_SET) {
-                    skipped = true;
+                    skipped = true; // its writer is dead, or none is known and the timeout passed
                     continue;
                 }
                 clock = false;
