@@ -259,6 +259,7 @@ class Archiver:
         self._live = None
         self._holding = False
         self._settling = None       # (index, MappedBusReader) rolling back dead writers' slots
+        self._busy = False          # run_once is running
         self.error = None
         self.moved = 0
 
@@ -271,6 +272,18 @@ class Archiver:
     def wake(self):
         """Look now (the writer rolled)."""
         self._event.set()
+
+    def wait_idle(self, timeout):
+        """Wait (waking the thread) until no segment is due to move, or ``timeout`` seconds;
+        True if none is (this archiver holds the lock: another's work is not waited for)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if self._holding and not self._busy and not self.candidates():
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            self._event.set()
+            time.sleep(0.005)
 
     def stop(self):
         """Stop the thread and let the lock go."""
@@ -289,10 +302,13 @@ class Archiver:
 
     def _run(self):
         while not self._stop:
+            self._busy = True
             try:
                 self.run_once()
             except Exception as e:      # kept; the writer's close() raises it
                 self.error = e
+            finally:
+                self._busy = False
             self._event.wait(ARCHIVE_POLL_S)
             self._event.clear()
 
@@ -497,3 +513,31 @@ def settle_meta(hot, meta, cfg, *, mode=0o600, allow_foreign=False):
                mode=mode, exclusive=False)
     fsync_dir(hot)
     return cfg
+
+
+def archived_segment_path(bus_path, index, allow_foreign=False):
+    """For readers that open segments by path (work groups): ``(path, temporary)`` of
+    segment ``index`` of the rolling bus ``bus_path`` in its archive (``ArchiveTier.open_path``),
+    or None if the bus has no archive or the segment is not there."""
+    from ..formats.archive import archive_config
+    from .directory import read_bus_meta
+    meta = read_bus_meta(bus_path, allow_foreign=allow_foreign)
+    cfg = None if meta is None else archive_config(meta, os.path.join(bus_path, META_FILE))
+    if cfg is None:
+        return None
+    try:
+        return ArchiveTier(cfg, meta, allow_foreign=allow_foreign).open_path(index)
+    except FileNotFoundError:
+        return None
+
+
+def all_segments(bus_path, allow_foreign=False):
+    """The segments of the rolling bus ``bus_path`` in either tier, oldest first."""
+    from ..formats.archive import archive_config
+    from .directory import read_bus_meta
+    segs = set(list_segments(bus_path))
+    meta = read_bus_meta(bus_path, allow_foreign=allow_foreign)
+    cfg = None if meta is None else archive_config(meta, os.path.join(bus_path, META_FILE))
+    if cfg is not None:
+        segs |= set(ArchiveTier(cfg, meta, allow_foreign=allow_foreign).segments())
+    return sorted(segs)
