@@ -463,13 +463,22 @@ def _to_shm(data, name):
     return path
 
 
+@dataclasses.dataclass(frozen=True)
+class ArchiveRequest:
+    """What a writer asked of the archive: ``cfg`` (the defaults filled in, for a bus without
+    one yet) and ``given``, the names of the ``ArchiveConfig`` fields it set itself (the
+    others are the bus's, for a bus that has an archive)."""
+    cfg: ArchiveConfig
+    given: frozenset
+
+
 def check_archive(archive, after, age, compress, retain_segments, retain_bytes, retain_age,
                   hot_segments, hot_bytes, hot_age):
-    """The writer's archive arguments as an ``ArchiveConfig`` (None without ``archive``),
-    checked at once."""
+    """The writer's archive arguments as an ``ArchiveRequest`` (None without ``archive``),
+    checked at once; None for an argument means "the bus's, else the default"."""
     if archive is None:
-        if (after, age, compress, retain_segments, retain_bytes, retain_age) != (1, None, None,
-                                                                                 0, 0, None):
+        if any(v is not None for v in (after, age, compress, retain_segments, retain_bytes,
+                                       retain_age)):
             raise ValueError("archive_after, archive_age, compress and archive_retain_* apply "
                              "to an archive: give archive=DIR too")
         return None
@@ -480,31 +489,40 @@ def check_archive(archive, after, age, compress, retain_segments, retain_bytes, 
                          "retention is archive_retain_segments/bytes/age")
     for name, v in (("archive_after", after), ("archive_retain_segments", retain_segments),
                     ("archive_retain_bytes", retain_bytes)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
             raise ValueError(f"{name} must be a non-negative integer, got {v!r}")
     for name, v in (("archive_age", age), ("archive_retain_age", retain_age)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0):
             raise ValueError(f"{name} must be a non-negative number of seconds, got {v!r}")
-    how = "none" if compress is None else compress
-    if how not in ("none", "zstd", "lz4"):
+    if compress not in (None, "none", "zstd", "lz4"):
         raise ValueError(f"compress must be None, 'zstd' or 'lz4', got {compress!r}")
     path = os.path.abspath(os.fspath(archive))
-    if "\n" in path or "=" in os.path.basename(path) and False:
+    if "\n" in path:
         raise ValueError(f"archive path {path!r} cannot be stored in bus.meta")
-    return ArchiveConfig(dir=path, after=after, age_ms=int(round((age or 0) * 1000)),
-                         compress=how, retain_segments=retain_segments,
-                         retain_bytes=retain_bytes,
-                         retain_age_ms=int(round((retain_age or 0) * 1000)))
+    given = {"dir"} | {name for name, v in (
+        ("after", after), ("age_ms", age), ("compress", compress),
+        ("retain_segments", retain_segments), ("retain_bytes", retain_bytes),
+        ("retain_age_ms", retain_age)) if v is not None}
+    cfg = ArchiveConfig(dir=path, after=1 if after is None else after,
+                        age_ms=int(round((age or 0) * 1000)),
+                        compress=compress or "none", retain_segments=retain_segments or 0,
+                        retain_bytes=retain_bytes or 0,
+                        retain_age_ms=int(round((retain_age or 0) * 1000)))
+    return ArchiveRequest(cfg, frozenset(given))
 
 
-def settle_meta(hot, meta, cfg, *, mode=0o600, allow_foreign=False):
-    """The archive this writer applies: ``cfg`` (asked), written into ``bus.meta`` if the bus
-    has none yet (ValueError if it has another: fixed once set), else the bus's own (a writer
-    that asks for none still archives a bus that has one). None: no archive."""
+def settle_meta(hot, meta, request, *, mode=0o600, allow_foreign=False):
+    """The archive this writer applies: the ``ArchiveRequest``'s, written into ``bus.meta`` if
+    the bus has none yet, else the bus's own, which what it set must match (ValueError: fixed
+    once set); a writer that asks for none still archives a bus that has one. None: no
+    archive."""
     from ..formats.archive import archive_config
     mpath = os.path.join(hot, META_FILE)
     have = archive_config(meta, mpath)
-    if cfg is None or have == cfg:
+    if request is None:
+        return have
+    cfg = request.cfg
+    if have is not None and all(getattr(have, f) == getattr(cfg, f) for f in request.given):
         return have
     if have is not None:
         raise ValueError(f"{mpath!r} has the archive {have}; this writer asked for {cfg}: the "

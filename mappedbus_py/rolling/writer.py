@@ -52,8 +52,9 @@ class RollingBusWriter(SegmentRoller, RollingWriterBase):
                  retain_bytes=0, retain_age=None, max_consumer_lag=0, on_consumer_lag="expire",
                  consumer_block_timeout=None, mode=0o600, allow_foreign=False,
                  prefault=False, sync="none", sync_interval=None, time_index=True,
-                 archive=None, archive_after=1, archive_age=None, compress=None,
-                 archive_retain_segments=0, archive_retain_bytes=0, archive_retain_age=None):
+                 archive=None, archive_after=None, archive_age=None, compress=None,
+                 archive_retain_segments=None, archive_retain_bytes=None,
+                 archive_retain_age=None):
         # The single-file writer checks the sizes the same way; fail here, before any file.
         if segment_size is not None:
             segment_size = _as_size(segment_size, "segment_size")
