@@ -25,7 +25,7 @@ class RollingBusWriter:
                  consumer_block_timeout: Optional[float] = ..., mode: int = ...,
                  allow_foreign: bool = ..., prefault: bool = ...,
                  sync: Literal["none", "segment", "interval"] = ...,
-                 sync_interval: Optional[float] = ..., time_index: bool = ...,
+                 sync_interval: Optional[float] = ..., time_index: Optional[bool] = ...,
                  archive: Optional[_Path] = ..., archive_after: Optional[int] = ...,
                  archive_age: Optional[float] = ...,
                  compress: Optional[Literal["zstd", "lz4"]] = ...,

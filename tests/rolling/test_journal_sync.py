@@ -85,7 +85,7 @@ def test_policy_none_makes_no_sync_calls(tmp_path):
 
 @pytest.mark.slow
 def test_sync_call_syncs_segments_indices_and_the_directory(tmp_path):
-    path, calls = _trace(tmp_path, {}, PER_SEG * 2 + 5, call_sync=True)
+    path, calls = _trace(tmp_path, {"time_index": True}, PER_SEG * 2 + 5, call_sync=True)
     segs = {p for c, p in calls if c == "fdatasync" and p.endswith(".bus")}
     # every segment written (the two full ones by path, the current one)
     assert {os.path.join(path, f"{k:020d}.bus") for k in range(3)} <= segs
@@ -95,11 +95,12 @@ def test_sync_call_syncs_segments_indices_and_the_directory(tmp_path):
 
 @pytest.mark.slow
 def test_policy_segment_syncs_each_full_segment_at_its_roll(tmp_path):
-    path, calls = _trace(tmp_path, {"sync": "segment"}, PER_SEG * 4 + 5)
+    path, calls = _trace(tmp_path, {"sync": "segment", "time_index": True}, PER_SEG * 4 + 5)
     synced = [p for c, p in calls if c == "fdatasync" and p.endswith(".bus")]
     assert [os.path.join(path, f"{k:020d}.bus") for k in range(4)] == sorted(set(synced))[:4]
     assert os.path.join(path, f"{4:020d}.bus") not in synced     # the current one: not yet
     assert ("fsync", path) in calls
+    assert sum(1 for c, p in calls if c == "fdatasync" and p.endswith(".time")) >= 4
 
 
 @pytest.mark.slow
