@@ -231,7 +231,7 @@ def report(res, started):
               f"| disk directory, sync=\"none\" | {_f(s['none'])} |",
               f"| disk directory, sync=\"interval\", 10 ms | {_f(s['interval_10ms'])} |",
               f"| /dev/shm, time_index=False | {_f(t['off'])} |",
-              f"| /dev/shm, time_index=True (default) | {_f(t['on'])} |", ""]
+              f"| /dev/shm, time_index=True | {_f(t['on'])} |", ""]
     return "\n".join(lines)
 
 

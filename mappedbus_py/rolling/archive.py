@@ -50,7 +50,8 @@ class MoveState(enum.Enum):
 
 def _stall(state):
     if os.environ.get(ARCHIVE_STALL_ENV) == state.name:
-        print(f"stalled {state.name}", flush=True)
+        import sys
+        print(f"stalled {state.name}", file=sys.stderr, flush=True)
         while True:
             time.sleep(3600)
 
@@ -141,12 +142,15 @@ def move_segment(hot, cfg, index, segment_size, *, mode=0o600, allow_foreign=Fal
         os.rename(tmp, os.path.join(aix_dir, time_index_name(index)))
         fsync_dir(aix_dir)
     _stall(MoveState.MOVE_INDEX)
+    st = os.stat(segment_path(hot, index))
     data = _read_all(segment_path(hot, index), allow_foreign)
     if len(data) != mapped_size(segment_size):
         raise MappedBusError(f"{segment_path(hot, index)!r} is {len(data)} bytes, not "
                              f"{mapped_size(segment_size)}: not archived")
     final = archived_path(cfg.dir, index, cfg.compress)
     tmp = _write_tmp(cfg.dir, os.path.basename(final), _compress(data, cfg.compress), mode)
+    # its mtime stays when it filled (retention ages it by that; seek_time bounds it by that)
+    os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
     _stall(MoveState.MOVE_COPIED)
     os.rename(tmp, final)
     fsync_dir(cfg.dir)
@@ -559,3 +563,107 @@ def all_segments(bus_path, allow_foreign=False):
     if cfg is not None:
         segs |= set(ArchiveTier(cfg, meta, allow_foreign=allow_foreign).segments())
     return sorted(segs)
+
+
+class ArchiverProcess:
+    """The archiver as a child process of the writer (``python -m
+    mappedbus_py.rolling._archiver_main``), so that moving and compressing never wait for the writer's
+    GIL: the same ``Archiver`` steps in the child's main thread. The child dies with the writer
+    (``PR_SET_PDEATHSIG``, and the end of its stdin); a byte on its stdin is a ``wake()``; an
+    error it meets is written back on its stdout and raised by ``stop()``."""
+
+    def __init__(self, hot, meta, cfg, *, mode=0o600, allow_foreign=False):
+        self.hot, self.meta, self.cfg = os.fspath(hot), meta, cfg
+        self._mode, self._allow_foreign = mode, allow_foreign
+        self._proc = None
+        self.error = None
+
+    def start(self):
+        """Start the child."""
+        import subprocess
+        import sys
+        args = [sys.executable, "-m", "mappedbus_py.rolling._archiver_main", self.hot,
+                oct(self._mode), "1" if self._allow_foreign else "0"]
+        env = dict(os.environ)
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH")
+                                    else "")
+        self._proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      env=env, close_fds=True, preexec_fn=_die_with_parent)
+
+    def wake(self):
+        """Look now (the writer rolled)."""
+        try:
+            os.write(self._proc.stdin.fileno(), b"w")
+        except (BlockingIOError, BrokenPipeError, OSError):
+            pass
+
+    def candidates(self):
+        """The hot segments due to move (as the child sees them)."""
+        return Archiver(self.hot, self.meta, self.cfg).candidates()
+
+    def wait_idle(self, timeout):
+        """Wait until no segment is due to move (``timeout`` seconds at most): True if none is."""
+        deadline = time.monotonic() + timeout
+        while self.candidates():
+            if time.monotonic() >= deadline or self._proc.poll() is not None:
+                return not self.candidates()
+            self.wake()
+            time.sleep(0.01)
+        return True
+
+    def stop(self):
+        """End the child (closing its stdin) and wait for it; its error, if any, in ``error``."""
+        if self._proc is None:
+            return
+        try:
+            self._proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            out = self._proc.stdout.read()
+            self._proc.wait(timeout=60)
+        except Exception:
+            self._proc.kill()
+            self._proc.wait()
+            out = b""
+        self._proc.stdout.close()
+        self._proc = None
+        if out.strip():
+            self.error = MappedBusError(f"the archiver of {self.hot!r}: "
+                                        f"{out.decode(errors='replace').strip()}")
+
+
+def _die_with_parent():
+    # In the child, before exec: SIGKILL when the writer that started it dies.
+    import ctypes
+    import signal
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))   # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def child_main(argv):
+    import select
+    import sys
+    from ..formats.archive import archive_config
+    from .directory import read_bus_meta
+    hot, mode, allow_foreign = argv[0], int(argv[1], 8), argv[2] == "1"
+    meta = read_bus_meta(hot, allow_foreign=allow_foreign)
+    cfg = archive_config(meta, os.path.join(hot, META_FILE))
+    a = Archiver(hot, meta, cfg, mode=mode, allow_foreign=allow_foreign)
+    stdin = sys.stdin.fileno()
+    reported = None
+    while True:
+        try:
+            a.run_once()
+        except Exception as e:          # reported once to the writer; retried meanwhile
+            if repr(e) != reported:
+                reported = repr(e)
+                os.write(sys.stdout.fileno(), f"{type(e).__name__}: {e}\n".encode())
+        r, _, _ = select.select([stdin], [], [], ARCHIVE_POLL_S)
+        if r and not os.read(stdin, 4096):
+            break                       # the writer closed (or died)
+    a.stop()
+

@@ -15,7 +15,7 @@ from .directory import (choose_current, create_or_open_meta, create_segment, lis
 from .options import check_consumer_policy, check_retention, check_segment_sizes, reopen
 from .roller import OpenSegment, SegmentClaims, SegmentRoller
 from .journal import WriterJournal, check_sync, settle_time_index
-from .archive import Archiver, check_archive, prepare_archive, settle_meta
+from .archive import ArchiverProcess, check_archive, prepare_archive, settle_meta
 
 __all__ = ("RollingBusWriter",)
 
@@ -172,8 +172,8 @@ class RollingBusWriter(SegmentRoller, RollingWriterBase):
             self._take_over()
         self._countdown = 1      # look at the limit on the first write
         if cfg is not None:
-            self._archiver = Archiver(self.path, self.meta, cfg, mode=self._mode,
-                                      allow_foreign=self._allow_foreign)
+            self._archiver = ArchiverProcess(self.path, self.meta, cfg, mode=self._mode,
+                                             allow_foreign=self._allow_foreign)
             self._archiver.start()
         return self
 
@@ -193,7 +193,7 @@ class RollingBusWriter(SegmentRoller, RollingWriterBase):
 
     @property
     def archiver(self):
-        """The ``Archiver`` of this writer (None without an archive, or closed)."""
+        """The ``ArchiverProcess`` of this writer (None without an archive, or closed)."""
         return self._archiver
 
     def _enter(self, index, writer=None, fd=None):

@@ -52,7 +52,9 @@ def dirs(tmp_path):
 def _child(hot, arch, start, end, compress="zstd", env=None):
     code = CHILD.format(root=ROOT, hot=hot, arch=arch, seg=SEG, rs=RS, start=start, end=end,
                         compress=compress)
-    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+    # stderr too: the archiver process (a child of the writer) says where it stalled there
+    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True,
                             env=dict(os.environ, PYTHONPATH=ROOT, **(env or {})))
 
 
@@ -117,7 +119,8 @@ def _campaign(dirs, kills, seed):
         for k in range(kills):
             child = _child(hot, arch, len(got), -1, compress="lz4")
             assert child.stdout.readline().strip() == "OPEN"
-            time.sleep(rnd.uniform(0.0, 0.25))      # writing and archiving meanwhile
+            # writing, and (its archiver process started: ~1 s here) archiving meanwhile
+            time.sleep(rnd.uniform(0.2, 2.5))
             child.send_signal(signal.SIGKILL)
             child.wait()
             while True:
