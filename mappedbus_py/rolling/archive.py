@@ -1,9 +1,10 @@
 """The archive tier (docs/journal.md; the move's states and crash cases in
-docs/design/journal.md): ``Archiver``, a writer's background thread that moves full, settled
-segments (and their time indices) from the hot directory into the archive directory, one
+docs/design/journal.md): ``Archiver``, the steps (and, in a thread, the loop) that move full,
+settled segments (and their time indices) from the hot directory into the archive directory, one
 archiver per bus at a time (the OFD lock on ``ARCHIVER_LOCK_BYTE`` of ``bus.meta``), and the
-archive's retention; ``move_segment`` and ``complete_moves`` are its steps, ``ArchiveTier``
-what readers and tools use to find and open archived segments."""
+archive's retention; ``ArchiverProcess`` runs them in a child process of each writer (what
+writers use); ``move_segment`` and ``complete_moves`` are the steps, ``ArchiveTier`` what readers
+and tools use to find and open archived segments."""
 import dataclasses
 import enum
 import mmap
@@ -216,23 +217,8 @@ def complete_moves(hot, cfg):
 def apply_archive_retention(cfg, meta, now_ns=None):
     """The archive's own retention (``archive_retain_*``): the oldest archived segments beyond
     it removed (with their indices). Returns the removed indices."""
-    if not (cfg.retain_segments or cfg.retain_bytes or cfg.retain_age_ms):
-        return []
     archived = list_archived(cfg.dir)
-    segs = sorted(archived)
-    if not segs:
-        return []
-    view = dataclasses.replace(meta, retain_segments=cfg.retain_segments,
-                               retain_bytes=cfg.retain_bytes, retain_age_ms=cfg.retain_age_ms)
-
-    def full_ms(i):
-        try:
-            return os.stat(os.path.join(cfg.dir, archived[i])).st_mtime_ns // 1_000_000
-        except FileNotFoundError:
-            return None
-    now_ms = (time.time_ns() if now_ns is None else now_ns) // 1_000_000
-    # Every archived segment is history: "newest" past the last one keeps none of them back.
-    plan = retention_plan(segs, view, segs[-1] + 1, segs[-1] + 1, now_ms, full_ms)
+    plan = archive_retention_plan(cfg, meta, archived, now_ns)
     removed = []
     for i in plan:
         for p in (os.path.join(cfg.dir, archived[i]),
@@ -247,8 +233,30 @@ def apply_archive_retention(cfg, meta, now_ns=None):
     return removed
 
 
+def archive_retention_plan(cfg, meta, archived, now_ns=None):
+    """The archived segments (``archived``: ``list_archived``) the archive's retention
+    removes, oldest first."""
+    if not (cfg.retain_segments or cfg.retain_bytes or cfg.retain_age_ms):
+        return []
+    segs = sorted(archived)
+    if not segs:
+        return []
+    view = dataclasses.replace(meta, retain_segments=cfg.retain_segments,
+                               retain_bytes=cfg.retain_bytes, retain_age_ms=cfg.retain_age_ms)
+
+    def full_ms(i):
+        try:
+            return os.stat(os.path.join(cfg.dir, archived[i])).st_mtime_ns // 1_000_000
+        except FileNotFoundError:
+            return None
+    now_ms = (time.time_ns() if now_ns is None else now_ns) // 1_000_000
+    # Every archived segment is history: "newest" past the last one keeps none of them back.
+    return retention_plan(segs, view, segs[-1] + 1, segs[-1] + 1, now_ms, full_ms)
+
+
 class Archiver:
-    """A writer's archiver thread: while it holds the bus's archiver lock, it completes what a
+    """An archiver (``run_once`` in ``ArchiverProcess``'s child; ``start`` runs it in a thread of
+    this process instead): while it holds the bus's archiver lock, it completes what a
     killed archiver left, then moves each full, settled segment beyond ``cfg.after`` full hot
     segments (or filled longer than ``cfg.age_ms`` ago) into the archive, oldest first, then
     applies the archive's retention. ``wake()`` (a roll) makes it look at once. Its failures
@@ -602,12 +610,17 @@ class ArchiverProcess:
         """The hot segments due to move (as the child sees them)."""
         return Archiver(self.hot, self.meta, self.cfg).candidates()
 
+    def _due(self):
+        return bool(self.candidates()) or bool(
+            archive_retention_plan(self.cfg, self.meta, list_archived(self.cfg.dir)))
+
     def wait_idle(self, timeout):
-        """Wait until no segment is due to move (``timeout`` seconds at most): True if none is."""
+        """Wait until no segment is due to move and the archive's retention has nothing to
+        remove (``timeout`` seconds at most): True if so."""
         deadline = time.monotonic() + timeout
-        while self.candidates():
+        while self._due():
             if time.monotonic() >= deadline or self._proc.poll() is not None:
-                return not self.candidates()
+                return not self._due()
             self.wake()
             time.sleep(0.01)
         return True
