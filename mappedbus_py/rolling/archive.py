@@ -423,11 +423,16 @@ def _limit(hot, k):
 class ArchiveTier:
     """A reader's view of a bus's archive: which segments it holds, and a segment's bytes as
     a file to map (uncompressed: the archived file itself; compressed: decompressed into a
-    private file under ``/dev/shm``, unlinked once mapped)."""
+    private file under ``/dev/shm``, which the caller unlinks once mapped). While a reader
+    reads compressed segment k, segment k+1 is decompressed ahead in a background thread (the
+    libraries let the GIL go while they decompress); ``close()`` removes what was not used."""
 
-    def __init__(self, cfg, meta, *, allow_foreign=False):
+    def __init__(self, cfg, meta, *, allow_foreign=False, ahead=True):
         self.cfg, self.meta, self._allow_foreign = cfg, meta, allow_foreign
         self._checked = False
+        self._read_ahead = ahead    # decompress the next segment ahead (readers; not tools)
+        self._ahead = None          # (index, Future of the temporary path): the next one
+        self._pool = None
 
     def _check(self):
         if self._checked:
@@ -445,18 +450,55 @@ class ArchiveTier:
         self._check()
         return list_archived(self.cfg.dir)
 
+    def _decompress(self, index, name):
+        data = read_archived(self.cfg.dir, index, name, self.meta.segment_size,
+                             allow_foreign=self._allow_foreign)
+        return _to_shm(data, name)
+
     def open_path(self, index):
         """``(path to map, temporary: True if the caller unlinks it after mapping)`` of
         archived segment ``index``; FileNotFoundError if it is not archived."""
         names = self.segments()
         if index not in names:
+            self._drop_ahead()
             raise FileNotFoundError(f"segment {index} is not in the archive {self.cfg.dir!r}")
         name = names[index]
-        if name.endswith((".zst", ".lz4")):
-            data = read_archived(self.cfg.dir, index, name, self.meta.segment_size,
-                                 allow_foreign=self._allow_foreign)
-            return _to_shm(data, name), True
-        return os.path.join(self.cfg.dir, name), False
+        if not name.endswith((".zst", ".lz4")):
+            return os.path.join(self.cfg.dir, name), False
+        path = None
+        if self._ahead is not None and self._ahead[0] == index:
+            try:
+                path = self._ahead[1].result()
+            except Exception:
+                path = None         # decompressed again below: its error raised from here
+            self._ahead = None
+        self._drop_ahead()
+        if path is None:
+            path = self._decompress(index, name)
+        nxt = names.get(index + 1)
+        if self._read_ahead and nxt is not None and nxt.endswith((".zst", ".lz4")):
+            import concurrent.futures
+            if self._pool is None:
+                self._pool = concurrent.futures.ThreadPoolExecutor(
+                    1, thread_name_prefix="mappedbus-archive-ahead")
+            self._ahead = (index + 1, self._pool.submit(self._decompress, index + 1, nxt))
+        return path, True
+
+    def _drop_ahead(self):
+        if self._ahead is not None:
+            _, fut = self._ahead
+            self._ahead = None
+            try:
+                os.unlink(fut.result())
+            except Exception:
+                pass
+
+    def close(self):
+        """Remove a segment decompressed ahead and not used; stop the thread."""
+        self._drop_ahead()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
 
 
 def _to_shm(data, name):
@@ -556,7 +598,7 @@ def archived_segment_path(bus_path, index, allow_foreign=False):
     if cfg is None:
         return None
     try:
-        return ArchiveTier(cfg, meta, allow_foreign=allow_foreign).open_path(index)
+        return ArchiveTier(cfg, meta, allow_foreign=allow_foreign, ahead=False).open_path(index)
     except FileNotFoundError:
         return None
 
