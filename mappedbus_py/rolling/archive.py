@@ -1,7 +1,7 @@
 """The archive tier (docs/journal.md; the move's states and crash cases in
 docs/design/journal.md): ``Archiver``, the steps (and, in a thread, the loop) that move full,
 settled segments (and their time indices) from the hot directory into the archive directory, one
-archiver per bus at a time (the OFD lock on ``ARCHIVER_LOCK_BYTE`` of ``bus.meta``), and the
+archiver per bus at a time (the OFD lock on ``ARCHIVER_LOCK_BYTE`` of the archive's ``bus.meta``), and the
 archive's retention; ``ArchiverProcess`` runs them in a child process of each writer (what
 writers use); ``move_segment`` and ``complete_moves`` are the steps, ``ArchiveTier`` what readers
 and tools use to find and open archived segments."""
@@ -328,7 +328,8 @@ class Archiver:
         if self._holding:
             return True
         if self._live is None:
-            fd, _ = open_file(os.path.join(self.hot, META_FILE), os.O_RDWR,
+            # the archive's bus.meta: never replaced (the hot one is, when keys are added)
+            fd, _ = open_file(os.path.join(self.cfg.dir, META_FILE), os.O_RDWR,
                               allow_foreign=self._allow_foreign)
             self._live = LiveFile(fd)
         self._holding = self._live.hold(ARCHIVER_LOCK_BYTE) is Hold.TAKEN
