@@ -30,7 +30,8 @@ from .directory import list_segments, open_dir, segment_path
 from .journal import fsync_dir
 from .retention import retention_plan
 
-__all__ = ("Archiver", "ArchiveTier", "MoveState", "move_segment", "complete_moves",
+__all__ = ("Archiver", "ArchiveTier", "MoveState", "move_segment", "move_segments",
+           "complete_moves",
            "settled", "prepare_archive", "ARCHIVE_STALL_ENV", "ARCHIVE_POLL_S")
 
 #: Test hook: a MoveState's name makes the archiver stop forever right after reaching it
@@ -38,6 +39,8 @@ __all__ = ("Archiver", "ArchiveTier", "MoveState", "move_segment", "complete_mov
 ARCHIVE_STALL_ENV = "MAPPEDBUS_TEST_ARCHIVE_STALL"
 #: How often an idle archiver looks (a writer's roll wakes it at once).
 ARCHIVE_POLL_S = 0.05
+#: The most segments moved together (one fsync of the archive directory for all of them).
+MOVE_BATCH = 8
 
 
 class MoveState(enum.Enum):
@@ -98,7 +101,7 @@ def settled(path, segment_size, record_size):
         os.close(fd)
 
 
-def _write_tmp(directory, name, data, mode):
+def _write_tmp(directory, name, data, mode, sync=True):
     tmp = os.path.join(directory, f"{TMP_PREFIX}{name}-{os.getpid()}-{secrets.token_hex(4)}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
     try:
@@ -106,7 +109,8 @@ def _write_tmp(directory, name, data, mode):
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     except BaseException:
         os.close(fd)
         os.unlink(tmp)
@@ -129,53 +133,74 @@ def _read_all(path, allow_foreign):
 
 
 def move_segment(hot, cfg, index, segment_size, *, mode=0o600, allow_foreign=False):
-    """Move settled segment ``index`` from ``hot`` into the archive (the states of
-    ``MoveState`` in order; the caller holds the archiver's lock and checked ``settled``)."""
-    _stall(MoveState.MOVE_SETTLED)
-    hix = os.path.join(hot, TIME_INDEX_DIR, time_index_name(index))
+    """Move settled segment ``index`` (``move_segments`` of one)."""
+    move_segments(hot, cfg, [index], segment_size, mode=mode, allow_foreign=allow_foreign)
+
+
+def move_segments(hot, cfg, indices, segment_size, *, mode=0o600, allow_foreign=False):
+    """Move settled segments ``indices`` from ``hot`` into the archive together, through the
+    states of ``MoveState`` in order (the caller holds the archiver's lock and checked
+    ``settled``): each copy fsynced, then all renamed and the archive directory fsynced once,
+    then the hot files removed. A time index is renamed into the archive without an fsync of
+    its own (the directory's covers its name): one lost to a power loss makes ``seek_time``
+    place its segment by the segment's mtime, which the copy keeps, never skip a record."""
     aix_dir = os.path.join(cfg.dir, TIME_INDEX_DIR)
-    try:
-        index_bytes = _read_all(hix, allow_foreign)
-    except FileNotFoundError:
-        index_bytes = None
-    if index_bytes is not None:
-        tmp = _write_tmp(aix_dir, time_index_name(index), index_bytes, mode)
-        os.rename(tmp, os.path.join(aix_dir, time_index_name(index)))
-        fsync_dir(aix_dir)
-    _stall(MoveState.MOVE_INDEX)
-    st = os.stat(segment_path(hot, index))
-    data = _read_all(segment_path(hot, index), allow_foreign)
-    if len(data) != mapped_size(segment_size):
-        raise MappedBusError(f"{segment_path(hot, index)!r} is {len(data)} bytes, not "
-                             f"{mapped_size(segment_size)}: not archived")
-    final = archived_path(cfg.dir, index, cfg.compress)
-    tmp = _write_tmp(cfg.dir, os.path.basename(final), _compress(data, cfg.compress), mode)
-    # its mtime stays when it filled (retention ages it by that; seek_time bounds it by that)
-    os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
-    _stall(MoveState.MOVE_COPIED)
-    os.rename(tmp, final)
+    _stall(MoveState.MOVE_SETTLED)
+    copied = {}             # index -> (its index bytes or None, tmp path of the segment)
+    for index in indices:
+        hix = os.path.join(hot, TIME_INDEX_DIR, time_index_name(index))
+        try:
+            index_bytes = _read_all(hix, allow_foreign)
+        except FileNotFoundError:
+            index_bytes = None
+        if index_bytes is not None:
+            tmp = _write_tmp(aix_dir, time_index_name(index), index_bytes, mode, sync=False)
+            os.rename(tmp, os.path.join(aix_dir, time_index_name(index)))
+        _stall(MoveState.MOVE_INDEX)
+        st = os.stat(segment_path(hot, index))
+        data = _read_all(segment_path(hot, index), allow_foreign)
+        if len(data) != mapped_size(segment_size):
+            raise MappedBusError(f"{segment_path(hot, index)!r} is {len(data)} bytes, not "
+                                 f"{mapped_size(segment_size)}: not archived")
+        final = archived_path(cfg.dir, index, cfg.compress)
+        tmp = _write_tmp(cfg.dir, os.path.basename(final), _compress(data, cfg.compress), mode)
+        del data
+        # its mtime stays when it filled (retention ages it by that; seek_time bounds it by it)
+        os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
+        copied[index] = (index_bytes, tmp)
+        _stall(MoveState.MOVE_COPIED)
+    for index, (_, tmp) in copied.items():
+        os.rename(tmp, archived_path(cfg.dir, index, cfg.compress))
+    fsync_dir(aix_dir)
     fsync_dir(cfg.dir)
     _stall(MoveState.MOVE_RENAMED)
-    # A writer's entry appended after the copy (it appends after its commit): copy again.
-    if index_bytes is not None:
-        try:
-            again = _read_all(hix, allow_foreign)
-        except FileNotFoundError:
-            again = index_bytes
-        if len(again) > len(index_bytes):
-            tmp = _write_tmp(aix_dir, time_index_name(index), again, mode)
-            os.rename(tmp, os.path.join(aix_dir, time_index_name(index)))
-            fsync_dir(aix_dir)
-    _unlink_hot(hot, index)
+    for index, (index_bytes, _) in copied.items():
+        # A writer's entry appended after the copy (it appends after its commit): copy again.
+        if index_bytes is not None:
+            hix = os.path.join(hot, TIME_INDEX_DIR, time_index_name(index))
+            try:
+                again = _read_all(hix, allow_foreign)
+            except FileNotFoundError:
+                again = index_bytes
+            if len(again) > len(index_bytes):
+                tmp = _write_tmp(aix_dir, time_index_name(index), again, mode)
+                os.rename(tmp, os.path.join(aix_dir, time_index_name(index)))
+                fsync_dir(aix_dir)
+        _unlink_hot(hot, index, sync=False)
+    fsync_dir(hot)
+    if os.path.isdir(os.path.join(hot, TIME_INDEX_DIR)):
+        fsync_dir(os.path.join(hot, TIME_INDEX_DIR))
     _stall(MoveState.MOVE_UNLINKED)
 
 
-def _unlink_hot(hot, index):
+def _unlink_hot(hot, index, sync=True):
     for p in (segment_path(hot, index), os.path.join(hot, TIME_INDEX_DIR, time_index_name(index))):
         try:
             os.unlink(p)
         except FileNotFoundError:
             pass
+    if not sync:
+        return
     fsync_dir(hot)
     if os.path.isdir(os.path.join(hot, TIME_INDEX_DIR)):
         fsync_dir(os.path.join(hot, TIME_INDEX_DIR))
@@ -365,9 +390,9 @@ class Archiver:
         """One look: returns the segments moved."""
         if not self._take_lock():
             return []
-        moved = []
+        ready = []
         for k in self.candidates():
-            if self._stop:
+            if self._stop or len(ready) >= MOVE_BATCH:
                 break
             p = segment_path(self.hot, k)
             try:
@@ -376,12 +401,13 @@ class Archiver:
                 continue
             if not ok:
                 break       # oldest first: a later segment waits for this one
-            move_segment(self.hot, self.cfg, k, self.meta.segment_size, mode=self._mode,
-                         allow_foreign=self._allow_foreign)
-            moved.append(k)
-            self.moved += 1
+            ready.append(k)
+        if ready:
+            move_segments(self.hot, self.cfg, ready, self.meta.segment_size, mode=self._mode,
+                          allow_foreign=self._allow_foreign)
+            self.moved += len(ready)
         apply_archive_retention(self.cfg, self.meta)
-        return moved
+        return ready
 
     def _settle(self, k):
         """Read segment ``k`` as a reader does (rolling back, after the timeout, the slots of
