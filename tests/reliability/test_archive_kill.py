@@ -62,7 +62,7 @@ def _check_complete(hot, arch, n):
     """The next writer completes the moves; then every record once, in order, each segment in
     one tier, no temporary file left in the archive."""
     with RollingBusWriter(hot, archive=arch) as w:
-        assert w.archiver.wait_idle(20)
+        assert w.archiver.wait_idle(300)     # thousands of small segments after 100 kills
     archived = list_archived(arch)          # raises if a segment is there twice
     hot_segs = list_segments(hot)
     assert not set(archived) & set(hot_segs)
