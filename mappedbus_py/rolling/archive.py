@@ -1,0 +1,751 @@
+"""The archive tier (docs/journal.md; the move's states and crash cases in
+docs/design/journal.md): ``Archiver``, the steps (and, in a thread, the loop) that move full,
+settled segments (and their time indices) from the hot directory into the archive directory, one
+archiver per bus at a time (the OFD lock on ``ARCHIVER_LOCK_BYTE`` of the archive's ``bus.meta``), and the
+archive's retention; ``ArchiverProcess`` runs them in a child process of each writer (what
+writers use); ``move_segment`` and ``complete_moves`` are the steps, ``ArchiveTier`` what readers
+and tools use to find and open archived segments."""
+import dataclasses
+import enum
+import mmap
+import os
+import secrets
+import threading
+import time
+
+import numpy
+
+from .._core._liveness import Hold, LiveFile
+from .._core._reader import MappedBusReader
+from ..errors import BusFullError, BusMismatchError, MappedBusError
+from ..formats.archive import (ArchiveConfig, archived_path, compress as _compress,
+                               list_archived, read_archived)
+from ..formats.busmeta import read_meta, write_meta
+from ..formats.files import open_file
+from ..formats.layout import (ARCHIVER_LOCK_BYTE, FIRST_RECORD_OFFSET, META_FILE,
+                              STATUS_NOT_SET, TIME_INDEX_DIR, TMP_PREFIX, WRITERS_FILE,
+                              join_position, mapped_size, slot_size, time_index_name)
+from ..formats.positions import end_boundary
+from .directory import list_segments, open_dir, segment_path
+from .journal import fsync_dir
+from .retention import retention_plan
+
+__all__ = ("Archiver", "ArchiveTier", "MoveState", "move_segment", "move_segments",
+           "complete_moves",
+           "settled", "prepare_archive", "ARCHIVE_STALL_ENV", "ARCHIVE_POLL_S")
+
+#: Test hook: a MoveState's name makes the archiver stop forever right after reaching it
+#: (the tests SIGKILL it there).
+ARCHIVE_STALL_ENV = "MAPPEDBUS_TEST_ARCHIVE_STALL"
+#: How often an idle archiver looks (a writer's roll wakes it at once).
+ARCHIVE_POLL_S = 0.05
+#: The most segments moved together (one fsync of the archive directory for all of them).
+MOVE_BATCH = 8
+
+
+class MoveState(enum.Enum):
+    """The move of one segment (layout.MOVE_STATES); each value says what holds then."""
+    MOVE_SETTLED = "every slot of the segment is committed or rolled back"
+    MOVE_INDEX = "its time index is in the archive (fsynced, renamed, directory fsynced)"
+    MOVE_COPIED = "its copy is in a temporary file of the archive, fsynced"
+    MOVE_RENAMED = "the copy has its name in the archive, the directory fsynced: in both tiers"
+    MOVE_UNLINKED = "the hot segment and its index are removed, the hot directory fsynced"
+
+
+def _stall(state):
+    if os.environ.get(ARCHIVE_STALL_ENV) == state.name:
+        import sys
+        print(f"stalled {state.name}", file=sys.stderr, flush=True)
+        while True:
+            time.sleep(3600)
+
+
+def prepare_archive(hot, meta, cfg, *, mode=0o600, allow_foreign=False):
+    """Make the archive directory (0700) and its ``bus.meta`` (a copy of the hot one) if
+    absent; BusMismatchError if it holds another bus's."""
+    open_dir(cfg.dir, create=True, allow_foreign=allow_foreign)
+    os.makedirs(os.path.join(cfg.dir, TIME_INDEX_DIR), mode=0o700, exist_ok=True)
+    apath = os.path.join(cfg.dir, META_FILE)
+    theirs = read_meta(apath, allow_foreign=allow_foreign)
+    if theirs is None:
+        write_meta(apath, meta, mode=mode, exclusive=True)
+        fsync_dir(cfg.dir)
+        theirs = read_meta(apath, allow_foreign=allow_foreign)
+    if theirs.id != meta.id:
+        raise BusMismatchError(f"{cfg.dir!r} is the archive of bus {theirs.id}, not of bus "
+                               f"{meta.id} ({hot!r}): one archive directory per bus")
+
+
+def settled(path, segment_size, record_size):
+    """Whether segment ``path`` is full and every slot of it committed or rolled back (a
+    look at its limit and status words, read-only)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        size = mapped_size(segment_size)
+        with mmap.mmap(fd, size, prot=mmap.PROT_READ) as m:
+            limit = int.from_bytes(m[:8], "little", signed=True)
+            end = end_boundary(segment_size, record_size)
+            if limit < end:
+                return False
+            slot = slot_size(record_size)
+            n = (end - FIRST_RECORD_OFFSET) // slot
+            status = numpy.frombuffer(m, dtype="<i4", count=n * slot // 4,
+                                      offset=FIRST_RECORD_OFFSET)[::slot // 4] \
+                if slot % 4 == 0 else numpy.array(
+                    [int.from_bytes(m[FIRST_RECORD_OFFSET + i * slot:][:4], "little")
+                     for i in range(n)])
+            ok = not bool((status == STATUS_NOT_SET).any())
+            del status
+            return ok
+    finally:
+        os.close(fd)
+
+
+def _write_tmp(directory, name, data, mode, sync=True):
+    tmp = os.path.join(directory, f"{TMP_PREFIX}{name}-{os.getpid()}-{secrets.token_hex(4)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    try:
+        os.fchmod(fd, mode)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        if sync:
+            os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        os.unlink(tmp)
+        raise
+    os.close(fd)
+    return tmp
+
+
+def _read_all(path, allow_foreign):
+    fd, _ = open_file(path, os.O_RDONLY, allow_foreign=allow_foreign)
+    try:
+        parts = []
+        while True:
+            b = os.read(fd, 1 << 22)
+            if not b:
+                return b"".join(parts)
+            parts.append(b)
+    finally:
+        os.close(fd)
+
+
+def move_segment(hot, cfg, index, segment_size, *, mode=0o600, allow_foreign=False):
+    """Move settled segment ``index`` (``move_segments`` of one)."""
+    move_segments(hot, cfg, [index], segment_size, mode=mode, allow_foreign=allow_foreign)
+
+
+def move_segments(hot, cfg, indices, segment_size, *, mode=0o600, allow_foreign=False):
+    """Move settled segments ``indices`` from ``hot`` into the archive together, through the
+    states of ``MoveState`` in order (the caller holds the archiver's lock and checked
+    ``settled``): each copy fsynced, then all renamed and the archive directory fsynced once,
+    then the hot files removed. A time index is renamed into the archive without an fsync of
+    its own (the directory's covers its name): one lost to a power loss makes ``seek_time``
+    place its segment by the segment's mtime, which the copy keeps, never skip a record."""
+    aix_dir = os.path.join(cfg.dir, TIME_INDEX_DIR)
+    _stall(MoveState.MOVE_SETTLED)
+    copied = {}             # index -> (its index bytes or None, tmp path of the segment)
+    for index in indices:
+        hix = os.path.join(hot, TIME_INDEX_DIR, time_index_name(index))
+        try:
+            index_bytes = _read_all(hix, allow_foreign)
+        except FileNotFoundError:
+            index_bytes = None
+        if index_bytes is not None:
+            tmp = _write_tmp(aix_dir, time_index_name(index), index_bytes, mode, sync=False)
+            os.rename(tmp, os.path.join(aix_dir, time_index_name(index)))
+        _stall(MoveState.MOVE_INDEX)
+        st = os.stat(segment_path(hot, index))
+        data = _read_all(segment_path(hot, index), allow_foreign)
+        if len(data) != mapped_size(segment_size):
+            raise MappedBusError(f"{segment_path(hot, index)!r} is {len(data)} bytes, not "
+                                 f"{mapped_size(segment_size)}: not archived")
+        final = archived_path(cfg.dir, index, cfg.compress)
+        tmp = _write_tmp(cfg.dir, os.path.basename(final), _compress(data, cfg.compress), mode)
+        del data
+        # its mtime stays when it filled (retention ages it by that; seek_time bounds it by it)
+        os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
+        copied[index] = (index_bytes, tmp)
+        _stall(MoveState.MOVE_COPIED)
+    for index, (_, tmp) in copied.items():
+        os.rename(tmp, archived_path(cfg.dir, index, cfg.compress))
+    fsync_dir(aix_dir)
+    fsync_dir(cfg.dir)
+    _stall(MoveState.MOVE_RENAMED)
+    for index, (index_bytes, _) in copied.items():
+        # A writer's entry appended after the copy (it appends after its commit): copy again.
+        if index_bytes is not None:
+            hix = os.path.join(hot, TIME_INDEX_DIR, time_index_name(index))
+            try:
+                again = _read_all(hix, allow_foreign)
+            except FileNotFoundError:
+                again = index_bytes
+            if len(again) > len(index_bytes):
+                tmp = _write_tmp(aix_dir, time_index_name(index), again, mode)
+                os.rename(tmp, os.path.join(aix_dir, time_index_name(index)))
+                fsync_dir(aix_dir)
+        _unlink_hot(hot, index, sync=False)
+    fsync_dir(hot)
+    if os.path.isdir(os.path.join(hot, TIME_INDEX_DIR)):
+        fsync_dir(os.path.join(hot, TIME_INDEX_DIR))
+    _stall(MoveState.MOVE_UNLINKED)
+
+
+def _unlink_hot(hot, index, sync=True):
+    for p in (segment_path(hot, index), os.path.join(hot, TIME_INDEX_DIR, time_index_name(index))):
+        try:
+            os.unlink(p)
+        except FileNotFoundError:
+            pass
+    if not sync:
+        return
+    fsync_dir(hot)
+    if os.path.isdir(os.path.join(hot, TIME_INDEX_DIR)):
+        fsync_dir(os.path.join(hot, TIME_INDEX_DIR))
+
+
+def complete_moves(hot, cfg):
+    """What a killed archiver left (the caller holds the archiver's lock): temporary files
+    removed; a segment in both tiers (MOVE_RENAMED) removed from the hot one; a hot index
+    whose segment is archived removed. Returns the segments it completed."""
+    for d in (cfg.dir, os.path.join(cfg.dir, TIME_INDEX_DIR)):
+        try:
+            with os.scandir(d) as it:
+                for e in it:
+                    if e.name.startswith(TMP_PREFIX):
+                        try:
+                            os.unlink(e.path)
+                        except FileNotFoundError:
+                            pass
+        except FileNotFoundError:
+            pass
+    archived = list_archived(cfg.dir)
+    done = []
+    for k in list_segments(hot):
+        if k in archived:
+            _unlink_hot(hot, k)
+            done.append(k)
+    hidx = os.path.join(hot, TIME_INDEX_DIR)
+    if os.path.isdir(hidx):
+        for name in os.listdir(hidx):
+            if name.endswith(".time") and name[:-5].isdigit() and int(name[:-5]) in archived \
+                    and not os.path.lexists(segment_path(hot, int(name[:-5]))):
+                try:
+                    os.unlink(os.path.join(hidx, name))
+                except FileNotFoundError:
+                    pass
+    return done
+
+
+def apply_archive_retention(cfg, meta, now_ns=None):
+    """The archive's own retention (``archive_retain_*``): the oldest archived segments beyond
+    it removed (with their indices). Returns the removed indices."""
+    archived = list_archived(cfg.dir)
+    plan = archive_retention_plan(cfg, meta, archived, now_ns)
+    removed = []
+    for i in plan:
+        for p in (os.path.join(cfg.dir, archived[i]),
+                  os.path.join(cfg.dir, TIME_INDEX_DIR, time_index_name(i))):
+            try:
+                os.unlink(p)
+            except FileNotFoundError:
+                pass
+        removed.append(i)
+    if removed:
+        fsync_dir(cfg.dir)
+    return removed
+
+
+def archive_retention_plan(cfg, meta, archived, now_ns=None):
+    """The archived segments (``archived``: ``list_archived``) the archive's retention
+    removes, oldest first."""
+    if not (cfg.retain_segments or cfg.retain_bytes or cfg.retain_age_ms):
+        return []
+    segs = sorted(archived)
+    if not segs:
+        return []
+    view = dataclasses.replace(meta, retain_segments=cfg.retain_segments,
+                               retain_bytes=cfg.retain_bytes, retain_age_ms=cfg.retain_age_ms)
+
+    def full_ms(i):
+        try:
+            return os.stat(os.path.join(cfg.dir, archived[i])).st_mtime_ns // 1_000_000
+        except FileNotFoundError:
+            return None
+    now_ms = (time.time_ns() if now_ns is None else now_ns) // 1_000_000
+    # Every archived segment is history: "newest" past the last one keeps none of them back.
+    return retention_plan(segs, view, segs[-1] + 1, segs[-1] + 1, now_ms, full_ms)
+
+
+class Archiver:
+    """An archiver (``run_once`` in ``ArchiverProcess``'s child; ``start`` runs it in a thread of
+    this process instead): while it holds the bus's archiver lock, it completes what a
+    killed archiver left, then moves each full, settled segment beyond ``cfg.after`` full hot
+    segments (or filled longer than ``cfg.age_ms`` ago) into the archive, oldest first, then
+    applies the archive's retention. ``wake()`` (a roll) makes it look at once. Its failures
+    are kept in ``error`` (raised by the writer's ``close()``)."""
+
+    def __init__(self, hot, meta, cfg, *, mode=0o600, allow_foreign=False, timeout=2.0):
+        self.hot, self.meta, self.cfg = os.fspath(hot), meta, cfg
+        self._mode, self._allow_foreign, self._timeout = mode, allow_foreign, timeout
+        self._event = threading.Event()
+        self._stop = False
+        self._thread = None
+        self._live = None
+        self._holding = False
+        self._settling = None       # (index, MappedBusReader) rolling back dead writers' slots
+        self._busy = False          # run_once is running
+        self.error = None
+        self.moved = 0
+
+    def start(self):
+        """Start the thread (the archive directory is made first, in the caller)."""
+        self._thread = threading.Thread(target=self._run, name=f"mappedbus-archiver {self.hot}",
+                                        daemon=True)
+        self._thread.start()
+
+    def wake(self):
+        """Look now (the writer rolled)."""
+        self._event.set()
+
+    def wait_idle(self, timeout):
+        """Wait (waking the thread) until no segment is due to move, or ``timeout`` seconds;
+        True if none is (this archiver holds the lock: another's work is not waited for)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if self._holding and not self._busy and not self.candidates():
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            self._event.set()
+            time.sleep(0.005)
+
+    def stop(self):
+        """Stop the thread and let the lock go."""
+        self._stop = True
+        self._event.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self._settling is not None:
+            self._settling[1].close()
+            self._settling = None
+        if self._live is not None:
+            self._live.close()
+            self._live = None
+            self._holding = False
+
+    def _run(self):
+        while not self._stop:
+            self._busy = True
+            try:
+                self.run_once()
+            except Exception as e:      # kept; the writer's close() raises it
+                self.error = e
+            finally:
+                self._busy = False
+            self._event.wait(ARCHIVE_POLL_S)
+            self._event.clear()
+
+    def _take_lock(self):
+        if self._holding:
+            return True
+        if self._live is None:
+            # the archive's bus.meta: never replaced (the hot one is, when keys are added)
+            fd, _ = open_file(os.path.join(self.cfg.dir, META_FILE), os.O_RDWR,
+                              allow_foreign=self._allow_foreign)
+            self._live = LiveFile(fd)
+        self._holding = self._live.hold(ARCHIVER_LOCK_BYTE) is Hold.TAKEN
+        if self._holding:
+            complete_moves(self.hot, self.cfg)
+        return self._holding
+
+    def candidates(self):
+        """The hot segments due to move, oldest first (not yet checked to be settled)."""
+        segs = list_segments(self.hot)
+        if len(segs) < 2:
+            return []
+        newest = segs[-1]
+        full = [k for k in segs if k < newest]
+        # The newest may be a spare made ahead (limit 8): then the one before it is current.
+        if _limit(self.hot, newest) <= FIRST_RECORD_OFFSET and full:
+            full = full[:-1]
+        due = full[:max(0, len(full) - self.cfg.after)]
+        if self.cfg.age_ms:
+            now = time.time_ns()
+            for k in full[len(due):]:
+                try:
+                    mtime = os.stat(segment_path(self.hot, k)).st_mtime_ns
+                except FileNotFoundError:
+                    continue
+                if (now - mtime) // 1_000_000 > self.cfg.age_ms:
+                    due.append(k)
+                else:
+                    break
+        return due
+
+    def run_once(self):
+        """One look: returns the segments moved."""
+        if not self._take_lock():
+            return []
+        ready = []
+        for k in self.candidates():
+            if self._stop or len(ready) >= MOVE_BATCH:
+                break
+            p = segment_path(self.hot, k)
+            try:
+                ok = settled(p, self.meta.segment_size, self.meta.record_size) or self._settle(k)
+            except FileNotFoundError:
+                continue
+            if not ok:
+                break       # oldest first: a later segment waits for this one
+            ready.append(k)
+        if ready:
+            move_segments(self.hot, self.cfg, ready, self.meta.segment_size, mode=self._mode,
+                          allow_foreign=self._allow_foreign)
+            self.moved += len(ready)
+        apply_archive_retention(self.cfg, self.meta)
+        return ready
+
+    def _settle(self, k):
+        """Read segment ``k`` as a reader does (rolling back, after the timeout, the slots of
+        writers that are gone): True once every slot is settled."""
+        if self._settling is not None and self._settling[0] != k:
+            self._settling[1].close()
+            self._settling = None
+        if self._settling is None:
+            r = MappedBusReader(segment_path(self.hot, k), self.meta.segment_size,
+                                self.meta.record_size, timeout=self._timeout,
+                                start=FIRST_RECORD_OFFSET, allow_foreign=self._allow_foreign,
+                                _segment=True, idle="busy_spin",
+                                _writers_path=os.path.join(self.hot, WRITERS_FILE),
+                                _position_base=join_position(k, 0, self.meta.segment_size))
+            r.open()
+            self._settling = (k, r)
+        r = self._settling[1]
+        try:
+            while r.next():
+                pass
+        except BusFullError:
+            r.close()
+            self._settling = None
+            return settled(segment_path(self.hot, k), self.meta.segment_size,
+                           self.meta.record_size)
+        return False
+
+
+def _limit(hot, k):
+    try:
+        fd = os.open(segment_path(hot, k), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return 0
+    try:
+        return int.from_bytes(os.pread(fd, 8, 0), "little", signed=True)
+    finally:
+        os.close(fd)
+
+
+class ArchiveTier:
+    """A reader's view of a bus's archive: which segments it holds, and a segment's bytes as
+    a file to map (uncompressed: the archived file itself; compressed: decompressed into a
+    private file under ``/dev/shm``, which the caller unlinks once mapped). While a reader
+    reads compressed segment k, segment k+1 is decompressed ahead in a background thread (the
+    libraries let the GIL go while they decompress); ``close()`` removes what was not used."""
+
+    def __init__(self, cfg, meta, *, allow_foreign=False, ahead=True):
+        self.cfg, self.meta, self._allow_foreign = cfg, meta, allow_foreign
+        self._checked = False
+        self._read_ahead = ahead    # decompress the next segment ahead (readers; not tools)
+        self._ahead = None          # (index, Future of the temporary path): the next one
+        self._pool = None
+
+    def _check(self):
+        if self._checked:
+            return
+        theirs = read_meta(os.path.join(self.cfg.dir, META_FILE), allow_foreign=self._allow_foreign)
+        if theirs is not None and theirs.id != self.meta.id:
+            raise BusMismatchError(f"{self.cfg.dir!r} is the archive of bus {theirs.id}, not "
+                                   f"of bus {self.meta.id}")
+        self._checked = True
+
+    def segments(self):
+        """``{index: file name}`` of the archived segments."""
+        if not os.path.isdir(self.cfg.dir):
+            return {}
+        self._check()
+        return list_archived(self.cfg.dir)
+
+    def _decompress(self, index, name):
+        data = read_archived(self.cfg.dir, index, name, self.meta.segment_size,
+                             allow_foreign=self._allow_foreign)
+        return _to_shm(data, name)
+
+    def open_path(self, index):
+        """``(path to map, temporary: True if the caller unlinks it after mapping)`` of
+        archived segment ``index``; FileNotFoundError if it is not archived."""
+        names = self.segments()
+        if index not in names:
+            self._drop_ahead()
+            raise FileNotFoundError(f"segment {index} is not in the archive {self.cfg.dir!r}")
+        name = names[index]
+        if not name.endswith((".zst", ".lz4")):
+            return os.path.join(self.cfg.dir, name), False
+        path = None
+        if self._ahead is not None and self._ahead[0] == index:
+            try:
+                path = self._ahead[1].result()
+            except Exception:
+                path = None         # decompressed again below: its error raised from here
+            self._ahead = None
+        self._drop_ahead()
+        if path is None:
+            path = self._decompress(index, name)
+        nxt = names.get(index + 1)
+        if self._read_ahead and nxt is not None and nxt.endswith((".zst", ".lz4")):
+            import concurrent.futures
+            if self._pool is None:
+                self._pool = concurrent.futures.ThreadPoolExecutor(
+                    1, thread_name_prefix="mappedbus-archive-ahead")
+            self._ahead = (index + 1, self._pool.submit(self._decompress, index + 1, nxt))
+        return path, True
+
+    def _drop_ahead(self):
+        if self._ahead is not None:
+            _, fut = self._ahead
+            self._ahead = None
+            try:
+                os.unlink(fut.result())
+            except Exception:
+                pass
+
+    def close(self):
+        """Remove a segment decompressed ahead and not used; stop the thread."""
+        self._drop_ahead()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
+
+
+def _to_shm(data, name):
+    base = "/dev/shm" if os.path.isdir("/dev/shm") else None
+    import tempfile
+    fd, path = tempfile.mkstemp(prefix=f"mappedbus-archived-{name}-", dir=base)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    except BaseException:
+        os.close(fd)
+        os.unlink(path)
+        raise
+    os.close(fd)
+    return path
+
+
+@dataclasses.dataclass(frozen=True)
+class ArchiveRequest:
+    """What a writer asked of the archive: ``cfg`` (the defaults filled in, for a bus without
+    one yet) and ``given``, the names of the ``ArchiveConfig`` fields it set itself (the
+    others are the bus's, for a bus that has an archive)."""
+    cfg: ArchiveConfig
+    given: frozenset
+
+
+def check_archive(archive, after, age, compress, retain_segments, retain_bytes, retain_age,
+                  hot_segments, hot_bytes, hot_age):
+    """The writer's archive arguments as an ``ArchiveRequest`` (None without ``archive``),
+    checked at once; None for an argument means "the bus's, else the default"."""
+    if archive is None:
+        if any(v is not None for v in (after, age, compress, retain_segments, retain_bytes,
+                                       retain_age)):
+            raise ValueError("archive_after, archive_age, compress and archive_retain_* apply "
+                             "to an archive: give archive=DIR too")
+        return None
+    if hot_segments or hot_bytes or hot_age:
+        raise ValueError("retain_segments/retain_bytes/retain_age would delete hot segments "
+                         "before they are archived: with archive=, the hot tier keeps "
+                         "archive_after segments (and archive_age), and the archive's "
+                         "retention is archive_retain_segments/bytes/age")
+    for name, v in (("archive_after", after), ("archive_retain_segments", retain_segments),
+                    ("archive_retain_bytes", retain_bytes)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+            raise ValueError(f"{name} must be a non-negative integer, got {v!r}")
+    for name, v in (("archive_age", age), ("archive_retain_age", retain_age)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0):
+            raise ValueError(f"{name} must be a non-negative number of seconds, got {v!r}")
+    if compress not in (None, "none", "zstd", "lz4"):
+        raise ValueError(f"compress must be None, 'zstd' or 'lz4', got {compress!r}")
+    path = os.path.abspath(os.fspath(archive))
+    if "\n" in path:
+        raise ValueError(f"archive path {path!r} cannot be stored in bus.meta")
+    given = {"dir"} | {name for name, v in (
+        ("after", after), ("age_ms", age), ("compress", compress),
+        ("retain_segments", retain_segments), ("retain_bytes", retain_bytes),
+        ("retain_age_ms", retain_age)) if v is not None}
+    cfg = ArchiveConfig(dir=path, after=1 if after is None else after,
+                        age_ms=int(round((age or 0) * 1000)),
+                        compress=compress or "none", retain_segments=retain_segments or 0,
+                        retain_bytes=retain_bytes or 0,
+                        retain_age_ms=int(round((retain_age or 0) * 1000)))
+    return ArchiveRequest(cfg, frozenset(given))
+
+
+def settle_meta(hot, meta, request, *, mode=0o600, allow_foreign=False):
+    """The archive this writer applies: the ``ArchiveRequest``'s, written into ``bus.meta`` if
+    the bus has none yet, else the bus's own, which what it set must match (ValueError: fixed
+    once set); a writer that asks for none still archives a bus that has one. None: no
+    archive."""
+    from ..formats.archive import archive_config
+    mpath = os.path.join(hot, META_FILE)
+    have = archive_config(meta, mpath)
+    if request is None:
+        return have
+    cfg = request.cfg
+    if have is not None and all(getattr(have, f) == getattr(cfg, f) for f in request.given):
+        return have
+    if have is not None:
+        raise ValueError(f"{mpath!r} has the archive {have}; this writer asked for {cfg}: the "
+                         f"archive settings are fixed once set")
+    write_meta(mpath, dataclasses.replace(meta, extra=tuple(meta.extra) + cfg.to_extra()),
+               mode=mode, exclusive=False)
+    fsync_dir(hot)
+    return cfg
+
+
+def archived_segment_path(bus_path, index, allow_foreign=False):
+    """For readers that open segments by path (work groups): ``(path, temporary)`` of
+    segment ``index`` of the rolling bus ``bus_path`` in its archive (``ArchiveTier.open_path``),
+    or None if the bus has no archive or the segment is not there."""
+    from ..formats.archive import archive_config
+    from .directory import read_bus_meta
+    meta = read_bus_meta(bus_path, allow_foreign=allow_foreign)
+    cfg = None if meta is None else archive_config(meta, os.path.join(bus_path, META_FILE))
+    if cfg is None:
+        return None
+    try:
+        return ArchiveTier(cfg, meta, allow_foreign=allow_foreign, ahead=False).open_path(index)
+    except FileNotFoundError:
+        return None
+
+
+def all_segments(bus_path, allow_foreign=False):
+    """The segments of the rolling bus ``bus_path`` in either tier, oldest first."""
+    from ..formats.archive import archive_config
+    from .directory import read_bus_meta
+    segs = set(list_segments(bus_path))
+    meta = read_bus_meta(bus_path, allow_foreign=allow_foreign)
+    cfg = None if meta is None else archive_config(meta, os.path.join(bus_path, META_FILE))
+    if cfg is not None:
+        segs |= set(ArchiveTier(cfg, meta, allow_foreign=allow_foreign).segments())
+    return sorted(segs)
+
+
+class ArchiverProcess:
+    """The archiver as a child process of the writer (``python -m
+    mappedbus_py.rolling._archiver_main``), so that moving and compressing never wait for the writer's
+    GIL: the same ``Archiver`` steps in the child's main thread. The child dies with the writer
+    (``PR_SET_PDEATHSIG``, and the end of its stdin); a byte on its stdin is a ``wake()``; an
+    error it meets is written back on its stdout and raised by ``stop()``."""
+
+    def __init__(self, hot, meta, cfg, *, mode=0o600, allow_foreign=False):
+        self.hot, self.meta, self.cfg = os.fspath(hot), meta, cfg
+        self._mode, self._allow_foreign = mode, allow_foreign
+        self._proc = None
+        self.error = None
+
+    def start(self):
+        """Start the child."""
+        import subprocess
+        import sys
+        args = [sys.executable, "-m", "mappedbus_py.rolling._archiver_main", self.hot,
+                oct(self._mode), "1" if self._allow_foreign else "0"]
+        env = dict(os.environ)
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH")
+                                    else "")
+        self._proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      env=env, close_fds=True, preexec_fn=_die_with_parent)
+
+    def wake(self):
+        """Look now (the writer rolled)."""
+        try:
+            os.write(self._proc.stdin.fileno(), b"w")
+        except (BlockingIOError, BrokenPipeError, OSError):
+            pass
+
+    def candidates(self):
+        """The hot segments due to move (as the child sees them)."""
+        return Archiver(self.hot, self.meta, self.cfg).candidates()
+
+    def _due(self):
+        return bool(self.candidates()) or bool(
+            archive_retention_plan(self.cfg, self.meta, list_archived(self.cfg.dir)))
+
+    def wait_idle(self, timeout):
+        """Wait until no segment is due to move and the archive's retention has nothing to
+        remove (``timeout`` seconds at most): True if so."""
+        deadline = time.monotonic() + timeout
+        while self._due():
+            if time.monotonic() >= deadline or self._proc.poll() is not None:
+                return not self._due()
+            self.wake()
+            time.sleep(0.01)
+        return True
+
+    def stop(self):
+        """End the child (closing its stdin) and wait for it; its error, if any, in ``error``."""
+        if self._proc is None:
+            return
+        try:
+            self._proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            out = self._proc.stdout.read()
+            self._proc.wait(timeout=60)
+        except Exception:
+            self._proc.kill()
+            self._proc.wait()
+            out = b""
+        self._proc.stdout.close()
+        self._proc = None
+        if out.strip():
+            self.error = MappedBusError(f"the archiver of {self.hot!r}: "
+                                        f"{out.decode(errors='replace').strip()}")
+
+
+def _die_with_parent():
+    # In the child, before exec: SIGKILL when the writer that started it dies.
+    import ctypes
+    import signal
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))   # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def child_main(argv):
+    import select
+    import sys
+    from ..formats.archive import archive_config
+    from .directory import read_bus_meta
+    hot, mode, allow_foreign = argv[0], int(argv[1], 8), argv[2] == "1"
+    meta = read_bus_meta(hot, allow_foreign=allow_foreign)
+    cfg = archive_config(meta, os.path.join(hot, META_FILE))
+    a = Archiver(hot, meta, cfg, mode=mode, allow_foreign=allow_foreign)
+    stdin = sys.stdin.fileno()
+    reported = None
+    while True:
+        try:
+            a.run_once()
+        except Exception as e:          # reported once to the writer; retried meanwhile
+            if repr(e) != reported:
+                reported = repr(e)
+                os.write(sys.stdout.fileno(), f"{type(e).__name__}: {e}\n".encode())
+        r, _, _ = select.select([stdin], [], [], ARCHIVE_POLL_S)
+        if r and not os.read(stdin, 4096):
+            break                       # the writer closed (or died)
+    a.stop()
+
