@@ -435,6 +435,15 @@ cdef class MappedBusWriter:
         """The largest message this framed bus holds (bytes); 0 on a bus without frames."""
         return self._max_message
 
+    def _write_encoded(self, encoded, int32_t topic_id):
+        """write_object's write of an encoded object with a topic id (a rolling writer's)."""
+        return self._write_parts(encoded, topic_id)
+
+    def _covers(self, int64_t offset):
+        """True if the last framed reservation covers the slot at ``offset`` (a rolling
+        writer's spare trigger)."""
+        return self._last_off <= offset < self._last_off + self._last_span
+
     def topic_id(self, topic):
         """The id of topic ``topic`` on this framed bus (named now if it is new)."""
         if not self.frames:
@@ -476,6 +485,7 @@ cdef class MappedBusWriter:
         n = frame_slots(length, self._slot)
         rec = self._alloc(n)
         pos = rec - self._base
+        self._last_span = n * self._slot
         if pos + n * self._slot > self.file_size:
             m = frame_slots_left(pos, self._last, self._slot)
             frame_roll_back(rec, m, &skip)
