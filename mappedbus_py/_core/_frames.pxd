@@ -38,3 +38,13 @@ cdef class TopicNames:
 
     cdef object name_of(self, int32_t t)
     cdef int learn(self, int32_t t) except -1
+
+
+from ._record cimport Record
+
+# A committed message at offset rec of the mapping at base, as the readers hand it out.
+cdef bytes frame_bytes(char *base, int64_t rec)
+cdef Record frame_record(char *base, int64_t rec, int64_t position, TopicNames names,
+                         object serializer)
+cdef object frame_object(char *base, int64_t rec, int64_t position, object serializer)
+cdef int64_t frame_into(char *base, int64_t rec, object buffer) except -1

@@ -110,3 +110,57 @@ cdef class TopicNames:
         if self._file is not None:
             self._file.close()
             self._file = None
+
+
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_WRITABLE, PyBUF_C_CONTIGUOUS
+from cpython.bytearray cimport PyByteArray_FromStringAndSize
+from libc.string cimport memcpy
+
+from ..errors import MessageTooSmallBufferError
+
+
+cdef bytes frame_bytes(char *base, int64_t rec):
+    cdef int64_t n = frame_length(base + rec)
+    cdef int64_t p = rec + FRAME_PAYLOAD_OFFSET
+    return base[p:p + n]
+
+
+cdef Record frame_record(char *base, int64_t rec, int64_t position, TopicNames names,
+                         object serializer):
+    cdef Record r = Record.__new__(Record)
+    cdef int32_t t = frame_topic(base + rec)
+    r.position = position
+    r.meta = frame_meta_load(base + rec)
+    r.payload = frame_bytes(base, rec)
+    r.topic = names.name_of(t) if t != 0 else None
+    r.flags = frame_flags(base + rec)
+    r.framed = True
+    r._serializer = serializer
+    return r
+
+
+cdef object frame_object(char *base, int64_t rec, int64_t position, object serializer):
+    # The message copied once into a bytearray of its own, then decoded: numpy arrays come
+    # back as writable views of it.
+    from ..formats.objects import decode
+    cdef int64_t n = frame_length(base + rec)
+    data = PyByteArray_FromStringAndSize(base + rec + FRAME_PAYLOAD_OFFSET, n)
+    return decode(data, frame_flags(base + rec), serializer,
+                  where=f"the message at {position}")
+
+
+cdef int64_t frame_into(char *base, int64_t rec, object buffer) except -1:
+    # Copy the message into ``buffer`` (writable, C-contiguous): its length.
+    # MessageTooSmallBufferError (nothing copied) if it does not fit.
+    cdef Py_buffer view
+    cdef int64_t n = frame_length(base + rec)
+    PyObject_GetBuffer(buffer, &view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS)
+    try:
+        if n > view.len:
+            raise MessageTooSmallBufferError(
+                f"the next message is {n} bytes, longer than the {view.len}-byte buffer "
+                f"given to read_into (it is still the next message)", n)
+        memcpy(view.buf, base + rec + FRAME_PAYLOAD_OFFSET, n)
+    finally:
+        PyBuffer_Release(&view)
+    return n

@@ -138,8 +138,10 @@ def test_sizes_and_modes_refused_at_once(bus_path):
         assert w.write(bytes(w.max_message))               # exactly the largest fits
     with pytest.raises(BusMismatchError, match="frames=True"):
         MappedBusWriter(bus_path).open()
-    with pytest.raises(BusMismatchError, match="frames=True"):
-        mb.MappedBusReader(bus_path).open()
+    with pytest.raises(BusMismatchError, match="frames"):
+        mb.MappedBusReader(bus_path, frames=False).open()
+    with mb.MappedBusReader(bus_path) as r:                 # a reader learns it from PATH.meta
+        assert r.frames
 
 
 def test_frames_on_an_unframed_bus_is_refused(bus_path):
