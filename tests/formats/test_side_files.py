@@ -37,6 +37,15 @@ def test_the_spark_connector_names_the_same_side_suffixes():
     assert named == set(layout.SIDE_SUFFIXES)
 
 
+def _write_and_consume(writer, reader_class, path):
+    # A record written, then read and committed by a parked consumer (wake file, registry).
+    with writer as w:
+        w.write(b"12345678")
+        with reader_class(path, consumer="c", idle="park") as r:
+            assert r.read(1) is not None
+            r.commit()
+
+
 def test_side_files_of_a_single_file_bus_and_of_a_rolling_one(tmp_path):
     bus = str(tmp_path / "bus")
     assert side_files(bus) == [bus + s for s in layout.SIDE_SUFFIXES]
@@ -49,13 +58,9 @@ def test_every_file_a_bus_leaves_beside_it_is_a_side_file(tmp_path):
     # A bus with every side file the library makes today: metadata, wake file (a parked
     # reader's), consumer registry, writers file, a work group.
     bus = str(tmp_path / "bus")
-    with MappedBusWriter(bus, 1 << 16, 8) as w:
-        w.write(b"12345678")
-        with MappedBusReader(bus, consumer="c", idle="park") as r:
-            assert r.read(1) is not None
-            r.commit()
-        with GroupReader(bus, "g") as g:
-            g.read(1)
+    _write_and_consume(MappedBusWriter(bus, 1 << 16, 8), MappedBusReader, bus)
+    with GroupReader(bus, "g") as g:
+        g.read(1)
     left = {os.path.join(tmp_path, n) for n in os.listdir(tmp_path)} - {bus}
     assert left and left <= set(side_files(bus))
     remove_bus(bus)
@@ -64,11 +69,7 @@ def test_every_file_a_bus_leaves_beside_it_is_a_side_file(tmp_path):
 
 def test_every_file_a_rolling_bus_holds_besides_segments_is_a_side_file(tmp_path):
     d = str(tmp_path / "r")
-    with RollingBusWriter(d, 1 << 16, 8) as w:
-        w.write(b"12345678")
-        with RollingBusReader(d, consumer="c", idle="park") as r:
-            assert r.read(1) is not None
-            r.commit()
+    _write_and_consume(RollingBusWriter(d, 1 << 16, 8), RollingBusReader, d)
     names = {n for n in os.listdir(d) if not n.endswith(layout.SEGMENT_SUFFIX)}
     assert names and {os.path.join(d, n) for n in names} <= set(side_files(d))
     remove_bus(d)
