@@ -29,6 +29,7 @@ from posix.unistd cimport getpid
 from libc.stdint cimport int32_t
 
 from .._core._record cimport Record
+from .._core._frames cimport frame_record, frame_object, check_into_buffer
 from .._core._clock cimport coarse_ns
 from .._core._reader cimport MappedBusReader
 from .._core._slotscan cimport SlotScan, END, scan_meta
@@ -194,6 +195,9 @@ cdef class RollingWriterBase:
 
 
 
+cdef object _NO_WAIT = 0      # read_into's default timeout (only a framed bus waits)
+
+
 cdef class RollingReaderBase:
     """The read paths of ``RollingBusReader`` (rolling/reader.py)."""
 
@@ -274,9 +278,58 @@ cdef class RollingReaderBase:
         """Move to the next committed record; True if there is one (it becomes current)."""
         return self._advance(None) == 1
 
-    def read_into(self, message):
-        """``next()`` and ``read_message(message)`` in one call: True if a record was read."""
+    def read_into(self, message, timeout=0):
+        """``next()`` and ``read_message(message)`` in one call: True if a record was read.
+        On a framed bus: the next message copied into the buffer ``message``, its length
+        returned, None if none came within ``timeout`` (see ``MappedBusReader.read_into``)."""
+        if self._frames:
+            check_into_buffer(message)
+            if not self._frame_next(timeout):
+                return None
+            return self._r._frame_into(message)
+        if timeout is not _NO_WAIT:
+            raise TypeError("read_into(message, timeout) waits on a framed bus only: use "
+                            "wait(timeout), then read_message(message)")
         return self._advance(message) == 1
+
+    def _frame_next(self, timeout):
+        # A framed bus's next message made current (waiting as read does): True if one is.
+        cdef MappedBusReader r = self._r
+        cdef int found = 0
+        if r is not None:
+            try:
+                found = r._next()
+            except BusFullError:
+                found = 0
+        if found == 1:
+            return True
+        if timeout is not None and timeout == 0:
+            return self._advance(None) == 1
+        return self.wait(timeout)
+
+    def _frame_record(self):
+        # The current message as a Record (records() and iteration on a framed bus).
+        cdef MappedBusReader r = self._r
+        cdef SlotScan s = r._scan
+        record = frame_record(s.base, s.cur, self._base_pos + s.cur, self._names,
+                              self._serializer)
+        if guard_is_dead(s.dead):
+            s.truncated()
+        return record
+
+    def read_object(self, timeout=None):
+        """The next message as the object ``write_object`` wrote (see
+        ``MappedBusReader.read_object``); None if none came within ``timeout``."""
+        if not self._frames:
+            raise TypeError("read_object() reads a framed bus (frames=True)")
+        if not self._frame_next(timeout):
+            return None
+        cdef MappedBusReader r = self._r
+        cdef SlotScan s = r._scan
+        obj = frame_object(s.base, s.cur, self._base_pos + s.cur, self._serializer)
+        if guard_is_dead(s.dead):
+            s.truncated()
+        return obj
 
     def read(self, timeout=None):
         """The next committed record as a ``Record`` (position across segments), waiting up
@@ -294,6 +347,12 @@ cdef class RollingReaderBase:
         cdef SlotScan s = r._scan
         cdef int64_t rec = s.cur
         cdef int64_t payload = rec + PAYLOAD_OFFSET
+        if s.frames:
+            record = frame_record(s.base, rec, self._base_pos + rec, self._names,
+                                  self._serializer)
+            if guard_is_dead(s.dead):
+                s.truncated()
+            return record
         record = Record(self._base_pos + rec, scan_meta(s, rec),
                         s.base[payload:payload + r.record_size])
         if guard_is_dead(s.dead):

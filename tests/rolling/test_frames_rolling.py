@@ -37,7 +37,7 @@ def test_messages_meeting_a_segments_end_go_whole_into_the_next(rolling_dir):
             assert w.write(m)
         with pytest.raises(ValueError, match="never spans files"):
             w.write(bytes(w.max_message + 1))
-        assert w.segment >= 15
+        assert w.segment >= 8             # many segment ends met
     with RollingBusReader(rolling_dir) as r:
         got = []
         for rec in r.records(timeout=0):
