@@ -65,6 +65,7 @@ cdef class MappedBusWriter:
     # frames (_frames.h): a message of any size over the slots of one reservation
     cdef int32_t _topic_id(self, object topic) except -1
     cdef char *_alloc_frame(self, int64_t length) except NULL
+    cdef void _populate_span(self, int64_t pos, int64_t end) noexcept
     cdef bint _write_framed(self, object data, Py_ssize_t offset, Py_ssize_t length,
                             int32_t topic) except -1
     cdef bint _write_frame(self, const char *src, Py_ssize_t n, int32_t topic,

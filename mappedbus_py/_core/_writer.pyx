@@ -393,6 +393,13 @@ cdef class MappedBusWriter:
         elif errno != EINTR and errno != EAGAIN:    # those two: try again on the next write
             self._populated = -1
 
+    cdef void _populate_span(self, int64_t pos, int64_t end) noexcept:
+        cdef int64_t start = max(self._populated, pos & ~(<int64_t>4095))
+        cdef int64_t stop = min((end + 4095) & ~(<int64_t>4095), self._mapped)
+        if stop > start and madvise(self._base + start, <size_t>(stop - start),
+                                    MADV_POPULATE_WRITE) == 0:
+            self._populated = max(self._populated, stop)
+
     @cython.final
     cdef bint _commit(self, char *rec) except -1:
         cdef int32_t old = status_cas(rec, self._aligned, 0, 1)
@@ -486,6 +493,11 @@ cdef class MappedBusWriter:
         rec = self._alloc(n)
         pos = rec - self._base
         self._last_span = n * self._slot
+        if n * self._slot > POPULATE_CHUNK and self._populated >= 0 \
+                and pos + n * self._slot > self._populated:
+            # A large message: its pages mapped with one system call, not a fault each
+            # (1 MiB: 256 faults); _alloc mapped its first chunk only.
+            self._populate_span(pos, min(pos + n * self._slot, self.file_size))
         if pos + n * self._slot > self.file_size:
             m = frame_slots_left(pos, self._last, self._slot)
             frame_roll_back(rec, m, &skip)
