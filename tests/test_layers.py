@@ -336,7 +336,8 @@ def test_no_module_imports_another_modules_private_names():
 _CORE = {"_core._atomic", "_core._layout", "_core._guard", "_core._checks", "errors"}
 READER_CONCERNS = {
     # the walk over the slots: statuses, the limit, stalls, the writers file, rollback
-    "_core._slotscan": _CORE | {"_core._clock", "_core._mapping", "_core._writers"},
+    "_core._slotscan": _CORE | {"_core._clock", "_core._mapping", "_core._writers",
+                                "_core._frames"},     # the steps over frames, the topic filter
     # spin, park and wake, the event loops' descriptor; it polls through the scan
     "_core._waiter": _CORE | {"_core._clock", "_core._slotscan", "_core._wake", "_core._wakefd",
                               "formats.layout"},
@@ -346,7 +347,8 @@ READER_CONCERNS = {
     "_core._reader": _CORE | {"_core._mapping", "_core._message", "_core._record",
                               "_core._slotscan", "_core._waiter", "_core._consumerhold",
                               "_core._consumers", "_core._wake", "_core._wakefd", "_core._writer",
-                              "formats.layout", "aio"},
+                              "formats.layout", "aio",
+                              "_core._frames", "formats.objects"},   # framed buses' reads
 }
 
 

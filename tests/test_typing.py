@@ -110,7 +110,8 @@ def test_inspect_signature_works_on_the_classes():
     assert sig.parameters["timeout"].default == 2.0
     assert sig.parameters["timeout"].kind is inspect.Parameter.KEYWORD_ONLY
     assert inspect.signature(MappedBusWriter).parameters["mode"].default == 0o600
-    assert list(inspect.signature(Record).parameters) == ["position", "meta", "payload"]
+    assert list(inspect.signature(Record).parameters) == ["position", "meta", "payload", "topic",
+                                                         "flags", "framed", "serializer"]
     # The signature in the docstring is the real one.
     r = MappedBusReader("/nonexistent", 1 << 16, 8)
     assert r.timeout == sig.parameters["timeout"].default

@@ -7,6 +7,7 @@ from ._record cimport Record
 from ._slotscan cimport SlotScan, END
 from ._waiter cimport Waiter
 from ._consumerhold cimport ConsumerHold
+from ._frames cimport TopicNames
 
 
 cdef class MappedBusReader:
@@ -28,6 +29,12 @@ cdef class MappedBusReader:
                                # metadata, may be unlinked by retention while mapped
     cdef readonly object consumer
     """The name this reader holds in the bus's consumer registry, or None."""
+    cdef object _frames_opt    # frames= as given: None (from the metadata), True or False
+    cdef readonly bint frames
+    """True once open on a framed bus (messages of any size and topics, docs/messages.md)."""
+    cdef object _topics_opt    # topics= as given (a frozenset of names), or None
+    cdef object _serializer    # the serializer for objects (dumps/loads); None: pickle
+    cdef TopicNames _names     # framed: topic names and filter (a rolling reader shares its own)
 
     cdef int _truncated(self) except -1
     # final: called directly (inlinable), not through the vtable, on every read
@@ -44,3 +51,4 @@ cdef class MappedBusReader:
     cdef MappedFile _open_mapping(self)
     cdef _place(self, MappedFile f)
     cdef bint _read_into(self, object message) except -1
+    cdef int _frame_next(self, object timeout) except -1

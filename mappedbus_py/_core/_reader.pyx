@@ -26,6 +26,7 @@ from ._waiter cimport Waiter
 from ._wake cimport WakeFile
 from ._wakefd cimport WakeFd
 from ._consumerhold cimport ConsumerHold, hold_commit
+from ._frames cimport TopicNames, frame_record, frame_object, frame_into, check_into_buffer
 from ._consumers cimport ConsumerRegistry
 
 from ._mapping import DEFAULT_LOCK_TIMEOUT, check_lock_timeout
@@ -36,12 +37,15 @@ from ._checks import (check_limit as _check_limit, check_path as _check_path,
 from ._consumers import check_name as _check_consumer_name
 from ._slotscan import FILE_CHECK
 from ._writer import reopen as _reopen
+from ._frames import check_topics
+from ..formats.objects import check_serializer
 from ..errors import BusClosedError, BusFullError, CorruptBusError
 from ..formats.layout import (FIRST_RECORD_OFFSET, DEFAULT_TIMEOUT_MS, DEFAULT_PARK_NS,
                               DEFAULT_PARK_MAX_NS, DEFAULT_SPIN_NS, WRITERS_SUFFIX,
-                              CONSUMERS_SUFFIX)
+                              CONSUMERS_SUFFIX, TOPICS_SUFFIX)
 
 cdef int64_t FIRST = FIRST_RECORD_OFFSET
+cdef object _NO_WAIT = 0      # read_into's default timeout (only a framed bus waits)
 #: Seconds a spin_park reader spins before it parks (layout.DEFAULT_SPIN_NS).
 DEFAULT_SPIN = DEFAULT_SPIN_NS / 1e9
 #: Seconds a parked reader sleeps before it looks by itself, at first and at most.
@@ -55,7 +59,7 @@ DEFAULT_TIMEOUT = DEFAULT_TIMEOUT_MS / 1000
 cdef class MappedBusReader:
     # The first lines are the signature that inspect.signature() reads (a static type's
     # __init__ has none it can see).
-    """MappedBusReader(path, file_size=None, record_size=None, *, timeout=2.0, start=None, read_only=False, prefault=False, allow_foreign=False, lock_timeout=10.0, idle="spin_park", spin=1e-05, park=0.001, park_max=0.016, consumer=None, group=None, stall_limit=None)
+    """MappedBusReader(path, file_size=None, record_size=None, *, timeout=2.0, start=None, read_only=False, prefault=False, allow_foreign=False, lock_timeout=10.0, idle="spin_park", spin=1e-05, park=0.001, park_max=0.016, consumer=None, group=None, stall_limit=None, frames=None, topics=None, serializer=None)
 --
 
     Reads every record of a bus file, in the one order all readers share.
@@ -112,6 +116,14 @@ cdef class MappedBusReader:
     which acks it. The sizes, if given, are checked against the bus's; the other keywords
     are GroupReader's (``start``, ``lease``, ``max_deliveries``, ``max_in_flight``, ...).
 
+    **Frames.** On a framed bus (``frames=1`` in its metadata; ``frames=True`` for a file
+    without metadata) every read delivers whole messages of any size: ``read()`` a
+    ``Record`` whose ``payload`` is the message and ``topic`` its topic name,
+    ``read_into(buffer)`` the message copied into a buffer, ``read_object()`` the object
+    ``write_object`` wrote (``serializer=``: the writer's). ``topics=["name", ...]``
+    delivers only those topics (``None`` in it: untagged messages too), passing over the
+    others in compiled code. docs/messages.md has the guide.
+
     **Sizes.** Left out (None), they come from the bus's metadata file ``PATH.meta``; a
     size given that disagrees with it raises BusMismatchError naming both. A file without
     metadata (the Java original's), or a bus not made yet (``open(wait=...)``), needs both.
@@ -130,9 +142,16 @@ cdef class MappedBusReader:
                  bint allow_foreign=False, lock_timeout=DEFAULT_LOCK_TIMEOUT,
                  idle="spin_park", spin=DEFAULT_SPIN, park=DEFAULT_PARK,
                  park_max=DEFAULT_PARK_MAX, consumer=None, group=None, stall_limit=None,
+                 frames=None, topics=None, serializer=None,
                  bint _segment=False, WakeFile _wake=None, _writers_path=None,
-                 int64_t _position_base=0):
+                 int64_t _position_base=0, TopicNames _topics=None):
         path = _check_path(path)
+        if frames is not None and not isinstance(frames, bool):
+            raise TypeError(f"frames= is True, False or None (from the metadata), not {frames!r}")
+        self._frames_opt = frames
+        self._topics_opt = check_topics(topics)
+        self._serializer = check_serializer(serializer)
+        self._names = _topics
         if group is not None:
             # MappedBusReader(..., group=) is routed to a GroupReader by the public class's
             # __new__; only the bare Cython type (mappedbus_py._reader's) gets here with one.
@@ -241,10 +260,26 @@ cdef class MappedBusReader:
 
     cdef _place(self, MappedFile f):
         cdef int64_t limit = load_acquire_i64(f.base)
+        cdef bint framed
         try:
+            if f.meta is not None:
+                if self._frames_opt is not None:
+                    f.meta.check_frames(self._frames_opt, self.path)
+                framed = bool(f.meta.frames)
+            else:
+                framed = bool(self._frames_opt)
+            if self._topics_opt is not None and not framed:
+                raise TypeError(f"topics= needs a framed bus: {self.path!r} has fixed-size "
+                                f"records")
             _check_limit(limit, self._scan.slot, self.record_size, self.path)
-            if f.bus_id is None and not self._segment:
+            if f.bus_id is None and not self._segment and not framed:
                 f.check_slots(self.record_size)    # no metadata: nothing misaligned read
+            if framed:
+                if self._names is None:
+                    self._names = TopicNames(self.path + TOPICS_SUFFIX, self._topics_opt,
+                                             self._allow_foreign)
+                self._scan.set_frames(self._names)
+            self.frames = framed
         except BaseException:
             f.close()
             raise
@@ -317,6 +352,8 @@ cdef class MappedBusReader:
             hold.release()
         self._waiter.close()        # before the mapping: the fd's thread may read it
         self._scan.closed()
+        if self._names is not None and not self._segment:
+            self._names.close()
 
     @property
     def bus_id(self):
@@ -349,7 +386,8 @@ cdef class MappedBusReader:
                       park=self._waiter.park_ns / 1e9, park_max=self._waiter.park_max_ns / 1e9,
                       consumer=self.consumer, stall_limit=self.stall_limit,
                       _writers_path=self._scan.writers_path,
-                      _position_base=self._scan.position_base)
+                      _position_base=self._scan.position_base, frames=self._frames_opt,
+                      topics=self._topics_opt, serializer=self._serializer)
         # The copy is the public class (the one that routes group=), as the original
         # was, never the bare Cython type.
         return (_reopen, (PublicReader, self.path, self.file_size, self.record_size,
@@ -519,6 +557,9 @@ cdef class MappedBusReader:
     def read_message(self, message):
         """Copy the current record's payload into ``message`` (no allocation); returns it."""
         cdef int64_t rec = self._current()
+        if self._scan.frames:
+            raise TypeError("read_message() reads Message records: a framed bus's messages "
+                            "are read with read(), read_into(buffer) or read_object()")
         check_message_fits(message, self.record_size, "read_message()")
         cdef MessageBase m = <MessageBase>message
         copy_payload(m._buf, self._scan.base + rec + PAYLOAD_OFFSET, m._size)
@@ -526,9 +567,61 @@ cdef class MappedBusReader:
             self._truncated()
         return message
 
-    def read_into(self, message):
-        """``next()`` and ``read_message(message)`` in one call: True if a record was read."""
+    def read_into(self, message, timeout=0):
+        """``next()`` and ``read_message(message)`` in one call: True if a record was read.
+
+        On a framed bus ``message`` is a buffer (a ``bytearray``, a numpy array: writable
+        and C-contiguous): the next message is copied straight into it and its length
+        returned, None if none came within ``timeout`` seconds (0: no wait, None: until one
+        comes). A buffer too small raises MessageTooSmallBufferError (with the message's
+        ``length``) and the message stays the next one."""
+        if self._scan.frames:
+            check_into_buffer(message)
+            if self._frame_next(timeout) != 1:
+                return None
+            return self._frame_into(message)
+        if timeout is not _NO_WAIT:
+            raise TypeError("read_into(message, timeout) waits on a framed bus only: use "
+                            "wait(timeout), then read_message(message)")
         return self._read_into(message)
+
+    cdef int _frame_next(self, object timeout) except -1:
+        # A framed bus's next message made current, waiting as read(timeout) does.
+        if timeout is not None and timeout == 0:
+            return self._next()
+        return self._wait(timeout)
+
+    def _frame_into(self, buffer):
+        cdef SlotScan s = self._scan
+        cdef int64_t cur = s.cur
+        try:
+            n = frame_into(s.base, cur, buffer)
+        except BaseException:
+            s.move_to(cur)              # not consumed: the same message comes next
+            raise
+        if guard_is_dead(s.dead):
+            s.truncated()
+        return n
+
+    def read_object(self, timeout=None):
+        """The next message of a framed bus as the object ``write_object`` wrote (copied once
+        into memory of its own: numpy arrays come back writable), waiting up to ``timeout``
+        seconds (None: until one comes); None if none came. A message of raw bytes raises
+        TypeError (consumed)."""
+        if not self._scan.frames:
+            raise TypeError("read_object() reads a framed bus (frames=True)")
+        if self._frame_next(timeout) != 1:
+            return None
+        cdef SlotScan s = self._scan
+        obj = frame_object(s.base, s.cur, s.cur, self._serializer)
+        if guard_is_dead(s.dead):
+            s.truncated()
+        return obj
+
+    @property
+    def topics(self):
+        """The topic filter (a frozenset of names; None in it: untagged messages), or None."""
+        return self._topics_opt
 
     cdef bint _read_into(self, object message) except -1:
         cdef int found = self._read_into_code(message)
@@ -591,6 +684,11 @@ cdef class MappedBusReader:
     cdef Record _record(self):
         cdef SlotScan s = self._scan
         cdef int64_t rec = s.cur
+        if s.frames:
+            record = frame_record(s.base, rec, rec, self._names, self._serializer)
+            if guard_is_dead(s.dead):
+                s.truncated()
+            return record
         cdef int64_t payload = rec + PAYLOAD_OFFSET
         record = Record(rec, scan_meta(s, rec), s.base[payload:payload + self.record_size])
         if guard_is_dead(s.dead):
@@ -640,6 +738,9 @@ cdef class MappedBusReader:
         cdef char *dst
         cdef bint have_meta = meta is not None
         cdef SlotScan s = self._scan
+        if s.frames:
+            raise TypeError("read_batch() reads fixed-size records: a framed bus's messages "
+                            "are read with read(), read_into(buffer) or read_object()")
         PyObject_GetBuffer(out, &view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS)
         try:
             nrows = view.shape[0] if view.ndim > 0 else 1

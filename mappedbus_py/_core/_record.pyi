@@ -1,4 +1,4 @@
-from typing import Iterable, Mapping, Type, TypeVar, Union
+from typing import Any, Iterable, Mapping, Optional, Type, TypeVar, Union
 
 from ..messages import Message
 
@@ -9,7 +9,12 @@ class Record:
     position: int
     meta: int
     payload: bytes
-    def __init__(self, position: int, meta: int, payload: bytes) -> None: ...
+    topic: Optional[str]
+    flags: int
+    framed: bool
+    def __init__(self, position: int, meta: int, payload: bytes, topic: Optional[str] = ...,
+                 flags: int = ..., framed: bool = ..., serializer: Optional[Any] = ...) -> None: ...
+    def object(self) -> Any: ...
     @property
     def type(self) -> int: ...
     @property

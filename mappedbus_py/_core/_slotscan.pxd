@@ -9,6 +9,7 @@ from ._atomic cimport status_load_acquire
 from ._guard cimport guard_is_dead
 from ._mapping cimport MappedFile
 from ._writers cimport WritersFile
+from ._frames cimport TopicNames
 
 
 # What scan_next (and SlotScan.poll) return at the end of the file (no record fits past the
@@ -63,6 +64,9 @@ cdef class SlotScan:
     cdef int64_t dead_end      # its slots are rolled back without asking again
     cdef bint stall_bounded    # a stall limit given: a live writer's stall raises after it
     cdef int64_t stall_limit_ns
+    cdef bint frames           # a framed bus: messages over consecutive slots (_frames.h)
+    cdef TopicNames topics     # framed: the topic names and the filter; None until set
+    cdef unsigned char *want   # framed with a filter: its byte per topic id; NULL: none
     cdef int64_t rollbacks     # slots this scan rolled back (CAS of status 0 -> 2)
     cdef int64_t skipped       # records lost: rolled-back or timed-out slots passed over
 
@@ -81,6 +85,9 @@ cdef class SlotScan:
     cdef int stalled(self, int64_t pos) except -1
     cdef int ask_writers(self, int64_t position) except -1
     cdef int32_t length(self, int64_t rec) except -1
+    cdef int set_frames(self, TopicNames topics) except -1
+    cdef int64_t frame_committed(self, int64_t pos) except -1
+    cdef int64_t frame_give_up(self, int64_t pos) except -1
 
 
 cdef inline int scan_next(SlotScan s) except -1:
@@ -93,7 +100,7 @@ cdef inline int scan_next(SlotScan s) except -1:
     # which must not pass for "nothing new"), and on an empty poll the file's look if due.
     cdef int64_t pos = s.pos
     cdef int found
-    if s.base != NULL and pos <= s.last and not guard_is_dead(s.dead) \
+    if s.base != NULL and pos <= s.last and not s.frames and not guard_is_dead(s.dead) \
             and status_load_acquire(s.base + pos, s.aligned) == 1:
         s.cur = pos
         s.pos = pos + s.slot

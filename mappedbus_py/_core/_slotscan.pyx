@@ -15,6 +15,9 @@ from ._clock cimport monotonic_ns, coarse_ns
 from ._guard cimport guard_is_dead
 from ._mapping cimport MappedFile
 from ._writers cimport WritersFile, writers_roll_back, WRITER_ALIVE, WRITER_DEAD, WRITER_UNKNOWN
+from ._frames cimport (TopicNames, frame_check, frame_topic, frame_skip, frame_meta_slots,
+                       frame_meta_load, frame_roll_back, frame_slots_left, FRAME_TOPIC_WANTED,
+                       FRAME_TOPIC_UNKNOWN, FRAME_RECORD_ALIGN)
 
 from ._checks import check_limit as _check_limit
 from ..errors import BusClosedError, BusFullError, BusReplacedError, CorruptBusError, \
@@ -158,6 +161,7 @@ cdef class SlotScan:
         cdef int64_t limit
         cdef int32_t status
         cdef int _k
+        cdef int64_t n
         self.cur = -1
         if base == NULL:
             raise BusClosedError("read from a closed MappedBusReader (call open() first)")
@@ -174,13 +178,25 @@ cdef class SlotScan:
             # touches the limit's cache line, which every writer's fetch-and-add owns.
             status = status_load_acquire(base + pos, self.aligned)
             if status == 1:
+                if self.frames:
+                    # A message: its slot count from its meta; a topic the filter does not
+                    # want is passed over here, with no Python call.
+                    n = self.frame_committed(pos)
+                    self.wait_pos = -1
+                    self.delivered = True
+                    if n < 0:
+                        pos -= n
+                        continue
+                    self.cur = pos
+                    self.pos = pos + n
+                    return 1
                 self.cur = pos
                 self.pos = pos + self.slot
                 self.wait_pos = -1      # a commit stops the stall clock
                 self.delivered = True
                 return 1
             if status == 2:
-                pos += self.slot
+                pos += frame_skip(base + pos) * self.slot if self.frames else self.slot
                 self.skipped += 1
                 continue
             if pos >= self.limit_seen:
@@ -234,7 +250,11 @@ cdef class SlotScan:
                                   f"after {self.timeout_ns / 1e9:g} s without rolling it back; "
                                   f"other readers may still deliver it", RuntimeWarning,
                                   stacklevel=3)
-                pos += self.slot
+                if self.frames:
+                    n = frame_meta_slots(frame_meta_load(base + pos))
+                    pos += (n if n >= 1 else 1) * self.slot
+                else:
+                    pos += self.slot
                 self.skipped += 1
                 continue
             # Before writing: the limit must still be on the grid and above this slot, and
@@ -249,6 +269,13 @@ cdef class SlotScan:
                                       f"or is corrupt")
             if guard_is_dead(self.dead):
                 self.truncated()
+            if self.frames:
+                n = self.frame_give_up(pos)
+                if n > 0:
+                    self.rollbacks += 1
+                    self.skipped += 1
+                    pos += n
+                continue
             if status_cas(base + pos, self.aligned, 0, 2) == 0:
                 self.rollbacks += 1
                 self.skipped += 1
@@ -288,7 +315,7 @@ cdef class SlotScan:
             self.ask_due = now + ASK_AGAIN_NS
             self.holder = self.ask_writers(position)
             if self.holder == WRITER_DEAD:
-                if not self.read_only:
+                if not self.read_only and not self.frames:
                     # The rest of the dead claim at once, in one C loop (a killed write_batch of
                     # millions of rows: ms, not a pass of this loop per slot); the scan then
                     # passes them as rolled back.
@@ -340,6 +367,50 @@ cdef class SlotScan:
         elif r == WRITER_ALIVE:
             self.holder_index = index
         return r
+
+    cdef int set_frames(self, TopicNames topics) except -1:
+        # Read this file as a framed bus (docs/design/frames.md) with these topic names and
+        # filter.
+        if self.record_size % FRAME_RECORD_ALIGN:
+            raise ValueError(f"{self.path!r}: a framed bus has a record_size that is a "
+                             f"multiple of 8, not {self.record_size}")
+        self.frames = True
+        self.topics = topics
+        self.want = topics.filter
+        return 0
+
+    cdef int64_t frame_committed(self, int64_t pos) except -1:
+        # The committed message at pos: its bytes (slots * slot) when delivered, minus them
+        # when the filter passes it over. CorruptBusError for an impossible frame header.
+        cdef char *rec = self.base + pos
+        cdef int64_t n = frame_check(rec, pos, self.slot, self.file_size)
+        cdef int32_t t
+        if n == 0:
+            self.pos = pos
+            self.file.check_intact()
+            raise CorruptBusError(f"{self.path!r}: the message at {pos} has an impossible "
+                                  f"frame header (meta {frame_meta_load(rec):#x}): a corrupt "
+                                  f"file, or not a framed bus")
+        if self.want != NULL:
+            t = frame_topic(rec)
+            if self.want[t] != FRAME_TOPIC_WANTED:
+                if self.want[t] == FRAME_TOPIC_UNKNOWN:
+                    self.topics.learn(t)            # once per id
+                if self.want[t] != FRAME_TOPIC_WANTED:
+                    return -n * self.slot
+        return n * self.slot
+
+    cdef int64_t frame_give_up(self, int64_t pos) except -1:
+        # Roll back the uncommitted message at pos (its meta first: docs/design/frames.md):
+        # its bytes to pass over, or 0 when the writer committed first (look again).
+        cdef int64_t k = 1, n = 0
+        cdef int64_t position = self.position_base + pos
+        if self.dead_begin == position and self.dead_end > position:
+            k = min((self.dead_end - self.dead_begin) // self.slot,
+                    frame_slots_left(pos, self.last, self.slot))
+        if frame_roll_back(self.base + pos, k, &n) == 0:
+            return n * self.slot
+        return 0
 
     cdef int32_t length(self, int64_t rec) except -1:
         # Record rec's stored payload length (a byte-array record), checked.

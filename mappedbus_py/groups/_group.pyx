@@ -75,6 +75,12 @@ class GroupFullError(MappedBusError):
     """Every member slot of the group (GROUP_MEMBER_COUNT) is held by a live member."""
 
 
+def _refuse_frames(path):
+    raise TypeError(f"{path!r} is a framed bus (messages over several slots): work groups "
+                    f"hand out single slots and do not take framed buses yet; read it with "
+                    f"a named consumer (consumer=) or one reader per topic (topics=)")
+
+
 cdef class GroupRecord(Record):
     """A record delivered to a group member: a ``Record`` (position, meta, payload) with its
     delivery count. Give it back to the member with ``ack``, ``release`` or ``reject``."""
@@ -147,6 +153,8 @@ cdef class GroupReader:
             if meta is None:
                 raise FileNotFoundError(f"{path!r}: a rolling bus without bus.meta (a group "
                                         f"needs the bus made by its first writer)")
+            if meta.frames:
+                _refuse_frames(path)
             self.record_size = meta.record_size
             self._segment_size = meta.segment_size
             self._sps = slots_per_segment(meta.segment_size, meta.record_size)
@@ -155,6 +163,9 @@ cdef class GroupReader:
             r = MappedBusReader(path, file_size, record_size, idle="busy_spin",
                                 **self._reader_kw)
             r.open()
+            if r.frames:
+                r.close()
+                _refuse_frames(path)
             self._r = r
             self._k = 0
             self.record_size = r.record_size

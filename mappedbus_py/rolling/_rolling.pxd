@@ -87,6 +87,9 @@ cdef class RollingReaderBase:
     timeout, not rolled back)."""
     cdef public object lost
     """Record slots skipped at gaps (``on_gap="skip"``): records lost to retention."""
+    cdef public bint _frames          # a framed bus (set by the subclass at open)
+    cdef public object _names         # framed: the TopicNames its segment readers share
+    cdef public object _serializer    # framed: the serializer for objects; None: pickle
 
     cdef int _empty(self) except -1
     @cython.final

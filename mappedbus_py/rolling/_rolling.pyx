@@ -14,6 +14,7 @@ per-record path:
   a write allocated the slot at ``_trigger``, ``_roll()`` when the segment is full (BusFullError),
   ``_note_time(time_ns, offset)`` with ``_tix_on`` for the first record it writes in each
   millisecond of a segment (the time index; the clock is read before the write);
+  ``_topic_id(name)`` for a write with a topic (a framed bus);
 - ``RollingReaderBase``: ``_live()`` (the open segment reader, or BusClosedError) and
   ``_follow()`` (at a segment's end: True once the reader moved on) when a read finds nothing,
   ``_check_id(now_ns)`` on every 16th empty poll once ``_id_at`` passed (``ID_CHECK_NS`` after
@@ -28,8 +29,10 @@ each, and that the base calls no other method it does not define."""
 cimport cython
 from posix.unistd cimport getpid
 from posix.time cimport clock_gettime, timespec, CLOCK_REALTIME
+from libc.stdint cimport int32_t
 
 from .._core._record cimport Record
+from .._core._frames cimport frame_record, frame_object, check_into_buffer
 from .._core._clock cimport coarse_ns
 from .._core._reader cimport MappedBusReader
 from .._core._slotscan cimport SlotScan, END, scan_meta
@@ -43,7 +46,7 @@ from .._core._consumerhold cimport ConsumerHold, hold_commit
 from ..errors import BusClosedError, BusFullError
 
 #: The methods RollingWriterBase calls that its subclass (RollingBusWriter) defines.
-WRITER_CONTRACT = ("_look_ahead", "_make_spare", "_roll")
+WRITER_CONTRACT = ("_look_ahead", "_make_spare", "_roll", "_note_time", "_topic_id")
 #: The methods RollingReaderBase calls that its subclass (RollingBusReader) defines.
 READER_CONTRACT = ("_live", "_follow", "_check_id", "_commit_position")
 
@@ -163,8 +166,13 @@ cdef class RollingWriterBase:
         none)."""
         return self._w._last_off if self._w is not None else -1
 
-    def write(self, data, Py_ssize_t offset=0, Py_ssize_t length=-1):
-        """Write one record (see ``MappedBusWriter.write``); True once committed."""
+    def _topic_id(self, topic):
+        """The id of topic ``topic`` (a framed bus's; defined by the subclass)."""
+        raise NotImplementedError("RollingWriterBase._topic_id: defined by the subclass")
+
+    def write(self, data, Py_ssize_t offset=0, Py_ssize_t length=-1, topic=None):
+        """Write one record (see ``MappedBusWriter.write``); True once committed. On a
+        framed bus: a message of any size up to ``max_message``, with its ``topic``."""
         self._countdown -= 1
         if self._countdown <= 0 and self._w is not None:
             self._look_ahead()
@@ -175,25 +183,41 @@ cdef class RollingWriterBase:
             # Before the slot is allocated: every slot after this record's is allocated later.
             clock_gettime(CLOCK_REALTIME, &ts)
             now = <int64_t>ts.tv_sec * 1000000000 + ts.tv_nsec
+        cdef MappedBusWriter w
+        cdef int32_t tid = 0
+        if topic is not None:
+            tid = self._topic_id(topic)
         while True:
-            if self._w is None:
+            w = self._w
+            if w is None:
                 raise BusClosedError("write to a closed RollingBusWriter (call open() first)")
             try:
-                ok = self._w._write(data, offset, length)
+                if w.frames:
+                    ok = w._write_framed(data, offset, length, tid)
+                else:
+                    ok = w._write(data, offset, length)
             except BusFullError:
                 self._roll()
                 continue
+            if w.frames:
+                # A message's slots may pass over the trigger slot: the one that covers it
+                # makes the spare.
+                if w._last_off <= self._trigger < w._last_off + w._last_span:
+                    self._make_spare()
             # One writer of all allocates the slot past the middle: it makes the next segment
             # (the others only map it), so racing writers do not each reserve a segment.
-            if self._w._last_off == self._trigger:
+            elif w._last_off == self._trigger:
                 self._make_spare()
             # Outside the millisecond of this writer's last entry (no division on this path):
             # [_tix_next - 1 ms, _tix_next); _tix_next 0 means none yet in this segment.
             if self._tix_on and (now >= self._tix_next or now < self._tix_next - 1000000):
                 self._tix_next = (now // 1000000 + 1) * 1000000
-                self._note_time(now, self._w._last_off)
+                self._note_time(now, w._last_off)
             return ok
 
+
+
+cdef object _NO_WAIT = 0      # read_into's default timeout (only a framed bus waits)
 
 
 cdef class RollingReaderBase:
@@ -276,9 +300,58 @@ cdef class RollingReaderBase:
         """Move to the next committed record; True if there is one (it becomes current)."""
         return self._advance(None) == 1
 
-    def read_into(self, message):
-        """``next()`` and ``read_message(message)`` in one call: True if a record was read."""
+    def read_into(self, message, timeout=0):
+        """``next()`` and ``read_message(message)`` in one call: True if a record was read.
+        On a framed bus: the next message copied into the buffer ``message``, its length
+        returned, None if none came within ``timeout`` (see ``MappedBusReader.read_into``)."""
+        if self._frames:
+            check_into_buffer(message)
+            if not self._frame_next(timeout):
+                return None
+            return self._r._frame_into(message)
+        if timeout is not _NO_WAIT:
+            raise TypeError("read_into(message, timeout) waits on a framed bus only: use "
+                            "wait(timeout), then read_message(message)")
         return self._advance(message) == 1
+
+    def _frame_next(self, timeout):
+        # A framed bus's next message made current (waiting as read does): True if one is.
+        cdef MappedBusReader r = self._r
+        cdef int found = 0
+        if r is not None:
+            try:
+                found = r._next()
+            except BusFullError:
+                found = 0
+        if found == 1:
+            return True
+        if timeout is not None and timeout == 0:
+            return self._advance(None) == 1
+        return self.wait(timeout)
+
+    def _frame_record(self):
+        # The current message as a Record (records() and iteration on a framed bus).
+        cdef MappedBusReader r = self._r
+        cdef SlotScan s = r._scan
+        record = frame_record(s.base, s.cur, self._base_pos + s.cur, self._names,
+                              self._serializer)
+        if guard_is_dead(s.dead):
+            s.truncated()
+        return record
+
+    def read_object(self, timeout=None):
+        """The next message as the object ``write_object`` wrote (see
+        ``MappedBusReader.read_object``); None if none came within ``timeout``."""
+        if not self._frames:
+            raise TypeError("read_object() reads a framed bus (frames=True)")
+        if not self._frame_next(timeout):
+            return None
+        cdef MappedBusReader r = self._r
+        cdef SlotScan s = r._scan
+        obj = frame_object(s.base, s.cur, self._base_pos + s.cur, self._serializer)
+        if guard_is_dead(s.dead):
+            s.truncated()
+        return obj
 
     def read(self, timeout=None):
         """The next committed record as a ``Record`` (position across segments), waiting up
@@ -296,6 +369,12 @@ cdef class RollingReaderBase:
         cdef SlotScan s = r._scan
         cdef int64_t rec = s.cur
         cdef int64_t payload = rec + PAYLOAD_OFFSET
+        if s.frames:
+            record = frame_record(s.base, rec, self._base_pos + rec, self._names,
+                                  self._serializer)
+            if guard_is_dead(s.dead):
+                s.truncated()
+            return record
         record = Record(self._base_pos + rec, scan_meta(s, rec),
                         s.base[payload:payload + r.record_size])
         if guard_is_dead(s.dead):

@@ -22,6 +22,7 @@ from .._core._checks import (check_idle as _check_idle, check_position as _check
                              check_stall_limit as _check_stall_limit, check_start as _check_start,
                              check_timeout as _check_timeout)
 from .._core._consumerhold import ConsumerHold
+from .._core._frames import TopicNames as _TopicNames, check_topics as _check_topics
 from .._core._consumers import check_name as _check_consumer_name
 from .._core._reader import GROUP_READER
 from .._core._reader import (DEFAULT_PARK, DEFAULT_PARK_MAX, DEFAULT_SPIN, DEFAULT_TIMEOUT,
@@ -30,7 +31,9 @@ from .._core._record import Record
 from .._core._wakefd import WakeFd
 from ..errors import (BusClosedError, BusFullError, BusGapError, BusReplacedError,
                       CorruptBusError)
-from ..formats.layout import FIRST_RECORD_OFFSET, META_FILE, WRITERS_FILE, join_position, slot_size
+from ..formats.layout import (FIRST_RECORD_OFFSET, META_FILE, TOPICS_FILE, WRITERS_FILE,
+                              join_position, slot_size)
+from ..formats.objects import check_serializer as _check_serializer
 from ..formats.positions import end_boundary, gap_range, locate, on_grid
 from ..messages import Message
 from ._rolling import RollingReaderBase
@@ -80,7 +83,7 @@ class RollingBusReader(RollingReaderBase):
 
     # No instance __dict__: a per-record call finds its method without a dict lookup.
     # (The public attributes are the base class's, with their docstrings.)
-    __slots__ = ('_allow_foreign', '_at_end', '_done_rollbacks',
+    __slots__ = ('_frames_opt', '_topics_opt', '_allow_foreign', '_at_end', '_done_rollbacks',
                  '_done_skipped', '_end', '_follow_at', '_follow_wait', '_idle_kw',
                  '_initial_end', '_k', '_meta_st', '_on_gap', '_park', '_raw', '_slot',
                  '_stall_limit', '_start', '_timeout', '_wake', '_wakefd', '_tier')
@@ -98,7 +101,8 @@ class RollingBusReader(RollingReaderBase):
     def __init__(self, path, segment_size=None, record_size=None, *, timeout=DEFAULT_TIMEOUT,
                  start=None, read_only=False, on_gap="raise", allow_foreign=False,
                  idle="spin_park", spin=DEFAULT_SPIN, park=DEFAULT_PARK,
-                 park_max=DEFAULT_PARK_MAX, consumer=None, group=None, stall_limit=None):
+                 park_max=DEFAULT_PARK_MAX, consumer=None, group=None, stall_limit=None,
+                 frames=None, topics=None, serializer=None):
         if consumer is not None:
             _check_consumer_name(consumer)
         if on_gap not in ("raise", "skip"):
@@ -144,6 +148,13 @@ class RollingBusReader(RollingReaderBase):
         self.consumer = consumer
         self._pending_gap = None  # (segment, offset): a consumer's position lost to retention
         self._tier = None         # ArchiveTier of the bus's archive (bus.meta), or None
+        if frames is not None and not isinstance(frames, bool):
+            raise TypeError(f"frames= is True, False or None (from bus.meta), not {frames!r}")
+        self._frames_opt = frames
+        self._topics_opt = _check_topics(topics)
+        self._serializer = _check_serializer(serializer)
+        self._frames = False
+        self._names = None
 
     # -- opening and placing ---------------------------------------------------------
 
@@ -161,6 +172,14 @@ class RollingBusReader(RollingReaderBase):
             raise FileNotFoundError(errno.ENOENT, "no bus.meta: not a rolling bus (or not "
                                     "created yet)", mpath)
         meta.check(self.record_size, self.segment_size, mpath)
+        if self._frames_opt is not None:
+            meta.check_frames(self._frames_opt, self.path)
+        if self._topics_opt is not None and not meta.frames:
+            raise TypeError(f"topics= needs a framed bus: {self.path!r} has fixed-size records")
+        self._frames = bool(meta.frames)
+        if self._frames and self._names is None:
+            self._names = _TopicNames(os.path.join(self.path, TOPICS_FILE), self._topics_opt,
+                                      self._allow_foreign)
         self.meta = meta
         self._tier = _tier_of(meta, mpath, self._allow_foreign)
         self.segment_size, self.record_size = meta.segment_size, meta.record_size
@@ -266,7 +285,9 @@ class RollingBusReader(RollingReaderBase):
         kw = dict(timeout=self._timeout, start=offset, allow_foreign=self._allow_foreign,
                   _segment=True, _wake=self._wake, stall_limit=self._stall_limit,
                   _writers_path=os.path.join(self.path, WRITERS_FILE),
-                  _position_base=join_position(index, 0, self.segment_size), **self._idle_kw)
+                  _position_base=join_position(index, 0, self.segment_size),
+                  frames=self._frames, _topics=self._names, serializer=self._serializer,
+                  **self._idle_kw)
         hot = segment_path(self.path, index)
         try:
             r = MappedBusReader(hot, self.segment_size, self.record_size,
@@ -655,6 +676,8 @@ class RollingBusReader(RollingReaderBase):
             self._wakefd.stop_watching()
 
     def _record(self):
+        if self._frames:
+            return self._frame_record()
         r = self._r
         off = r.position - self._slot
         # The whole payload, as the single-file reader's Record has it (read_bytes would

@@ -8,15 +8,18 @@ import os
 
 from ..formats.archive import archive_config
 from ..formats.files import open_file
-from ..formats.layout import (FIRST_RECORD_OFFSET, META_FILE, is_record_boundary, join_position,
+from ..formats.layout import (FIRST_RECORD_OFFSET, META_FILE, TOPICS_FILE, is_record_boundary,
+                              join_position,
                               mapped_size, slot_size, split_position)
 from ..formats.positions import end_boundary, gap_range, slots_per_segment
 from ..rolling.archive import ArchiveTier
 from ..rolling.directory import list_segments, open_dir, read_bus_meta, segment_path
 from .slots import scan
-from .views import InspectError, content_notes, escape, off_grid, record_counts, survey
+from .slots import scan_frames
+from .views import (InspectError, content_notes, escape, off_grid, record_counts, survey,
+                    topic_names)
 
-__all__ = ("describe", "check_start", "slots", "segment_file", "tier_of")
+__all__ = ("describe", "check_start", "slots", "frames", "segment_file", "tier_of")
 
 
 def tier_of(meta, path):
@@ -48,7 +51,7 @@ def _segment(path, index, meta, tier=None):
         with segment_file(path, index, tier) as (p, where):
             fd, _ = open_file(p, os.O_RDONLY, allow_foreign=True)
             try:
-                sv = survey(fd, meta.record_size, meta.segment_size)
+                sv = survey(fd, meta.record_size, meta.segment_size, framed=bool(meta.frames))
             finally:
                 os.close(fd)
     except FileNotFoundError:
@@ -115,6 +118,8 @@ def describe(path, record_size=None):
             "dir": tier.cfg.dir, "compress": tier.cfg.compress, "after": tier.cfg.after,
             "segments": sum(1 for s in segs if s["tier"] == "archive")},
         "problems": [f"segment {s['index']}: {p}" for s in segs for p in s["problems"]],
+        "frames": bool(meta.frames),
+        "topics": topic_names(os.path.join(path, TOPICS_FILE)) if meta.frames else None,
     }
 
 
@@ -159,5 +164,23 @@ def slots(d, start):
                 for slot in scan(p, d["record_size"], size,
                                  start=off if i == k else FIRST_RECORD_OFFSET):
                     yield join_position(i, slot.offset, size), i, slot
+        except FileNotFoundError:
+            continue            # removed by retention (or archived) meanwhile
+
+
+def frames(d, start):
+    """``(position, segment, Frame)`` for every frame of the framed rolling bus ``d`` from
+    position ``start``, across its segments."""
+    size = d["segment_size"]
+    k, off = split_position(start, size)
+    for s in d["segments"]:
+        i = s["index"]
+        if i < k:
+            continue
+        try:
+            with segment_file(d["path"], i, tier) as (p, _):
+                for f in scan_frames(p, d["record_size"], size,
+                                     start=off if i == k else FIRST_RECORD_OFFSET):
+                    yield join_position(i, f.offset, size), i, f
         except FileNotFoundError:
             continue            # removed by retention (or archived) meanwhile
