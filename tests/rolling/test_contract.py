@@ -17,7 +17,8 @@ SOURCE = os.path.join(os.path.dirname(_rolling.__file__), "_rolling.pyx")
 PXD = os.path.join(os.path.dirname(_rolling.__file__), "_rolling.pxd")
 CASES = [(RollingWriterBase, RollingBusWriter, WRITER_CONTRACT),
          (RollingReaderBase, RollingBusReader, READER_CONTRACT)]
-ARGS = {"_check_id": (0,), "_commit_position": (None,)}     # the methods that take arguments
+ARGS = {"_check_id": (0,), "_commit_position": (None,), "_note_time": (0, 0),   # the methods that
+        "_topic_id": ("t",)}                                                     # take arguments
 
 
 def _class_source(name):
