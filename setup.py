@@ -19,6 +19,12 @@ park on a bus's wake file and Java writers wake them (``interop/build_native.sh`
 staleness rule). It is machine code for the platform of the wheel, so the sdist carries its source, not
 the library: a wheel built from the sdist compiles it with the C compiler the extensions need.
 
+Beside them also go the compression libraries through which Java readers read compressed archived
+segments (issue 37), copied from the system's packages by ``interop/codec-libs.sh`` (Debian:
+``libzstd-jni-java``, ``liblz4-java``; ``scripts/setup.sh`` installs them): ``zstd-jni.jar``,
+``lz4-java.jar`` and ``libzstd-jni.so`` (zstd-jni's JNI library, over the system's ``libzstd.so.1``).
+The sdist carries them as it carries the jars.
+
 ``MAPPEDBUS_PY_NO_JARS=1`` builds a wheel without jars (the JVM and Spark helpers then need
 ``MAPPEDBUS_PY_JARS``).
 """
@@ -39,6 +45,10 @@ JARS = {  # jar -> (build script, sources it is compiled from)
     "mappedbuspy-tools.jar": ("interop/build.sh", ["interop/build.sh", "interop/src/main", "interop/src/tools"]),
     "mappedbuspy-spark.jar": ("interop/build_spark.sh",
                               ["interop/build_spark.sh", "interop/src/main", "interop/src/spark"]),
+    # The compression libraries of the archive (copied from the system, never built here).
+    "zstd-jni.jar": ("interop/codec-libs.sh", ["interop/codec-libs.sh"]),
+    "lz4-java.jar": ("interop/codec-libs.sh", ["interop/codec-libs.sh"]),
+    "libzstd-jni.so": ("interop/codec-libs.sh", ["interop/codec-libs.sh"]),
 }
 
 # The JNI library of the wake file -> (build script, sources): built for the wheel's own platform.

@@ -109,6 +109,22 @@ public final class BusMeta {
         return s.toString();
     }
 
+    /**
+     * The value of a key this class does not read itself (those of other features: the journal's
+     * {@code archive_*} keys), as the file holds it.
+     *
+     * @param key the key
+     * @return its value, or null when the file has no such key
+     */
+    public String extra(String key) {
+        for (Extra kv : extra) {
+            if (kv.key().equals(key)) {
+                return kv.value();
+            }
+        }
+        return null;
+    }
+
     /** @return single-file or rolling */
     public BusKind kind() {
         return kind;
