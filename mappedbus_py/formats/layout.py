@@ -585,3 +585,145 @@ def group_word(tag, state, deliveries, owner):
 
 CONSTANTS.update({name: value for name, value in globals().items()
                   if name.startswith("GROUP_") and isinstance(value, int | str)})
+
+
+# -- the journal (issue 37; docs/design/journal.md; docs/journal.md) ------------------------
+#
+# A rolling bus's TIME INDEX: one file per segment, DIR/TIME_INDEX_DIR/<20 digits>.time
+# (time_index_name), moved into the archive with its segment. Little-endian:
+#
+#   0             8             12            16                          32
+#   +-------------+-------------+-------------+---------------------------+
+#   | magic i64   | version i32 | entry size  | bus id (16 bytes: bus.meta |
+#   | "MBUSTIX1"  | (1)         | i32 (16)    | id as bytes)               |
+#   +-------------+-------------+-------------+---------------------------+
+#   32              40                 48              52       64
+#   +---------------+------------------+---------------+-- zeros-+
+#   | segment i64   | segment_size i64 | record_size   |         |
+#   |               |                  | i32           |         |
+#   +---------------+------------------+---------------+---------+
+#   TIME_INDEX_ENTRIES_OFFSET (64): entries of TIME_INDEX_ENTRY_SIZE (16) bytes, appended:
+#   +------------------+-------------------+
+#   | time_ns i64      | position i64      |
+#   +------------------+-------------------+
+#   TIME_ENTRY_TIME_OFFSET: CLOCK_REALTIME (Unix ns) read by the writer just BEFORE it
+#     allocated the record's slot (so every slot allocated after the entry's position was
+#     allocated at or after time_ns)
+#   TIME_ENTRY_POSITION_OFFSET: that record's position (global: segment * segment_size +
+#     offset; within this file's segment, on the record grid)
+#
+# Who appends what: each writer of this project appends an entry for the first record it
+# writes in each millisecond (time_ns // TIME_INDEX_RESOLUTION_NS changed) and for its first
+# record in each segment: at most one entry per writer per millisecond. Appends are single
+# write(2) calls of 16 bytes on a descriptor opened O_APPEND: atomic for regular files, so
+# concurrent writers never interleave bytes. Entries of several writers are not sorted by time
+# or position; a reader sorts them. The header is made complete in a temporary file
+# (TMP_PREFIX) and linked into place (one creator wins; the others open the winner's).
+# A reader takes (size - 64) // 16 entries (a torn last entry, shorter, is ignored); an
+# all-zero entry (a file extended but not written before a power loss) is ignored; any other
+# entry outside the segment, off the record grid, or a header of another magic, version,
+# bus id or segment is CorruptBusError naming the file.
+#
+# seek_time(t): the smallest position among the entries with time_ns >= floor_ms(t), in the
+# first segment that has one: every record allocated at or after t is delivered, and none
+# allocated before floor_ms(t) (resolution TIME_INDEX_RESOLUTION_NS, 1 ms).
+#
+# The ARCHIVE directory (bus.meta key archive_dir: absolute path; mode 0700):
+#
+#   ARCHIVE/META_FILE                 a copy of the hot bus.meta (same id and sizes): how
+#                                     tools reading the archive alone find the sizes
+#   ARCHIVE/<20 digits>.bus           uncompressed: the exact bytes of the hot segment
+#                                     (mapped_size(segment_size) long): the Java original and
+#                                     `mappedbus dump` read it as a single-file bus
+#   ARCHIVE/<20 digits>.bus.zst       or: those bytes as one zstd frame (the zstandard
+#                                     library's standard frame, content size in its header)
+#   ARCHIVE/<20 digits>.bus.lz4       or: those bytes as one LZ4 frame (lz4.frame, content
+#                                     size in its header)
+#   ARCHIVE/TIME_INDEX_DIR/<20>.time  the segment's time index, moved with it
+#   ARCHIVE/TMP_PREFIX...             a file being written: never read; removed by the next
+#                                     archiver (which holds ARCHIVER_LOCK_BYTE)
+#
+# bus.meta keys of a bus with an archive (absent otherwise): archive_dir, archive_after
+# (full segments kept hot), archive_age_ms (0: none), archive_compress (none|zstd|lz4),
+# archive_retain_segments, archive_retain_bytes, archive_retain_age_ms (0: no limit).
+#
+# THE MOVE of segment k (one archiver at a time: the holder of the OFD lock on byte
+# ARCHIVER_LOCK_BYTE of DIR/bus.meta, _liveness.h):
+#
+#   MOVE_SETTLED   every slot of k committed or rolled back (k < the newest segment)
+#   MOVE_INDEX     ARCHIVE/index/.tmp-* written, fsync, rename to <k>.time, fsync the dir
+#   MOVE_COPIED    ARCHIVE/.tmp-* written (compressed or not), fsync
+#   MOVE_RENAMED   rename to ARCHIVE/<k>.bus[.zst|.lz4], fsync ARCHIVE      (both tiers hold k)
+#   MOVE_UNLINKED  unlink DIR/<k>.bus, then DIR/index/<k>.time, fsync DIR    (archive only)
+#
+# A kill leaves one of these states; a segment present in both tiers holds the same records
+# in both, and readers take the HOT one (HOT_WINS); the next archiver resumes at
+# MOVE_UNLINKED for it and removes the temporary files. Never both forms of one segment
+# in the archive (a reader finding two is CorruptBusError).
+
+TIME_INDEX_DIR = "index"
+TIME_INDEX_SUFFIX = ".time"
+TIME_INDEX_MAGIC = int.from_bytes(b"MBUSTIX1", "little")
+TIME_INDEX_VERSION = 1
+TIME_INDEX_MAGIC_OFFSET = 0
+TIME_INDEX_VERSION_OFFSET = 8
+TIME_INDEX_ENTRY_SIZE_OFFSET = 12
+TIME_INDEX_BUS_ID_OFFSET = 16
+TIME_INDEX_BUS_ID_SIZE = 16
+TIME_INDEX_SEGMENT_OFFSET = 32
+TIME_INDEX_SEGMENT_SIZE_OFFSET = 40
+TIME_INDEX_RECORD_SIZE_OFFSET = 48
+TIME_INDEX_ENTRIES_OFFSET = 64
+TIME_INDEX_ENTRY_SIZE = 16
+TIME_ENTRY_TIME_OFFSET = 0
+TIME_ENTRY_POSITION_OFFSET = 8
+TIME_INDEX_RESOLUTION_NS = 1_000_000
+
+ARCHIVE_SUFFIX_NONE = ""            # ARCHIVE/<20 digits>.bus
+ARCHIVE_SUFFIX_ZSTD = ".zst"        # ARCHIVE/<20 digits>.bus.zst
+ARCHIVE_SUFFIX_LZ4 = ".lz4"         # ARCHIVE/<20 digits>.bus.lz4
+ARCHIVE_COMPRESS = ("none", "zstd", "lz4")
+ARCHIVE_ZSTD_LEVEL = 3
+#: The archiver's lock: an OFD lock (_liveness.h) on this byte of DIR/bus.meta, far past its
+#: end, below the segment claims.
+ARCHIVER_LOCK_BYTE = SEGMENT_CLAIM_BASE - 1
+#: The move's states (above), in order.
+MOVE_STATES = ("MOVE_SETTLED", "MOVE_INDEX", "MOVE_COPIED", "MOVE_RENAMED", "MOVE_UNLINKED")
+#: A segment in both tiers: the hot one is read.
+HOT_WINS = True
+#: bus.meta keys of the journal (written only when an archive is set).
+ARCHIVE_META_KEYS = ("archive_dir", "archive_after", "archive_age_ms", "archive_compress",
+                     "archive_retain_segments", "archive_retain_bytes", "archive_retain_age_ms")
+SYNC_POLICIES = ("none", "segment", "interval")
+
+
+def time_index_name(index):
+    """The time index file name of segment ``index``: 20 decimal digits and ``.time``."""
+    if index < 0:
+        raise ValueError(f"segment index must not be negative, got {index}")
+    return f"{index:0{SEGMENT_DIGITS}d}{TIME_INDEX_SUFFIX}"
+
+
+def archive_name(index, compress):
+    """The archive file name of segment ``index`` for ``compress`` ("none", "zstd", "lz4")."""
+    suffix = {"none": ARCHIVE_SUFFIX_NONE, "zstd": ARCHIVE_SUFFIX_ZSTD,
+              "lz4": ARCHIVE_SUFFIX_LZ4}[compress]
+    return segment_name(index) + suffix
+
+
+def archive_index(name):
+    """(segment index, compress) of an archive file name, or None if ``name`` is not one."""
+    for compress, suffix in (("zstd", ARCHIVE_SUFFIX_ZSTD), ("lz4", ARCHIVE_SUFFIX_LZ4),
+                             ("none", ARCHIVE_SUFFIX_NONE)):
+        if suffix and not name.endswith(suffix):
+            continue
+        i = segment_index(name[:len(name) - len(suffix)] if suffix else name)
+        if i is not None:
+            return i, compress
+    return None
+
+
+CONSTANTS.update({name: value for name, value in globals().items()
+                  if name.startswith(("TIME_INDEX_", "TIME_ENTRY_", "ARCHIVE_SUFFIX_",
+                                      "ARCHIVER_", "ARCHIVE_ZSTD_"))
+                  and isinstance(value, int | str)})
