@@ -259,7 +259,8 @@ public final class ArchiveFiles {
             m = MemoryMappedFile.inMemory(a.path().toString(), dst);
         }
         long limit = m.getLongAcquire(Layout.LIMIT_OFFSET);
-        if (limit != 0 && (limit > segmentSize || !Layout.isRecordBoundary(limit, recordSize))) {
+        // (A full segment's limit may lie past its end: the writers' fetch-and-adds that found it full.)
+        if (limit != 0 && !Layout.isRecordBoundary(limit, recordSize)) {
             m.closeAndUnmap();
             throw new CorruptBusException(a.path() + ": its limit " + limit + " is not on the record grid of a segment "
                     + "of segmentSize " + segmentSize + " and recordSize " + recordSize + " (corrupt, or another bus's)");

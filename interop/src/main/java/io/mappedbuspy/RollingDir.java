@@ -40,6 +40,9 @@ public final class RollingDir {
     final int recordSize;
     final boolean allowForeign;
     final BusMeta meta;
+    // The archive's settings (null: none), read from meta at the first archive().
+    private ArchiveFiles.Config archiveConfig;
+    private boolean archiveRead;
     // Retention that holds consumers (max_consumer_lag > 0), made at its first use.
     private ConsumerRetention consumers;
 
@@ -229,6 +232,120 @@ public final class RollingDir {
         out = Arrays.copyOf(out, n);
         Arrays.sort(out);
         return out;
+    }
+
+    /**
+     * The bus's archive tier (docs/design/journal.md), from bus.meta's {@code archive_*} keys.
+     *
+     * @return its settings, or null when the bus has no archive
+     * @throws CorruptBusException if the keys do not make settings
+     */
+    public ArchiveFiles.Config archive() throws CorruptBusException {
+        if (!archiveRead) {
+            archiveConfig = ArchiveFiles.config(meta, dir.resolve(Layout.META_FILE).toString());
+            archiveRead = true;
+        }
+        return archiveConfig;
+    }
+
+    /**
+     * The segments a reader can read now: those of the hot directory and, for a bus with an archive, those archived
+     * (a segment in both during its move counted once). The hot directory is listed first: a segment moving between
+     * the two listings is in the archive by the second.
+     *
+     * @return their indices, ascending
+     * @throws IOException if a directory cannot be listed, or the archive holds a segment twice
+     */
+    public long[] readableSegments() throws IOException {
+        long[] hot = segments();
+        ArchiveFiles.Config a = archive();
+        if (a == null) {
+            return hot;
+        }
+        java.util.TreeSet<Long> all = new java.util.TreeSet<>(ArchiveFiles.list(a.dir()).keySet());
+        for (long k : hot) {
+            all.add(k);
+        }
+        long[] out = new long[all.size()];
+        int i = 0;
+        for (long k : all) {
+            out[i++] = k;
+        }
+        return out;
+    }
+
+    /**
+     * Segment {@code index} in the archive, if the bus has one and holds it there.
+     *
+     * @param index the segment
+     * @return its archived file, or null
+     * @throws CorruptBusException if the archive holds it twice, or bus.meta's archive keys are bad
+     */
+    public ArchiveFiles.Archived archived(long index) throws CorruptBusException {
+        ArchiveFiles.Config a = archive();
+        return a == null ? null : ArchiveFiles.find(a.dir(), index);
+    }
+
+    /**
+     * Segment {@code index}'s time index, from the hot directory, else from the archive.
+     *
+     * @return it, or null when neither has one (a segment written by the Java original, or its index lost)
+     * @throws CorruptBusException if the file is not this segment's index
+     */
+    public TimeIndex timeIndex(long index) throws IOException {
+        try {
+            return TimeIndex.read(TimeIndex.path(dir, index), meta.id(), index, segmentSize, recordSize, allowForeign);
+        } catch (NoSuchFileException e) {
+            ArchiveFiles.Config a = archive();
+            if (a == null) {
+                return null;
+            }
+            try {
+                return TimeIndex.read(TimeIndex.path(a.dir(), index), meta.id(), index, segmentSize, recordSize,
+                        allowForeign);
+            } catch (NoSuchFileException gone) {
+                // moved meanwhile: the hot one's again, else none
+                try {
+                    return TimeIndex.read(TimeIndex.path(dir, index), meta.id(), index, segmentSize, recordSize,
+                            allowForeign);
+                } catch (NoSuchFileException none) {
+                    return null;
+                }
+            }
+        }
+    }
+
+    /**
+     * Where "everything allocated since {@code tNs}" begins (docs/design/journal.md, "The time index"): in the first
+     * segment (oldest first, archive then hot) whose index holds an entry at or after {@code floorMs(tNs)}, the
+     * smallest position among such entries. A segment without a usable index before it is read from its start unless
+     * a later segment's index has an entry before {@code floorMs(tNs)} (then all of it is older). Every record
+     * allocated at or after {@code tNs} lies at or after the answer, none allocated before {@code floorMs(tNs)}.
+     *
+     * @param tNs a time, Unix ns
+     * @return a global position (a segment's first record), or {@code end} when no record is that recent
+     * @throws IOException if a listing or an index cannot be read, or an index is corrupt
+     */
+    public long positionAtTime(long tNs, long end) throws IOException {
+        long floor = TimeIndex.floorMs(tNs);
+        long unknown = -1; // the first segment since the last known one without a usable index
+        for (long k : readableSegments()) {
+            TimeIndex ix = timeIndex(k);
+            if (ix == null || ix.empty()) {
+                if (unknown < 0) {
+                    unknown = k;
+                }
+                continue;
+            }
+            java.util.OptionalLong p = ix.firstAtOrAfter(floor);
+            boolean older = ix.firstTime() < floor; // an entry before floor: what precedes it is older
+            if (p.isPresent()) {
+                return unknown >= 0 && !older ? Layout.joinPosition(unknown, Layout.FIRST_RECORD_OFFSET, segmentSize)
+                        : p.getAsLong();
+            }
+            unknown = -1;
+        }
+        return unknown >= 0 ? Layout.joinPosition(unknown, Layout.FIRST_RECORD_OFFSET, segmentSize) : end;
     }
 
     /** The smallest segment index above {@code k} present now, or -1. */
