@@ -207,8 +207,11 @@ cdef class GroupReader:
         cdef int64_t slot = self._slot
         if self._rolling:
             from ..rolling import list_segments, segment_limit, end_boundary
+            from ..rolling.archive import all_segments
             segments = list_segments(self.path)
             if start is None:
+                # the oldest record of either tier (the archive's, then the hot directory's)
+                segments = all_segments(self.path, self._reader_kw["allow_foreign"])
                 k = segments[0] if segments else 0
                 return k * self._segment_size + FIRST, k * self._sps
             if isinstance(start, str) and start == "end":
@@ -304,11 +307,23 @@ cdef class GroupReader:
             return 1
         from ..rolling import segment_path
         seg = segment_path(self.path, k)
+        temporary = False
+        kw = self._reader_kw
         if not os.path.lexists(seg):
-            return 2 if self._oldest_after(k) >= 0 else 0
-        r = MappedBusReader(seg, self._segment_size, self.record_size, idle="busy_spin",
-                            _segment=True, **self._reader_kw)
-        r.open()
+            # archived (docs/journal.md): read on from the archive, read-only
+            from ..rolling.archive import archived_segment_path
+            found = archived_segment_path(self.path, k, self._reader_kw["allow_foreign"])
+            if found is None:
+                return 2 if self._oldest_after(k) >= 0 else 0
+            seg, temporary = found
+            kw = dict(self._reader_kw, read_only=True)
+        try:
+            r = MappedBusReader(seg, self._segment_size, self.record_size, idle="busy_spin",
+                                _segment=True, **kw)
+            r.open()
+        finally:
+            if temporary:
+                os.unlink(seg)
         if self._r is not None:
             self._r.close()
         self._r, self._k = r, k

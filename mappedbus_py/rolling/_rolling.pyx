@@ -11,7 +11,9 @@ base declares below as methods raising NotImplementedError. It calls them only o
 per-record path:
 
 - ``RollingWriterBase``: ``_look_ahead()`` every ``_countdown`` writes, ``_make_spare()`` when
-  a write allocated the slot at ``_trigger``, ``_roll()`` when the segment is full (BusFullError);
+  a write allocated the slot at ``_trigger``, ``_roll()`` when the segment is full (BusFullError),
+  ``_note_time(time_ns, offset)`` with ``_tix_on`` for the first record it writes in each
+  millisecond of a segment (the time index; the clock is read before the write);
 - ``RollingReaderBase``: ``_live()`` (the open segment reader, or BusClosedError) and
   ``_follow()`` (at a segment's end: True once the reader moved on) when a read finds nothing,
   ``_check_id(now_ns)`` on every 16th empty poll once ``_id_at`` passed (``ID_CHECK_NS`` after
@@ -19,7 +21,7 @@ per-record path:
 
 cimport cython
 from posix.unistd cimport getpid
-from posix.time cimport clock_gettime, timespec
+from posix.time cimport clock_gettime, timespec, CLOCK_REALTIME
 
 from .._core._record cimport Record
 from .._core._reader cimport MappedBusReader, END
@@ -139,12 +141,27 @@ cdef class RollingWriterBase:
         """The segment is full: make the next one current."""
         raise NotImplementedError("RollingWriterBase._roll: defined by the subclass")
 
+    def _note_time(self, time_ns, offset):
+        """Append (time_ns, the position of ``offset`` in the current segment) to its index."""
+        raise NotImplementedError("RollingWriterBase._note_time: defined by the subclass")
+
+    def _last_offset(self):
+        """The offset of the current segment writer's last allocation's first slot (-1:
+        none)."""
+        return self._w._last_off if self._w is not None else -1
+
     def write(self, data, Py_ssize_t offset=0, Py_ssize_t length=-1):
         """Write one record (see ``MappedBusWriter.write``); True once committed."""
         self._countdown -= 1
         if self._countdown <= 0 and self._w is not None:
             self._look_ahead()
         cdef bint ok
+        cdef timespec ts
+        cdef int64_t now = 0
+        if self._tix_on:
+            # Before the slot is allocated: every slot after this record's is allocated later.
+            clock_gettime(CLOCK_REALTIME, &ts)
+            now = <int64_t>ts.tv_sec * 1000000000 + ts.tv_nsec
         while True:
             if self._w is None:
                 raise BusClosedError("write to a closed RollingBusWriter (call open() first)")
@@ -157,6 +174,9 @@ cdef class RollingWriterBase:
             # (the others only map it), so racing writers do not each reserve a segment.
             if self._w._last_off == self._trigger:
                 self._make_spare()
+            if self._tix_on and now // 1000000 != self._tix_ms:
+                self._tix_ms = now // 1000000
+                self._note_time(now, self._w._last_off)
             return ok
 
 

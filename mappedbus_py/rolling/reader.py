@@ -33,6 +33,9 @@ from ..formats.layout import FIRST_RECORD_OFFSET, META_FILE, WRITERS_FILE, join_
 from ..formats.positions import end_boundary, gap_range, locate, on_grid
 from ..messages import Message
 from ._rolling import RollingReaderBase
+from ..formats.archive import archive_config as _archive_config
+from .archive import ArchiveTier
+from .seektime import Target, seek_position, time_ns_of
 from .directory import (choose_current as _choose_current, list_segments, open_dir,
                         open_registry as _open_registry, open_wake as _open_wake, read_bus_meta,
                         segment_path)
@@ -78,7 +81,7 @@ class RollingBusReader(RollingReaderBase):
     __slots__ = ('_allow_foreign', '_at_end', '_cindex', '_creg', '_done_rollbacks',
                  '_done_skipped', '_end', '_follow_at', '_follow_wait', '_id_at', '_idle_kw',
                  '_initial_end', '_k', '_meta_st', '_on_gap', '_park', '_raw', '_slot',
-                 '_stall_limit', '_start', '_timeout', '_wake', '_wakefd')
+                 '_stall_limit', '_start', '_timeout', '_wake', '_wakefd', '_tier')
 
     def __new__(cls, *args, group=None, **kwargs):
         # group="name": a member of that work group instead (mappedbus_py.groups.GroupReader;
@@ -140,6 +143,7 @@ class RollingBusReader(RollingReaderBase):
         self._creg = None         # DIR/bus.consumers while the consumer name is held
         self._cindex = -1
         self._pending_gap = None  # (segment, offset): a consumer's position lost to retention
+        self._tier = None         # ArchiveTier of the bus's archive (bus.meta), or None
 
     # -- opening and placing ---------------------------------------------------------
 
@@ -158,14 +162,14 @@ class RollingBusReader(RollingReaderBase):
                                     "created yet)", mpath)
         meta.check(self.record_size, self.segment_size, mpath)
         self.meta = meta
+        self._tier = _tier_of(meta, mpath, self._allow_foreign)
         self.segment_size, self.record_size = meta.segment_size, meta.record_size
         if self.idle != "busy_spin" and self._wake is None:
             self._wake = _open_wake(self.path, self._allow_foreign)
         self._slot = slot_size(meta.record_size)
         self._end = end_boundary(meta.segment_size, meta.record_size)
         self._raw = _raw_message(meta.record_size)
-        segs = self._segments()
-        k, limit = _choose_current(self.path, segs, self._allow_foreign)
+        k, limit = _choose_current(self.path, self._hot_segments(), self._allow_foreign)
         self._initial_end = join_position(k, min(limit, self._end), self.segment_size)
         start = self._start
         if start is None:
@@ -197,7 +201,7 @@ class RollingBusReader(RollingReaderBase):
                 f"{reg.path!r}: consumer {self.consumer!r} has position {position}, not a "
                 f"position of this bus (segment {k}, offset {off}; newest segment "
                 f"{segs[-1]})")
-        if k >= segs[0] and os.path.lexists(segment_path(self.path, k)):
+        if k >= segs[0] and self._has_segment(k):
             self.seek(position)
             return
         # Its segment is gone (retention expired it): the next read reports the gap. Until
@@ -235,23 +239,56 @@ class RollingBusReader(RollingReaderBase):
         # RollingReaderBase.commit found the registry truncated, or a forked child.
         self._creg.refuse_commit(self.consumer, self._cgen)
 
-    def _segments(self):
+    def _hot_segments(self):
         segs = list_segments(self.path)
         if not segs:
             raise FileNotFoundError(errno.ENOENT, "rolling bus has no segment", self.path)
         return segs
 
+    def _all_segments(self):
+        # The hot directory's and the archive's (a segment in both counts once).
+        segs = list_segments(self.path)
+        if self._tier is not None:
+            archived = self._tier.segments()
+            if archived:
+                segs = sorted(set(segs) | set(archived))
+        return segs
+
+    def _segments(self):
+        segs = self._all_segments()
+        if not segs:
+            raise FileNotFoundError(errno.ENOENT, "rolling bus has no segment", self.path)
+        return segs
+
+    def _has_segment(self, index):
+        return os.path.lexists(segment_path(self.path, index)) or (
+            self._tier is not None and index in self._tier.segments())
+
     def _open_segment(self, index, offset):
-        """Make segment ``index`` current at ``offset``; FileNotFoundError if it is gone."""
-        r = MappedBusReader(segment_path(self.path, index), self.segment_size, self.record_size,
-                            timeout=self._timeout, start=offset, read_only=self.read_only,
-                            allow_foreign=self._allow_foreign, _segment=True,
-                            _wake=self._wake, stall_limit=self._stall_limit,
-                            _writers_path=os.path.join(self.path, WRITERS_FILE),
-                            _position_base=join_position(index, 0, self.segment_size),
-                            **self._idle_kw)
-        os.lstat(segment_path(self.path, index))     # never let an open create a segment
-        r.open()
+        """Make segment ``index`` current at ``offset``, from the hot directory, else from the
+        archive (HOT_WINS); FileNotFoundError if it is in neither."""
+        kw = dict(timeout=self._timeout, start=offset, allow_foreign=self._allow_foreign,
+                  _segment=True, _wake=self._wake, stall_limit=self._stall_limit,
+                  _writers_path=os.path.join(self.path, WRITERS_FILE),
+                  _position_base=join_position(index, 0, self.segment_size), **self._idle_kw)
+        hot = segment_path(self.path, index)
+        try:
+            r = MappedBusReader(hot, self.segment_size, self.record_size,
+                                read_only=self.read_only, **kw)
+            os.lstat(hot)     # never let an open create a segment
+            r.open()
+        except FileNotFoundError:
+            if self._tier is None or not any(i > index for i in list_segments(self.path)):
+                raise       # the newest segments are never archived: not there (yet)
+            # Archived (or moved between the listing and the open): read on from the archive.
+            path, temporary = self._tier.open_path(index)
+            try:
+                r = MappedBusReader(path, self.segment_size, self.record_size, read_only=True,
+                                    **kw)
+                r.open()
+            finally:
+                if temporary:
+                    os.unlink(path)     # mapped: the memory stays until the reader leaves it
         self._drop_current()
         self._r, self._k = r, index
         self._base_pos = join_position(index, 0, self.segment_size)
@@ -322,13 +359,33 @@ class RollingBusReader(RollingReaderBase):
                 raise
             self._gap(k, off)
 
+    def seek_time(self, t):
+        """Continue from the first record committed at or after ``t`` (a ``datetime``, naive
+        meaning local time, or Unix epoch seconds), in either tier, to within 1 ms: every
+        record whose slot was allocated at or after ``t`` is read, and none allocated before
+        the start of ``t``'s millisecond (docs/journal.md, "Replay from a time"). A time past
+        every indexed record: the end of the bus. Returns the position."""
+        if self.meta is None:
+            raise BusClosedError("the RollingBusReader is not open")
+        t_ns = time_ns_of(t)
+        end = self._end_position()
+        target = seek_position(self.path, self._tier, self.meta, self._segments(), t_ns,
+                               allow_foreign=self._allow_foreign)
+        self.seek(end if target.kind is Target.END else target.position)
+        return self.position
+
+    def _end_position(self):
+        # The end before the indices are read: a record allocated after it is read in any case.
+        k, limit = _choose_current(self.path, self._hot_segments(), self._allow_foreign)
+        return join_position(k, min(max(limit, _FIRST), self._end), self.segment_size)
+
     def seek_end(self):
         """Skip to the current end of the bus: only records allocated from now on."""
         if self.meta is None:
             raise BusClosedError("the RollingBusReader is not open")
         self._pending_gap = None
         while True:
-            k, limit = _choose_current(self.path, self._segments(), self._allow_foreign)
+            k, limit = _choose_current(self.path, self._hot_segments(), self._allow_foreign)
             try:
                 return self._open_segment(k, min(max(limit, _FIRST), self._end))
             except FileNotFoundError:
@@ -501,7 +558,7 @@ class RollingBusReader(RollingReaderBase):
                 return True
             except FileNotFoundError:
                 pass
-            segs = list_segments(self.path)
+            segs = self._all_segments()
             if nxt in segs:
                 continue        # made since the look (and a later one too): open it
             if any(i > nxt for i in segs):
@@ -691,6 +748,12 @@ class RollingBusReader(RollingReaderBase):
         view[:] = numpy.frombuffer(self._raw.to_bytes(), dtype=numpy.uint8)[:rowlen]
         if meta_row is not None:
             meta_row[0] = self._r.read_type()
+
+
+def _tier_of(meta, mpath, allow_foreign):
+    """The ``ArchiveTier`` of a bus whose ``bus.meta`` names an archive, else None."""
+    cfg = _archive_config(meta, mpath)
+    return None if cfg is None else ArchiveTier(cfg, meta, allow_foreign=allow_foreign)
 
 
 def _raw_message(record_size):

@@ -2,6 +2,7 @@
 per-record path is ``RollingWriterBase`` (``_rolling.pyx``), the moves between segments the
 roller's (``roller.SegmentRoller``)."""
 import os
+import time
 
 from .._core._checks import as_size as _as_size
 from .._core._writer import MappedBusWriter, take_writer_slot
@@ -13,6 +14,8 @@ from .directory import (choose_current, create_or_open_meta, create_segment, lis
                         open_dir, open_wake, writer_sizes)
 from .options import check_consumer_policy, check_retention, check_segment_sizes, reopen
 from .roller import OpenSegment, SegmentClaims, SegmentRoller
+from .journal import WriterJournal, check_sync
+from .archive import Archiver, check_archive, prepare_archive, settle_meta
 
 __all__ = ("RollingBusWriter",)
 
@@ -28,19 +31,29 @@ class RollingBusWriter(SegmentRoller, RollingWriterBase):
     ``segment_size`` and ``record_size`` are needed to create a bus; for a bus that exists,
     sizes left out (None) come from its ``bus.meta`` (``RollingBusWriter(path)``), as the
     reader takes them, and a size given that differs from it is a BusMismatchError.
+
+    The journal (docs/journal.md): ``sync`` ("none", "segment" or "interval" with
+    ``sync_interval`` seconds) says when records reach the disk, ``sync()`` forces it;
+    ``time_index`` (default True) appends to the time index ``reader.seek_time`` uses;
+    ``archive=DIR`` moves full segments beyond ``archive_after`` (or older than
+    ``archive_age`` seconds) into DIR in the background, ``compress`` None, "zstd" or "lz4",
+    with its own retention ``archive_retain_segments/bytes/age``; readers read on from it.
     """
 
     # No instance __dict__: a per-record call finds its method without a dict lookup.
     # (The public attributes are the base class's, with their docstrings.)
     __slots__ = ('_allow_foreign', '_claims', '_consumer_policy', '_every', '_fd', '_half', '_job',
                  '_k', '_kwargs', '_mark', '_mode', '_prefault', '_registry', '_registry_error',
-                 '_retention', '_retired', '_slot', '_spare', '_wake', '_writers')
+                 '_retention', '_retired', '_slot', '_spare', '_wake', '_writers',
+                 '_journal', '_archiver', '_archive_cfg')
 
 
     def __init__(self, path, segment_size=None, record_size=None, *, retain_segments=0,
                  retain_bytes=0, retain_age=None, max_consumer_lag=0, on_consumer_lag="expire",
                  consumer_block_timeout=None, mode=0o600, allow_foreign=False,
-                 prefault=False):
+                 prefault=False, sync="none", sync_interval=None, time_index=True,
+                 archive=None, archive_after=1, archive_age=None, compress=None,
+                 archive_retain_segments=0, archive_retain_bytes=0, archive_retain_age=None):
         # The single-file writer checks the sizes the same way; fail here, before any file.
         if segment_size is not None:
             segment_size = _as_size(segment_size, "segment_size")
@@ -53,7 +66,23 @@ class RollingBusWriter(SegmentRoller, RollingWriterBase):
                             retain_age=retain_age, max_consumer_lag=max_consumer_lag,
                             on_consumer_lag=on_consumer_lag,
                             consumer_block_timeout=consumer_block_timeout, mode=mode,
-                            allow_foreign=allow_foreign, prefault=prefault)
+                            allow_foreign=allow_foreign, prefault=prefault, sync=sync,
+                            sync_interval=sync_interval, time_index=time_index,
+                            archive=archive, archive_after=archive_after,
+                            archive_age=archive_age, compress=compress,
+                            archive_retain_segments=archive_retain_segments,
+                            archive_retain_bytes=archive_retain_bytes,
+                            archive_retain_age=archive_retain_age)
+        policy = check_sync(sync, sync_interval)
+        if not isinstance(time_index, bool):
+            raise ValueError(f"time_index must be True or False, got {time_index!r}")
+        self._archive_cfg = check_archive(archive, archive_after, archive_age, compress,
+                                          archive_retain_segments, archive_retain_bytes,
+                                          archive_retain_age, retain_segments, retain_bytes,
+                                          retain_age)
+        self._archiver = None
+        self._tix_on = time_index
+        self._tix_ms = -1
         self.path = os.fspath(path)
         self.segment_size = segment_size
         self.record_size = record_size
@@ -81,6 +110,8 @@ class RollingBusWriter(SegmentRoller, RollingWriterBase):
         self._wake = None         # DIR/bus.wake, shared by this writer's segment writers
         self._writers = None      # DIR/bus.writers with this writer's slot, shared likewise
         self._claims = SegmentClaims(self.path, allow_foreign)   # on DIR/bus.meta
+        self._journal = WriterJournal(self.path, policy, time_index=time_index, mode=mode,
+                                      allow_foreign=allow_foreign)
 
     @property
     def bus_id(self):
@@ -109,6 +140,16 @@ class RollingBusWriter(SegmentRoller, RollingWriterBase):
                                         self._retention, mode=self._mode,
                                         allow_foreign=self._allow_foreign,
                                         consumers=self._consumer_policy)
+        cfg = settle_meta(self.path, self.meta, self._archive_cfg, mode=self._mode,
+                          allow_foreign=self._allow_foreign)
+        if cfg is not None:
+            self.meta = create_or_open_meta(self.path, self.segment_size, self.record_size,
+                                            self._retention, mode=self._mode,
+                                            allow_foreign=self._allow_foreign,
+                                            consumers=self._consumer_policy)
+            prepare_archive(self.path, self.meta, cfg, mode=self._mode,
+                            allow_foreign=self._allow_foreign)
+        self._journal.open(self.meta)
         segs = list_segments(self.path)
         if not segs:
             create_segment(self.path, 0, self.segment_size, mode=self._mode)
@@ -125,7 +166,40 @@ class RollingBusWriter(SegmentRoller, RollingWriterBase):
         if self._writers is not None:
             self._take_over()
         self._countdown = 1      # look at the limit on the first write
+        if cfg is not None:
+            self._archiver = Archiver(self.path, self.meta, cfg, mode=self._mode,
+                                      allow_foreign=self._allow_foreign)
+            self._archiver.start()
         return self
+
+    def sync(self):
+        """Every record committed so far, and the files around them, to the disk before it
+        returns (docs/journal.md, "What sync() does"): fdatasync of the segments and time
+        indices written since the last sync, of the consumers' registry and group files,
+        then fsync of the directories changed."""
+        if self._w is None:
+            raise BusClosedError("sync() on a closed RollingBusWriter (call open() first)")
+        self._journal.sync()
+
+    @property
+    def sync_policy(self):
+        """The ``SyncPolicy`` this writer applies."""
+        return self._journal.policy
+
+    @property
+    def archiver(self):
+        """The ``Archiver`` of this writer (None without an archive, or closed)."""
+        return self._archiver
+
+    def _enter(self, index, writer=None, fd=None):
+        SegmentRoller._enter(self, index, writer, fd)
+        self._tix_ms = -1
+        self._journal.entered(index, self._fd, made=True)
+        if self._archiver is not None:
+            self._archiver.wake()
+
+    def _note_time(self, time_ns, offset):
+        self._journal.note_time(self._k, time_ns, self._k * self.segment_size + offset)
 
     def close(self):
         """Unmap every segment this writer holds; the bus stays. Closing twice is harmless.
@@ -160,6 +234,12 @@ class RollingBusWriter(SegmentRoller, RollingWriterBase):
         if self._writers is not None:
             self._writers.close()     # clears this writer's claim, gives its slot back
             self._writers = None
+        if self._archiver is not None:
+            attempt(self._archiver.stop)
+            if self._archiver.error is not None:
+                errors.append(self._archiver.error)
+            self._archiver = None
+        attempt(self._journal.close)
         if self._registry is not None:
             attempt(self._registry.close)
             self._registry = None
@@ -199,12 +279,15 @@ class RollingBusWriter(SegmentRoller, RollingWriterBase):
         done = committed = 0
         rolled_back = []
         self._countdown -= n
+        t0 = time.time_ns() if self._tix_on else 0     # before any slot is allocated
         while done < n:
             if self._countdown <= 0:
                 self._look_ahead()
             part_meta = meta if metas is None else metas[done:]
+            k = self._k
             try:
                 committed += self._w.write_batch(rows[done:], part_meta)
+                self._note_batch(t0, k, n - done)
                 break
             except BusFullError as e:
                 # A batch that starts exactly at the segment's end allocates nothing: the
@@ -213,6 +296,8 @@ class RollingBusWriter(SegmentRoller, RollingWriterBase):
                 committed += getattr(e, "committed", 0)
                 rolled_back += [done + i for i in getattr(e, "rolled_back", ())]
                 done += fit
+                if fit:
+                    self._note_batch(t0, k, fit)
                 try:
                     self._roll()
                 except BusBackPressureError as bp:
@@ -227,3 +312,12 @@ class RollingBusWriter(SegmentRoller, RollingWriterBase):
                 f"{len(rolled_back)} of {n} rows were rolled back by a reader before this "
                 f"writer committed them", committed, rolled_back)
         return committed
+
+    def _note_batch(self, t0, k, rows):
+        # A batch's part of ``rows`` rows ending at the segment writer's last allocation: one
+        # entry for its first row, at the time read before the batch.
+        first = self._last_offset()
+        if not self._tix_on or self._k != k or first < 0:
+            return
+        self._tix_ms = t0 // 1_000_000
+        self._note_time(t0, first)

@@ -141,6 +141,21 @@ def _positive_float(text):
     return value
 
 
+def _since(text):
+    """--since: epoch seconds or an ISO 8601 time, as Unix epoch nanoseconds."""
+    import datetime
+    from ..rolling.seektime import time_ns_of
+    try:
+        return time_ns_of(float(text))
+    except ValueError:
+        pass
+    try:
+        return time_ns_of(datetime.datetime.fromisoformat(text))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a time (ISO 8601, or Unix epoch "
+                                         f"seconds)") from None
+
+
 def _args(argv):
     p = _Parser(prog="mappedbus", description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="command", required=True)
@@ -179,6 +194,11 @@ def _args(argv):
             s.add_argument("--idle-exit", type=_non_negative_float, default=None,
                            metavar="SECONDS",
                            help="with --follow: stop once no record came for this long")
+            s.add_argument("--since", type=_since, default=None, metavar="TIME",
+                           help="a rolling bus: from the first record committed at or after "
+                                "TIME (ISO 8601, e.g. 2026-11-28T10:00:00, local time unless "
+                                "it has an offset; or Unix epoch seconds), to 1 ms, from its "
+                                "time index (docs/journal.md)")
             s.add_argument("--start", type=_integer, default=None,
                            help="the position of the first slot (a record boundary; on a "
                                 "rolling bus a position across segments, as "
@@ -220,6 +240,8 @@ def _args(argv):
                        f"({FIRST_RECORD_OFFSET})")
         if a.type_id is not None and not a.layout:
             dump.error("argument --type-id: only with --layout")
+        if a.since is not None and a.start is not None:
+            dump.error("argument --since: not with --start")
         if a.idle_exit is not None and not a.follow:
             dump.error("argument --idle-exit: only with --follow")
         if a.layout:
@@ -280,11 +302,16 @@ def _print_stat(d, out):
         line("groups", f"{len(d['groups'])} work groups")
         for g in d["groups"]:
             print("  " + _group_line(g), file=out)
+    if rolling and d.get("archive"):
+        ar = d["archive"]
+        line("archive", f"{escape(ar['dir'])}   compress {ar['compress']}   "
+                        f"{ar['segments']} segments archived   {ar['after']} full kept hot")
     if rolling:
         print(f"{'segment':>8}  {'first position':>16}  {'limit':>10}  records", file=out)
         for s in d["segments"]:
+            where = "  (archived)" if s.get("tier") == "archive" else ""
             print(f"{s['index']:>8}  {s['first_position']:>16}  {s['limit']:>10}  "
-                  f"{_records_line(s['records'])}", file=out)
+                  f"{_records_line(s['records'])}{where}", file=out)
 
 
 def _payload(slot, layout, type_id, as_bytes):
@@ -533,13 +560,30 @@ def _dump_cmd(a, out):
                                f"(record_size {d['record_size']})")
         type_id = a.type_id if a.type_id is not None else \
             getattr(_SHIPPED.get(a.layout.lower()), "type_id", None)
-    start = view.check_start(d, a.start)
+    start = a.start
+    if a.since is not None:
+        start = _since_position(a, d)
+    start = view.check_start(d, start)
     if not a.json:
         _print_stat(d, out)
     shown = _dump(view.slots(d, start), a, layout, type_id, out)
     if a.follow and shown != a.max:
         _follow(d, a, layout, type_id, out, shown)
     return 0
+
+
+def _since_position(a, d):
+    """--since: the position the rolling bus ``d``'s time index gives for it."""
+    if d["kind"] != "rolling":
+        raise InspectError(f"{escape(a.path)}: --since needs a rolling bus (its time index); "
+                           f"a single-file bus keeps no times")
+    from ..rolling.directory import read_bus_meta
+    from ..rolling.seektime import Target, seek_position
+    from .views_rolling import tier_of
+    meta = read_bus_meta(a.path, allow_foreign=True)
+    target = seek_position(a.path, tier_of(meta, a.path), meta,
+                           [s["index"] for s in d["segments"]], a.since, allow_foreign=True)
+    return d["positions"]["limit"] if target.kind is Target.END else target.position
 
 
 #: The commands, by the name a user types: each runs with the parsed arguments and the output.

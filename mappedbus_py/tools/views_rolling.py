@@ -3,29 +3,56 @@
 Read-only, like the single-file inspector (``inspect``), whose dict schema ``describe``
 shares (``docs/cli.md``); segments are read through ``inspect.survey`` and ``inspect.scan``.
 """
+import contextlib
 import os
 
+from ..formats.archive import archive_config
 from ..formats.files import open_file
 from ..formats.layout import (FIRST_RECORD_OFFSET, META_FILE, is_record_boundary, join_position,
                               mapped_size, slot_size, split_position)
 from ..formats.positions import end_boundary, gap_range, slots_per_segment
+from ..rolling.archive import ArchiveTier
 from ..rolling.directory import list_segments, open_dir, read_bus_meta, segment_path
 from .slots import scan
 from .views import InspectError, content_notes, escape, off_grid, record_counts, survey
 
-__all__ = ("describe", "check_start", "slots")
+__all__ = ("describe", "check_start", "slots", "segment_file", "tier_of")
 
 
-def _segment(path, index, meta):
+def tier_of(meta, path):
+    """The ``ArchiveTier`` of the bus (its bus.meta names an archive), or None."""
+    cfg = archive_config(meta, os.path.join(path, META_FILE))
+    return None if cfg is None else ArchiveTier(cfg, meta, allow_foreign=True)
+
+
+@contextlib.contextmanager
+def segment_file(path, index, tier):
+    """A path to read segment ``index`` from, and its tier ("hot" or "archive"): the hot file,
+    else the archived one (decompressed into a temporary file, removed after);
+    FileNotFoundError if it is in neither."""
+    hot = segment_path(path, index)
+    if os.path.lexists(hot) or tier is None:
+        yield hot, "hot"
+        return
+    p, temporary = tier.open_path(index)
+    try:
+        yield p, "archive"
+    finally:
+        if temporary:
+            os.unlink(p)
+
+
+def _segment(path, index, meta, tier=None):
     """The figures of segment ``index``, or None if retention removed it meanwhile."""
     try:
-        fd, _ = open_file(segment_path(path, index), os.O_RDONLY, allow_foreign=True)
+        with segment_file(path, index, tier) as (p, where):
+            fd, _ = open_file(p, os.O_RDONLY, allow_foreign=True)
+            try:
+                sv = survey(fd, meta.record_size, meta.segment_size)
+            finally:
+                os.close(fd)
     except FileNotFoundError:
         return None
-    try:
-        sv = survey(fd, meta.record_size, meta.segment_size)
-    finally:
-        os.close(fd)
     problems = []
     if sv.length < mapped_size(meta.segment_size):
         problems.append(f"{sv.length} bytes, shorter than the {mapped_size(meta.segment_size)} "
@@ -34,7 +61,7 @@ def _segment(path, index, meta):
         problems.append(f"limit {sv.limit} is not a record boundary for record_size "
                         f"{meta.record_size}: a corrupt segment")
     problems += content_notes(sv.counts)
-    return {"index": index,
+    return {"index": index, "tier": where,
             "first_position": join_position(index, FIRST_RECORD_OFFSET, meta.segment_size),
             "limit": sv.limit, "limit_position": join_position(index, sv.limit, meta.segment_size),
             "file_bytes": sv.length,
@@ -55,7 +82,9 @@ def describe(path, record_size=None):
     if record_size is not None and record_size != meta.record_size:
         raise InspectError(f"{escape(path)}: --record-size {record_size} given, but its "
                            f"metadata ({escape(mpath)}) says record_size {meta.record_size}")
-    segs = [s for s in (_segment(path, i, meta) for i in list_segments(path)) if s is not None]
+    tier = tier_of(meta, path)
+    indices = set(list_segments(path)) | (set(tier.segments()) if tier is not None else set())
+    segs = [s for s in (_segment(path, i, meta, tier) for i in sorted(indices)) if s is not None]
     # Where writers are: the newest segment with records (a spare ahead of it has none).
     current = next((s for s in reversed(segs) if s["limit"] > FIRST_RECORD_OFFSET),
                    segs[0] if segs else None)
@@ -82,6 +111,9 @@ def describe(path, record_size=None):
                       "end": None},
         "records": totals or record_counts({}), "full": False,
         "lost_to_retention": lost, "segments": segs,
+        "archive": None if tier is None else {
+            "dir": tier.cfg.dir, "compress": tier.cfg.compress, "after": tier.cfg.after,
+            "segments": sum(1 for s in segs if s["tier"] == "archive")},
         "problems": [f"segment {s['index']}: {p}" for s in segs for p in s["problems"]],
     }
 
@@ -115,13 +147,17 @@ def slots(d, start):
     from position ``start`` (from check_start), across its segments."""
     size = d["segment_size"]
     k, off = split_position(start, size)
+    tier = None
+    if d.get("archive"):
+        tier = tier_of(read_bus_meta(d["path"], allow_foreign=True), d["path"])
     for s in d["segments"]:
         i = s["index"]
         if i < k:
             continue
         try:
-            for slot in scan(segment_path(d["path"], i), d["record_size"], size,
-                             start=off if i == k else FIRST_RECORD_OFFSET):
-                yield join_position(i, slot.offset, size), i, slot
+            with segment_file(d["path"], i, tier) as (p, _):
+                for slot in scan(p, d["record_size"], size,
+                                 start=off if i == k else FIRST_RECORD_OFFSET):
+                    yield join_position(i, slot.offset, size), i, slot
         except FileNotFoundError:
-            continue            # removed by retention meanwhile
+            continue            # removed by retention (or archived) meanwhile

@@ -119,15 +119,18 @@ def test_write_batch_splits_rows_across_segments(bus_dir):
 
 def test_other_sizes_are_refused_before_anything_is_written(bus_dir):
     write_n(bus_dir, 3)
-    before = {n: open(os.path.join(bus_dir, n), "rb").read() for n in os.listdir(bus_dir)}
+    def files():
+        # every file, the time index directory's too
+        return {os.path.relpath(os.path.join(d, n), bus_dir): open(os.path.join(d, n), "rb").read()
+                for d, _, names in os.walk(bus_dir) for n in names}
+    before = files()
     with pytest.raises(BusMismatchError, match="record_size 12, not 16"):
         RollingBusWriter(bus_dir, SEG, 16).open()
     with pytest.raises(BusMismatchError, match="segment_size 4096, not 8192"):
         RollingBusWriter(bus_dir, 8192, RS).open()
     with pytest.raises(BusMismatchError):
         RollingBusReader(bus_dir, 8192, RS).open()
-    after = {n: open(os.path.join(bus_dir, n), "rb").read() for n in os.listdir(bus_dir)}
-    assert after == before
+    assert files() == before
 
 
 def test_other_retention_is_refused_naming_both(bus_dir):

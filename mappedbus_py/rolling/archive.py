@@ -1,0 +1,543 @@
+"""The archive tier (docs/journal.md; the move's states and crash cases in
+docs/design/journal.md): ``Archiver``, a writer's background thread that moves full, settled
+segments (and their time indices) from the hot directory into the archive directory, one
+archiver per bus at a time (the OFD lock on ``ARCHIVER_LOCK_BYTE`` of ``bus.meta``), and the
+archive's retention; ``move_segment`` and ``complete_moves`` are its steps, ``ArchiveTier``
+what readers and tools use to find and open archived segments."""
+import dataclasses
+import enum
+import mmap
+import os
+import secrets
+import threading
+import time
+
+import numpy
+
+from .._core._liveness import Hold, LiveFile
+from .._core._reader import MappedBusReader
+from ..errors import BusFullError, BusMismatchError, MappedBusError
+from ..formats.archive import (ArchiveConfig, archived_path, compress as _compress,
+                               list_archived, read_archived)
+from ..formats.busmeta import read_meta, write_meta
+from ..formats.files import open_file
+from ..formats.layout import (ARCHIVER_LOCK_BYTE, FIRST_RECORD_OFFSET, META_FILE,
+                              STATUS_NOT_SET, TIME_INDEX_DIR, TMP_PREFIX, WRITERS_FILE,
+                              join_position, mapped_size, slot_size, time_index_name)
+from ..formats.positions import end_boundary
+from .directory import list_segments, open_dir, segment_path
+from .journal import fsync_dir
+from .retention import retention_plan
+
+__all__ = ("Archiver", "ArchiveTier", "MoveState", "move_segment", "complete_moves",
+           "settled", "prepare_archive", "ARCHIVE_STALL_ENV", "ARCHIVE_POLL_S")
+
+#: Test hook: a MoveState's name makes the archiver stop forever right after reaching it
+#: (the tests SIGKILL it there).
+ARCHIVE_STALL_ENV = "MAPPEDBUS_TEST_ARCHIVE_STALL"
+#: How often an idle archiver looks (a writer's roll wakes it at once).
+ARCHIVE_POLL_S = 0.05
+
+
+class MoveState(enum.Enum):
+    """The move of one segment (layout.MOVE_STATES); each value says what holds then."""
+    MOVE_SETTLED = "every slot of the segment is committed or rolled back"
+    MOVE_INDEX = "its time index is in the archive (fsynced, renamed, directory fsynced)"
+    MOVE_COPIED = "its copy is in a temporary file of the archive, fsynced"
+    MOVE_RENAMED = "the copy has its name in the archive, the directory fsynced: in both tiers"
+    MOVE_UNLINKED = "the hot segment and its index are removed, the hot directory fsynced"
+
+
+def _stall(state):
+    if os.environ.get(ARCHIVE_STALL_ENV) == state.name:
+        print(f"stalled {state.name}", flush=True)
+        while True:
+            time.sleep(3600)
+
+
+def prepare_archive(hot, meta, cfg, *, mode=0o600, allow_foreign=False):
+    """Make the archive directory (0700) and its ``bus.meta`` (a copy of the hot one) if
+    absent; BusMismatchError if it holds another bus's."""
+    open_dir(cfg.dir, create=True, allow_foreign=allow_foreign)
+    os.makedirs(os.path.join(cfg.dir, TIME_INDEX_DIR), mode=0o700, exist_ok=True)
+    apath = os.path.join(cfg.dir, META_FILE)
+    theirs = read_meta(apath, allow_foreign=allow_foreign)
+    if theirs is None:
+        write_meta(apath, meta, mode=mode, exclusive=True)
+        fsync_dir(cfg.dir)
+        theirs = read_meta(apath, allow_foreign=allow_foreign)
+    if theirs.id != meta.id:
+        raise BusMismatchError(f"{cfg.dir!r} is the archive of bus {theirs.id}, not of bus "
+                               f"{meta.id} ({hot!r}): one archive directory per bus")
+
+
+def settled(path, segment_size, record_size):
+    """Whether segment ``path`` is full and every slot of it committed or rolled back (a
+    look at its limit and status words, read-only)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        size = mapped_size(segment_size)
+        with mmap.mmap(fd, size, prot=mmap.PROT_READ) as m:
+            limit = int.from_bytes(m[:8], "little", signed=True)
+            end = end_boundary(segment_size, record_size)
+            if limit < end:
+                return False
+            slot = slot_size(record_size)
+            n = (end - FIRST_RECORD_OFFSET) // slot
+            status = numpy.frombuffer(m, dtype="<i4", count=n * slot // 4,
+                                      offset=FIRST_RECORD_OFFSET)[::slot // 4] \
+                if slot % 4 == 0 else numpy.array(
+                    [int.from_bytes(m[FIRST_RECORD_OFFSET + i * slot:][:4], "little")
+                     for i in range(n)])
+            ok = not bool((status == STATUS_NOT_SET).any())
+            del status
+            return ok
+    finally:
+        os.close(fd)
+
+
+def _write_tmp(directory, name, data, mode):
+    tmp = os.path.join(directory, f"{TMP_PREFIX}{name}-{os.getpid()}-{secrets.token_hex(4)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    try:
+        os.fchmod(fd, mode)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        os.unlink(tmp)
+        raise
+    os.close(fd)
+    return tmp
+
+
+def _read_all(path, allow_foreign):
+    fd, _ = open_file(path, os.O_RDONLY, allow_foreign=allow_foreign)
+    try:
+        parts = []
+        while True:
+            b = os.read(fd, 1 << 22)
+            if not b:
+                return b"".join(parts)
+            parts.append(b)
+    finally:
+        os.close(fd)
+
+
+def move_segment(hot, cfg, index, segment_size, *, mode=0o600, allow_foreign=False):
+    """Move settled segment ``index`` from ``hot`` into the archive (the states of
+    ``MoveState`` in order; the caller holds the archiver's lock and checked ``settled``)."""
+    _stall(MoveState.MOVE_SETTLED)
+    hix = os.path.join(hot, TIME_INDEX_DIR, time_index_name(index))
+    aix_dir = os.path.join(cfg.dir, TIME_INDEX_DIR)
+    try:
+        index_bytes = _read_all(hix, allow_foreign)
+    except FileNotFoundError:
+        index_bytes = None
+    if index_bytes is not None:
+        tmp = _write_tmp(aix_dir, time_index_name(index), index_bytes, mode)
+        os.rename(tmp, os.path.join(aix_dir, time_index_name(index)))
+        fsync_dir(aix_dir)
+    _stall(MoveState.MOVE_INDEX)
+    data = _read_all(segment_path(hot, index), allow_foreign)
+    if len(data) != mapped_size(segment_size):
+        raise MappedBusError(f"{segment_path(hot, index)!r} is {len(data)} bytes, not "
+                             f"{mapped_size(segment_size)}: not archived")
+    final = archived_path(cfg.dir, index, cfg.compress)
+    tmp = _write_tmp(cfg.dir, os.path.basename(final), _compress(data, cfg.compress), mode)
+    _stall(MoveState.MOVE_COPIED)
+    os.rename(tmp, final)
+    fsync_dir(cfg.dir)
+    _stall(MoveState.MOVE_RENAMED)
+    # A writer's entry appended after the copy (it appends after its commit): copy again.
+    if index_bytes is not None:
+        try:
+            again = _read_all(hix, allow_foreign)
+        except FileNotFoundError:
+            again = index_bytes
+        if len(again) > len(index_bytes):
+            tmp = _write_tmp(aix_dir, time_index_name(index), again, mode)
+            os.rename(tmp, os.path.join(aix_dir, time_index_name(index)))
+            fsync_dir(aix_dir)
+    _unlink_hot(hot, index)
+    _stall(MoveState.MOVE_UNLINKED)
+
+
+def _unlink_hot(hot, index):
+    for p in (segment_path(hot, index), os.path.join(hot, TIME_INDEX_DIR, time_index_name(index))):
+        try:
+            os.unlink(p)
+        except FileNotFoundError:
+            pass
+    fsync_dir(hot)
+    if os.path.isdir(os.path.join(hot, TIME_INDEX_DIR)):
+        fsync_dir(os.path.join(hot, TIME_INDEX_DIR))
+
+
+def complete_moves(hot, cfg):
+    """What a killed archiver left (the caller holds the archiver's lock): temporary files
+    removed; a segment in both tiers (MOVE_RENAMED) removed from the hot one; a hot index
+    whose segment is archived removed. Returns the segments it completed."""
+    for d in (cfg.dir, os.path.join(cfg.dir, TIME_INDEX_DIR)):
+        try:
+            with os.scandir(d) as it:
+                for e in it:
+                    if e.name.startswith(TMP_PREFIX):
+                        try:
+                            os.unlink(e.path)
+                        except FileNotFoundError:
+                            pass
+        except FileNotFoundError:
+            pass
+    archived = list_archived(cfg.dir)
+    done = []
+    for k in list_segments(hot):
+        if k in archived:
+            _unlink_hot(hot, k)
+            done.append(k)
+    hidx = os.path.join(hot, TIME_INDEX_DIR)
+    if os.path.isdir(hidx):
+        for name in os.listdir(hidx):
+            if name.endswith(".time") and name[:-5].isdigit() and int(name[:-5]) in archived \
+                    and not os.path.lexists(segment_path(hot, int(name[:-5]))):
+                try:
+                    os.unlink(os.path.join(hidx, name))
+                except FileNotFoundError:
+                    pass
+    return done
+
+
+def apply_archive_retention(cfg, meta, now_ns=None):
+    """The archive's own retention (``archive_retain_*``): the oldest archived segments beyond
+    it removed (with their indices). Returns the removed indices."""
+    if not (cfg.retain_segments or cfg.retain_bytes or cfg.retain_age_ms):
+        return []
+    archived = list_archived(cfg.dir)
+    segs = sorted(archived)
+    if not segs:
+        return []
+    view = dataclasses.replace(meta, retain_segments=cfg.retain_segments,
+                               retain_bytes=cfg.retain_bytes, retain_age_ms=cfg.retain_age_ms)
+
+    def full_ms(i):
+        try:
+            return os.stat(os.path.join(cfg.dir, archived[i])).st_mtime_ns // 1_000_000
+        except FileNotFoundError:
+            return None
+    now_ms = (time.time_ns() if now_ns is None else now_ns) // 1_000_000
+    # Every archived segment is history: "newest" past the last one keeps none of them back.
+    plan = retention_plan(segs, view, segs[-1] + 1, segs[-1] + 1, now_ms, full_ms)
+    removed = []
+    for i in plan:
+        for p in (os.path.join(cfg.dir, archived[i]),
+                  os.path.join(cfg.dir, TIME_INDEX_DIR, time_index_name(i))):
+            try:
+                os.unlink(p)
+            except FileNotFoundError:
+                pass
+        removed.append(i)
+    if removed:
+        fsync_dir(cfg.dir)
+    return removed
+
+
+class Archiver:
+    """A writer's archiver thread: while it holds the bus's archiver lock, it completes what a
+    killed archiver left, then moves each full, settled segment beyond ``cfg.after`` full hot
+    segments (or filled longer than ``cfg.age_ms`` ago) into the archive, oldest first, then
+    applies the archive's retention. ``wake()`` (a roll) makes it look at once. Its failures
+    are kept in ``error`` (raised by the writer's ``close()``)."""
+
+    def __init__(self, hot, meta, cfg, *, mode=0o600, allow_foreign=False, timeout=2.0):
+        self.hot, self.meta, self.cfg = os.fspath(hot), meta, cfg
+        self._mode, self._allow_foreign, self._timeout = mode, allow_foreign, timeout
+        self._event = threading.Event()
+        self._stop = False
+        self._thread = None
+        self._live = None
+        self._holding = False
+        self._settling = None       # (index, MappedBusReader) rolling back dead writers' slots
+        self._busy = False          # run_once is running
+        self.error = None
+        self.moved = 0
+
+    def start(self):
+        """Start the thread (the archive directory is made first, in the caller)."""
+        self._thread = threading.Thread(target=self._run, name=f"mappedbus-archiver {self.hot}",
+                                        daemon=True)
+        self._thread.start()
+
+    def wake(self):
+        """Look now (the writer rolled)."""
+        self._event.set()
+
+    def wait_idle(self, timeout):
+        """Wait (waking the thread) until no segment is due to move, or ``timeout`` seconds;
+        True if none is (this archiver holds the lock: another's work is not waited for)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if self._holding and not self._busy and not self.candidates():
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            self._event.set()
+            time.sleep(0.005)
+
+    def stop(self):
+        """Stop the thread and let the lock go."""
+        self._stop = True
+        self._event.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        if self._settling is not None:
+            self._settling[1].close()
+            self._settling = None
+        if self._live is not None:
+            self._live.close()
+            self._live = None
+            self._holding = False
+
+    def _run(self):
+        while not self._stop:
+            self._busy = True
+            try:
+                self.run_once()
+            except Exception as e:      # kept; the writer's close() raises it
+                self.error = e
+            finally:
+                self._busy = False
+            self._event.wait(ARCHIVE_POLL_S)
+            self._event.clear()
+
+    def _take_lock(self):
+        if self._holding:
+            return True
+        if self._live is None:
+            fd, _ = open_file(os.path.join(self.hot, META_FILE), os.O_RDWR,
+                              allow_foreign=self._allow_foreign)
+            self._live = LiveFile(fd)
+        self._holding = self._live.hold(ARCHIVER_LOCK_BYTE) is Hold.TAKEN
+        if self._holding:
+            complete_moves(self.hot, self.cfg)
+        return self._holding
+
+    def candidates(self):
+        """The hot segments due to move, oldest first (not yet checked to be settled)."""
+        segs = list_segments(self.hot)
+        if len(segs) < 2:
+            return []
+        newest = segs[-1]
+        full = [k for k in segs if k < newest]
+        # The newest may be a spare made ahead (limit 8): then the one before it is current.
+        if _limit(self.hot, newest) <= FIRST_RECORD_OFFSET and full:
+            full = full[:-1]
+        due = full[:max(0, len(full) - self.cfg.after)]
+        if self.cfg.age_ms:
+            now = time.time_ns()
+            for k in full[len(due):]:
+                try:
+                    mtime = os.stat(segment_path(self.hot, k)).st_mtime_ns
+                except FileNotFoundError:
+                    continue
+                if (now - mtime) // 1_000_000 > self.cfg.age_ms:
+                    due.append(k)
+                else:
+                    break
+        return due
+
+    def run_once(self):
+        """One look: returns the segments moved."""
+        if not self._take_lock():
+            return []
+        moved = []
+        for k in self.candidates():
+            if self._stop:
+                break
+            p = segment_path(self.hot, k)
+            try:
+                ok = settled(p, self.meta.segment_size, self.meta.record_size) or self._settle(k)
+            except FileNotFoundError:
+                continue
+            if not ok:
+                break       # oldest first: a later segment waits for this one
+            move_segment(self.hot, self.cfg, k, self.meta.segment_size, mode=self._mode,
+                         allow_foreign=self._allow_foreign)
+            moved.append(k)
+            self.moved += 1
+        apply_archive_retention(self.cfg, self.meta)
+        return moved
+
+    def _settle(self, k):
+        """Read segment ``k`` as a reader does (rolling back, after the timeout, the slots of
+        writers that are gone): True once every slot is settled."""
+        if self._settling is not None and self._settling[0] != k:
+            self._settling[1].close()
+            self._settling = None
+        if self._settling is None:
+            r = MappedBusReader(segment_path(self.hot, k), self.meta.segment_size,
+                                self.meta.record_size, timeout=self._timeout,
+                                start=FIRST_RECORD_OFFSET, allow_foreign=self._allow_foreign,
+                                _segment=True, idle="busy_spin",
+                                _writers_path=os.path.join(self.hot, WRITERS_FILE),
+                                _position_base=join_position(k, 0, self.meta.segment_size))
+            r.open()
+            self._settling = (k, r)
+        r = self._settling[1]
+        try:
+            while r.next():
+                pass
+        except BusFullError:
+            r.close()
+            self._settling = None
+            return settled(segment_path(self.hot, k), self.meta.segment_size,
+                           self.meta.record_size)
+        return False
+
+
+def _limit(hot, k):
+    try:
+        fd = os.open(segment_path(hot, k), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return 0
+    try:
+        return int.from_bytes(os.pread(fd, 8, 0), "little", signed=True)
+    finally:
+        os.close(fd)
+
+
+class ArchiveTier:
+    """A reader's view of a bus's archive: which segments it holds, and a segment's bytes as
+    a file to map (uncompressed: the archived file itself; compressed: decompressed into a
+    private file under ``/dev/shm``, unlinked once mapped)."""
+
+    def __init__(self, cfg, meta, *, allow_foreign=False):
+        self.cfg, self.meta, self._allow_foreign = cfg, meta, allow_foreign
+        self._checked = False
+
+    def _check(self):
+        if self._checked:
+            return
+        theirs = read_meta(os.path.join(self.cfg.dir, META_FILE), allow_foreign=self._allow_foreign)
+        if theirs is not None and theirs.id != self.meta.id:
+            raise BusMismatchError(f"{self.cfg.dir!r} is the archive of bus {theirs.id}, not "
+                                   f"of bus {self.meta.id}")
+        self._checked = True
+
+    def segments(self):
+        """``{index: file name}`` of the archived segments."""
+        if not os.path.isdir(self.cfg.dir):
+            return {}
+        self._check()
+        return list_archived(self.cfg.dir)
+
+    def open_path(self, index):
+        """``(path to map, temporary: True if the caller unlinks it after mapping)`` of
+        archived segment ``index``; FileNotFoundError if it is not archived."""
+        names = self.segments()
+        if index not in names:
+            raise FileNotFoundError(f"segment {index} is not in the archive {self.cfg.dir!r}")
+        name = names[index]
+        if name.endswith((".zst", ".lz4")):
+            data = read_archived(self.cfg.dir, index, name, self.meta.segment_size,
+                                 allow_foreign=self._allow_foreign)
+            return _to_shm(data, name), True
+        return os.path.join(self.cfg.dir, name), False
+
+
+def _to_shm(data, name):
+    base = "/dev/shm" if os.path.isdir("/dev/shm") else None
+    import tempfile
+    fd, path = tempfile.mkstemp(prefix=f"mappedbus-archived-{name}-", dir=base)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    except BaseException:
+        os.close(fd)
+        os.unlink(path)
+        raise
+    os.close(fd)
+    return path
+
+
+def check_archive(archive, after, age, compress, retain_segments, retain_bytes, retain_age,
+                  hot_segments, hot_bytes, hot_age):
+    """The writer's archive arguments as an ``ArchiveConfig`` (None without ``archive``),
+    checked at once."""
+    if archive is None:
+        if (after, age, compress, retain_segments, retain_bytes, retain_age) != (1, None, None,
+                                                                                 0, 0, None):
+            raise ValueError("archive_after, archive_age, compress and archive_retain_* apply "
+                             "to an archive: give archive=DIR too")
+        return None
+    if hot_segments or hot_bytes or hot_age:
+        raise ValueError("retain_segments/retain_bytes/retain_age would delete hot segments "
+                         "before they are archived: with archive=, the hot tier keeps "
+                         "archive_after segments (and archive_age), and the archive's "
+                         "retention is archive_retain_segments/bytes/age")
+    for name, v in (("archive_after", after), ("archive_retain_segments", retain_segments),
+                    ("archive_retain_bytes", retain_bytes)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise ValueError(f"{name} must be a non-negative integer, got {v!r}")
+    for name, v in (("archive_age", age), ("archive_retain_age", retain_age)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0):
+            raise ValueError(f"{name} must be a non-negative number of seconds, got {v!r}")
+    how = "none" if compress is None else compress
+    if how not in ("none", "zstd", "lz4"):
+        raise ValueError(f"compress must be None, 'zstd' or 'lz4', got {compress!r}")
+    path = os.path.abspath(os.fspath(archive))
+    if "\n" in path or "=" in os.path.basename(path) and False:
+        raise ValueError(f"archive path {path!r} cannot be stored in bus.meta")
+    return ArchiveConfig(dir=path, after=after, age_ms=int(round((age or 0) * 1000)),
+                         compress=how, retain_segments=retain_segments,
+                         retain_bytes=retain_bytes,
+                         retain_age_ms=int(round((retain_age or 0) * 1000)))
+
+
+def settle_meta(hot, meta, cfg, *, mode=0o600, allow_foreign=False):
+    """The archive this writer applies: ``cfg`` (asked), written into ``bus.meta`` if the bus
+    has none yet (ValueError if it has another: fixed once set), else the bus's own (a writer
+    that asks for none still archives a bus that has one). None: no archive."""
+    from ..formats.archive import archive_config
+    mpath = os.path.join(hot, META_FILE)
+    have = archive_config(meta, mpath)
+    if cfg is None or have == cfg:
+        return have
+    if have is not None:
+        raise ValueError(f"{mpath!r} has the archive {have}; this writer asked for {cfg}: the "
+                         f"archive settings are fixed once set")
+    write_meta(mpath, dataclasses.replace(meta, extra=tuple(meta.extra) + cfg.to_extra()),
+               mode=mode, exclusive=False)
+    fsync_dir(hot)
+    return cfg
+
+
+def archived_segment_path(bus_path, index, allow_foreign=False):
+    """For readers that open segments by path (work groups): ``(path, temporary)`` of
+    segment ``index`` of the rolling bus ``bus_path`` in its archive (``ArchiveTier.open_path``),
+    or None if the bus has no archive or the segment is not there."""
+    from ..formats.archive import archive_config
+    from .directory import read_bus_meta
+    meta = read_bus_meta(bus_path, allow_foreign=allow_foreign)
+    cfg = None if meta is None else archive_config(meta, os.path.join(bus_path, META_FILE))
+    if cfg is None:
+        return None
+    try:
+        return ArchiveTier(cfg, meta, allow_foreign=allow_foreign).open_path(index)
+    except FileNotFoundError:
+        return None
+
+
+def all_segments(bus_path, allow_foreign=False):
+    """The segments of the rolling bus ``bus_path`` in either tier, oldest first."""
+    from ..formats.archive import archive_config
+    from .directory import read_bus_meta
+    segs = set(list_segments(bus_path))
+    meta = read_bus_meta(bus_path, allow_foreign=allow_foreign)
+    cfg = None if meta is None else archive_config(meta, os.path.join(bus_path, META_FILE))
+    if cfg is not None:
+        segs |= set(ArchiveTier(cfg, meta, allow_foreign=allow_foreign).segments())
+    return sorted(segs)

@@ -1,0 +1,79 @@
+"""Replay from a time (docs/journal.md, "Replay from a time"): where ``seek_time(t)`` puts a
+reader, from the segments' time indices (``formats.timeindex``; the rule is in layout.py, "the
+journal"): the smallest position among the entries at or after ``floor_ms(t)``, in the first
+segment (oldest first, archive then hot) holding one."""
+import dataclasses
+import datetime
+import enum
+import os
+
+from ..formats.layout import TIME_INDEX_DIR, time_index_name
+from ..formats.timeindex import floor_ms, read_index
+
+__all__ = ("time_ns_of", "TimeTarget", "Target", "seek_position")
+
+
+class Target(enum.Enum):
+    """Where a time falls."""
+    POSITION = "at the record at ``position``"
+    END = "after every record indexed so far: the end of the bus"
+
+
+@dataclasses.dataclass(frozen=True)
+class TimeTarget:
+    """``seek_position``'s answer: ``kind`` and, for ``Target.POSITION``, the ``position``."""
+    kind: Target
+    position: int = 0
+
+
+def time_ns_of(t):
+    """``t`` (a ``datetime``, naive meaning local time, or Unix epoch seconds as int or
+    float) as Unix epoch nanoseconds; ValueError for anything else."""
+    if isinstance(t, datetime.datetime):
+        return int(t.timestamp()) * 1_000_000_000 + t.microsecond * 1000
+    if isinstance(t, bool) or not isinstance(t, (int, float)):
+        raise ValueError(f"seek_time takes a datetime or Unix epoch seconds, got {t!r}")
+    if t != t or t in (float("inf"), float("-inf")) or t < 0:
+        raise ValueError(f"seek_time takes a time at or after the epoch, got {t!r}")
+    if isinstance(t, int):
+        return t * 1_000_000_000
+    sec = int(t)
+    return sec * 1_000_000_000 + round((t - sec) * 1e9)
+
+
+def _load(hot, tier, meta, k, allow_foreign):
+    for d in (hot, tier.cfg.dir if tier is not None else None):
+        if d is None:
+            continue
+        p = os.path.join(d, TIME_INDEX_DIR, time_index_name(k))
+        try:
+            return read_index(p, meta.id, k, meta.segment_size, meta.record_size,
+                              allow_foreign=allow_foreign)
+        except FileNotFoundError:
+            continue
+    return None
+
+
+def seek_position(hot, tier, meta, segments, t_ns, *, allow_foreign=False):
+    """Where a reader starts for time ``t_ns``: a ``TimeTarget``. ``segments``: the bus's,
+    oldest first. A segment without an index (written by writers that keep none) is not
+    passed over unless a later segment's index has an entry before ``floor_ms(t_ns)``."""
+    x = floor_ms(t_ns)
+    unindexed = None        # the oldest segment without entries since the last one skipped
+    for k in segments:
+        ix = _load(hot, tier, meta, k, allow_foreign)
+        if ix is None or ix.empty:
+            if unindexed is None:
+                unindexed = k
+            continue
+        if unindexed is not None:
+            if int(ix.times[0]) >= x:
+                # Records of the unindexed segments may be at or after t: start there.
+                return TimeTarget(Target.POSITION, unindexed * meta.segment_size + 8)
+            unindexed = None
+        p = ix.first_at_or_after(x)
+        if p is not None:
+            return TimeTarget(Target.POSITION, p)
+    if unindexed is not None:
+        return TimeTarget(Target.POSITION, unindexed * meta.segment_size + 8)
+    return TimeTarget(Target.END)

@@ -1,0 +1,284 @@
+"""The journal (issue 37; docs/journal.md): the archive tier (moves, readers across tiers, named
+consumers and groups reading on from the archive, retention, bad archive files), replay from a
+time (seek_time against the writer's own timestamps, at every millisecond boundary), and
+mappedbus dump/stat on archived segments."""
+import datetime
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import time
+
+import pytest
+
+from mappedbus_py import RollingBusReader, RollingBusWriter
+from mappedbus_py.errors import BusMismatchError, CorruptBusError, UnsafeBusFileError
+from mappedbus_py.formats.archive import list_archived
+from mappedbus_py.formats.layout import TIME_INDEX_DIR, time_index_name
+from mappedbus_py.formats.timeindex import floor_ms
+from mappedbus_py.rolling.directory import list_segments
+
+SEG = 16 * 1024
+RS = 24
+PER_SEG = (SEG - 8) // (RS + 8)
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture
+def dirs(tmp_path):
+    hot = f"/dev/shm/mbjournal-{os.getpid()}-{time.monotonic_ns()}"
+    yield hot, str(tmp_path / "archive")
+    shutil.rmtree(hot, ignore_errors=True)
+
+
+def _write(w, start, n):
+    for i in range(start, start + n):
+        w.write(struct.pack("<qq", i, time.time_ns()))
+
+
+def _read_all(path, **kw):
+    out = []
+    with RollingBusReader(path, **kw) as r:
+        for rec in r.records(0):
+            out.append(struct.unpack_from("<q", rec.data)[0])
+    return out
+
+
+@pytest.mark.parametrize("compress", [None, "zstd", "lz4"])
+def test_full_segments_move_and_readers_read_both_tiers(dirs, compress):
+    hot, arch = dirs
+    n = PER_SEG * 6 + 10
+    with RollingBusWriter(hot, SEG, RS, archive=arch, archive_after=1, compress=compress) as w:
+        _write(w, 0, n)
+        assert w.archiver.wait_idle(10)
+        hot_segs = list_segments(hot)
+        archived = list_archived(arch)
+        # the current segment, one full one kept hot (archive_after=1), maybe a spare
+        assert len(hot_segs) <= 3 and min(hot_segs) >= 5
+        assert sorted(archived) == list(range(min(hot_segs)))
+        suffix = {None: ".bus", "zstd": ".bus.zst", "lz4": ".bus.lz4"}[compress]
+        assert all(name.endswith(suffix) for name in archived.values())
+        assert all(os.path.exists(os.path.join(arch, TIME_INDEX_DIR, time_index_name(k)))
+                   for k in archived)
+        assert _read_all(hot) == list(range(n))
+        with RollingBusReader(hot, start=PER_SEG * 0 + SEG + 8) as r:     # in segment 1
+            assert struct.unpack_from("<q", r.read(0).data)[0] == PER_SEG
+
+
+def test_uncompressed_archive_keeps_the_exact_segment_bytes(dirs):
+    hot, arch = dirs
+    with RollingBusWriter(hot, SEG, RS) as w:
+        _write(w, 0, PER_SEG * 3)
+    before = open(os.path.join(hot, "00000000000000000000.bus"), "rb").read()
+    with RollingBusWriter(hot, archive=arch, archive_after=0) as w:
+        assert w.archiver.wait_idle(10)
+    assert open(os.path.join(arch, "00000000000000000000.bus"), "rb").read() == before
+
+
+def test_a_reader_crosses_the_tier_boundary_while_segments_move(dirs):
+    hot, arch = dirs
+    n = PER_SEG * 12
+    code = (f"import struct,time,sys; sys.path.insert(0,{ROOT!r});"
+            f"from mappedbus_py import RollingBusWriter as W\n"
+            f"with W({hot!r},{SEG},{RS},archive={arch!r},archive_after=0,compress='lz4') as w:\n"
+            f"    for i in range({n}):\n"
+            f"        w.write(struct.pack('<qq',i,0))\n"
+            f"        if i % 500 == 0: time.sleep(0.002)\n"
+            f"    w.archiver.wait_idle(10)\n")
+    RollingBusWriter(hot, SEG, RS, archive=arch, archive_after=0, compress="lz4").open().close()
+    child = subprocess.Popen([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=ROOT))
+    got = []
+    try:
+        with RollingBusReader(hot) as r:
+            while len(got) < n:
+                rec = r.read(10)
+                assert rec is not None, f"stopped after {len(got)}"
+                got.append(struct.unpack_from("<q", rec.data)[0])
+    finally:
+        assert child.wait(60) == 0
+    assert got == list(range(n))
+    assert list_archived(arch)       # it did move segments meanwhile
+    assert _read_all(hot) == list(range(n))     # and a reader from the start reads them all
+
+
+def test_named_consumer_and_group_read_on_from_the_archive(dirs):
+    hot, arch = dirs
+    with RollingBusWriter(hot, SEG, RS, archive=arch, archive_after=0) as w:
+        _write(w, 0, 10)
+        with RollingBusReader(hot, consumer="c") as r:
+            for _ in range(5):
+                r.read(0)
+            r.commit()
+        _write(w, 10, PER_SEG * 4)
+        assert w.archiver.wait_idle(10)
+        assert 0 in list_archived(arch) and 0 not in list_segments(hot)
+    with RollingBusReader(hot, consumer="c") as r:
+        assert struct.unpack_from("<q", r.read(0).data)[0] == 5
+    with RollingBusReader(hot, group="g") as m:
+        got = []
+        while True:
+            rec = m.read(0)
+            if rec is None:
+                break
+            got.append(struct.unpack_from("<q", rec.data)[0])
+            m.ack(rec)
+    assert got == list(range(10 + PER_SEG * 4))
+
+
+def test_archive_retention_and_settings_checks(dirs):
+    hot, arch = dirs
+    with RollingBusWriter(hot, SEG, RS, archive=arch, archive_after=0, compress="zstd",
+                          archive_retain_segments=2) as w:
+        _write(w, 0, PER_SEG * 6)
+        assert w.archiver.wait_idle(10)
+        assert len(list_archived(arch)) == 2
+    with pytest.raises(ValueError, match="fixed once set"):
+        RollingBusWriter(hot, archive=arch, archive_after=3).open()
+    with pytest.raises(ValueError, match="archived"):
+        RollingBusWriter(hot, archive=arch, retain_segments=2)
+    with pytest.raises(ValueError, match="compress"):
+        RollingBusWriter(hot, archive=arch, compress="gzip")
+    with pytest.raises(ValueError, match="give archive=DIR"):
+        RollingBusWriter(hot, compress="zstd")
+    other = hot + "-other"
+    try:
+        with pytest.raises(BusMismatchError, match="archive of bus"):
+            RollingBusWriter(other, SEG, RS, archive=arch).open()
+    finally:
+        shutil.rmtree(other, ignore_errors=True)
+
+
+def _one_archived(dirs, compress):
+    hot, arch = dirs
+    with RollingBusWriter(hot, SEG, RS, archive=arch, archive_after=0, compress=compress) as w:
+        _write(w, 0, PER_SEG * 2 + 3)
+        assert w.archiver.wait_idle(10)
+    return hot, arch, os.path.join(arch, list_archived(arch)[0])
+
+
+@pytest.mark.parametrize("compress", ["zstd", "lz4"])
+def test_truncated_or_corrupt_archive_files_are_named(dirs, compress):
+    hot, arch, p = _one_archived(dirs, compress)
+    data = open(p, "rb").read()
+    with open(p, "wb") as f:
+        f.write(data[:len(data) // 2])
+    with pytest.raises(CorruptBusError, match=os.path.basename(p)):
+        _read_all(hot)
+    with open(p, "wb") as f:
+        f.write(b"not a frame at all" * 10)
+    with pytest.raises(CorruptBusError, match=compress):
+        _read_all(hot)
+
+
+def test_uncompressed_archive_truncated_is_named(dirs):
+    hot, arch, p = _one_archived(dirs, None)
+    os.truncate(p, 100)
+    with pytest.raises(Exception, match="truncated|shorter|smaller|size"):
+        _read_all(hot)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to make a file of another user")
+def test_foreign_or_linked_archive_files_are_refused(dirs):
+    hot, arch, p = _one_archived(dirs, "zstd")
+    os.chown(p, 65534, 65534)
+    with pytest.raises(UnsafeBusFileError, match="owned by uid 65534"):
+        _read_all(hot)
+    assert _read_all(hot, allow_foreign=True)[:3] == [0, 1, 2]
+    os.chown(p, 0, 0)
+    os.rename(p, p + ".real")
+    os.symlink(p + ".real", p)
+    with pytest.raises(UnsafeBusFileError, match="symbolic link"):
+        _read_all(hot)
+    os.unlink(p)
+    os.rename(p + ".real", p)
+    ix = os.path.join(arch, TIME_INDEX_DIR, time_index_name(0))
+    with open(ix, "r+b") as f:
+        f.write(b"XXXXXXXX")
+    with RollingBusReader(hot) as r, pytest.raises(CorruptBusError, match="magic"):
+        r.seek_time(time.time() - 3600)
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None,
+                    reason="needs root and setpriv to run a process as another user")
+def test_an_archive_file_made_by_another_user_is_refused(dirs):
+    # an archive another user can reach (/dev/shm, not pytest's private tmp)
+    hot, arch, p = _one_archived((dirs[0], dirs[0] + "-archive"), None)
+    os.chmod(arch, 0o777)
+    os.unlink(p)
+    # another user (nobody) puts a segment of its own there
+    subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sh", "-c",
+                    f"head -c {SEG} /dev/zero > {p}"], check=True)
+    os.chmod(arch, 0o700)
+    try:
+        with pytest.raises(UnsafeBusFileError, match="owned by uid 65534"):
+            _read_all(hot)
+    finally:
+        shutil.rmtree(arch)
+
+
+def test_seek_time_against_the_writers_timestamps_at_every_boundary(dirs):
+    hot, arch = dirs
+    before, after = [], []
+    with RollingBusWriter(hot, SEG, RS, archive=arch, archive_after=1, compress="zstd") as w:
+        for i in range(PER_SEG * 5):
+            before.append(time.time_ns())
+            w.write(struct.pack("<qq", i, before[-1]))
+            after.append(time.time_ns())
+            if i % 40 == 0:
+                time.sleep(0.0012)          # cross millisecond boundaries often
+        assert w.archiver.wait_idle(10)
+    assert list_archived(arch)
+    n = len(before)
+    probes = set()
+    for i in range(0, n, 7):
+        ms = floor_ms(before[i])
+        probes |= {ms - 1000, ms, ms + 1000, before[i], ms + 999_000}
+    with RollingBusReader(hot) as r:
+        for t in sorted(probes):
+            # microseconds: what a datetime holds exactly
+            t = t // 1000 * 1000
+            r.seek_time(datetime.datetime.fromtimestamp(t // 10**9).replace(
+                microsecond=t % 10**9 // 1000))
+            rec = r.read(0)
+            first = n if rec is None else struct.unpack_from("<q", rec.data)[0]
+            # every record whose write began at or after t is read
+            due = next((i for i in range(n) if before[i] >= t), n)
+            assert first <= due, (t, first, due)
+            # none whose write ended before the start of t's millisecond
+            if first < n:
+                assert after[first] >= floor_ms(t), (t, first)
+    with RollingBusReader(hot) as r:
+        r.seek_time(before[0] / 1e9 - 10)
+        assert struct.unpack_from("<q", r.read(0).data)[0] == 0
+        r.seek_time(time.time() + 10)
+        assert r.read(0) is None
+        with pytest.raises(ValueError, match="datetime or Unix epoch"):
+            r.seek_time("10:00")
+
+
+def test_dump_since_and_stat_read_archived_segments(dirs):
+    hot, arch = dirs
+    stamps = []
+    with RollingBusWriter(hot, SEG, RS, archive=arch, archive_after=0, compress="lz4") as w:
+        for i in range(PER_SEG * 3):
+            stamps.append(time.time_ns())
+            w.write(struct.pack("<qq", i, stamps[-1]))
+            if i % 100 == 0:
+                time.sleep(0.0015)
+        assert w.archiver.wait_idle(10)
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    cli = [sys.executable, "-m", "mappedbus_py.tools.cli"]
+    st = json.loads(subprocess.run(cli + ["stat", hot, "--json"], env=env, check=True,
+                                   capture_output=True, text=True).stdout)
+    assert st["archive"]["segments"] >= 2
+    assert st["records"]["committed"] == PER_SEG * 3
+    assert [s["tier"] for s in st["segments"]][:2] == ["archive", "archive"]
+    k = PER_SEG + 17            # in an archived segment
+    since = f"{stamps[k] // 10**9}.{stamps[k] % 10**9:09d}"
+    out = subprocess.run(cli + ["dump", hot, "--json", "--since", since, "--max", "1"], env=env,
+                         check=True, capture_output=True, text=True).stdout
+    row = json.loads(out.strip().splitlines()[-1])
+    first = struct.unpack_from("<q", bytes.fromhex(row["payload"]))[0]
+    assert first <= k and stamps[first + 1] >= floor_ms(stamps[k])
