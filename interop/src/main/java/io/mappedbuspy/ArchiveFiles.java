@@ -214,6 +214,35 @@ public final class ArchiveFiles {
     }
 
     /**
+     * A bus file mapped read-only (as {@code new MemoryMappedFile(path, fileSize, true)}), or, for a rolling bus's
+     * segment no longer in its hot directory, that segment from the bus's archive (docs/journal.md): what a reader
+     * that was given a segment's path (a Spark task planned before the segment moved) opens.
+     *
+     * @param path     a bus file, or a segment of a rolling bus ({@code DIR/<20 digits>.bus})
+     * @param fileSize its logical size
+     * @return its bytes; the caller closes them. {@link MemoryMappedFile#path()} names the archived file when the
+     *         segment came from the archive
+     * @throws NoSuchFileException if it is in neither tier
+     * @throws IOException         as {@link #open}
+     */
+    public static MemoryMappedFile mapForRead(String path, long fileSize) throws IOException {
+        try {
+            return new MemoryMappedFile(path, fileSize, true);
+        } catch (NoSuchFileException e) {
+            Path p = Path.of(path);
+            long index = p.getFileName() == null ? -1 : Layout.segmentIndex(p.getFileName().toString());
+            Path metaPath = p.resolveSibling(Layout.META_FILE);
+            BusMeta meta = index < 0 ? null : BusMeta.read(metaPath, false);
+            Config cfg = meta == null || meta.kind() != BusKind.ROLLING ? null : config(meta, metaPath.toString());
+            Archived a = cfg == null ? null : find(cfg.dir(), index);
+            if (a == null) {
+                throw e;
+            }
+            return open(a, meta.segmentSize(), meta.recordSize(), false);
+        }
+    }
+
+    /**
      * An archived segment's bytes for reading: the file mapped read-only when stored as it was, else decompressed
      * into memory ({@link MemoryMappedFile#inMemory}). Either way {@code mappedSize(segmentSize)} bytes whose limit is
      * on the record grid.

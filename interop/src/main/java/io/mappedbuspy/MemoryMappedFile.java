@@ -392,7 +392,15 @@ public final class MemoryMappedFile extends MappedAtomics implements AutoCloseab
         closed = true;
         SafeOpen.close0(channel);
         channel = null;
+        ByteBuffer[] wins = windows;
         dropWindows();
+        if (inMemory && wins != null && path != null && !path.equals("<warm-up>")) {
+            // An archived segment's bytes: freed now (64 MiB a segment), not when the collector gets to them.
+            // Every later access fails its bounds check first (dropWindows).
+            for (ByteBuffer b : wins) {
+                UnsafeAccess.unmap(b);
+            }
+        }
     }
 
     /**
@@ -403,7 +411,7 @@ public final class MemoryMappedFile extends MappedAtomics implements AutoCloseab
      * unmap would touch unmapped memory.
      */
     void closeAndUnmap() {
-        ByteBuffer[] wins = windows;
+        ByteBuffer[] wins = inMemory ? null : windows; // close() frees bytes held in memory
         close();
         if (wins != null) {
             for (ByteBuffer b : wins) {
