@@ -643,6 +643,10 @@ CONSTANTS.update({name: value for name, value in globals().items()
 #   ARCHIVE/TMP_PREFIX...             a file being written: never read; removed by the next
 #                                     archiver (which holds ARCHIVER_LOCK_BYTE)
 #
+# bus.meta key time_index=1: the bus keeps a time index (TIME_INDEX_META_KEY; set when a writer
+# first asks for it, time_index=True, and from then on every writer of this project appends;
+# absent: no index, and seek_time is refused). Its cost: one clock read per record.
+#
 # bus.meta keys of a bus with an archive (absent otherwise): archive_dir, archive_after
 # (full segments kept hot), archive_age_ms (0: none), archive_compress (none|zstd|lz4),
 # archive_retain_segments, archive_retain_bytes, archive_retain_age_ms (0: no limit).
@@ -695,6 +699,7 @@ HOT_WINS = True
 ARCHIVE_META_KEYS = ("archive_dir", "archive_after", "archive_age_ms", "archive_compress",
                      "archive_retain_segments", "archive_retain_bytes", "archive_retain_age_ms")
 SYNC_POLICIES = ("none", "segment", "interval")
+TIME_INDEX_META_KEY = "time_index"
 
 
 def time_index_name(index):

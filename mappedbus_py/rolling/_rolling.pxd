@@ -48,8 +48,8 @@ cdef class RollingWriterBase:
     cdef public int64_t _trigger      # the offset of the first slot past the segment's
                                       # middle: the writer that allocates it makes the spare
     cdef public bint _tix_on          # append to the time index (layout, "the journal")
-    cdef public int64_t _tix_ms       # the millisecond of this writer's last time-index entry
-                                      # in the current segment; -1: none there yet
+    cdef public int64_t _tix_next     # the end (Unix ns) of the millisecond of this writer's
+                                      # last time-index entry in the current segment; 0: none
     cdef public object path
     """The bus directory."""
     cdef public object segment_size

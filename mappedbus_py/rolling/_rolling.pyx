@@ -174,8 +174,10 @@ cdef class RollingWriterBase:
             # (the others only map it), so racing writers do not each reserve a segment.
             if self._w._last_off == self._trigger:
                 self._make_spare()
-            if self._tix_on and now // 1000000 != self._tix_ms:
-                self._tix_ms = now // 1000000
+            # Outside the millisecond of this writer's last entry (no division on this path):
+            # [_tix_next - 1 ms, _tix_next); _tix_next 0 means none yet in this segment.
+            if self._tix_on and (now >= self._tix_next or now < self._tix_next - 1000000):
+                self._tix_next = (now // 1000000 + 1) * 1000000
                 self._note_time(now, self._w._last_off)
             return ok
 

@@ -50,7 +50,8 @@ class MoveState(enum.Enum):
 
 def _stall(state):
     if os.environ.get(ARCHIVE_STALL_ENV) == state.name:
-        print(f"stalled {state.name}", flush=True)
+        import sys
+        print(f"stalled {state.name}", file=sys.stderr, flush=True)
         while True:
             time.sleep(3600)
 
@@ -141,12 +142,15 @@ def move_segment(hot, cfg, index, segment_size, *, mode=0o600, allow_foreign=Fal
         os.rename(tmp, os.path.join(aix_dir, time_index_name(index)))
         fsync_dir(aix_dir)
     _stall(MoveState.MOVE_INDEX)
+    st = os.stat(segment_path(hot, index))
     data = _read_all(segment_path(hot, index), allow_foreign)
     if len(data) != mapped_size(segment_size):
         raise MappedBusError(f"{segment_path(hot, index)!r} is {len(data)} bytes, not "
                              f"{mapped_size(segment_size)}: not archived")
     final = archived_path(cfg.dir, index, cfg.compress)
     tmp = _write_tmp(cfg.dir, os.path.basename(final), _compress(data, cfg.compress), mode)
+    # its mtime stays when it filled (retention ages it by that; seek_time bounds it by that)
+    os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
     _stall(MoveState.MOVE_COPIED)
     os.rename(tmp, final)
     fsync_dir(cfg.dir)
@@ -463,13 +467,22 @@ def _to_shm(data, name):
     return path
 
 
+@dataclasses.dataclass(frozen=True)
+class ArchiveRequest:
+    """What a writer asked of the archive: ``cfg`` (the defaults filled in, for a bus without
+    one yet) and ``given``, the names of the ``ArchiveConfig`` fields it set itself (the
+    others are the bus's, for a bus that has an archive)."""
+    cfg: ArchiveConfig
+    given: frozenset
+
+
 def check_archive(archive, after, age, compress, retain_segments, retain_bytes, retain_age,
                   hot_segments, hot_bytes, hot_age):
-    """The writer's archive arguments as an ``ArchiveConfig`` (None without ``archive``),
-    checked at once."""
+    """The writer's archive arguments as an ``ArchiveRequest`` (None without ``archive``),
+    checked at once; None for an argument means "the bus's, else the default"."""
     if archive is None:
-        if (after, age, compress, retain_segments, retain_bytes, retain_age) != (1, None, None,
-                                                                                 0, 0, None):
+        if any(v is not None for v in (after, age, compress, retain_segments, retain_bytes,
+                                       retain_age)):
             raise ValueError("archive_after, archive_age, compress and archive_retain_* apply "
                              "to an archive: give archive=DIR too")
         return None
@@ -480,31 +493,40 @@ def check_archive(archive, after, age, compress, retain_segments, retain_bytes, 
                          "retention is archive_retain_segments/bytes/age")
     for name, v in (("archive_after", after), ("archive_retain_segments", retain_segments),
                     ("archive_retain_bytes", retain_bytes)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
             raise ValueError(f"{name} must be a non-negative integer, got {v!r}")
     for name, v in (("archive_age", age), ("archive_retain_age", retain_age)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0):
             raise ValueError(f"{name} must be a non-negative number of seconds, got {v!r}")
-    how = "none" if compress is None else compress
-    if how not in ("none", "zstd", "lz4"):
+    if compress not in (None, "none", "zstd", "lz4"):
         raise ValueError(f"compress must be None, 'zstd' or 'lz4', got {compress!r}")
     path = os.path.abspath(os.fspath(archive))
-    if "\n" in path or "=" in os.path.basename(path) and False:
+    if "\n" in path:
         raise ValueError(f"archive path {path!r} cannot be stored in bus.meta")
-    return ArchiveConfig(dir=path, after=after, age_ms=int(round((age or 0) * 1000)),
-                         compress=how, retain_segments=retain_segments,
-                         retain_bytes=retain_bytes,
-                         retain_age_ms=int(round((retain_age or 0) * 1000)))
+    given = {"dir"} | {name for name, v in (
+        ("after", after), ("age_ms", age), ("compress", compress),
+        ("retain_segments", retain_segments), ("retain_bytes", retain_bytes),
+        ("retain_age_ms", retain_age)) if v is not None}
+    cfg = ArchiveConfig(dir=path, after=1 if after is None else after,
+                        age_ms=int(round((age or 0) * 1000)),
+                        compress=compress or "none", retain_segments=retain_segments or 0,
+                        retain_bytes=retain_bytes or 0,
+                        retain_age_ms=int(round((retain_age or 0) * 1000)))
+    return ArchiveRequest(cfg, frozenset(given))
 
 
-def settle_meta(hot, meta, cfg, *, mode=0o600, allow_foreign=False):
-    """The archive this writer applies: ``cfg`` (asked), written into ``bus.meta`` if the bus
-    has none yet (ValueError if it has another: fixed once set), else the bus's own (a writer
-    that asks for none still archives a bus that has one). None: no archive."""
+def settle_meta(hot, meta, request, *, mode=0o600, allow_foreign=False):
+    """The archive this writer applies: the ``ArchiveRequest``'s, written into ``bus.meta`` if
+    the bus has none yet, else the bus's own, which what it set must match (ValueError: fixed
+    once set); a writer that asks for none still archives a bus that has one. None: no
+    archive."""
     from ..formats.archive import archive_config
     mpath = os.path.join(hot, META_FILE)
     have = archive_config(meta, mpath)
-    if cfg is None or have == cfg:
+    if request is None:
+        return have
+    cfg = request.cfg
+    if have is not None and all(getattr(have, f) == getattr(cfg, f) for f in request.given):
         return have
     if have is not None:
         raise ValueError(f"{mpath!r} has the archive {have}; this writer asked for {cfg}: the "
@@ -541,3 +563,107 @@ def all_segments(bus_path, allow_foreign=False):
     if cfg is not None:
         segs |= set(ArchiveTier(cfg, meta, allow_foreign=allow_foreign).segments())
     return sorted(segs)
+
+
+class ArchiverProcess:
+    """The archiver as a child process of the writer (``python -m
+    mappedbus_py.rolling._archiver_main``), so that moving and compressing never wait for the writer's
+    GIL: the same ``Archiver`` steps in the child's main thread. The child dies with the writer
+    (``PR_SET_PDEATHSIG``, and the end of its stdin); a byte on its stdin is a ``wake()``; an
+    error it meets is written back on its stdout and raised by ``stop()``."""
+
+    def __init__(self, hot, meta, cfg, *, mode=0o600, allow_foreign=False):
+        self.hot, self.meta, self.cfg = os.fspath(hot), meta, cfg
+        self._mode, self._allow_foreign = mode, allow_foreign
+        self._proc = None
+        self.error = None
+
+    def start(self):
+        """Start the child."""
+        import subprocess
+        import sys
+        args = [sys.executable, "-m", "mappedbus_py.rolling._archiver_main", self.hot,
+                oct(self._mode), "1" if self._allow_foreign else "0"]
+        env = dict(os.environ)
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH")
+                                    else "")
+        self._proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      env=env, close_fds=True, preexec_fn=_die_with_parent)
+
+    def wake(self):
+        """Look now (the writer rolled)."""
+        try:
+            os.write(self._proc.stdin.fileno(), b"w")
+        except (BlockingIOError, BrokenPipeError, OSError):
+            pass
+
+    def candidates(self):
+        """The hot segments due to move (as the child sees them)."""
+        return Archiver(self.hot, self.meta, self.cfg).candidates()
+
+    def wait_idle(self, timeout):
+        """Wait until no segment is due to move (``timeout`` seconds at most): True if none is."""
+        deadline = time.monotonic() + timeout
+        while self.candidates():
+            if time.monotonic() >= deadline or self._proc.poll() is not None:
+                return not self.candidates()
+            self.wake()
+            time.sleep(0.01)
+        return True
+
+    def stop(self):
+        """End the child (closing its stdin) and wait for it; its error, if any, in ``error``."""
+        if self._proc is None:
+            return
+        try:
+            self._proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            out = self._proc.stdout.read()
+            self._proc.wait(timeout=60)
+        except Exception:
+            self._proc.kill()
+            self._proc.wait()
+            out = b""
+        self._proc.stdout.close()
+        self._proc = None
+        if out.strip():
+            self.error = MappedBusError(f"the archiver of {self.hot!r}: "
+                                        f"{out.decode(errors='replace').strip()}")
+
+
+def _die_with_parent():
+    # In the child, before exec: SIGKILL when the writer that started it dies.
+    import ctypes
+    import signal
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))   # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def child_main(argv):
+    import select
+    import sys
+    from ..formats.archive import archive_config
+    from .directory import read_bus_meta
+    hot, mode, allow_foreign = argv[0], int(argv[1], 8), argv[2] == "1"
+    meta = read_bus_meta(hot, allow_foreign=allow_foreign)
+    cfg = archive_config(meta, os.path.join(hot, META_FILE))
+    a = Archiver(hot, meta, cfg, mode=mode, allow_foreign=allow_foreign)
+    stdin = sys.stdin.fileno()
+    reported = None
+    while True:
+        try:
+            a.run_once()
+        except Exception as e:          # reported once to the writer; retried meanwhile
+            if repr(e) != reported:
+                reported = repr(e)
+                os.write(sys.stdout.fileno(), f"{type(e).__name__}: {e}\n".encode())
+        r, _, _ = select.select([stdin], [], [], ARCHIVE_POLL_S)
+        if r and not os.read(stdin, 4096):
+            break                       # the writer closed (or died)
+    a.stop()
+

@@ -13,10 +13,12 @@ import os
 import threading
 
 from ..formats.layout import (CONSUMERS_FILE, GROUP_DIR, GROUP_SUFFIX, SYNC_POLICIES,
-                              TIME_INDEX_DIR, segment_name, time_index_name)
+                              TIME_INDEX_DIR, TIME_INDEX_META_KEY, segment_name,
+                              time_index_name)
 from ..formats.timeindex import append as _append_entry, create_index, open_for_append
 
-__all__ = ("SyncPolicy", "check_sync", "WriterJournal", "fsync_dir")
+__all__ = ("SyncPolicy", "check_sync", "WriterJournal", "fsync_dir", "add_meta_keys",
+           "keeps_time_index", "settle_time_index")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,6 +66,36 @@ def _fdatasync_path(p):
         os.fdatasync(fd)
     finally:
         os.close(fd)
+
+
+def add_meta_keys(hot, meta, pairs, *, mode=0o600):
+    """Rewrite ``DIR/bus.meta`` with the key/value ``pairs`` added (same id), atomically, and
+    fsync the directory; returns the new ``BusMeta``."""
+    import dataclasses
+    from ..formats.busmeta import write_meta
+    from ..formats.layout import META_FILE
+    new = dataclasses.replace(meta, extra=tuple(meta.extra) + tuple(pairs))
+    write_meta(os.path.join(hot, META_FILE), new, mode=mode, exclusive=False)
+    fsync_dir(hot)
+    return new
+
+
+def keeps_time_index(meta):
+    """Whether the bus's ``bus.meta`` says it keeps a time index (``time_index=1``)."""
+    return dict(meta.extra).get(TIME_INDEX_META_KEY) == "1"
+
+
+def settle_time_index(hot, meta, asked, *, mode=0o600):
+    """Whether this writer appends to the time index: the bus's setting; ``asked`` True adds
+    it to a bus without one (``bus.meta``), False on a bus that keeps one is ValueError (its
+    readers' seek_time counts on every writer's entries), None takes the bus's."""
+    have = keeps_time_index(meta)
+    if asked is None or asked == have:
+        return have, meta
+    if not asked:
+        raise ValueError(f"{hot!r} keeps a time index (bus.meta time_index=1): every writer "
+                         f"appends to it, time_index=False is refused")
+    return True, add_meta_keys(hot, meta, ((TIME_INDEX_META_KEY, "1"),), mode=mode)
 
 
 class WriterJournal:

@@ -36,6 +36,7 @@ from ._rolling import RollingReaderBase
 from ..formats.archive import archive_config as _archive_config
 from .archive import ArchiveTier
 from .seektime import Target, seek_position, time_ns_of
+from .journal import keeps_time_index as _keeps_time_index
 from .directory import (choose_current as _choose_current, list_segments, open_dir,
                         open_registry as _open_registry, open_wake as _open_wake, read_bus_meta,
                         segment_path)
@@ -368,6 +369,12 @@ class RollingBusReader(RollingReaderBase):
         if self.meta is None:
             raise BusClosedError("the RollingBusReader is not open")
         t_ns = time_ns_of(t)
+        if not _keeps_time_index(self.meta):
+            # bus.meta as it is now: a writer may have turned the index on since the open
+            meta = read_bus_meta(self.path, allow_foreign=self._allow_foreign)
+            if meta is None or meta.id != self.meta.id or not _keeps_time_index(meta):
+                raise ValueError(f"{self.path!r} keeps no time index: seek_time needs its "
+                                 f"writers opened with time_index=True (docs/journal.md)")
         end = self._end_position()
         target = seek_position(self.path, self._tier, self.meta, self._segments(), t_ns,
                                allow_foreign=self._allow_foreign)

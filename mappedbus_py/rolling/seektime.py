@@ -7,7 +7,8 @@ import datetime
 import enum
 import os
 
-from ..formats.layout import TIME_INDEX_DIR, time_index_name
+from ..formats.layout import TIME_INDEX_DIR, segment_name, time_index_name
+from ..formats.positions import end_boundary
 from ..formats.timeindex import floor_ms, read_index
 
 __all__ = ("time_ns_of", "TimeTarget", "Target", "seek_position")
@@ -54,16 +55,45 @@ def _load(hot, tier, meta, k, allow_foreign):
     return None
 
 
+def _filled_before(hot, tier, meta, k, newest, x):
+    # A full segment below the newest whose mtime (set when its writer rolled out of it, kept
+    # by the archive) is before x: every slot of it was allocated before x.
+    if k >= newest:
+        return False
+    hot_path = os.path.join(hot, segment_name(k))
+    try:
+        fd = os.open(hot_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        fd = None
+    if fd is not None:
+        try:
+            limit = int.from_bytes(os.pread(fd, 8, 0), "little", signed=True)
+            full = limit >= end_boundary(meta.segment_size, meta.record_size)
+            return full and os.fstat(fd).st_mtime_ns < x
+        finally:
+            os.close(fd)
+    if tier is not None:
+        names = tier.segments()         # archived: full and settled when it moved
+        if k in names:
+            try:
+                return os.stat(os.path.join(tier.cfg.dir, names[k])).st_mtime_ns < x
+            except FileNotFoundError:
+                return False
+    return False
+
+
 def seek_position(hot, tier, meta, segments, t_ns, *, allow_foreign=False):
     """Where a reader starts for time ``t_ns``: a ``TimeTarget``. ``segments``: the bus's,
-    oldest first. A segment without an index (written by writers that keep none) is not
-    passed over unless a later segment's index has an entry before ``floor_ms(t_ns)``."""
+    oldest first. A segment without an index (written before the bus kept one, or by writers
+    that keep none) is passed over only when it filled before ``floor_ms(t_ns)`` (its mtime)
+    or a later segment's index has an entry before that."""
     x = floor_ms(t_ns)
     unindexed = None        # the oldest segment without entries since the last one skipped
+    newest = segments[-1] if segments else 0
     for k in segments:
         ix = _load(hot, tier, meta, k, allow_foreign)
         if ix is None or ix.empty:
-            if unindexed is None:
+            if unindexed is None and not _filled_before(hot, tier, meta, k, newest, x):
                 unindexed = k
             continue
         if unindexed is not None:

@@ -14,8 +14,8 @@ from .directory import (choose_current, create_or_open_meta, create_segment, lis
                         open_dir, open_wake, writer_sizes)
 from .options import check_consumer_policy, check_retention, check_segment_sizes, reopen
 from .roller import OpenSegment, SegmentClaims, SegmentRoller
-from .journal import WriterJournal, check_sync
-from .archive import Archiver, check_archive, prepare_archive, settle_meta
+from .journal import WriterJournal, check_sync, settle_time_index
+from .archive import ArchiverProcess, check_archive, prepare_archive, settle_meta
 
 __all__ = ("RollingBusWriter",)
 
@@ -34,7 +34,8 @@ class RollingBusWriter(SegmentRoller, RollingWriterBase):
 
     The journal (docs/journal.md): ``sync`` ("none", "segment" or "interval" with
     ``sync_interval`` seconds) says when records reach the disk, ``sync()`` forces it;
-    ``time_index`` (default True) appends to the time index ``reader.seek_time`` uses;
+    ``time_index=True`` makes the bus keep a time index (stored in ``bus.meta``: every writer
+    then appends to it, one clock read a record) for ``reader.seek_time``;
     ``archive=DIR`` moves full segments beyond ``archive_after`` (or older than
     ``archive_age`` seconds) into DIR in the background, ``compress`` None, "zstd" or "lz4",
     with its own retention ``archive_retain_segments/bytes/age``; readers read on from it.
@@ -45,15 +46,16 @@ class RollingBusWriter(SegmentRoller, RollingWriterBase):
     __slots__ = ('_allow_foreign', '_claims', '_consumer_policy', '_every', '_fd', '_half', '_job',
                  '_k', '_kwargs', '_mark', '_mode', '_prefault', '_registry', '_registry_error',
                  '_retention', '_retired', '_slot', '_spare', '_wake', '_writers',
-                 '_journal', '_archiver', '_archive_cfg')
+                 '_journal', '_archiver', '_archive_cfg', '_time_index')
 
 
     def __init__(self, path, segment_size=None, record_size=None, *, retain_segments=0,
                  retain_bytes=0, retain_age=None, max_consumer_lag=0, on_consumer_lag="expire",
                  consumer_block_timeout=None, mode=0o600, allow_foreign=False,
-                 prefault=False, sync="none", sync_interval=None, time_index=True,
-                 archive=None, archive_after=1, archive_age=None, compress=None,
-                 archive_retain_segments=0, archive_retain_bytes=0, archive_retain_age=None):
+                 prefault=False, sync="none", sync_interval=None, time_index=None,
+                 archive=None, archive_after=None, archive_age=None, compress=None,
+                 archive_retain_segments=None, archive_retain_bytes=None,
+                 archive_retain_age=None):
         # The single-file writer checks the sizes the same way; fail here, before any file.
         if segment_size is not None:
             segment_size = _as_size(segment_size, "segment_size")
@@ -74,15 +76,16 @@ class RollingBusWriter(SegmentRoller, RollingWriterBase):
                             archive_retain_bytes=archive_retain_bytes,
                             archive_retain_age=archive_retain_age)
         policy = check_sync(sync, sync_interval)
-        if not isinstance(time_index, bool):
-            raise ValueError(f"time_index must be True or False, got {time_index!r}")
+        if time_index is not None and not isinstance(time_index, bool):
+            raise ValueError(f"time_index must be True, False or None, got {time_index!r}")
+        self._time_index = time_index
         self._archive_cfg = check_archive(archive, archive_after, archive_age, compress,
                                           archive_retain_segments, archive_retain_bytes,
                                           archive_retain_age, retain_segments, retain_bytes,
                                           retain_age)
         self._archiver = None
-        self._tix_on = time_index
-        self._tix_ms = -1
+        self._tix_on = False        # set at open(): the bus's time_index
+        self._tix_next = 0
         self.path = os.fspath(path)
         self.segment_size = segment_size
         self.record_size = record_size
@@ -149,6 +152,8 @@ class RollingBusWriter(SegmentRoller, RollingWriterBase):
                                             consumers=self._consumer_policy)
             prepare_archive(self.path, self.meta, cfg, mode=self._mode,
                             allow_foreign=self._allow_foreign)
+        self._tix_on, self.meta = settle_time_index(self.path, self.meta, self._time_index,
+                                                    mode=self._mode)
         self._journal.open(self.meta)
         segs = list_segments(self.path)
         if not segs:
@@ -167,8 +172,8 @@ class RollingBusWriter(SegmentRoller, RollingWriterBase):
             self._take_over()
         self._countdown = 1      # look at the limit on the first write
         if cfg is not None:
-            self._archiver = Archiver(self.path, self.meta, cfg, mode=self._mode,
-                                      allow_foreign=self._allow_foreign)
+            self._archiver = ArchiverProcess(self.path, self.meta, cfg, mode=self._mode,
+                                             allow_foreign=self._allow_foreign)
             self._archiver.start()
         return self
 
@@ -188,12 +193,12 @@ class RollingBusWriter(SegmentRoller, RollingWriterBase):
 
     @property
     def archiver(self):
-        """The ``Archiver`` of this writer (None without an archive, or closed)."""
+        """The ``ArchiverProcess`` of this writer (None without an archive, or closed)."""
         return self._archiver
 
     def _enter(self, index, writer=None, fd=None):
         SegmentRoller._enter(self, index, writer, fd)
-        self._tix_ms = -1
+        self._tix_next = 0
         self._journal.entered(index, self._fd, made=True)
         if self._archiver is not None:
             self._archiver.wake()
@@ -319,5 +324,5 @@ class RollingBusWriter(SegmentRoller, RollingWriterBase):
         first = self._last_offset()
         if not self._tix_on or self._k != k or first < 0:
             return
-        self._tix_ms = t0 // 1_000_000
+        self._tix_next = (t0 // 1_000_000 + 1) * 1_000_000
         self._note_time(t0, first)

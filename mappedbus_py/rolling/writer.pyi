@@ -23,7 +23,19 @@ class RollingBusWriter:
                  retain_age: Optional[float] = ..., max_consumer_lag: int = ...,
                  on_consumer_lag: Literal["expire", "block"] = ...,
                  consumer_block_timeout: Optional[float] = ..., mode: int = ...,
-                 allow_foreign: bool = ..., prefault: bool = ...) -> None: ...
+                 allow_foreign: bool = ..., prefault: bool = ...,
+                 sync: Literal["none", "segment", "interval"] = ...,
+                 sync_interval: Optional[float] = ..., time_index: Optional[bool] = ...,
+                 archive: Optional[_Path] = ..., archive_after: Optional[int] = ...,
+                 archive_age: Optional[float] = ...,
+                 compress: Optional[Literal["zstd", "lz4"]] = ...,
+                 archive_retain_segments: Optional[int] = ..., archive_retain_bytes: Optional[int] = ...,
+                 archive_retain_age: Optional[float] = ...) -> None: ...
+    def sync(self) -> None: ...
+    @property
+    def sync_policy(self) -> Any: ...
+    @property
+    def archiver(self) -> Any: ...
     @property
     def bus_id(self) -> Optional[str]: ...
     @property

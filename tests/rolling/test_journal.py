@@ -50,7 +50,8 @@ def _read_all(path, **kw):
 def test_full_segments_move_and_readers_read_both_tiers(dirs, compress):
     hot, arch = dirs
     n = PER_SEG * 6 + 10
-    with RollingBusWriter(hot, SEG, RS, archive=arch, archive_after=1, compress=compress) as w:
+    with RollingBusWriter(hot, SEG, RS, archive=arch, archive_after=1, compress=compress,
+                          time_index=True) as w:
         _write(w, 0, n)
         assert w.archiver.wait_idle(10)
         hot_segs = list_segments(hot)
@@ -152,7 +153,8 @@ def test_archive_retention_and_settings_checks(dirs):
 
 def _one_archived(dirs, compress):
     hot, arch = dirs
-    with RollingBusWriter(hot, SEG, RS, archive=arch, archive_after=0, compress=compress) as w:
+    with RollingBusWriter(hot, SEG, RS, archive=arch, archive_after=0, compress=compress,
+                          time_index=True) as w:
         _write(w, 0, PER_SEG * 2 + 3)
         assert w.archiver.wait_idle(10)
     return hot, arch, os.path.join(arch, list_archived(arch)[0])
@@ -221,7 +223,8 @@ def test_an_archive_file_made_by_another_user_is_refused(dirs):
 def test_seek_time_against_the_writers_timestamps_at_every_boundary(dirs):
     hot, arch = dirs
     before, after = [], []
-    with RollingBusWriter(hot, SEG, RS, archive=arch, archive_after=1, compress="zstd") as w:
+    with RollingBusWriter(hot, SEG, RS, archive=arch, archive_after=1, compress="zstd",
+                          time_index=True) as w:
         for i in range(PER_SEG * 5):
             before.append(time.time_ns())
             w.write(struct.pack("<qq", i, before[-1]))
@@ -261,7 +264,8 @@ def test_seek_time_against_the_writers_timestamps_at_every_boundary(dirs):
 def test_dump_since_and_stat_read_archived_segments(dirs):
     hot, arch = dirs
     stamps = []
-    with RollingBusWriter(hot, SEG, RS, archive=arch, archive_after=0, compress="lz4") as w:
+    with RollingBusWriter(hot, SEG, RS, archive=arch, archive_after=0, compress="lz4",
+                          time_index=True) as w:
         for i in range(PER_SEG * 3):
             stamps.append(time.time_ns())
             w.write(struct.pack("<qq", i, stamps[-1]))
@@ -282,3 +286,25 @@ def test_dump_since_and_stat_read_archived_segments(dirs):
     row = json.loads(out.strip().splitlines()[-1])
     first = struct.unpack_from("<q", bytes.fromhex(row["payload"]))[0]
     assert first <= k and stamps[first + 1] >= floor_ms(stamps[k])
+
+
+def test_time_index_is_kept_by_bus_meta_and_seek_time_needs_it(dirs):
+    hot, _ = dirs
+    with RollingBusWriter(hot, SEG, RS) as w:
+        _write(w, 0, 3)
+    assert not os.path.exists(os.path.join(hot, TIME_INDEX_DIR))      # no index: no cost
+    with RollingBusReader(hot) as r, pytest.raises(ValueError, match="keeps no time index"):
+        r.seek_time(time.time())
+    with RollingBusWriter(hot, time_index=True) as w:
+        t = time.time()
+        _write(w, 3, 2)
+    with RollingBusWriter(hot) as w:                  # a later writer appends too
+        t2 = time.time()
+        _write(w, 5, 2)
+    with pytest.raises(ValueError, match="keeps a time index"):
+        RollingBusWriter(hot, time_index=False).open()
+    with RollingBusReader(hot) as r:
+        r.seek_time(t)
+        assert struct.unpack_from("<q", r.read(0).data)[0] in (2, 3)   # within t's millisecond
+        r.seek_time(t2)
+        assert struct.unpack_from("<q", r.read(0).data)[0] in (4, 5)

@@ -1,0 +1,239 @@
+"""The journal (issue 37), in one run:
+
+    python3 perf/bench_journal.py            # 3,000,000 records a run
+    python3 perf/bench_journal.py --quick    # 600,000
+
+1. **The archiver keeps up**: one Python writer process writes PriceUpdate records (12 bytes)
+   as fast as it can into a hot bus in /dev/shm (1 MiB segments) with ``archive=`` a directory
+   on disk, ``archive_after=2``, for zstd and lz4; a second process looks at the hot directory
+   every 2 ms and reports the most segments with records it held (the target: archive_after + 1,
+   the current one; a spare made ahead has none) and the most hot files at all. Also the
+   writer's rate, and the time from the last write until the archive holds every full segment.
+2. **Compressed size**: the archived segments' bytes against their segments' (the PriceUpdate
+   stream: 10 sources, prices in a random walk, quantities 1..1000), for zstd and lz4.
+3. **Reading from the archive against memory**: one reader reading every record
+   (``read_into``) of a bus whose segments are all hot, and of the same records archived
+   (none, lz4, zstd): records/s, decompression included.
+4. **sync="interval" (10 ms) against "none"**: a writer's rate on a bus in a disk directory.
+5. **The time index's cost**: a writer's rate with ``time_index=False`` and ``True`` (/dev/shm).
+
+Rates 3. to 5. are the best of interleaved rounds (the machine is shared: the best is the
+least disturbed).
+
+The machine is shared: figures are of the minute they were taken. Results: perf/results/
+journal-<date>.md and .json.
+"""
+import argparse
+import datetime
+import json
+import multiprocessing as mp
+import os
+import random
+import shutil
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import ROOT, machine  # noqa: E402
+
+from mappedbus_py import PriceUpdate, RollingBusReader, RollingBusWriter  # noqa: E402
+from mappedbus_py.formats.archive import list_archived  # noqa: E402
+from mappedbus_py.rolling.directory import list_segments, segment_limit  # noqa: E402
+
+SEG = 1024 * 1024
+RS = 12
+AFTER = 2
+
+
+def _fill(w, n, seed=1):
+    rnd = random.Random(seed)
+    m = PriceUpdate()
+    prices = [1000 + 10 * s for s in range(10)]
+    t0 = time.perf_counter()
+    for i in range(n):
+        s = i % 10
+        prices[s] += rnd.randint(-3, 3)
+        m.source, m.price, m.quantity = s, prices[s], rnd.randint(1, 1000)
+        w.write(m)
+    return time.perf_counter() - t0
+
+
+def _watch(hot, stop, out):
+    most_live = most_files = 0
+    while not stop.is_set():
+        try:
+            segs = list_segments(hot)
+        except FileNotFoundError:
+            segs = []
+        live = sum(1 for k in segs if (segment_limit(hot, k, allow_foreign=True) or 0) > 8)
+        most_live, most_files = max(most_live, live), max(most_files, len(segs))
+        time.sleep(0.002)
+    out.put((most_live, most_files))
+
+
+def _writer_run(hot, arch, n, compress, q):
+    w = RollingBusWriter(hot, SEG, RS, archive=arch, archive_after=AFTER,
+                         compress=compress, time_index=True).open()
+    took = _fill(w, n)
+    t_end = time.perf_counter()
+    ok = w.archiver.wait_idle(120)
+    caught_up = time.perf_counter() - t_end
+    w.close()
+    q.put((n / took, caught_up, ok))
+
+
+def keep_up(n, compress, disk):
+    hot = f"/dev/shm/mbjournal-bench-{os.getpid()}-{compress}"
+    arch = os.path.join(disk, f"archive-{compress}")
+    shutil.rmtree(hot, ignore_errors=True)
+    RollingBusWriter(hot, SEG, RS, archive=arch, archive_after=AFTER,
+                     compress=compress, time_index=True).open().close()
+    ctx = mp.get_context("spawn")
+    stop, wq, rq = ctx.Event(), ctx.Queue(), ctx.Queue()
+    watcher = ctx.Process(target=_watch, args=(hot, stop, wq))
+    watcher.start()
+    time.sleep(0.5)
+    writer = ctx.Process(target=_writer_run, args=(hot, arch, n, compress, rq))
+    writer.start()
+    rate, caught_up, ok = rq.get(timeout=900)
+    writer.join()
+    stop.set()
+    most_live, most_files = wq.get(timeout=60)
+    watcher.join()
+    archived = list_archived(arch)
+    raw = len(archived) * SEG
+    stored = sum(os.path.getsize(os.path.join(arch, name)) for name in archived.values())
+    return hot, arch, {"writer_msgs_per_s": rate, "archive_caught_up_s": caught_up,
+                       "caught_up": ok, "most_hot_segments_with_records": most_live,
+                       "most_hot_segment_files": most_files, "target": AFTER + 1,
+                       "segments_archived": len(archived),
+                       "compressed_ratio": raw / stored if stored else None,
+                       "stored_bytes": stored, "segment_bytes": raw}
+
+
+def read_rate(path):
+    m = PriceUpdate()
+    n = 0
+    with RollingBusReader(path) as r:
+        t0 = time.perf_counter()
+        while r.read_into(m):
+            n += 1
+        took = time.perf_counter() - t0
+    return n, n / took
+
+
+def writer_rate(path, n, **kw):
+    shutil.rmtree(path, ignore_errors=True)
+    with RollingBusWriter(path, SEG, RS, **kw) as w:
+        took = _fill(w, n)
+    shutil.rmtree(path, ignore_errors=True)
+    return n / took
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    a = ap.parse_args()
+    n = 600_000 if a.quick else 3_000_000
+    started = datetime.datetime.now(datetime.timezone.utc)
+    load0 = os.getloadavg()[0]
+    disk = tempfile.mkdtemp(prefix="mbjournal-bench-", dir=os.path.join(ROOT, "build")
+                            if os.path.isdir(os.path.join(ROOT, "build")) else None)
+    res = {"records": n, "segment_size": SEG, "record_size": RS, "archive_after": AFTER}
+    hots = []
+    try:
+        for compress in ("lz4", "zstd"):
+            hot, arch, r = keep_up(n, compress, disk)
+            hots.append(hot)
+            res[f"keep_up_{compress}"] = r
+            print(compress, r, flush=True)
+        # 3. reading: the same records all hot, and archived (none, lz4, zstd)
+        mem = f"/dev/shm/mbjournal-bench-{os.getpid()}-mem"
+        shutil.rmtree(mem, ignore_errors=True)
+        with RollingBusWriter(mem, SEG, RS) as w:
+            _fill(w, n)
+        hots.append(mem)
+        reads = {}
+        none_hot = f"/dev/shm/mbjournal-bench-{os.getpid()}-none"
+        shutil.rmtree(none_hot, ignore_errors=True)
+        with RollingBusWriter(none_hot, SEG, RS, archive=os.path.join(disk, "archive-none"),
+                              archive_after=0) as w:
+            _fill(w, n)
+            w.archiver.wait_idle(120)
+        hots.append(none_hot)
+        paths = {"memory": mem, "archive_none": none_hot, "archive_lz4": hots[0],
+                 "archive_zstd": hots[1]}
+        for _ in range(3):          # interleaved rounds, the best of each
+            for name, p in paths.items():
+                reads[name] = max(reads.get(name, 0), read_rate(p)[1])
+        res["read_msgs_per_s"] = reads
+        print("read", reads, flush=True)
+        # 4. sync policies on a disk directory; 5. the time index
+        d = os.path.join(disk, "syncbus")
+        nones, ivs = [], []
+        for _ in range(2):          # interleaved rounds, the best of each
+            nones.append(writer_rate(d, n))
+            ivs.append(writer_rate(d, n, sync="interval", sync_interval=0.01))
+        res["sync_msgs_per_s"] = {"none": max(nones), "interval_10ms": max(ivs)}
+        print("sync", res["sync_msgs_per_s"], flush=True)
+        shm = f"/dev/shm/mbjournal-bench-{os.getpid()}-tix"
+        offs, ons = [], []
+        for _ in range(3):          # interleaved rounds, the best of each
+            offs.append(writer_rate(shm, n // 2, time_index=False))
+            ons.append(writer_rate(shm, n // 2, time_index=True))
+        res["time_index_msgs_per_s"] = {"off": max(offs), "on": max(ons)}
+        print("time index", res["time_index_msgs_per_s"], flush=True)
+    finally:
+        for h in hots:
+            shutil.rmtree(h, ignore_errors=True)
+        shutil.rmtree(disk, ignore_errors=True)
+    res["machine"] = machine()
+    res["load_average_start"], res["load_average_end"] = load0, os.getloadavg()[0]
+    stamp = started.strftime("%Y-%m-%d-%H%M")
+    out = os.path.join(ROOT, "perf", "results", f"journal-{stamp}")
+    with open(out + ".json", "w") as f:
+        json.dump(res, f, indent=1)
+    with open(out + ".md", "w") as f:
+        f.write(report(res, started))
+    print(report(res, started))
+    print("wrote", out + ".md")
+
+
+def _f(x):
+    return f"{x:,.0f}"
+
+
+def report(res, started):
+    m = res["machine"]
+    lines = [f"# The journal (issue 37), {started:%Y-%m-%d %H:%M:%S %z}", "",
+             f"Machine: {m.get('machine_cpu', '?')}, {m.get('machine_cores', '?')} cores, Linux "
+             f"{m.get('machine_kernel', '?')}, {m.get('machine_python', '?')}. Load average "
+             f"{res['load_average_start']:.2f} at start, {res['load_average_end']:.2f} at end "
+             f"(a shared machine). {res['records']:,} PriceUpdate records (12 bytes) a run, "
+             f"1 MiB segments, archive_after={res['archive_after']}, archive on ext4.", "",
+             "| archiver keeps up | writer msgs/s | most hot segments with records (target "
+             "archive_after+1) | most hot files | archive caught up after the last write | "
+             "compressed ratio |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    for c in ("lz4", "zstd"):
+        r = res[f"keep_up_{c}"]
+        ratio = f"{r['compressed_ratio']:.1f}x" if r["compressed_ratio"] else "-"
+        lines.append(f"| {c} | {_f(r['writer_msgs_per_s'])} | "
+                     f"{r['most_hot_segments_with_records']} | {r['most_hot_segment_files']} | "
+                     f"{r['archive_caught_up_s'] * 1000:.0f} ms | {ratio} |")
+    rd = res["read_msgs_per_s"]
+    lines += ["", "| reading every record (read_into) | records/s | against memory |",
+              "| --- | ---: | ---: |"]
+    for k in ("memory", "archive_none", "archive_lz4", "archive_zstd"):
+        lines.append(f"| {k.replace('_', ' ')} | {_f(rd[k])} | {rd[k] / rd['memory']:.2f} |")
+    s, t = res["sync_msgs_per_s"], res["time_index_msgs_per_s"]
+    lines += ["", "| writer (one process) | msgs/s |", "| --- | ---: |",
+              f"| disk directory, sync=\"none\" | {_f(s['none'])} |",
+              f"| disk directory, sync=\"interval\", 10 ms | {_f(s['interval_10ms'])} |",
+              f"| /dev/shm, time_index=False | {_f(t['off'])} |",
+              f"| /dev/shm, time_index=True | {_f(t['on'])} |", ""]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,145 @@
+"""The archive tier under SIGKILL (docs/design/journal.md, "The move"): a writer killed at each
+state of a move, and at random moments while it writes and archives, leaves a bus whose every
+record is read once and in order across both tiers, with no segment lost or in the archive twice,
+once the next writer has completed the moves."""
+import os
+import random
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import time
+
+import pytest
+
+from mappedbus_py import RollingBusReader, RollingBusWriter
+from mappedbus_py.formats.archive import list_archived
+from mappedbus_py.formats.layout import TIME_INDEX_DIR, TMP_PREFIX
+from mappedbus_py.rolling.archive import ARCHIVE_STALL_ENV, MoveState
+from mappedbus_py.rolling.directory import list_segments
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SEG = 16 * 1024
+RS = 24
+PER_SEG = (SEG - 8) // (RS + 8)
+
+CHILD = """
+import struct, sys, time
+sys.path.insert(0, {root!r})
+from mappedbus_py import RollingBusWriter
+w = RollingBusWriter({hot!r}, {seg}, {rs}, archive={arch!r}, archive_after=0,
+                     compress={compress!r}).open()
+print("OPEN", flush=True)
+i = {start}
+end = {end}
+while end < 0 or i < end:
+    w.write(struct.pack("<q", i))
+    i += 1
+print("WRITTEN", flush=True)
+while True:
+    time.sleep(1)
+"""
+
+
+@pytest.fixture
+def dirs(tmp_path):
+    hot = f"/dev/shm/mbarchkill-{os.getpid()}-{time.monotonic_ns()}"
+    yield hot, str(tmp_path / "archive")
+    shutil.rmtree(hot, ignore_errors=True)
+
+
+def _child(hot, arch, start, end, compress="zstd", env=None):
+    code = CHILD.format(root=ROOT, hot=hot, arch=arch, seg=SEG, rs=RS, start=start, end=end,
+                        compress=compress)
+    # stderr too: the archiver process (a child of the writer) says where it stalled there
+    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True,
+                            env=dict(os.environ, PYTHONPATH=ROOT, **(env or {})))
+
+
+def _check_complete(hot, arch, n):
+    """The next writer completes the moves; then every record once, in order, each segment in
+    one tier, no temporary file left in the archive."""
+    with RollingBusWriter(hot, archive=arch) as w:
+        assert w.archiver.wait_idle(20)
+    archived = list_archived(arch)          # raises if a segment is there twice
+    hot_segs = list_segments(hot)
+    assert not set(archived) & set(hot_segs)
+    assert sorted(archived) + hot_segs == list(range(len(archived) + len(hot_segs)))
+    for d in (arch, os.path.join(arch, TIME_INDEX_DIR)):
+        assert not [x for x in os.listdir(d) if x.startswith(TMP_PREFIX)]
+    got = []
+    with RollingBusReader(hot, timeout=0.05) as r:
+        while True:
+            rec = r.read(0.3)
+            if rec is None:
+                break
+            got.append(struct.unpack_from("<q", rec.data)[0])
+    assert got == list(range(n)), (len(got), n)
+
+
+@pytest.mark.parametrize("state", list(MoveState), ids=lambda s: s.name)
+def test_a_kill_at_each_state_of_a_move_is_completed(dirs, state):
+    hot, arch = dirs
+    n = PER_SEG * 3 + 7
+    child = _child(hot, arch, 0, n, env={ARCHIVE_STALL_ENV: state.name})
+    try:
+        lines = set()
+        deadline = time.monotonic() + 30
+        while not {"WRITTEN", f"stalled {state.name}"} <= lines:
+            assert time.monotonic() < deadline, lines
+            lines.add(child.stdout.readline().strip())
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    archived = list_archived(arch)
+    if state in (MoveState.MOVE_SETTLED, MoveState.MOVE_INDEX, MoveState.MOVE_COPIED):
+        assert 0 not in archived and 0 in list_segments(hot)
+    elif state is MoveState.MOVE_RENAMED:
+        assert 0 in archived and 0 in list_segments(hot)        # both: the hot one is read
+    else:
+        assert 0 in archived and 0 not in list_segments(hot)
+    if state is MoveState.MOVE_COPIED:
+        assert [x for x in os.listdir(arch) if x.startswith(TMP_PREFIX)]
+    # readers read everything in this state already, before any completion
+    with RollingBusReader(hot, timeout=0.05) as r:
+        got = [struct.unpack_from("<q", rec.data)[0] for rec in r.records(0.3)]
+    assert got == list(range(n))
+    _check_complete(hot, arch, n)
+
+
+def _campaign(dirs, kills, seed):
+    hot, arch = dirs
+    rnd = random.Random(seed)
+    RollingBusWriter(hot, SEG, RS, archive=arch, archive_after=0, compress="lz4").open().close()
+    reader = RollingBusReader(hot, timeout=0.05).open()
+    got = []
+    try:
+        for k in range(kills):
+            child = _child(hot, arch, len(got), -1, compress="lz4")
+            assert child.stdout.readline().strip() == "OPEN"
+            # writing, and (its archiver process started: ~1 s here) archiving meanwhile
+            time.sleep(rnd.uniform(0.2, 2.5))
+            child.send_signal(signal.SIGKILL)
+            child.wait()
+            while True:
+                rec = reader.read(0.3)
+                if rec is None:
+                    break
+                got.append(struct.unpack_from("<q", rec.data)[0])
+            assert got == list(range(len(got))), f"kill {k}: out of order or duplicated"
+    finally:
+        reader.close()
+    assert len(got) > PER_SEG * 3, "the writers did not get far enough to archive"
+    assert list_archived(arch)
+    _check_complete(hot, arch, len(got))
+
+
+def test_random_kills_while_archiving_fast(dirs):
+    _campaign(dirs, 10, seed=37)
+
+
+@pytest.mark.slow
+def test_random_kills_while_archiving_100(dirs):
+    _campaign(dirs, 100, seed=3737)
