@@ -35,7 +35,8 @@ def write(hot, archive, prices, compress="zstd", pause_at=()):
     """PriceUpdates ``prices`` through a writer with an archive tier; the archiver drained at the end.
     Before each price in ``pause_at`` the writer sleeps 3 ms and notes the time: {price: t_ns}."""
     marks = {}
-    with RollingBusWriter(hot, SEG, RS, archive=archive, archive_after=1, compress=compress) as w:
+    with RollingBusWriter(hot, SEG, RS, archive=archive, archive_after=1, compress=compress,
+                          time_index=True) as w:
         for i in prices:
             if i in pause_at:
                 time.sleep(0.003)

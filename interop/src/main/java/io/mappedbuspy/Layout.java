@@ -565,6 +565,8 @@ public final class Layout {
     public static final String ARCHIVE_SUFFIX_LZ4 = ".lz4";
     /** zstd's level for archived segments. */
     public static final int ARCHIVE_ZSTD_LEVEL = 3;
+    /** The bus.meta key ({@code time_index=1}) of a bus that keeps a time index: every writer appends to it. */
+    public static final String TIME_INDEX_META_KEY = "time_index";
     /** The archiver's lock: an OFD lock on this byte of DIR/bus.meta. */
     public static final long ARCHIVER_LOCK_BYTE = SEGMENT_CLAIM_BASE - 1;
 

@@ -41,7 +41,10 @@ public final class RollingBusWriter implements AutoCloseable {
     private SyncPolicy syncPolicy = SyncPolicy.NONE;
     private long syncIntervalNs = 1_000_000_000L;
     private WriterSync sync;
-    private long lastIndexMs = Long.MIN_VALUE;
+    // Whether this writer appends to the time index (the bus's time_index=1, settled at open); asked: setTimeIndex.
+    private Boolean timeIndexAsked;
+    private boolean timeIndex;
+    private long lastIndexMs;
     private TimeIndex.Appender indexAppender;
     private long indexBroken = -1; // a segment whose index could not be opened
 
@@ -236,6 +239,26 @@ public final class RollingBusWriter implements AutoCloseable {
         sync.sync();
     }
 
+    /**
+     * Whether the bus keeps a time index (Python: {@code time_index=}): true adds {@code time_index=1} to the bus.meta
+     * of a bus without one, and from then on every writer of this project appends to it (a clock read a record);
+     * false on a bus that keeps one is refused at {@link #open()} (its readers' seek by time counts on every writer's
+     * entries). Not called: the bus's setting. Call before {@link #open()}.
+     *
+     * @param keep whether the bus keeps a time index
+     * @return this
+     */
+    public RollingBusWriter setTimeIndex(boolean keep) {
+        openCheck();
+        timeIndexAsked = keep;
+        return this;
+    }
+
+    /** @return whether this writer appends to the bus's time index (once open) */
+    public boolean timeIndex() {
+        return timeIndex;
+    }
+
     /** @return the sync policy */
     public SyncPolicy syncPolicy() {
         return syncPolicy;
@@ -280,12 +303,45 @@ public final class RollingBusWriter implements AutoCloseable {
             writers = WritersFile.NONE;
             throw e;
         }
+        try {
+            timeIndex = settleTimeIndex(b);
+        } catch (IOException | RuntimeException e) {
+            s.close();
+            wake.close();
+            wake = WakeFile.NONE;
+            writers.close();
+            writers = WritersFile.NONE;
+            throw e;
+        }
+        lastIndexMs = timeIndex ? Long.MIN_VALUE : 0; // off: the clock is never read, 0 == 0 appends nothing
         bus = b;
         segments = s;
         w = s.w;
         sync = new WriterSync(b.dir, syncPolicy, syncIntervalNs, s.segment);
         countdown = 1; // look ahead at the first write
         return this;
+    }
+
+    // Whether this writer appends to the time index: the bus's setting; asked true adds it to a bus without one
+    // (bus.meta rewritten atomically under the same id, the directory synced), asked false on a bus that keeps one is
+    // refused (Python's settle_time_index).
+    private boolean settleTimeIndex(RollingDir b) throws IOException {
+        java.nio.file.Path metaPath = b.dir.resolve(Layout.META_FILE);
+        BusMeta now = BusMeta.read(metaPath, allowForeign); // as it is now: another writer may have turned it on
+        boolean have = now != null && "1".equals(now.extra(Layout.TIME_INDEX_META_KEY));
+        if (timeIndexAsked == null || timeIndexAsked == have) {
+            return have;
+        }
+        if (!timeIndexAsked) {
+            throw new IllegalArgumentException(dir + " keeps a time index (bus.meta time_index=1): every writer "
+                    + "appends to it, setTimeIndex(false) is refused");
+        }
+        if (now == null || !now.id().equals(b.meta.id())) {
+            throw new BusReplacedException(metaPath + " no longer describes the bus this writer opened");
+        }
+        now.withExtra(Layout.TIME_INDEX_META_KEY, "1").write(metaPath, "rw-------", false);
+        WriterSync.forceDir(b.dir);
+        return true;
     }
 
     /**
@@ -304,7 +360,7 @@ public final class RollingBusWriter implements AutoCloseable {
      * @throws IOException if the next segment cannot be created or opened
      */
     public boolean write(MappedBusMessage message) throws IOException {
-        long ms = System.currentTimeMillis(); // before the slot is allocated: the time index's entry
+        long ms = timeIndex ? System.currentTimeMillis() : 0; // before the slot is allocated: the index's entry
         if (--countdown <= 0) {
             lookAhead();
         }
@@ -336,7 +392,7 @@ public final class RollingBusWriter implements AutoCloseable {
      * @throws IOException if the next segment cannot be created or opened
      */
     public boolean write(byte[] src, int offset, int length) throws IOException {
-        long ms = System.currentTimeMillis(); // before the slot is allocated: the time index's entry
+        long ms = timeIndex ? System.currentTimeMillis() : 0; // before the slot is allocated: the index's entry
         if (--countdown <= 0) {
             lookAhead();
         }
@@ -373,7 +429,7 @@ public final class RollingBusWriter implements AutoCloseable {
         if (n < 1 || n > Long.MAX_VALUE / slot) {
             throw new IllegalArgumentException("cannot reserve " + n + " slots in " + dir);
         }
-        long ms = System.currentTimeMillis(); // before the slots are allocated: the time index's entry
+        long ms = timeIndex ? System.currentTimeMillis() : 0; // before the slots are allocated: the index's entry
         if (--countdown <= 0) {
             lookAhead();
         }
@@ -423,7 +479,9 @@ public final class RollingBusWriter implements AutoCloseable {
         segments.roll();
         w = segments.w;
         countdown = every;
-        lastIndexMs = Long.MIN_VALUE; // the first record of a segment has an entry
+        if (timeIndex) {
+            lastIndexMs = Long.MIN_VALUE; // the first record of a segment has an entry
+        }
         sync.rolled(full, segments.segment);
     }
 

@@ -316,36 +316,77 @@ public final class RollingDir {
     }
 
     /**
-     * Where "everything allocated since {@code tNs}" begins (docs/design/journal.md, "The time index"): in the first
-     * segment (oldest first, archive then hot) whose index holds an entry at or after {@code floorMs(tNs)}, the
-     * smallest position among such entries. A segment without a usable index before it is read from its start unless
-     * a later segment's index has an entry before {@code floorMs(tNs)} (then all of it is older). Every record
-     * allocated at or after {@code tNs} lies at or after the answer, none allocated before {@code floorMs(tNs)}.
+     * Where "everything allocated since {@code tNs}" begins (docs/design/journal.md, "The time index"; Python's
+     * {@code rolling/seektime.py}): in the first segment (oldest first, archive then hot) whose index holds an entry at
+     * or after {@code floorMs(tNs)}, the smallest position among such entries. A segment without a usable index is
+     * passed over only when it filled before {@code floorMs(tNs)} (its modification time, set when its writer rolled
+     * out of it) or a later segment's index has an entry before that; otherwise it is read from its start. Every
+     * record allocated at or after {@code tNs} lies at or after the answer, none allocated before {@code floorMs(tNs)}.
      *
      * @param tNs a time, Unix ns
-     * @return a global position (a segment's first record), or {@code end} when no record is that recent
-     * @throws IOException if a listing or an index cannot be read, or an index is corrupt
+     * @param end the position past the last record now (read before the indexes)
+     * @return a global position, or {@code end} when no record is that recent
+     * @throws IllegalStateException if the bus keeps no time index (bus.meta has no {@code time_index=1})
+     * @throws IOException           if a listing or an index cannot be read, or an index is corrupt
      */
     public long positionAtTime(long tNs, long end) throws IOException {
+        if (!"1".equals(meta.extra(Layout.TIME_INDEX_META_KEY))) {
+            BusMeta now = BusMeta.read(dir.resolve(Layout.META_FILE), allowForeign); // turned on since the open?
+            if (now == null || !now.id().equals(meta.id()) || !"1".equals(now.extra(Layout.TIME_INDEX_META_KEY))) {
+                throw new IllegalStateException(dir + " keeps no time index: seeking by time needs its writers opened "
+                        + "with setTimeIndex(true) (Python: time_index=True; docs/journal.md)");
+            }
+        }
         long floor = TimeIndex.floorMs(tNs);
-        long unknown = -1; // the first segment since the last known one without a usable index
-        for (long k : readableSegments()) {
+        long[] segs = readableSegments();
+        long newest = segs.length == 0 ? 0 : segs[segs.length - 1];
+        long unindexed = -1; // the oldest segment without entries since the last one passed over
+        for (long k : segs) {
             TimeIndex ix = timeIndex(k);
             if (ix == null || ix.empty()) {
-                if (unknown < 0) {
-                    unknown = k;
+                if (unindexed < 0 && !filledBefore(k, newest, floor)) {
+                    unindexed = k;
                 }
                 continue;
             }
-            java.util.OptionalLong p = ix.firstAtOrAfter(floor);
-            boolean older = ix.firstTime() < floor; // an entry before floor: what precedes it is older
-            if (p.isPresent()) {
-                return unknown >= 0 && !older ? Layout.joinPosition(unknown, Layout.FIRST_RECORD_OFFSET, segmentSize)
-                        : p.getAsLong();
+            if (unindexed >= 0) {
+                if (ix.firstTime() >= floor) {
+                    return Layout.joinPosition(unindexed, Layout.FIRST_RECORD_OFFSET, segmentSize);
+                }
+                unindexed = -1;
             }
-            unknown = -1;
+            java.util.OptionalLong p = ix.firstAtOrAfter(floor);
+            if (p.isPresent()) {
+                return p.getAsLong();
+            }
         }
-        return unknown >= 0 ? Layout.joinPosition(unknown, Layout.FIRST_RECORD_OFFSET, segmentSize) : end;
+        return unindexed >= 0 ? Layout.joinPosition(unindexed, Layout.FIRST_RECORD_OFFSET, segmentSize) : end;
+    }
+
+    // A full segment below the newest whose modification time (set when its writer rolled out of it, kept by the
+    // archive) is before x: every slot of it was allocated before x.
+    private boolean filledBefore(long k, long newest, long x) throws IOException {
+        if (k >= newest) {
+            return false;
+        }
+        try (FileChannel ch = FileChannel.open(segmentPath(k), StandardOpenOption.READ, LinkOption.NOFOLLOW_LINKS)) {
+            java.nio.ByteBuffer b = java.nio.ByteBuffer.allocate(8).order(java.nio.ByteOrder.LITTLE_ENDIAN);
+            ch.read(b, Layout.LIMIT_OFFSET);
+            boolean full = b.position() == 8
+                    && b.getLong(0) >= RollingLayout.endBoundary(segmentSize, recordSize);
+            return full && mtimeNs(segmentPath(k)) < x;
+        } catch (NoSuchFileException e) {
+            ArchiveFiles.Archived a = archived(k); // archived: full and settled when it moved
+            try {
+                return a != null && mtimeNs(a.path()) < x;
+            } catch (NoSuchFileException gone) {
+                return false;
+            }
+        }
+    }
+
+    private static long mtimeNs(Path p) throws IOException {
+        return Files.getLastModifiedTime(p, LinkOption.NOFOLLOW_LINKS).to(java.util.concurrent.TimeUnit.NANOSECONDS);
     }
 
     /** The smallest segment index above {@code k} present now, or -1. */

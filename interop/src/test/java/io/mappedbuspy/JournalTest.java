@@ -40,7 +40,7 @@ public final class JournalTest {
     // n records numbered from 0, with `pauseEvery` records between 2 ms pauses (entries at millisecond boundaries).
     private static List<Long> writeRecords(Path dir, int n, int pauseEvery) throws Exception {
         List<Long> times = new ArrayList<>();
-        try (RollingBusWriter w = new RollingBusWriter(dir.toString(), SEGMENT, RECORD).open()) {
+        try (RollingBusWriter w = new RollingBusWriter(dir.toString(), SEGMENT, RECORD).setTimeIndex(true).open()) {
             for (int i = 0; i < n; i++) {
                 if (pauseEvery > 0 && i % pauseEvery == 0) {
                     Thread.sleep(2);
@@ -101,6 +101,30 @@ public final class JournalTest {
             r.seekTime(0);
             assertEquals(expected(0, n), readAll(r));
         }
+    }
+
+    @Test
+    void aBusWithoutATimeIndexRefusesSeekTimeAndAnIndexedOneKeepsIt() throws Exception {
+        Path dir = tmp.resolve("bus");
+        try (RollingBusWriter w = new RollingBusWriter(dir.toString(), SEGMENT, RECORD).open()) {
+            assertFalse(w.timeIndex());
+            byte[] p = payload(0);
+            w.write(p, 0, p.length);
+        }
+        assertFalse(Files.exists(dir.resolve(Layout.TIME_INDEX_DIR)), "no index kept: none written");
+        try (RollingBusReader r = new RollingBusReader(dir.toString()).open()) {
+            IllegalStateException e = assertThrows(IllegalStateException.class, () -> r.seekTime(0));
+            assertTrue(e.getMessage().contains("no time index"), e.getMessage());
+        }
+        try (RollingBusWriter w = new RollingBusWriter(dir.toString()).setTimeIndex(true).open()) {
+            assertTrue(w.timeIndex());
+        }
+        try (RollingBusWriter w = new RollingBusWriter(dir.toString()).open()) {
+            assertTrue(w.timeIndex(), "the bus's setting, from bus.meta");
+        }
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                () -> new RollingBusWriter(dir.toString()).setTimeIndex(false).open());
+        assertTrue(e.getMessage().contains("time_index=1"), e.getMessage());
     }
 
     @Test

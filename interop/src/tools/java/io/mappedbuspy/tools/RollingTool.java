@@ -24,7 +24,7 @@ import java.util.Arrays;
  * <pre>
  *  rolling-write dir segmentSize recordSize count writerId [--retain-segments n] [--retain-bytes n]
  *      [--retain-age-ms n] [--sync none|segment|interval] [--sync-interval-ms n] [--sync-at-end]
- *      [--pause-every n]: 8-byte records (int32 writerId, int32 i); prints "wrote N committed M"
+ *      [--pause-every n] [--time-index]: 8-byte records (int32 writerId, int32 i); prints "wrote N committed M"
  *  rolling-write-objects dir segmentSize recordSize count price|token|trade writerId [--retain-...]
  *  rolling-read dir segmentSize recordSize count [--idle-exit ms] [--on-gap raise|skip] [--timeout ms]
  *      [--read-only] [--start pos|end] [--since epochNanos] [--consumer name]: "position meta payloadhex" per
@@ -41,8 +41,9 @@ public final class RollingTool {
     static final String USAGE = String.join("\n",
             "  rolling-write <dir> <segmentSize> <recordSize> <count> <writerId> [--retain-segments n]",
             "      [--retain-bytes n] [--retain-age-ms n] [--sync none|segment|interval] [--sync-interval-ms n]",
-            "      [--sync-at-end] [--pause-every n]: as write-bytes, on a rolling bus (--sync-at-end: sync() before",
-            "      closing; --pause-every: a 2 ms sleep before every n-th record)",
+            "      [--sync-at-end] [--pause-every n] [--time-index]: as write-bytes, on a rolling bus (--sync-at-end:",
+            "      sync() before closing; --pause-every: a 2 ms sleep before every n-th record; --time-index: the",
+            "      bus keeps a time index)",
             "  rolling-write-objects <dir> <segmentSize> <recordSize> <count> price|token|trade <writerId> [--retain-...]",
             "  rolling-read <dir> <segmentSize> <recordSize> <count> [--idle-exit ms] [--on-gap raise|skip]",
             "      [--timeout ms] [--read-only] [--start pos|end] [--since epochNanos] [--consumer name]: global",
@@ -104,6 +105,7 @@ public final class RollingTool {
         long syncIntervalMs = 1000;
         boolean syncAtEnd = false;
         long pauseEvery = 0;
+        boolean timeIndex = false;
         for (int i = optsFrom; i < a.length; i++) {
             switch (a[i]) {
                 case "--retain-segments": retain[0] = num(value(a, ++i)); break;
@@ -113,6 +115,7 @@ public final class RollingTool {
                 case "--sync-interval-ms": syncIntervalMs = num(value(a, ++i)); break;
                 case "--sync-at-end": syncAtEnd = true; break;
                 case "--pause-every": pauseEvery = num(value(a, ++i)); break;
+                case "--time-index": timeIndex = true; break;
                 default: throw new BadArgs("unknown option " + a[i]);
             }
         }
@@ -122,9 +125,13 @@ public final class RollingTool {
         PriceUpdate price = new PriceUpdate();
         Token token = new Token();
         Trade trade = new Trade();
-        try (RollingBusWriter w = new RollingBusWriter(a[0], num(a[1]), (int) num(a[2]))
+        RollingBusWriter w0 = new RollingBusWriter(a[0], num(a[1]), (int) num(a[2]))
                 .setRetention(retain[0], retain[1], retain[2]).setSync(sync)
-                .setSyncInterval(syncIntervalMs, java.util.concurrent.TimeUnit.MILLISECONDS).open()) {
+                .setSyncInterval(syncIntervalMs, java.util.concurrent.TimeUnit.MILLISECONDS);
+        if (timeIndex) {
+            w0.setTimeIndex(true);
+        }
+        try (RollingBusWriter w = w0.open()) {
             for (long i = 0; i < count; i++) {
                 if (pauseEvery > 0 && i % pauseEvery == 0) {
                     try {
