@@ -52,7 +52,8 @@ public final class RollingTool {
             "  rolling-read-objects <dir> <segmentSize> <recordSize> <count> price|token|trade [rolling-read options]",
             "  rolling-seek-time <dir> <epochNanos>...: per time, the position of the first record seekTime reads,",
             "      or 'END'",
-            "  rolling-bench-write <dir> <segmentSize|0 for a single file> <count>: PriceUpdates;",
+            "  rolling-bench-write <dir> <segmentSize|0 for a single file> <count> [--sync policy]",
+            "      [--sync-interval-ms n] [--time-index on|off]: PriceUpdates;",
             "      'wrote <n> <seconds>' and 'rolls <n> max_ns=<ns> mean_ns=<ns>'",
             "  rolling-bench-read <dir> <segmentSize|0> <count>: 'read <n> <seconds>' from the first record");
 
@@ -88,7 +89,7 @@ public final class RollingTool {
                 return read(a, kind(a[4]), 5);
             case "rolling-bench-write":
                 need(a, 3, cmd);
-                return benchWrite(a[0], num(a[1]), num(a[2]));
+                return benchWrite(a[0], num(a[1]), num(a[2]), Arrays.copyOfRange(a, 3, a.length));
             case "rolling-bench-read":
                 need(a, 3, cmd);
                 return benchRead(a[0], num(a[1]), num(a[2]));
@@ -278,12 +279,24 @@ public final class RollingTool {
     }
 
     // Throughput of one writer: PriceUpdates on a rolling bus, or (segmentSize 0) on one file big enough.
-    private static int benchWrite(String dir, long segmentSize, long count) throws IOException {
+    private static int benchWrite(String dir, long segmentSize, long count, String[] opts)
+            throws IOException, BadArgs {
         PriceUpdate m = new PriceUpdate(1, 2, 3);
         long t0;
         long t1;
         if (segmentSize > 0) {
-            try (RollingBusWriter w = new RollingBusWriter(dir, segmentSize, PriceUpdate.SIZE).open()) {
+            RollingBusWriter w0 = new RollingBusWriter(dir, segmentSize, PriceUpdate.SIZE);
+            for (int i = 0; i < opts.length; i++) {
+                switch (opts[i]) {
+                    case "--sync": w0.setSync(value(opts, ++i)); break;
+                    case "--sync-interval-ms":
+                        w0.setSyncInterval(num(value(opts, ++i)), java.util.concurrent.TimeUnit.MILLISECONDS);
+                        break;
+                    case "--time-index": w0.setTimeIndex(value(opts, ++i).equals("on")); break;
+                    default: throw new BadArgs("unknown option " + opts[i]);
+                }
+            }
+            try (RollingBusWriter w = w0.open()) {
                 t0 = System.nanoTime();
                 for (long i = 0; i < count; i++) {
                     m.setPrice((int) i);
