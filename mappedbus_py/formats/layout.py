@@ -652,7 +652,8 @@ CONSTANTS.update({name: value for name, value in globals().items()
 # archive_retain_segments, archive_retain_bytes, archive_retain_age_ms (0: no limit).
 #
 # THE MOVE of segment k (one archiver at a time: the holder of the OFD lock on byte
-# ARCHIVER_LOCK_BYTE of DIR/bus.meta, _liveness.h):
+# ARCHIVER_LOCK_BYTE of ARCHIVE/bus.meta, _liveness.h; that file is written once and never
+# replaced, unlike DIR/bus.meta, which gains keys when an archive or a time index is set):
 #
 #   MOVE_SETTLED   every slot of k committed or rolled back (k < the newest segment)
 #   MOVE_INDEX     ARCHIVE/index/.tmp-* written, fsync, rename to <k>.time, fsync the dir
@@ -688,8 +689,8 @@ ARCHIVE_SUFFIX_ZSTD = ".zst"        # ARCHIVE/<20 digits>.bus.zst
 ARCHIVE_SUFFIX_LZ4 = ".lz4"         # ARCHIVE/<20 digits>.bus.lz4
 ARCHIVE_COMPRESS = ("none", "zstd", "lz4")
 ARCHIVE_ZSTD_LEVEL = 3
-#: The archiver's lock: an OFD lock (_liveness.h) on this byte of DIR/bus.meta, far past its
-#: end, below the segment claims.
+#: The archiver's lock: an OFD lock (_liveness.h) on this byte of ARCHIVE/bus.meta (the
+#: archive's copy, never replaced), far past its end.
 ARCHIVER_LOCK_BYTE = SEGMENT_CLAIM_BASE - 1
 #: The move's states (above), in order.
 MOVE_STATES = ("MOVE_SETTLED", "MOVE_INDEX", "MOVE_COPIED", "MOVE_RENAMED", "MOVE_UNLINKED")

@@ -1,9 +1,10 @@
 """The archive tier (docs/journal.md; the move's states and crash cases in
-docs/design/journal.md): ``Archiver``, a writer's background thread that moves full, settled
-segments (and their time indices) from the hot directory into the archive directory, one
-archiver per bus at a time (the OFD lock on ``ARCHIVER_LOCK_BYTE`` of ``bus.meta``), and the
-archive's retention; ``move_segment`` and ``complete_moves`` are its steps, ``ArchiveTier``
-what readers and tools use to find and open archived segments."""
+docs/design/journal.md): ``Archiver``, the steps (and, in a thread, the loop) that move full,
+settled segments (and their time indices) from the hot directory into the archive directory, one
+archiver per bus at a time (the OFD lock on ``ARCHIVER_LOCK_BYTE`` of the archive's ``bus.meta``), and the
+archive's retention; ``ArchiverProcess`` runs them in a child process of each writer (what
+writers use); ``move_segment`` and ``complete_moves`` are the steps, ``ArchiveTier`` what readers
+and tools use to find and open archived segments."""
 import dataclasses
 import enum
 import mmap
@@ -29,7 +30,8 @@ from .directory import list_segments, open_dir, segment_path
 from .journal import fsync_dir
 from .retention import retention_plan
 
-__all__ = ("Archiver", "ArchiveTier", "MoveState", "move_segment", "complete_moves",
+__all__ = ("Archiver", "ArchiveTier", "MoveState", "move_segment", "move_segments",
+           "complete_moves",
            "settled", "prepare_archive", "ARCHIVE_STALL_ENV", "ARCHIVE_POLL_S")
 
 #: Test hook: a MoveState's name makes the archiver stop forever right after reaching it
@@ -37,6 +39,8 @@ __all__ = ("Archiver", "ArchiveTier", "MoveState", "move_segment", "complete_mov
 ARCHIVE_STALL_ENV = "MAPPEDBUS_TEST_ARCHIVE_STALL"
 #: How often an idle archiver looks (a writer's roll wakes it at once).
 ARCHIVE_POLL_S = 0.05
+#: The most segments moved together (one fsync of the archive directory for all of them).
+MOVE_BATCH = 8
 
 
 class MoveState(enum.Enum):
@@ -97,7 +101,7 @@ def settled(path, segment_size, record_size):
         os.close(fd)
 
 
-def _write_tmp(directory, name, data, mode):
+def _write_tmp(directory, name, data, mode, sync=True):
     tmp = os.path.join(directory, f"{TMP_PREFIX}{name}-{os.getpid()}-{secrets.token_hex(4)}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
     try:
@@ -105,7 +109,8 @@ def _write_tmp(directory, name, data, mode):
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     except BaseException:
         os.close(fd)
         os.unlink(tmp)
@@ -128,53 +133,74 @@ def _read_all(path, allow_foreign):
 
 
 def move_segment(hot, cfg, index, segment_size, *, mode=0o600, allow_foreign=False):
-    """Move settled segment ``index`` from ``hot`` into the archive (the states of
-    ``MoveState`` in order; the caller holds the archiver's lock and checked ``settled``)."""
-    _stall(MoveState.MOVE_SETTLED)
-    hix = os.path.join(hot, TIME_INDEX_DIR, time_index_name(index))
+    """Move settled segment ``index`` (``move_segments`` of one)."""
+    move_segments(hot, cfg, [index], segment_size, mode=mode, allow_foreign=allow_foreign)
+
+
+def move_segments(hot, cfg, indices, segment_size, *, mode=0o600, allow_foreign=False):
+    """Move settled segments ``indices`` from ``hot`` into the archive together, through the
+    states of ``MoveState`` in order (the caller holds the archiver's lock and checked
+    ``settled``): each copy fsynced, then all renamed and the archive directory fsynced once,
+    then the hot files removed. A time index is renamed into the archive without an fsync of
+    its own (the directory's covers its name): one lost to a power loss makes ``seek_time``
+    place its segment by the segment's mtime, which the copy keeps, never skip a record."""
     aix_dir = os.path.join(cfg.dir, TIME_INDEX_DIR)
-    try:
-        index_bytes = _read_all(hix, allow_foreign)
-    except FileNotFoundError:
-        index_bytes = None
-    if index_bytes is not None:
-        tmp = _write_tmp(aix_dir, time_index_name(index), index_bytes, mode)
-        os.rename(tmp, os.path.join(aix_dir, time_index_name(index)))
-        fsync_dir(aix_dir)
-    _stall(MoveState.MOVE_INDEX)
-    st = os.stat(segment_path(hot, index))
-    data = _read_all(segment_path(hot, index), allow_foreign)
-    if len(data) != mapped_size(segment_size):
-        raise MappedBusError(f"{segment_path(hot, index)!r} is {len(data)} bytes, not "
-                             f"{mapped_size(segment_size)}: not archived")
-    final = archived_path(cfg.dir, index, cfg.compress)
-    tmp = _write_tmp(cfg.dir, os.path.basename(final), _compress(data, cfg.compress), mode)
-    # its mtime stays when it filled (retention ages it by that; seek_time bounds it by that)
-    os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
-    _stall(MoveState.MOVE_COPIED)
-    os.rename(tmp, final)
+    _stall(MoveState.MOVE_SETTLED)
+    copied = {}             # index -> (its index bytes or None, tmp path of the segment)
+    for index in indices:
+        hix = os.path.join(hot, TIME_INDEX_DIR, time_index_name(index))
+        try:
+            index_bytes = _read_all(hix, allow_foreign)
+        except FileNotFoundError:
+            index_bytes = None
+        if index_bytes is not None:
+            tmp = _write_tmp(aix_dir, time_index_name(index), index_bytes, mode, sync=False)
+            os.rename(tmp, os.path.join(aix_dir, time_index_name(index)))
+        _stall(MoveState.MOVE_INDEX)
+        st = os.stat(segment_path(hot, index))
+        data = _read_all(segment_path(hot, index), allow_foreign)
+        if len(data) != mapped_size(segment_size):
+            raise MappedBusError(f"{segment_path(hot, index)!r} is {len(data)} bytes, not "
+                                 f"{mapped_size(segment_size)}: not archived")
+        final = archived_path(cfg.dir, index, cfg.compress)
+        tmp = _write_tmp(cfg.dir, os.path.basename(final), _compress(data, cfg.compress), mode)
+        del data
+        # its mtime stays when it filled (retention ages it by that; seek_time bounds it by it)
+        os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
+        copied[index] = (index_bytes, tmp)
+        _stall(MoveState.MOVE_COPIED)
+    for index, (_, tmp) in copied.items():
+        os.rename(tmp, archived_path(cfg.dir, index, cfg.compress))
+    fsync_dir(aix_dir)
     fsync_dir(cfg.dir)
     _stall(MoveState.MOVE_RENAMED)
-    # A writer's entry appended after the copy (it appends after its commit): copy again.
-    if index_bytes is not None:
-        try:
-            again = _read_all(hix, allow_foreign)
-        except FileNotFoundError:
-            again = index_bytes
-        if len(again) > len(index_bytes):
-            tmp = _write_tmp(aix_dir, time_index_name(index), again, mode)
-            os.rename(tmp, os.path.join(aix_dir, time_index_name(index)))
-            fsync_dir(aix_dir)
-    _unlink_hot(hot, index)
+    for index, (index_bytes, _) in copied.items():
+        # A writer's entry appended after the copy (it appends after its commit): copy again.
+        if index_bytes is not None:
+            hix = os.path.join(hot, TIME_INDEX_DIR, time_index_name(index))
+            try:
+                again = _read_all(hix, allow_foreign)
+            except FileNotFoundError:
+                again = index_bytes
+            if len(again) > len(index_bytes):
+                tmp = _write_tmp(aix_dir, time_index_name(index), again, mode)
+                os.rename(tmp, os.path.join(aix_dir, time_index_name(index)))
+                fsync_dir(aix_dir)
+        _unlink_hot(hot, index, sync=False)
+    fsync_dir(hot)
+    if os.path.isdir(os.path.join(hot, TIME_INDEX_DIR)):
+        fsync_dir(os.path.join(hot, TIME_INDEX_DIR))
     _stall(MoveState.MOVE_UNLINKED)
 
 
-def _unlink_hot(hot, index):
+def _unlink_hot(hot, index, sync=True):
     for p in (segment_path(hot, index), os.path.join(hot, TIME_INDEX_DIR, time_index_name(index))):
         try:
             os.unlink(p)
         except FileNotFoundError:
             pass
+    if not sync:
+        return
     fsync_dir(hot)
     if os.path.isdir(os.path.join(hot, TIME_INDEX_DIR)):
         fsync_dir(os.path.join(hot, TIME_INDEX_DIR))
@@ -216,23 +242,8 @@ def complete_moves(hot, cfg):
 def apply_archive_retention(cfg, meta, now_ns=None):
     """The archive's own retention (``archive_retain_*``): the oldest archived segments beyond
     it removed (with their indices). Returns the removed indices."""
-    if not (cfg.retain_segments or cfg.retain_bytes or cfg.retain_age_ms):
-        return []
     archived = list_archived(cfg.dir)
-    segs = sorted(archived)
-    if not segs:
-        return []
-    view = dataclasses.replace(meta, retain_segments=cfg.retain_segments,
-                               retain_bytes=cfg.retain_bytes, retain_age_ms=cfg.retain_age_ms)
-
-    def full_ms(i):
-        try:
-            return os.stat(os.path.join(cfg.dir, archived[i])).st_mtime_ns // 1_000_000
-        except FileNotFoundError:
-            return None
-    now_ms = (time.time_ns() if now_ns is None else now_ns) // 1_000_000
-    # Every archived segment is history: "newest" past the last one keeps none of them back.
-    plan = retention_plan(segs, view, segs[-1] + 1, segs[-1] + 1, now_ms, full_ms)
+    plan = archive_retention_plan(cfg, meta, archived, now_ns)
     removed = []
     for i in plan:
         for p in (os.path.join(cfg.dir, archived[i]),
@@ -247,8 +258,30 @@ def apply_archive_retention(cfg, meta, now_ns=None):
     return removed
 
 
+def archive_retention_plan(cfg, meta, archived, now_ns=None):
+    """The archived segments (``archived``: ``list_archived``) the archive's retention
+    removes, oldest first."""
+    if not (cfg.retain_segments or cfg.retain_bytes or cfg.retain_age_ms):
+        return []
+    segs = sorted(archived)
+    if not segs:
+        return []
+    view = dataclasses.replace(meta, retain_segments=cfg.retain_segments,
+                               retain_bytes=cfg.retain_bytes, retain_age_ms=cfg.retain_age_ms)
+
+    def full_ms(i):
+        try:
+            return os.stat(os.path.join(cfg.dir, archived[i])).st_mtime_ns // 1_000_000
+        except FileNotFoundError:
+            return None
+    now_ms = (time.time_ns() if now_ns is None else now_ns) // 1_000_000
+    # Every archived segment is history: "newest" past the last one keeps none of them back.
+    return retention_plan(segs, view, segs[-1] + 1, segs[-1] + 1, now_ms, full_ms)
+
+
 class Archiver:
-    """A writer's archiver thread: while it holds the bus's archiver lock, it completes what a
+    """An archiver (``run_once`` in ``ArchiverProcess``'s child; ``start`` runs it in a thread of
+    this process instead): while it holds the bus's archiver lock, it completes what a
     killed archiver left, then moves each full, settled segment beyond ``cfg.after`` full hot
     segments (or filled longer than ``cfg.age_ms`` ago) into the archive, oldest first, then
     applies the archive's retention. ``wake()`` (a roll) makes it look at once. Its failures
@@ -320,7 +353,8 @@ class Archiver:
         if self._holding:
             return True
         if self._live is None:
-            fd, _ = open_file(os.path.join(self.hot, META_FILE), os.O_RDWR,
+            # the archive's bus.meta: never replaced (the hot one is, when keys are added)
+            fd, _ = open_file(os.path.join(self.cfg.dir, META_FILE), os.O_RDWR,
                               allow_foreign=self._allow_foreign)
             self._live = LiveFile(fd)
         self._holding = self._live.hold(ARCHIVER_LOCK_BYTE) is Hold.TAKEN
@@ -356,9 +390,9 @@ class Archiver:
         """One look: returns the segments moved."""
         if not self._take_lock():
             return []
-        moved = []
+        ready = []
         for k in self.candidates():
-            if self._stop:
+            if self._stop or len(ready) >= MOVE_BATCH:
                 break
             p = segment_path(self.hot, k)
             try:
@@ -367,12 +401,13 @@ class Archiver:
                 continue
             if not ok:
                 break       # oldest first: a later segment waits for this one
-            move_segment(self.hot, self.cfg, k, self.meta.segment_size, mode=self._mode,
-                         allow_foreign=self._allow_foreign)
-            moved.append(k)
-            self.moved += 1
+            ready.append(k)
+        if ready:
+            move_segments(self.hot, self.cfg, ready, self.meta.segment_size, mode=self._mode,
+                          allow_foreign=self._allow_foreign)
+            self.moved += len(ready)
         apply_archive_retention(self.cfg, self.meta)
-        return moved
+        return ready
 
     def _settle(self, k):
         """Read segment ``k`` as a reader does (rolling back, after the timeout, the slots of
@@ -415,11 +450,16 @@ def _limit(hot, k):
 class ArchiveTier:
     """A reader's view of a bus's archive: which segments it holds, and a segment's bytes as
     a file to map (uncompressed: the archived file itself; compressed: decompressed into a
-    private file under ``/dev/shm``, unlinked once mapped)."""
+    private file under ``/dev/shm``, which the caller unlinks once mapped). While a reader
+    reads compressed segment k, segment k+1 is decompressed ahead in a background thread (the
+    libraries let the GIL go while they decompress); ``close()`` removes what was not used."""
 
-    def __init__(self, cfg, meta, *, allow_foreign=False):
+    def __init__(self, cfg, meta, *, allow_foreign=False, ahead=True):
         self.cfg, self.meta, self._allow_foreign = cfg, meta, allow_foreign
         self._checked = False
+        self._read_ahead = ahead    # decompress the next segment ahead (readers; not tools)
+        self._ahead = None          # (index, Future of the temporary path): the next one
+        self._pool = None
 
     def _check(self):
         if self._checked:
@@ -437,18 +477,55 @@ class ArchiveTier:
         self._check()
         return list_archived(self.cfg.dir)
 
+    def _decompress(self, index, name):
+        data = read_archived(self.cfg.dir, index, name, self.meta.segment_size,
+                             allow_foreign=self._allow_foreign)
+        return _to_shm(data, name)
+
     def open_path(self, index):
         """``(path to map, temporary: True if the caller unlinks it after mapping)`` of
         archived segment ``index``; FileNotFoundError if it is not archived."""
         names = self.segments()
         if index not in names:
+            self._drop_ahead()
             raise FileNotFoundError(f"segment {index} is not in the archive {self.cfg.dir!r}")
         name = names[index]
-        if name.endswith((".zst", ".lz4")):
-            data = read_archived(self.cfg.dir, index, name, self.meta.segment_size,
-                                 allow_foreign=self._allow_foreign)
-            return _to_shm(data, name), True
-        return os.path.join(self.cfg.dir, name), False
+        if not name.endswith((".zst", ".lz4")):
+            return os.path.join(self.cfg.dir, name), False
+        path = None
+        if self._ahead is not None and self._ahead[0] == index:
+            try:
+                path = self._ahead[1].result()
+            except Exception:
+                path = None         # decompressed again below: its error raised from here
+            self._ahead = None
+        self._drop_ahead()
+        if path is None:
+            path = self._decompress(index, name)
+        nxt = names.get(index + 1)
+        if self._read_ahead and nxt is not None and nxt.endswith((".zst", ".lz4")):
+            import concurrent.futures
+            if self._pool is None:
+                self._pool = concurrent.futures.ThreadPoolExecutor(
+                    1, thread_name_prefix="mappedbus-archive-ahead")
+            self._ahead = (index + 1, self._pool.submit(self._decompress, index + 1, nxt))
+        return path, True
+
+    def _drop_ahead(self):
+        if self._ahead is not None:
+            _, fut = self._ahead
+            self._ahead = None
+            try:
+                os.unlink(fut.result())
+            except Exception:
+                pass
+
+    def close(self):
+        """Remove a segment decompressed ahead and not used; stop the thread."""
+        self._drop_ahead()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
 
 
 def _to_shm(data, name):
@@ -548,7 +625,7 @@ def archived_segment_path(bus_path, index, allow_foreign=False):
     if cfg is None:
         return None
     try:
-        return ArchiveTier(cfg, meta, allow_foreign=allow_foreign).open_path(index)
+        return ArchiveTier(cfg, meta, allow_foreign=allow_foreign, ahead=False).open_path(index)
     except FileNotFoundError:
         return None
 
@@ -602,12 +679,17 @@ class ArchiverProcess:
         """The hot segments due to move (as the child sees them)."""
         return Archiver(self.hot, self.meta, self.cfg).candidates()
 
+    def _due(self):
+        return bool(self.candidates()) or bool(
+            archive_retention_plan(self.cfg, self.meta, list_archived(self.cfg.dir)))
+
     def wait_idle(self, timeout):
-        """Wait until no segment is due to move (``timeout`` seconds at most): True if none is."""
+        """Wait until no segment is due to move and the archive's retention has nothing to
+        remove (``timeout`` seconds at most): True if so."""
         deadline = time.monotonic() + timeout
-        while self.candidates():
+        while self._due():
             if time.monotonic() >= deadline or self._proc.poll() is not None:
-                return not self.candidates()
+                return not self._due()
             self.wake()
             time.sleep(0.01)
         return True

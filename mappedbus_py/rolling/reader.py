@@ -173,12 +173,16 @@ class RollingBusReader(RollingReaderBase):
         k, limit = _choose_current(self.path, self._hot_segments(), self._allow_foreign)
         self._initial_end = join_position(k, min(limit, self._end), self.segment_size)
         start = self._start
-        if start is None:
-            self._place_oldest()
-        elif isinstance(start, str) and start == "end":
-            self.seek_end()
-        else:
-            self.seek(start)
+        try:
+            if start is None:
+                self._place_oldest()
+            elif isinstance(start, str) and start == "end":
+                self.seek_end()
+            else:
+                self.seek(start)
+        except BaseException:
+            self.close()        # a segment decompressed ahead, the wake file
+            raise
         if self.consumer is not None:
             try:
                 self._claim_consumer()
@@ -404,6 +408,8 @@ class RollingBusReader(RollingReaderBase):
         self._release_consumer()
         self._pending_gap = None
         self._drop_current()
+        if self._tier is not None:
+            self._tier.close()
         if self._wakefd is not None:
             self._wakefd.close()
             self._wakefd = None

@@ -228,7 +228,7 @@ def describe(path, record_size=None, file_size=None, *, lengths=False):
         "file_bytes": sv.length, "capacity": sv.capacity,
         "positions": {"first": FIRST_RECORD_OFFSET, "limit": sv.limit, "end": sv.end},
         "records": record_counts(sv.counts), "full": full,
-        "lost_to_retention": None, "segments": None, "problems": problems,
+        "lost_to_retention": None, "segments": None, "archive": None, "problems": problems,
     }
 
 

@@ -22,7 +22,7 @@ __all__ = ("describe", "check_start", "slots", "segment_file", "tier_of")
 def tier_of(meta, path):
     """The ``ArchiveTier`` of the bus (its bus.meta names an archive), or None."""
     cfg = archive_config(meta, os.path.join(path, META_FILE))
-    return None if cfg is None else ArchiveTier(cfg, meta, allow_foreign=True)
+    return None if cfg is None else ArchiveTier(cfg, meta, allow_foreign=True, ahead=False)
 
 
 @contextlib.contextmanager
