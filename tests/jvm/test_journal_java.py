@@ -166,3 +166,10 @@ def test_java_sync_issues_fdatasync_and_directory_fsync(jar, tmp_path):
     assert subprocess.run(cmd, capture_output=True, text=True, timeout=300).returncode == 0
     calls = open(log).read()
     assert calls.count("fdatasync(") >= 3, calls[-3000:]     # the 3 segments the writer rolled out of
+    # sync="interval" (10 ms) over a writer that runs ~150 ms: sync() on the policy's thread.
+    cmd = ["strace", "-f", "-o", log, "-e", "trace=fdatasync,fsync"] + jvm.java_command(
+        procs.BUS_TOOL, "rolling-write", str(tmp_path / "iv"), SEG, REC, 750, 1, "--sync", "interval",
+        "--sync-interval-ms", 10, "--pause-every", 10, jvm_args=("-Xmx64m", "-XX:+UseSerialGC"))
+    assert subprocess.run(cmd, capture_output=True, text=True, timeout=300).returncode == 0
+    calls = open(log).read()
+    assert calls.count("fdatasync(") >= 3 and calls.count("fsync(") >= 3, calls[-3000:]
