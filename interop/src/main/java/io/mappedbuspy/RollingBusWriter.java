@@ -233,7 +233,7 @@ public final class RollingBusWriter implements AutoCloseable {
      * @throws IOException if a file cannot be synced, or an earlier sync of the policy's thread failed
      */
     public void sync() throws IOException {
-        if (sync == null) {
+        if (sync == null || closed) {
             throw new IllegalStateException("rolling writer for " + dir + " is " + (closed ? "closed" : "not open"));
         }
         sync.sync();
