@@ -337,3 +337,18 @@ def test_the_java_original_reads_an_uncompressed_archived_segment(dirs, tmp_path
                           f"{mod.ORIGINAL}:{d}", "SegReader", seg, str(SEG), str(RS)],
                          check=True, capture_output=True, text=True, timeout=120).stdout.split()
     assert out[:PER_SEG] == [str(i) for i in range(PER_SEG)] and out[-2:] == ["N", str(PER_SEG)]
+
+
+def test_archive_age_moves_full_segments_kept_by_archive_after(dirs):
+    hot, arch = dirs
+    with RollingBusWriter(hot, SEG, RS, archive=arch, archive_after=10, archive_age=0.2) as w:
+        _write(w, 0, PER_SEG * 3 + 1)
+        time.sleep(0.1)
+        assert not list_archived(arch)          # within archive_after, not old enough yet
+        deadline = time.monotonic() + 15
+        while len(list_archived(arch)) < 3:
+            assert time.monotonic() < deadline, list_archived(arch)
+            w.archiver.wake()
+            time.sleep(0.05)
+    assert sorted(list_archived(arch)) == [0, 1, 2]
+    assert _read_all(hot) == list(range(PER_SEG * 3 + 1))
