@@ -19,6 +19,14 @@ park on a bus's wake file and Java writers wake them (``interop/build_native.sh`
 staleness rule). It is machine code for the platform of the wheel, so the sdist carries its source, not
 the library: a wheel built from the sdist compiles it with the C compiler the extensions need.
 
+Beside them also go the compression libraries through which Java readers read compressed archived
+segments (issue 37), copied from the system's packages by ``interop/codec-libs.sh`` (Debian:
+``libzstd-jni-java``, ``liblz4-java``; ``scripts/setup.sh`` installs them): ``zstd-jni.jar``,
+``lz4-java.jar`` and ``libzstd-jni.so`` (zstd-jni's JNI library, over ``libzstd.so.1``, which
+``auditwheel repair`` puts in the wheel). The sdist carries the two jars as it carries the others;
+the library, machine code, is copied from the system when the wheel is built, as the wake library
+is compiled then.
+
 ``MAPPEDBUS_PY_NO_JARS=1`` builds a wheel without jars (the JVM and Spark helpers then need
 ``MAPPEDBUS_PY_JARS``).
 """
@@ -39,6 +47,9 @@ JARS = {  # jar -> (build script, sources it is compiled from)
     "mappedbuspy-tools.jar": ("interop/build.sh", ["interop/build.sh", "interop/src/main", "interop/src/tools"]),
     "mappedbuspy-spark.jar": ("interop/build_spark.sh",
                               ["interop/build_spark.sh", "interop/src/main", "interop/src/spark"]),
+    # The compression libraries of the archive (copied from the system, never built here).
+    "zstd-jni.jar": ("interop/codec-libs.sh", ["interop/codec-libs.sh"]),
+    "lz4-java.jar": ("interop/codec-libs.sh", ["interop/codec-libs.sh"]),
 }
 
 # The JNI library of the wake file -> (build script, sources): built for the wheel's own platform.
@@ -47,6 +58,9 @@ NATIVE = {
                             ["interop/build_native.sh", "interop/native", "mappedbus_py/_core/_wake.h",
                              "mappedbus_py/_core/_atomic.h", "mappedbus_py/_core/_liveness.h",
                              "mappedbus_py/groups/_group.h"]),
+    # zstd-jni's JNI library, copied from the system (interop/codec-libs.sh): machine code, so the
+    # wheel carries it (auditwheel grafts the libzstd it links) and the sdist does not.
+    "libzstd-jni.so": ("interop/codec-libs.sh", ["interop/codec-libs.sh"]),
 }
 
 DEBUG = os.environ.get("MAPPEDBUS_DEBUG") == "1"   # annotate, linetrace, bounds checks

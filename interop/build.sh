@@ -10,6 +10,10 @@
 #                                      for perf/ (checkout only)
 #   build/jvm/mappedbuspy-tests.jar    JUnit 5 test classes and the test helper mains (SafetyChild, ...)
 #   build/jvm/libmappedbuswake.so      the JNI library of the wake file (interop/build_native.sh; needs gcc)
+#   build/jvm/zstd-jni.jar, lz4-java.jar, libzstd-jni.so
+#                                      the compression libraries that read archived segments, copied from the
+#                                      system's packages (interop/codec-libs.sh); beside the library jar, never in
+#                                      it; the wheel carries them
 # Tools, samples and perf drivers compile against the library jar alone; the library never sees them.
 # The tests compile against JUnit 5 and Gson from the system's jars (Debian: apt-get install junit5
 # libgoogle-gson-java; scripts/setup.sh does it), looked up in $JUNIT_DIR (default /usr/share/java);
@@ -56,10 +60,13 @@ compile_jar() {
 
 mkdir -p "$out"
 
+# Stage 0: the compression libraries (the library compiles against them; ArchiveCodec alone uses them).
+codec_libs="$(bash "$here/codec-libs.sh")"
+
 # Stage 1: the library.
 if stale "$main_jar" "$main_src"; then
     echo "compiling $main_src" >&2
-    compile_jar "$main_src" "$out/classes" "$main_jar"
+    compile_jar "$main_src" "$out/classes" "$main_jar" -cp "$codec_libs"
 fi
 
 # Stage 2: the tools, samples and perf drivers, each its own jar on the library.
@@ -77,7 +84,7 @@ done
 if stale "$test_jar" "$test_src" "$main_jar"; then
     test_libs="$(bash "$here/test-libs.sh")"
     echo "compiling $test_src" >&2
-    compile_jar "$test_src" "$out/test-classes" "$test_jar" -cp "$main_jar:$test_libs"
+    compile_jar "$test_src" "$out/test-classes" "$test_jar" -cp "$main_jar:$codec_libs:$test_libs"
 fi
 
 # The Spark connector (interop/src/spark/java) is built by interop/build_spark.sh, against pyspark's jars.

@@ -26,7 +26,8 @@ case "$suite" in
     core)
         tests_jar="$out/mappedbuspy-tests.jar"
         # The tools jar too: CrossProcessTest starts BusTool on this class path.
-        cp="$out/mappedbuspy.jar:$out/mappedbuspy-tools.jar:$tests_jar:$libs"
+        # The compression libraries too (interop/codec-libs.sh): archived segments.
+        cp="$out/mappedbuspy.jar:$out/mappedbuspy-tools.jar:$tests_jar:$out/zstd-jni.jar:$out/lz4-java.jar:$libs"
         ;;
     spark)
         tests_jar="$out/mappedbuspy-spark-tests.jar"

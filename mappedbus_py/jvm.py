@@ -27,6 +27,10 @@ Beside the core jar lies ``libmappedbuswake.so``, the JNI library through which 
 a bus's wake file until a writer wakes them (``interop/build_native.sh``). The JVMs started here are
 told where it is with ``-Dmappedbus.wakeLib=PATH`` (``wake_library()``); without it the Java side
 still works, its readers polling at their park bound.
+
+Beside it lie the compression libraries Java readers decompress archived segments with (zstd-jni's
+``zstd-jni.jar`` and ``libzstd-jni.so``, lz4-java's ``lz4-java.jar``: ``codec_jars()``), which the
+JVMs started here get on their class path after the project's jars. (A Spark session has its own.)
 """
 import importlib.resources
 import os
@@ -37,7 +41,7 @@ import sys
 import types
 
 __all__ = ("JavaNotFoundError", "jar_path", "tools_jar_path", "jar_paths", "build_jars", "java_executable",
-           "java_command", "start_jvm", "java_classes", "wake_library", "wake_jvm_args")
+           "java_command", "start_jvm", "java_classes", "wake_library", "wake_jvm_args", "codec_jars")
 
 JAR_NAME = "mappedbuspy.jar"
 TOOLS_JAR_NAME = "mappedbuspy-tools.jar"
@@ -46,6 +50,7 @@ SPARK_JAR_NAME = "mappedbuspy-spark.jar"
 CHECKOUT_JARS = {"io.mappedbuspy.samples.": "mappedbuspy-samples.jar",
                  "io.mappedbuspy.perf.": "mappedbuspy-perf.jar"}
 WAKE_LIB_NAME = "libmappedbuswake.so"
+CODEC_JAR_NAMES = ("zstd-jni.jar", "lz4-java.jar")
 #: The system property io.mappedbuspy.WakeFile loads its JNI library from.
 WAKE_LIB_PROPERTY = "mappedbus.wakeLib"
 
@@ -202,6 +207,13 @@ def wake_library(jar=None):
     return lib if lib.is_file() else None
 
 
+def codec_jars(jar=None):
+    """The compression libraries' jars beside the core jar (``jar``, else the one ``jar_path()``
+    finds) that are there: what a Java reader of a compressed archive needs on its class path."""
+    where = pathlib.Path(jar if jar is not None else jar_path()).parent
+    return [where / name for name in CODEC_JAR_NAMES if (where / name).is_file()]
+
+
 def wake_jvm_args(jvm_args=(), jar=None):
     """``-Dmappedbus.wakeLib=...`` naming ``wake_library(jar)``, and
     ``--enable-native-access=ALL-UNNAMED`` (JDK 24+ warns about ``System.load`` without it; 17
@@ -226,7 +238,7 @@ def java_command(main_class, *args, jvm_args=(), classpath=()):
     jvm_args = tuple(jvm_args)
     jars = _main_jars(main_class)
     jar = jars[0]
-    cp = os.pathsep.join([str(j) for j in jars] + [str(p) for p in classpath])
+    cp = os.pathsep.join([str(j) for j in jars + codec_jars(jar)] + [str(p) for p in classpath])
     return [java_executable(), *wake_jvm_args(jvm_args, jar), *jvm_args, "-cp", cp, main_class,
             *map(str, args)]
 
@@ -260,7 +272,8 @@ def start_jvm(classpath=(), jvm_args=()):
         raise ImportError("start_jvm needs JPype: pip install JPype1") from None
     jvm_args = tuple(jvm_args)
     jar, tools = _find_jars([JAR_NAME, TOOLS_JAR_NAME], True)
-    paths = [str(jar), str(tools)] + [str(pathlib.Path(p).resolve()) for p in classpath]
+    paths = ([str(jar), str(tools)] + [str(j) for j in codec_jars(jar)]
+             + [str(pathlib.Path(p).resolve()) for p in classpath])
     if not jpype.isJVMStarted():
         jpype.startJVM(*wake_jvm_args(jvm_args, jar), *jvm_args, jvmpath=_jvm_library(),
                        classpath=paths)

@@ -27,6 +27,19 @@ if [ ! -f /usr/share/java/junit-platform-console-standalone.jar ] || [ ! -f /usr
     fi
 fi
 
+# Java readers decompress archived segments (zstd, lz4 frames) with the system's zstd-jni and lz4-java
+# (interop/codec-libs.sh copies them beside the library jar; the wheel carries them).
+if [ ! -f /usr/share/java/zstd-jni.jar ] || [ ! -f /usr/share/java/lz4-java.jar ]; then
+    echo "setup: installing zstd-jni and lz4-java for the Java side's archive (libzstd-jni-java, liblz4-java)" >&2
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        apt-get update -qq && apt-get install -y -qq libzstd-jni-java liblz4-java >/dev/null
+    else
+        echo "setup: the Java side needs zstd-jni and lz4-java: as root, apt-get install libzstd-jni-java" \
+             "liblz4-java (or set CODEC_DIR and CODEC_LIB_DIR, see interop/codec-libs.sh)" >&2
+        exit 1
+    fi
+fi
+
 PY=${PYTHON:-python3}
 if [ ! -x .venv/bin/python ]; then
     echo "setup: creating .venv" >&2

@@ -158,6 +158,9 @@ def test_wheel_is_manylinux_with_both_jars_as_java_17_and_no_sources(dists):
             assert _class_major_versions(z.read(f"mappedbus_py/jars/{jar}")) == {61}
         for jar in CHECKOUT_ONLY_JARS:
             assert f"mappedbus_py/jars/{jar}" not in names
+        # The compression libraries the Java readers read archived segments with (issue 37).
+        for lib in ("zstd-jni.jar", "lz4-java.jar", "libzstd-jni.so"):
+            assert f"mappedbus_py/jars/{lib}" in names, lib
         stray = [n for n in names if n.endswith((".c", ".pyx", ".pxd", ".h", ".o"))]
         assert not stray, f"sources in the wheel: {stray}"
         assert any(n.endswith(".dist-info/licenses/LICENSE") or n.endswith(".dist-info/LICENSE")
@@ -174,7 +177,8 @@ def test_sdist_holds_what_building_the_wheel_needs(dists):
     needed = {"setup.py", "pyproject.toml", "README.md", "LICENSE", "CHANGELOG.md", "MANIFEST.in",
               "interop/build.sh", "interop/build_spark.sh",
               "build/jvm/mappedbuspy.jar", "build/jvm/mappedbuspy-spark.jar",
-              "build/jvm/mappedbuspy-tools.jar",
+              "build/jvm/mappedbuspy-tools.jar", "build/jvm/zstd-jni.jar", "build/jvm/lz4-java.jar",
+              "interop/codec-libs.sh",
               "mappedbus_py/_core/_reader.pyx", "mappedbus_py/_core/_reader.pxd", "mappedbus_py/_core/_atomic.h",
               "mappedbus_py/_core/_wake.h", "mappedbus_py/_core/_wakefd.h", "interop/native/wake_jni.c",
               "interop/build_native.sh",

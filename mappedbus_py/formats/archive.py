@@ -102,7 +102,9 @@ def compress(data, how):
                                         write_content_size=True).compress(data)
     if how == "lz4":
         import lz4.frame
-        return lz4.frame.compress(data, store_size=True)
+        # Independent blocks: lz4-java (the Java readers') refuses linked ones, which lz4 makes
+        # by default for data of more than one block.
+        return lz4.frame.compress(data, store_size=True, block_linked=False)
     raise ValueError(f"compress must be one of {ARCHIVE_COMPRESS}, got {how!r}")
 
 

@@ -23,6 +23,11 @@ BANNED = re.compile(r"\b(?:long|Object)\s*\[\s*\](?!\s*\.\s*class)|\bMap\s*<\s*S
 # (file name, member) -> why its array is not a bundle of named values.
 ALLOWED = {
     ("RollingDir.java", "segments"): "the indices of the segments present, ascending: one kind of value",
+    ("RollingDir.java", "readableSegments"): "the indices of the segments in either tier, ascending",
+    ("TimeIndex.java", "times"): "a time index's entry times, ascending (binary-searched): one kind of value",
+    ("TimeIndex.java", "positions"): "a time index's entry positions, in the order of its times",
+    ("TimeIndex.java", "suffixMin"): "the smallest position from each entry on: one kind of value",
+    ("TimeIndex.java", "TimeIndex"): "the constructor taking the times and positions above",
     ("RollingLayout.java", "retentionPlan"): "segment indices in, the indices to remove out (the shared "
                                              "vectors' form): one kind of value",
     ("BusSource.java", "segments"): "the indices of a rolling bus's segments, ascending",

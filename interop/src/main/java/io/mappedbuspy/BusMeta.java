@@ -109,6 +109,42 @@ public final class BusMeta {
         return s.toString();
     }
 
+    /**
+     * The value of a key this class does not read itself (those of other features: the journal's
+     * {@code archive_*} keys), as the file holds it.
+     *
+     * @param key the key
+     * @return its value, or null when the file has no such key
+     */
+    public String extra(String key) {
+        for (Extra kv : extra) {
+            if (kv.key().equals(key)) {
+                return kv.value();
+            }
+        }
+        return null;
+    }
+
+    /**
+     * This metadata with one more key of another feature's (replacing its value if present): what a writer that turns
+     * a feature on (the journal's {@code time_index=1}) writes back, under the same id.
+     *
+     * @param key   the key
+     * @param value its value
+     * @return the new metadata
+     */
+    public BusMeta withExtra(String key, String value) {
+        List<Extra> more = new ArrayList<>();
+        for (Extra kv : extra) {
+            if (!kv.key().equals(key)) {
+                more.add(kv);
+            }
+        }
+        more.add(new Extra(key, value));
+        return new BusMeta(kind, id, format, createdNs, recordSize, fileSize, inode, segmentSize, retention, policy,
+                more);
+    }
+
     /** @return single-file or rolling */
     public BusKind kind() {
         return kind;

@@ -498,6 +498,78 @@ public final class Layout {
     /** Bytes of a dead letter's header, before the record's payload. */
     public static final int GROUP_DEAD_HEADER_SIZE = 80;
 
+    // ---- the journal (issue 37; docs/design/journal.md) ----
+    //
+    // A rolling bus's TIME INDEX: one file per segment, DIR/TIME_INDEX_DIR/<20 digits>.time, moved into the archive
+    // with its segment (TimeIndex). Little-endian:
+    //
+    //   0             8             12            16                           32
+    //   +-------------+-------------+-------------+----------------------------+
+    //   | magic i64   | version i32 | entry size  | bus id (16 bytes: bus.meta |
+    //   | "MBUSTIX1"  | (1)         | i32 (16)    | id as bytes)               |
+    //   +-------------+-------------+-------------+----------------------------+
+    //   32              40                 48              52       64
+    //   +---------------+------------------+---------------+-- zeros-+
+    //   | segment i64   | segment_size i64 | record_size   |         |
+    //   |               |                  | i32           |         |
+    //   +---------------+------------------+---------------+---------+
+    //   TIME_INDEX_ENTRIES_OFFSET (64): entries of TIME_INDEX_ENTRY_SIZE (16) bytes, appended (one write(2) each,
+    //   O_APPEND), at most one per writer per millisecond:
+    //   +------------------+-------------------+
+    //   | time_ns i64      | position i64      |   the time read just before the record's slot was allocated,
+    //   +------------------+-------------------+   and that record's global position
+    //   TIME_ENTRY_TIME_OFFSET, TIME_ENTRY_POSITION_OFFSET
+    //
+    // The ARCHIVE directory (bus.meta key archive_dir; ArchiveFiles): ARCHIVE/<20 digits>.bus (the segment's bytes),
+    // .bus.zst (one zstd frame of them) or .bus.lz4 (one LZ4 frame), ARCHIVE/TIME_INDEX_DIR/<20 digits>.time.
+
+    /** Directory of a bus's (or its archive's) time index files. */
+    public static final String TIME_INDEX_DIR = "index";
+    /** Suffix of a time index file; its name is the segment's 20 digits and this. */
+    public static final String TIME_INDEX_SUFFIX = ".time";
+    /** "MBUSTIX1", little-endian. */
+    public static final long TIME_INDEX_MAGIC = 0x315849545355424DL;
+    /** Version of the time index layout. */
+    public static final int TIME_INDEX_VERSION = 1;
+    /** Offset of the time index's magic. */
+    public static final int TIME_INDEX_MAGIC_OFFSET = 0;
+    /** Offset of the time index's version. */
+    public static final int TIME_INDEX_VERSION_OFFSET = 8;
+    /** Offset of the time index's entry size. */
+    public static final int TIME_INDEX_ENTRY_SIZE_OFFSET = 12;
+    /** Offset of the time index's bus id (the 16 bytes of bus.meta's 32 hex digits). */
+    public static final int TIME_INDEX_BUS_ID_OFFSET = 16;
+    /** Bytes of the bus id. */
+    public static final int TIME_INDEX_BUS_ID_SIZE = 16;
+    /** Offset of the time index's segment index. */
+    public static final int TIME_INDEX_SEGMENT_OFFSET = 32;
+    /** Offset of the time index's segment size. */
+    public static final int TIME_INDEX_SEGMENT_SIZE_OFFSET = 40;
+    /** Offset of the time index's record size. */
+    public static final int TIME_INDEX_RECORD_SIZE_OFFSET = 48;
+    /** Offset of the first entry: the header's size. */
+    public static final int TIME_INDEX_ENTRIES_OFFSET = 64;
+    /** Bytes of one entry. */
+    public static final int TIME_INDEX_ENTRY_SIZE = 16;
+    /** Offset in an entry of its time (Unix ns, CLOCK_REALTIME). */
+    public static final int TIME_ENTRY_TIME_OFFSET = 0;
+    /** Offset in an entry of its record's global position. */
+    public static final int TIME_ENTRY_POSITION_OFFSET = 8;
+    /** The index's resolution: at most one entry per writer per this many nanoseconds. */
+    public static final long TIME_INDEX_RESOLUTION_NS = 1_000_000L;
+    /** Suffix of an archived segment stored as it was (after .bus: none). */
+    public static final String ARCHIVE_SUFFIX_NONE = "";
+    /** Suffix of an archived segment stored as one zstd frame. */
+    public static final String ARCHIVE_SUFFIX_ZSTD = ".zst";
+    /** Suffix of an archived segment stored as one LZ4 frame. */
+    public static final String ARCHIVE_SUFFIX_LZ4 = ".lz4";
+    /** zstd's level for archived segments. */
+    public static final int ARCHIVE_ZSTD_LEVEL = 3;
+    /** The bus.meta key ({@code time_index=1}) of a bus that keeps a time index: every writer appends to it. */
+    public static final String TIME_INDEX_META_KEY = "time_index";
+    /** The archiver's lock: an OFD lock on this byte of DIR/bus.meta. */
+    public static final long ARCHIVER_LOCK_BYTE = SEGMENT_CLAIM_BASE - 1;
+
     private Layout() {
     }
 

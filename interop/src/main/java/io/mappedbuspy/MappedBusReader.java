@@ -519,6 +519,19 @@ public final class MappedBusReader extends ConsumingReader<MappedBusReader> impl
         return this;
     }
 
+    /**
+     * A reader of an archived segment's bytes ({@link ArchiveFiles#open}), open at its first record: read-only (an
+     * archived segment is settled: nothing to roll back), no writers to ask. It closes {@code mem}.
+     */
+    static MappedBusReader forArchived(MemoryMappedFile mem, long segmentSize, int recordSize) {
+        MappedBusReader x = forSegment(mem.path, segmentSize, recordSize, true);
+        long limit = mem.getLongAcquire(Layout.LIMIT_OFFSET);
+        x.mem = mem;
+        x.initialLimit = limit;
+        x.scan.opened(limit);
+        return x;
+    }
+
     static MappedBusReader forSegment(String path, long segmentSize, int recordSize, boolean readOnly) {
         MappedBusReader x = new MappedBusReader(path, segmentSize, recordSize, readOnly);
         x.segment = true;

@@ -3,6 +3,7 @@ package io.mappedbuspy;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
+import java.nio.MappedByteBuffer;
 import java.nio.channels.FileChannel;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
@@ -35,6 +36,8 @@ public final class MemoryMappedFile extends MappedAtomics implements AutoCloseab
     private long inode;
     private long device;
     private boolean created;
+    // Bytes held in memory, not a mapping of a file (inMemory).
+    private boolean inMemory;
 
     /** How a file is opened; see {@link #open(String, long, OpenOptions)} and {@link SafeOpen}. */
     static final class OpenOptions {
@@ -125,8 +128,59 @@ public final class MemoryMappedFile extends MappedAtomics implements AutoCloseab
 
     // A mapping of a direct buffer of this process (JitWarmUp's).
     MemoryMappedFile(ByteBuffer buf) {
-        super("<warm-up>", false);
+        this("<warm-up>", buf);
+    }
+
+    private MemoryMappedFile(String path, ByteBuffer buf) {
+        super(path, false);
         attach(new ByteBuffer[] {buf.order(ByteOrder.LITTLE_ENDIAN)}, buf.capacity());
+        inMemory = true;
+    }
+
+    /**
+     * The bytes of a file held in this process's memory instead of mapped (an archived segment decompressed,
+     * {@link ArchiveFiles#open}): read like a mapping; no file under it to check ({@link #checkLength()},
+     * {@link #checkPath()} do nothing). {@link #closeAndUnmap()} frees the buffer.
+     *
+     * @param path the file the bytes came from, for messages
+     * @param buf  a direct buffer, all of it the bytes
+     * @return them
+     */
+    static MemoryMappedFile inMemory(String path, ByteBuffer buf) {
+        if (!buf.isDirect()) {
+            throw new IllegalArgumentException("not a direct buffer");
+        }
+        return new MemoryMappedFile(path, buf);
+    }
+
+    /**
+     * Writes the pages of {@code [from, from + length)} that changed to the file and waits for the device
+     * ({@code msync(MS_SYNC)} of that range, through {@link MappedByteBuffer#force(int, int)}), then the file's data
+     * ({@code fdatasync}, through {@link FileChannel#force}(false)). Nothing for bytes held in memory.
+     *
+     * @param from   first byte
+     * @param length bytes from there (clipped to the mapping)
+     * @throws IOException if the file's data cannot be synced
+     */
+    public void force(long from, long length) throws IOException {
+        ByteBuffer[] wins = windows;
+        if (inMemory || wins == null || length <= 0) {
+            return;
+        }
+        long end = Math.min(size, from + length);
+        for (long pos = Math.max(0, from); pos < end; ) {
+            int w = (int) (pos >>> WINDOW_SHIFT);
+            long winStart = (long) w << WINDOW_SHIFT;
+            long winEnd = Math.min(end, Math.min(winStart + wins[w].capacity(), winStart + WINDOW_SIZE));
+            if (wins[w] instanceof MappedByteBuffer mb) {
+                mb.force((int) (pos - winStart), (int) (winEnd - pos));
+            }
+            pos = winEnd;
+        }
+        FileChannel ch = channel;
+        if (ch != null) {
+            ch.force(false);
+        }
     }
 
     // SafeOpen: the file being opened (before its lock is taken and the steps run).
@@ -253,7 +307,7 @@ public final class MemoryMappedFile extends MappedAtomics implements AutoCloseab
      */
     public void checkLength() {
         FileChannel ch = channel;
-        if (ch == null) {
+        if (ch == null || inMemory) {
             return;
         }
         long len;
@@ -303,6 +357,9 @@ public final class MemoryMappedFile extends MappedAtomics implements AutoCloseab
      * @throws BusReplacedException if not
      */
     public void checkPath(boolean removalOk) throws BusReplacedException {
+        if (inMemory) {
+            return;
+        }
         Path p = Paths.get(path);
         Map<String, Object> a;
         try {
@@ -335,7 +392,15 @@ public final class MemoryMappedFile extends MappedAtomics implements AutoCloseab
         closed = true;
         SafeOpen.close0(channel);
         channel = null;
+        ByteBuffer[] wins = windows;
         dropWindows();
+        if (inMemory && wins != null && path != null && !path.equals("<warm-up>")) {
+            // An archived segment's bytes: freed now (64 MiB a segment), not when the collector gets to them.
+            // Every later access fails its bounds check first (dropWindows).
+            for (ByteBuffer b : wins) {
+                UnsafeAccess.unmap(b);
+            }
+        }
     }
 
     /**
@@ -346,7 +411,7 @@ public final class MemoryMappedFile extends MappedAtomics implements AutoCloseab
      * unmap would touch unmapped memory.
      */
     void closeAndUnmap() {
-        ByteBuffer[] wins = windows;
+        ByteBuffer[] wins = inMemory ? null : windows; // close() frees bytes held in memory
         close();
         if (wins != null) {
             for (ByteBuffer b : wins) {

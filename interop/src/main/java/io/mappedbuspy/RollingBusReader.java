@@ -296,6 +296,37 @@ public final class RollingBusReader extends ConsumingReader<RollingBusReader> im
     }
 
     /**
+     * Moves to the first record allocated at or after {@code epochNanos} (Python: {@code seek_time}), by the bus's
+     * time index (docs/journal.md): every record allocated at or after that time is read from here on, and none
+     * allocated before it rounded down to the millisecond (the resolution, {@link Layout#TIME_INDEX_RESOLUTION_NS}).
+     * Archived segments count as the hot ones do. No record that recent: to the end ({@link #seekToEnd()}).
+     *
+     * @param epochNanos a time, nanoseconds since the Unix epoch
+     * @throws CorruptBusException if an index file is not its segment's
+     * @throws IOException         if a listing, an index or the segment cannot be read
+     */
+    public void seekTime(long epochNanos) throws IOException {
+        openState();
+        long end = c.currentEnd();
+        long p = c.bus.positionAtTime(epochNanos, end);
+        if (p >= end) {
+            c.seekToEnd();
+        } else {
+            c.seek(p);
+        }
+    }
+
+    /**
+     * {@link #seekTime(long)} at an instant.
+     *
+     * @param t the instant
+     * @throws IOException as {@link #seekTime(long)}
+     */
+    public void seekTime(java.time.Instant t) throws IOException {
+        seekTime(Math.addExact(Math.multiplyExact(t.getEpochSecond(), 1_000_000_000L), t.getNano()));
+    }
+
+    /**
      * Moves past every record allocated so far (to the limit of the newest segment with records).
      *
      * @throws IOException if the newest segment cannot be opened

@@ -35,6 +35,18 @@ public final class RollingBusWriter implements AutoCloseable {
     private WakeFile wake = WakeFile.NONE;
     // The bus's writers file, where this writer holds a slot: its segment writers publish their claims there.
     private WritersFile writers = WritersFile.NONE;
+    // The journal (docs/journal.md): the sync policy, and the time index. An entry is appended after the first write
+    // of each millisecond (System.currentTimeMillis, read before the slot is allocated) and the first of each segment
+    // (a roll forgets lastIndexMs), to the current segment's index (indexAppender; opened at its first entry).
+    private SyncPolicy syncPolicy = SyncPolicy.NONE;
+    private long syncIntervalNs = 1_000_000_000L;
+    private WriterSync sync;
+    // Whether this writer appends to the time index (the bus's time_index=1, settled at open); asked: setTimeIndex.
+    private Boolean timeIndexAsked;
+    private boolean timeIndex;
+    private long lastIndexMs;
+    private TimeIndex.Appender indexAppender;
+    private long indexBroken = -1; // a segment whose index could not be opened
 
     /**
      * Creates a writer of an existing rolling bus with the sizes its {@code DIR/bus.meta} records (read now;
@@ -172,6 +184,86 @@ public final class RollingBusWriter implements AutoCloseable {
         return this;
     }
 
+    /**
+     * What this writer sends to the disk and when (Python: {@code sync=}); see {@link SyncPolicy}. Call before
+     * {@link #open()}.
+     *
+     * @param policy none (the default), segment or interval
+     * @return this
+     */
+    public RollingBusWriter setSync(SyncPolicy policy) {
+        openCheck();
+        this.syncPolicy = Objects.requireNonNull(policy, "sync");
+        return this;
+    }
+
+    /**
+     * As {@link #setSync(SyncPolicy)}, by the name Python uses (the py4j callers').
+     *
+     * @param policy "none", "segment" or "interval"
+     * @return this
+     */
+    public RollingBusWriter setSync(String policy) {
+        return setSync(SyncPolicy.of(policy));
+    }
+
+    /**
+     * The interval of {@link SyncPolicy#INTERVAL} (Python: {@code sync_interval=} seconds; default 1 s). Call before
+     * {@link #open()}.
+     *
+     * @param interval the interval, more than 0
+     * @param unit     its unit
+     * @return this
+     */
+    public RollingBusWriter setSyncInterval(long interval, java.util.concurrent.TimeUnit unit) {
+        openCheck();
+        long ns = unit.toNanos(interval);
+        if (ns <= 0) {
+            throw new IllegalArgumentException("sync interval must be more than 0, got " + interval + " " + unit);
+        }
+        syncIntervalNs = ns;
+        return this;
+    }
+
+    /**
+     * Sends every record committed so far by this writer to the disk before it returns: {@code fdatasync} of every
+     * segment it wrote since the last sync and of their time indexes, {@code fsync} of the bus's directory and its
+     * index directory (docs/journal.md, "Durability"). On {@code /dev/shm} the calls are made and do nothing.
+     *
+     * @throws IOException if a file cannot be synced, or an earlier sync of the policy's thread failed
+     */
+    public void sync() throws IOException {
+        if (sync == null || closed) {
+            throw new IllegalStateException("rolling writer for " + dir + " is " + (closed ? "closed" : "not open"));
+        }
+        sync.sync();
+    }
+
+    /**
+     * Whether the bus keeps a time index (Python: {@code time_index=}): true adds {@code time_index=1} to the bus.meta
+     * of a bus without one, and from then on every writer of this project appends to it (a clock read a record);
+     * false on a bus that keeps one is refused at {@link #open()} (its readers' seek by time counts on every writer's
+     * entries). Not called: the bus's setting. Call before {@link #open()}.
+     *
+     * @param keep whether the bus keeps a time index
+     * @return this
+     */
+    public RollingBusWriter setTimeIndex(boolean keep) {
+        openCheck();
+        timeIndexAsked = keep;
+        return this;
+    }
+
+    /** @return whether this writer appends to the bus's time index (once open) */
+    public boolean timeIndex() {
+        return timeIndex;
+    }
+
+    /** @return the sync policy */
+    public SyncPolicy syncPolicy() {
+        return syncPolicy;
+    }
+
     private void openCheck() {
         if (closed || bus != null) {
             throw new IllegalStateException("rolling writer for " + dir + " is " + (closed ? "closed" : "already open"));
@@ -211,11 +303,45 @@ public final class RollingBusWriter implements AutoCloseable {
             writers = WritersFile.NONE;
             throw e;
         }
+        try {
+            timeIndex = settleTimeIndex(b);
+        } catch (IOException | RuntimeException e) {
+            s.close();
+            wake.close();
+            wake = WakeFile.NONE;
+            writers.close();
+            writers = WritersFile.NONE;
+            throw e;
+        }
+        lastIndexMs = timeIndex ? Long.MIN_VALUE : 0; // off: the clock is never read, 0 == 0 appends nothing
         bus = b;
         segments = s;
         w = s.w;
+        sync = new WriterSync(b.dir, syncPolicy, syncIntervalNs, s.segment);
         countdown = 1; // look ahead at the first write
         return this;
+    }
+
+    // Whether this writer appends to the time index: the bus's setting; asked true adds it to a bus without one
+    // (bus.meta rewritten atomically under the same id, the directory synced), asked false on a bus that keeps one is
+    // refused (Python's settle_time_index).
+    private boolean settleTimeIndex(RollingDir b) throws IOException {
+        java.nio.file.Path metaPath = b.dir.resolve(Layout.META_FILE);
+        BusMeta now = BusMeta.read(metaPath, allowForeign); // as it is now: another writer may have turned it on
+        boolean have = now != null && "1".equals(now.extra(Layout.TIME_INDEX_META_KEY));
+        if (timeIndexAsked == null || timeIndexAsked == have) {
+            return have;
+        }
+        if (!timeIndexAsked) {
+            throw new IllegalArgumentException(dir + " keeps a time index (bus.meta time_index=1): every writer "
+                    + "appends to it, setTimeIndex(false) is refused");
+        }
+        if (now == null || !now.id().equals(b.meta.id())) {
+            throw new BusReplacedException(metaPath + " no longer describes the bus this writer opened");
+        }
+        now.withExtra(Layout.TIME_INDEX_META_KEY, "1").write(metaPath, "rw-------", false);
+        WriterSync.forceDir(b.dir);
+        return true;
     }
 
     /**
@@ -234,6 +360,7 @@ public final class RollingBusWriter implements AutoCloseable {
      * @throws IOException if the next segment cannot be created or opened
      */
     public boolean write(MappedBusMessage message) throws IOException {
+        long ms = timeIndex ? System.currentTimeMillis() : 0; // before the slot is allocated: the index's entry
         if (--countdown <= 0) {
             lookAhead();
         }
@@ -241,6 +368,9 @@ public final class RollingBusWriter implements AutoCloseable {
             MappedBusWriter x = writer();
             try {
                 boolean ok = x.write(message);
+                if (ms != lastIndexMs) {
+                    indexEntry(ms, x.positionBase + x.lastOffset);
+                }
                 if (x.lastOffset == trigger) {
                     segments.makeSpare();
                 }
@@ -262,6 +392,7 @@ public final class RollingBusWriter implements AutoCloseable {
      * @throws IOException if the next segment cannot be created or opened
      */
     public boolean write(byte[] src, int offset, int length) throws IOException {
+        long ms = timeIndex ? System.currentTimeMillis() : 0; // before the slot is allocated: the index's entry
         if (--countdown <= 0) {
             lookAhead();
         }
@@ -269,6 +400,9 @@ public final class RollingBusWriter implements AutoCloseable {
             MappedBusWriter x = writer();
             try {
                 boolean ok = x.write(src, offset, length);
+                if (ms != lastIndexMs) {
+                    indexEntry(ms, x.positionBase + x.lastOffset);
+                }
                 if (x.lastOffset == trigger) {
                     segments.makeSpare();
                 }
@@ -295,13 +429,18 @@ public final class RollingBusWriter implements AutoCloseable {
         if (n < 1 || n > Long.MAX_VALUE / slot) {
             throw new IllegalArgumentException("cannot reserve " + n + " slots in " + dir);
         }
+        long ms = timeIndex ? System.currentTimeMillis() : 0; // before the slots are allocated: the index's entry
         if (--countdown <= 0) {
             lookAhead();
         }
         for (;;) {
             Reservation r = writer().reserve(n); // the segment writer's fetch-and-add
             if (r.count() > 0) {
-                return new Reservation(Layout.joinPosition(segments.segment, r.first(), segmentSize), r.count());
+                long first = Layout.joinPosition(segments.segment, r.first(), segmentSize);
+                if (ms != lastIndexMs) {
+                    indexEntry(ms, first);
+                }
+                return new Reservation(first, r.count());
             }
             roll();
         }
@@ -336,9 +475,42 @@ public final class RollingBusWriter implements AutoCloseable {
     // The current segment is full: to the next one (SegmentRoller.roll).
     private void roll() throws IOException {
         writer();
+        long full = segments.segment;
         segments.roll();
         w = segments.w;
         countdown = every;
+        if (timeIndex) {
+            lastIndexMs = Long.MIN_VALUE; // the first record of a segment has an entry
+        }
+        sync.rolled(full, segments.segment);
+    }
+
+    // The time index's entry for the record at `position`, allocated after `ms` (read before its allocation): to the
+    // index of the segment written now, opened (made if absent) at its first entry. An index that cannot be made costs
+    // the index (seek by time then reads that segment from its start), never the write.
+    private void indexEntry(long ms, long position) {
+        lastIndexMs = ms;
+        long seg = Math.floorDiv(position, segmentSize);
+        TimeIndex.Appender a = indexAppender;
+        if (a == null || a.segment() != seg) {
+            if (a != null) {
+                a.close();
+            }
+            if (seg == indexBroken) {
+                return;
+            }
+            try {
+                a = TimeIndex.Appender.open(bus.dir, bus.meta.id(), seg, segmentSize, recordSize, allowForeign);
+            } catch (IOException | RuntimeException e) {
+                a = null;
+                indexBroken = seg; // not tried again in this segment
+            }
+            indexAppender = a;
+            if (a == null) {
+                return;
+            }
+        }
+        a.append(ms * 1_000_000L, position);
     }
 
     private MappedBusWriter writer() {
@@ -397,6 +569,13 @@ public final class RollingBusWriter implements AutoCloseable {
     @Override
     public void close() {
         closed = true;
+        if (sync != null) {
+            sync.close();
+        }
+        if (indexAppender != null) {
+            indexAppender.close();
+            indexAppender = null;
+        }
         if (segments != null) {
             segments.close();
         }

@@ -57,7 +57,7 @@ final class RollingCursor {
     /** At the oldest retained record, or waiting for segment 0 when there is none. */
     void openOldest() throws IOException {
         for (;;) {
-            long[] segs = bus.segments();
+            long[] segs = bus.readableSegments();
             if (segs.length == 0) {
                 enterPending(0, Layout.FIRST_RECORD_OFFSET);
                 return;
@@ -96,7 +96,22 @@ final class RollingCursor {
         return c == null ? Layout.FIRST_RECORD_OFFSET : global(c.segment(), c.limit());
     }
 
+    // Segment index from the hot directory, else (gone from there: moved) from the archive, if the bus has one
+    // (docs/design/journal.md: the hot one wins while both hold it). NoSuchFileException when in neither.
     private MappedBusReader openSegment(long index) throws IOException {
+        try {
+            return openHot(index);
+        } catch (NoSuchFileException e) {
+            ArchiveFiles.Archived a = bus.archived(index);
+            if (a == null) {
+                throw e;
+            }
+            return MappedBusReader.forArchived(ArchiveFiles.open(a, segmentSize, recordSize, allowForeign),
+                    segmentSize, recordSize);
+        }
+    }
+
+    private MappedBusReader openHot(long index) throws IOException {
         MappedBusReader x = MappedBusReader.forSegment(bus.segmentPath(index).toString(), segmentSize, recordSize,
                 readOnly).setAllowForeign(allowForeign)
                 .askingWriters(bus.dir.resolve(Layout.WRITERS_FILE).toString(),
@@ -149,7 +164,7 @@ final class RollingCursor {
             }
             long later = -1;
             boolean appeared = false;
-            for (long i : bus.segments()) {
+            for (long i : bus.readableSegments()) {
                 if (i == index) {
                     appeared = true;
                 } else if (i > index && later < 0) {
@@ -232,7 +247,7 @@ final class RollingCursor {
     // exists): retention keeps the newest, so the newest gone means no record can come (rolling.py _check_newest).
     private void checkIdentity() throws IOException {
         bus.checkIdentity();
-        if (r == null || bus.exists(segment)) {
+        if (r == null || bus.exists(segment) || bus.archived(segment) != null) {
             return;
         }
         for (long i : bus.segments()) {

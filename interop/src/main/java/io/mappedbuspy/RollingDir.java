@@ -40,6 +40,9 @@ public final class RollingDir {
     final int recordSize;
     final boolean allowForeign;
     final BusMeta meta;
+    // The archive's settings (null: none), read from meta at the first archive().
+    private ArchiveFiles.Config archiveConfig;
+    private boolean archiveRead;
     // Retention that holds consumers (max_consumer_lag > 0), made at its first use.
     private ConsumerRetention consumers;
 
@@ -229,6 +232,161 @@ public final class RollingDir {
         out = Arrays.copyOf(out, n);
         Arrays.sort(out);
         return out;
+    }
+
+    /**
+     * The bus's archive tier (docs/design/journal.md), from bus.meta's {@code archive_*} keys.
+     *
+     * @return its settings, or null when the bus has no archive
+     * @throws CorruptBusException if the keys do not make settings
+     */
+    public ArchiveFiles.Config archive() throws CorruptBusException {
+        if (!archiveRead) {
+            archiveConfig = ArchiveFiles.config(meta, dir.resolve(Layout.META_FILE).toString());
+            archiveRead = true;
+        }
+        return archiveConfig;
+    }
+
+    /**
+     * The segments a reader can read now: those of the hot directory and, for a bus with an archive, those archived
+     * (a segment in both during its move counted once). The hot directory is listed first: a segment moving between
+     * the two listings is in the archive by the second.
+     *
+     * @return their indices, ascending
+     * @throws IOException if a directory cannot be listed, or the archive holds a segment twice
+     */
+    public long[] readableSegments() throws IOException {
+        long[] hot = segments();
+        ArchiveFiles.Config a = archive();
+        if (a == null) {
+            return hot;
+        }
+        java.util.TreeSet<Long> all = new java.util.TreeSet<>(ArchiveFiles.list(a.dir()).keySet());
+        for (long k : hot) {
+            all.add(k);
+        }
+        long[] out = new long[all.size()];
+        int i = 0;
+        for (long k : all) {
+            out[i++] = k;
+        }
+        return out;
+    }
+
+    /**
+     * Segment {@code index} in the archive, if the bus has one and holds it there.
+     *
+     * @param index the segment
+     * @return its archived file, or null
+     * @throws CorruptBusException if the archive holds it twice, or bus.meta's archive keys are bad
+     */
+    public ArchiveFiles.Archived archived(long index) throws CorruptBusException {
+        ArchiveFiles.Config a = archive();
+        return a == null ? null : ArchiveFiles.find(a.dir(), index);
+    }
+
+    /**
+     * Segment {@code index}'s time index, from the hot directory, else from the archive.
+     *
+     * @return it, or null when neither has one (a segment written by the Java original, or its index lost)
+     * @throws CorruptBusException if the file is not this segment's index
+     */
+    public TimeIndex timeIndex(long index) throws IOException {
+        try {
+            return TimeIndex.read(TimeIndex.path(dir, index), meta.id(), index, segmentSize, recordSize, allowForeign);
+        } catch (NoSuchFileException e) {
+            ArchiveFiles.Config a = archive();
+            if (a == null) {
+                return null;
+            }
+            try {
+                return TimeIndex.read(TimeIndex.path(a.dir(), index), meta.id(), index, segmentSize, recordSize,
+                        allowForeign);
+            } catch (NoSuchFileException gone) {
+                // moved meanwhile: the hot one's again, else none
+                try {
+                    return TimeIndex.read(TimeIndex.path(dir, index), meta.id(), index, segmentSize, recordSize,
+                            allowForeign);
+                } catch (NoSuchFileException none) {
+                    return null;
+                }
+            }
+        }
+    }
+
+    /**
+     * Where "everything allocated since {@code tNs}" begins (docs/design/journal.md, "The time index"; Python's
+     * {@code rolling/seektime.py}): in the first segment (oldest first, archive then hot) whose index holds an entry at
+     * or after {@code floorMs(tNs)}, the smallest position among such entries. A segment without a usable index is
+     * passed over only when it filled before {@code floorMs(tNs)} (its modification time, set when its writer rolled
+     * out of it) or a later segment's index has an entry before that; otherwise it is read from its start. Every
+     * record allocated at or after {@code tNs} lies at or after the answer, none allocated before {@code floorMs(tNs)}.
+     *
+     * @param tNs a time, Unix ns
+     * @param end the position past the last record now (read before the indexes)
+     * @return a global position, or {@code end} when no record is that recent
+     * @throws IllegalStateException if the bus keeps no time index (bus.meta has no {@code time_index=1})
+     * @throws IOException           if a listing or an index cannot be read, or an index is corrupt
+     */
+    public long positionAtTime(long tNs, long end) throws IOException {
+        if (!"1".equals(meta.extra(Layout.TIME_INDEX_META_KEY))) {
+            BusMeta now = BusMeta.read(dir.resolve(Layout.META_FILE), allowForeign); // turned on since the open?
+            if (now == null || !now.id().equals(meta.id()) || !"1".equals(now.extra(Layout.TIME_INDEX_META_KEY))) {
+                throw new IllegalStateException(dir + " keeps no time index: seeking by time needs its writers opened "
+                        + "with setTimeIndex(true) (Python: time_index=True; docs/journal.md)");
+            }
+        }
+        long floor = TimeIndex.floorMs(tNs);
+        long[] segs = readableSegments();
+        long newest = segs.length == 0 ? 0 : segs[segs.length - 1];
+        long unindexed = -1; // the oldest segment without entries since the last one passed over
+        for (long k : segs) {
+            TimeIndex ix = timeIndex(k);
+            if (ix == null || ix.empty()) {
+                if (unindexed < 0 && !filledBefore(k, newest, floor)) {
+                    unindexed = k;
+                }
+                continue;
+            }
+            if (unindexed >= 0) {
+                if (ix.firstTime() >= floor) {
+                    return Layout.joinPosition(unindexed, Layout.FIRST_RECORD_OFFSET, segmentSize);
+                }
+                unindexed = -1;
+            }
+            java.util.OptionalLong p = ix.firstAtOrAfter(floor);
+            if (p.isPresent()) {
+                return p.getAsLong();
+            }
+        }
+        return unindexed >= 0 ? Layout.joinPosition(unindexed, Layout.FIRST_RECORD_OFFSET, segmentSize) : end;
+    }
+
+    // A full segment below the newest whose modification time (set when its writer rolled out of it, kept by the
+    // archive) is before x: every slot of it was allocated before x.
+    private boolean filledBefore(long k, long newest, long x) throws IOException {
+        if (k >= newest) {
+            return false;
+        }
+        try (FileChannel ch = FileChannel.open(segmentPath(k), StandardOpenOption.READ, LinkOption.NOFOLLOW_LINKS)) {
+            java.nio.ByteBuffer b = java.nio.ByteBuffer.allocate(8).order(java.nio.ByteOrder.LITTLE_ENDIAN);
+            ch.read(b, Layout.LIMIT_OFFSET);
+            boolean full = b.position() == 8
+                    && b.getLong(0) >= RollingLayout.endBoundary(segmentSize, recordSize);
+            return full && mtimeNs(segmentPath(k)) < x;
+        } catch (NoSuchFileException e) {
+            ArchiveFiles.Archived a = archived(k); // archived: full and settled when it moved
+            try {
+                return a != null && mtimeNs(a.path()) < x;
+            } catch (NoSuchFileException gone) {
+                return false;
+            }
+        }
+    }
+
+    private static long mtimeNs(Path p) throws IOException {
+        return Files.getLastModifiedTime(p, LinkOption.NOFOLLOW_LINKS).to(java.util.concurrent.TimeUnit.NANOSECONDS);
     }
 
     /** The smallest segment index above {@code k} present now, or -1. */

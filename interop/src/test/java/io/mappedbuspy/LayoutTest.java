@@ -52,6 +52,8 @@ public final class LayoutTest {
         assertContains(d, "META_MAGIC=# mappedbus bus metadata\n");
         assertContains(d, "SEGMENT_SUFFIX=.bus\n");
         assertContains(d, "SEGMENT_CLAIM_BASE=1099511627776\n");
-        assertEquals(153, d.split("\n").length, "lines");
+        assertContains(d, "TIME_INDEX_MAGIC=" + 0x315849545355424DL + "\n"); // "MBUSTIX1"
+        assertContains(d, "ARCHIVE_SUFFIX_ZSTD=.zst\n");
+        assertEquals(153 + 23, d.split("\n").length, "lines (23: the journal's)");
     }
 }

@@ -264,6 +264,9 @@ final class BusMicroBatchStream implements MicroBatchStream, SupportsTriggerAvai
 
     private BusOffset initial() {
         refreshReader();
+        if (options.startingTimeNs != null) {
+            return new BusOffset(bus.positionAtTime(options.startingTimeNs), readerId);
+        }
         try {
             switch (options.startingPosition) {
                 case "earliest":

@@ -41,6 +41,11 @@ public final class BusOptions implements Serializable {
     final long recordsPerPartition;
     final int numPartitions;
     final String startingPosition;
+    /**
+     * Where reads start by time (option {@code startingTime}: the bus's time index, docs/journal.md), Unix ns; null
+     * when not given (a Long: options are serialized to executors).
+     */
+    final Long startingTimeNs;
     /** Batch reads: "latest" or a position (exclusive end of the read). */
     final String endingPosition;
     final long maxRecordsPerTrigger;
@@ -170,6 +175,15 @@ public final class BusOptions implements Serializable {
         numPartitions = intOpt(o, "numpartitions", -1, 1);
         startingPosition = o.getOrDefault("startingposition", "earliest").trim().toLowerCase(Locale.ROOT);
         checkPosition("startingPosition", startingPosition, "earliest", "latest", o.get("startingposition"));
+        startingTimeNs = parseTime("startingTime", o.get("startingtime"));
+        if (startingTimeNs != null && o.containsKey("startingposition")) {
+            throw new IllegalArgumentException("mappedbus: options 'startingTime' and 'startingPosition' both say where "
+                    + "to start: give one");
+        }
+        if (startingTimeNs != null && !rolling) {
+            throw new IllegalArgumentException("mappedbus: option 'startingTime' needs a rolling bus (its time index): "
+                    + path + " is a single file; use startingPosition");
+        }
         endingPosition = o.getOrDefault("endingposition", "latest").trim().toLowerCase(Locale.ROOT);
         checkPosition("endingPosition", endingPosition, "latest", "latest", o.get("endingposition"));
         maxRecordsPerTrigger = longOpt(o, "maxrecordspertrigger", -1, 1);
@@ -268,6 +282,34 @@ public final class BusOptions implements Serializable {
                     + (word1.equals(word2) ? "" : ", " + word2) + " or a record " + (rolling
                     ? "position (segment * " + segmentSize + " + 8 + k * " : "offset (8 + k * ")
                     + Layout.slotSize(recordSize) + ") of " + path + ", got '" + raw + "'");
+        }
+    }
+
+    /**
+     * A time option's value: an ISO-8601 time ({@code 2026-11-28T10:00:00Z}, with an offset, or without one meaning
+     * the JVM's time zone, as Python's naive datetime means local time) or Unix epoch seconds ({@code 1795857600},
+     * {@code 1795857600.25}), as Unix ns; null when not given.
+     */
+    static Long parseTime(String name, String raw) {
+        if (raw == null) {
+            return null;
+        }
+        String v = raw.trim();
+        try {
+            if (v.matches("[0-9]+(\\.[0-9]+)?")) {
+                return new java.math.BigDecimal(v).movePointRight(9).setScale(0, java.math.RoundingMode.FLOOR)
+                        .longValueExact();
+            }
+            java.time.Instant t;
+            try {
+                t = java.time.OffsetDateTime.parse(v).toInstant();
+            } catch (java.time.format.DateTimeParseException e) {
+                t = java.time.LocalDateTime.parse(v).atZone(java.time.ZoneId.systemDefault()).toInstant();
+            }
+            return Math.addExact(Math.multiplyExact(t.getEpochSecond(), 1_000_000_000L), t.getNano());
+        } catch (java.time.format.DateTimeParseException | ArithmeticException e) {
+            throw new IllegalArgumentException("mappedbus: option '" + name + "' must be an ISO-8601 time "
+                    + "(2026-11-28T10:00:00Z) or Unix epoch seconds (1795857600.5), got '" + raw + "'");
         }
     }
 

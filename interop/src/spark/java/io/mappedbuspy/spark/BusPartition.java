@@ -126,6 +126,18 @@ final class BusPartition implements InputPartition {
         if (inode < 0) {
             return;
         }
+        if (!opened.path().equals(path)) {
+            // The segment moved to its bus's archive since planning (ArchiveFiles.mapForRead): the same bytes; its
+            // bus is the one planned if the hot directory's bus.meta still holds the planned id.
+            io.mappedbuspy.BusMeta m = io.mappedbuspy.BusMeta.read(
+                    java.nio.file.Path.of(path).resolveSibling(Layout.META_FILE), false);
+            if (busId != null && (m == null || !busId.equals(m.id()))) {
+                throw new java.io.IOException("mappedbus: " + path + " moved to its archive (" + opened.path()
+                        + ") and the bus is no longer the one this task was planned on (bus id "
+                        + (m == null ? null : m.id()) + ", planned " + busId + "); nothing was read");
+            }
+            return;
+        }
         Identity now = Identity.of(path, base != 0 || isSegment(path));
         String why = null;
         if (opened.inode() != inode || opened.device() != device) {

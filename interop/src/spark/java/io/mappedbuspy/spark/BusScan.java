@@ -1,5 +1,6 @@
 package io.mappedbuspy.spark;
 
+import io.mappedbuspy.ArchiveFiles;
 import io.mappedbuspy.CorruptBusException;
 import io.mappedbuspy.Layout;
 import io.mappedbuspy.MemoryMappedFile;
@@ -104,7 +105,8 @@ final class BusScan implements Scan, Batch {
     @Override
     public InputPartition[] planInputPartitions() {
         if (!bounded) { // batch only: startingPosition=latest is a streaming option
-            lo = Math.max(lo, options.batchStart());
+            lo = Math.max(lo, options.startingTimeNs != null
+                    ? BusSource.forRead(options).positionAtTime(options.startingTimeNs) : options.batchStart());
             hi = Math.min(hi, options.batchEnd());
             bounded = true;
         }
@@ -152,7 +154,7 @@ final class BusScan implements Scan, Batch {
                 continue;
             }
             Settled range;
-            try (MemoryMappedFile m = new MemoryMappedFile(f.path, f.size, true);
+            try (MemoryMappedFile m = ArchiveFiles.mapForRead(f.path, f.size); // in either tier
                  SlotHolders holders = f.segment ? SlotHolders.ofRollingBus(parentOf(f.path)) : SlotHolders.ofBus(f.path)) {
                 range = settledRange(m, options, f.path, f.size, from, to, counted, metas, holders, base);
             } catch (NoSuchFileException e) {

@@ -68,6 +68,14 @@ abstract class BusSource {
     /** @return the position of the oldest record (a rolling bus's oldest retained one) */
     abstract long earliest();
 
+    /**
+     * Where reads start for option {@code startingTime} (a rolling bus's time index; the check that the bus is one is
+     * BusOptions'): the first record allocated at or after {@code tNs}, or the end.
+     */
+    long positionAtTime(long tNs) {
+        throw new IllegalArgumentException("mappedbus: option 'startingTime' needs a rolling bus (its time index)");
+    }
+
     /** @return the position past the last slot allocated now (a slot that fits); -1 if there is no bus file */
     abstract long end();
 
@@ -109,13 +117,18 @@ abstract class BusSource {
             if (hi <= lo) {
                 continue;
             }
-            if (f.segment && !Files.exists(Path.of(f.path), LinkOption.NOFOLLOW_LINKS)) {
+            if (f.segment && !Files.exists(Path.of(f.path), LinkOption.NOFOLLOW_LINKS) && !archived(f)) {
                 lost.lost(f.base + lo, f.base + hi, slots(f.base + lo, f.base + hi));
                 continue;
             }
             parts.addAll(List.of(BusPartition.split(options, f.path, f.size, f.base, lo, hi, false)));
         }
         return parts;
+    }
+
+    /** Whether a segment gone from the hot directory is in the bus's archive (its tasks read it there). */
+    boolean archived(BusFile f) {
+        return false;
     }
 
     /** The files {@code [from, to)} spans, present or not. */
@@ -417,7 +430,7 @@ abstract class BusSource {
 
         private long[] segments() {
             try {
-                return dir().segments();
+                return dir().readableSegments(); // the hot directory's and the archive's (docs/journal.md)
             } catch (IOException e) {
                 throw new UncheckedIOException("mappedbus: cannot list rolling bus " + options.path, e);
             }
@@ -442,6 +455,26 @@ abstract class BusSource {
         long earliest() {
             long[] segs = segments();
             return Layout.joinPosition(segs.length == 0 ? 0 : segs[0], Layout.FIRST_RECORD_OFFSET, segmentSize);
+        }
+
+        @Override
+        boolean archived(BusFile f) {
+            try {
+                return dir().archived(Math.floorDiv(f.base, segmentSize)) != null;
+            } catch (IOException e) {
+                throw new UncheckedIOException("mappedbus: cannot look in the archive of " + options.path + ": "
+                        + e.getMessage(), e);
+            }
+        }
+
+        @Override
+        long positionAtTime(long tNs) {
+            try {
+                return dir().positionAtTime(tNs, end());
+            } catch (IOException e) {
+                throw new UncheckedIOException("mappedbus: cannot read the time index of " + options.path + ": "
+                        + e.getMessage(), e);
+            }
         }
 
         @Override

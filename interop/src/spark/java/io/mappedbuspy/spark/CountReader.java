@@ -1,5 +1,6 @@
 package io.mappedbuspy.spark;
 
+import io.mappedbuspy.ArchiveFiles;
 import io.mappedbuspy.Layout;
 import io.mappedbuspy.MemoryMappedFile;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
@@ -56,7 +57,7 @@ final class CountReader<T> implements PartitionReader<T> {
         BusPartition.checkHost(p.path, p.requiredHost);
         long slot = Layout.slotSize(p.recordSize);
         long n = 0;
-        try (MemoryMappedFile mem = new MemoryMappedFile(p.path, p.fileSize, true)) {
+        try (MemoryMappedFile mem = ArchiveFiles.mapForRead(p.path, p.fileSize)) {
             p.checkIdentity(mem);
             if (mem.size() < p.end) {
                 throw new IOException("mappedbus: " + p.path + " is shorter (" + mem.size() + " bytes) than the "

@@ -1,5 +1,6 @@
 package io.mappedbuspy.spark;
 
+import io.mappedbuspy.ArchiveFiles;
 import io.mappedbuspy.CorruptBusException;
 import io.mappedbuspy.Layout;
 import io.mappedbuspy.MemoryMappedFile;
@@ -42,7 +43,7 @@ abstract class SlotChunks implements AutoCloseable {
         this.rows = new int[n];
         this.next = p.start;
         BusPartition.checkHost(p.path, p.requiredHost);
-        this.mem = new MemoryMappedFile(p.path, p.fileSize, true);
+        this.mem = ArchiveFiles.mapForRead(p.path, p.fileSize); // a segment moved since planning: the archive's
         try {
             p.checkIdentity(mem);
         } catch (IOException e) {

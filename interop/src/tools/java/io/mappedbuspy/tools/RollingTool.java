@@ -23,12 +23,15 @@ import java.util.Arrays;
  * BusTool's rolling-bus commands (the twin of {@code tests/support/rolling_child.py}, same output lines):
  * <pre>
  *  rolling-write dir segmentSize recordSize count writerId [--retain-segments n] [--retain-bytes n]
- *      [--retain-age-ms n]: 8-byte records (int32 writerId, int32 i); prints "wrote N committed M"
+ *      [--retain-age-ms n] [--sync none|segment|interval] [--sync-interval-ms n] [--sync-at-end]
+ *      [--pause-every n] [--time-index]: 8-byte records (int32 writerId, int32 i); prints "wrote N committed M"
  *  rolling-write-objects dir segmentSize recordSize count price|token|trade writerId [--retain-...]
  *  rolling-read dir segmentSize recordSize count [--idle-exit ms] [--on-gap raise|skip] [--timeout ms]
- *      [--read-only] [--start pos|end]: "position meta payloadhex" per record, then
+ *      [--read-only] [--start pos|end] [--since epochNanos] [--consumer name]: "position meta payloadhex" per
+ *      record, then
  *      "END n lost=L skipped=S" (or "GAP lostFrom lostTo lost")
  *  rolling-read-objects dir segmentSize recordSize count price|token|trade [options of rolling-read]
+ *  rolling-seek-time dir epochNanos...: per time, the first record's position after seekTime, or "END"
  *  rolling-bench-write dir segmentSize|0 count: PriceUpdates as fast as possible; "wrote N seconds"
  *      (0: one single file dir/single.bus instead); prints "rolls R max_ns=X mean_ns=Y" too
  *  rolling-bench-read dir segmentSize|0 count: "read N seconds", timed from the first record
@@ -37,13 +40,20 @@ import java.util.Arrays;
 public final class RollingTool {
     static final String USAGE = String.join("\n",
             "  rolling-write <dir> <segmentSize> <recordSize> <count> <writerId> [--retain-segments n]",
-            "      [--retain-bytes n] [--retain-age-ms n]: as write-bytes, on a rolling bus",
+            "      [--retain-bytes n] [--retain-age-ms n] [--sync none|segment|interval] [--sync-interval-ms n]",
+            "      [--sync-at-end] [--pause-every n] [--time-index]: as write-bytes, on a rolling bus (--sync-at-end:",
+            "      sync() before closing; --pause-every: a 2 ms sleep before every n-th record; --time-index: the",
+            "      bus keeps a time index)",
             "  rolling-write-objects <dir> <segmentSize> <recordSize> <count> price|token|trade <writerId> [--retain-...]",
             "  rolling-read <dir> <segmentSize> <recordSize> <count> [--idle-exit ms] [--on-gap raise|skip]",
-            "      [--timeout ms] [--read-only] [--start pos|end]: global positions; ends with",
+            "      [--timeout ms] [--read-only] [--start pos|end] [--since epochNanos] [--consumer name]: global",
+            "      positions (--since: seekTime first; --consumer: read as that named consumer, committed at the end); ends with",
             "      'END <n> lost=<n> skipped=<n>' or 'GAP <lostFrom> <lostTo> <lost>'",
             "  rolling-read-objects <dir> <segmentSize> <recordSize> <count> price|token|trade [rolling-read options]",
-            "  rolling-bench-write <dir> <segmentSize|0 for a single file> <count>: PriceUpdates;",
+            "  rolling-seek-time <dir> <epochNanos>...: per time, the position of the first record seekTime reads,",
+            "      or 'END'",
+            "  rolling-bench-write <dir> <segmentSize|0 for a single file> <count> [--sync policy]",
+            "      [--sync-interval-ms n] [--time-index on|off]: PriceUpdates;",
             "      'wrote <n> <seconds>' and 'rolls <n> max_ns=<ns> mean_ns=<ns>'",
             "  rolling-bench-read <dir> <segmentSize|0> <count>: 'read <n> <seconds>' from the first record");
 
@@ -71,12 +81,15 @@ public final class RollingTool {
             case "rolling-read":
                 need(a, 4, cmd);
                 return read(a, null, 4);
+            case "rolling-seek-time":
+                need(a, 2, cmd);
+                return seekTime(a);
             case "rolling-read-objects":
                 need(a, 5, cmd);
                 return read(a, kind(a[4]), 5);
             case "rolling-bench-write":
                 need(a, 3, cmd);
-                return benchWrite(a[0], num(a[1]), num(a[2]));
+                return benchWrite(a[0], num(a[1]), num(a[2]), Arrays.copyOfRange(a, 3, a.length));
             case "rolling-bench-read":
                 need(a, 3, cmd);
                 return benchRead(a[0], num(a[1]), num(a[2]));
@@ -89,11 +102,21 @@ public final class RollingTool {
         long count = num(a[3]);
         int id = (int) num(a[idAt]);
         long[] retain = new long[3];
+        String sync = "none";
+        long syncIntervalMs = 1000;
+        boolean syncAtEnd = false;
+        long pauseEvery = 0;
+        boolean timeIndex = false;
         for (int i = optsFrom; i < a.length; i++) {
             switch (a[i]) {
                 case "--retain-segments": retain[0] = num(value(a, ++i)); break;
                 case "--retain-bytes": retain[1] = num(value(a, ++i)); break;
                 case "--retain-age-ms": retain[2] = num(value(a, ++i)); break;
+                case "--sync": sync = value(a, ++i); break;
+                case "--sync-interval-ms": syncIntervalMs = num(value(a, ++i)); break;
+                case "--sync-at-end": syncAtEnd = true; break;
+                case "--pause-every": pauseEvery = num(value(a, ++i)); break;
+                case "--time-index": timeIndex = true; break;
                 default: throw new BadArgs("unknown option " + a[i]);
             }
         }
@@ -103,9 +126,22 @@ public final class RollingTool {
         PriceUpdate price = new PriceUpdate();
         Token token = new Token();
         Trade trade = new Trade();
-        try (RollingBusWriter w = new RollingBusWriter(a[0], num(a[1]), (int) num(a[2]))
-                .setRetention(retain[0], retain[1], retain[2]).open()) {
+        RollingBusWriter w0 = new RollingBusWriter(a[0], num(a[1]), (int) num(a[2]))
+                .setRetention(retain[0], retain[1], retain[2]).setSync(sync)
+                .setSyncInterval(syncIntervalMs, java.util.concurrent.TimeUnit.MILLISECONDS);
+        if (timeIndex) {
+            w0.setTimeIndex(true);
+        }
+        try (RollingBusWriter w = w0.open()) {
             for (long i = 0; i < count; i++) {
+                if (pauseEvery > 0 && i % pauseEvery == 0) {
+                    try {
+                        Thread.sleep(2);
+                    } catch (InterruptedException e) {
+                        Thread.currentThread().interrupt();
+                        break;
+                    }
+                }
                 boolean ok;
                 switch (kind) {
                     case "bytes":
@@ -138,6 +174,9 @@ public final class RollingTool {
                     committed++;
                 }
             }
+            if (syncAtEnd) {
+                w.sync();
+            }
         } finally {
             System.out.println("wrote " + wrote + " committed " + committed);
         }
@@ -152,8 +191,12 @@ public final class RollingTool {
         boolean readOnly = false;
         int timeoutMs = Layout.DEFAULT_TIMEOUT_MS;
         String start = null;
+        String since = null;
+        String consumer = null;
         for (int i = optsFrom; i < a.length; i++) {
             switch (a[i]) {
+                case "--since": since = value(a, ++i); break;
+                case "--consumer": consumer = value(a, ++i); break;
                 case "--idle-exit": idleExitMs = num(value(a, ++i)); break;
                 case "--timeout": timeoutMs = (int) num(value(a, ++i)); break;
                 case "--read-only": readOnly = true; break;
@@ -170,10 +213,17 @@ public final class RollingTool {
         }
         PrintWriter out = new PrintWriter(new BufferedWriter(
                 new OutputStreamWriter(System.out, StandardCharsets.US_ASCII), 1 << 16));
-        try (RollingBusReader r = new RollingBusReader(a[0], num(a[1]), recordSize, readOnly)
-                .setFailOnGap(!skip).setTimeout(timeoutMs).open()) {
+        RollingBusReader opening = new RollingBusReader(a[0], num(a[1]), recordSize, readOnly)
+                .setFailOnGap(!skip).setTimeout(timeoutMs);
+        if (consumer != null) {
+            opening.setConsumer(consumer);
+        }
+        try (RollingBusReader r = opening.open()) {
             long n = 0;
             try {
+                if (since != null) {
+                    r.seekTime(num(since));
+                }
                 if ("end".equals(start)) {
                     r.seekToEnd();
                 } else if (start != null) {
@@ -218,6 +268,9 @@ public final class RollingTool {
                 out.println("GAP " + e.lostFrom() + " " + e.lostTo() + " " + e.lost());
                 return 0;
             }
+            if (consumer != null) {
+                r.commit(); // what was read: the next reader of that name goes on from here
+            }
             out.println("END " + n + " lost=" + r.lost() + " skipped=" + r.rolledBackSkipped());
         } finally {
             out.flush();
@@ -226,12 +279,24 @@ public final class RollingTool {
     }
 
     // Throughput of one writer: PriceUpdates on a rolling bus, or (segmentSize 0) on one file big enough.
-    private static int benchWrite(String dir, long segmentSize, long count) throws IOException {
+    private static int benchWrite(String dir, long segmentSize, long count, String[] opts)
+            throws IOException, BadArgs {
         PriceUpdate m = new PriceUpdate(1, 2, 3);
         long t0;
         long t1;
         if (segmentSize > 0) {
-            try (RollingBusWriter w = new RollingBusWriter(dir, segmentSize, PriceUpdate.SIZE).open()) {
+            RollingBusWriter w0 = new RollingBusWriter(dir, segmentSize, PriceUpdate.SIZE);
+            for (int i = 0; i < opts.length; i++) {
+                switch (opts[i]) {
+                    case "--sync": w0.setSync(value(opts, ++i)); break;
+                    case "--sync-interval-ms":
+                        w0.setSyncInterval(num(value(opts, ++i)), java.util.concurrent.TimeUnit.MILLISECONDS);
+                        break;
+                    case "--time-index": w0.setTimeIndex(value(opts, ++i).equals("on")); break;
+                    default: throw new BadArgs("unknown option " + opts[i]);
+                }
+            }
+            try (RollingBusWriter w = w0.open()) {
                 t0 = System.nanoTime();
                 for (long i = 0; i < count; i++) {
                     m.setPrice((int) i);
@@ -326,6 +391,17 @@ public final class RollingTool {
             throw new BadArgs(a[i - 1] + " needs a value");
         }
         return a[i];
+    }
+
+    // rolling-seek-time dir t...: for each time, where seekTime puts a reader: its first record's position, or END.
+    private static int seekTime(String[] a) throws BadArgs, IOException {
+        try (RollingBusReader r = new RollingBusReader(a[0], true).open()) {
+            for (int i = 1; i < a.length; i++) {
+                r.seekTime(num(a[i]));
+                System.out.println(r.next() ? Long.toString(r.recordPosition()) : "END");
+            }
+        }
+        return 0;
     }
 
     private static long num(String s) throws BadArgs {

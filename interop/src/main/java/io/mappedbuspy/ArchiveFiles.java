@@ -1,0 +1,299 @@
+package io.mappedbuspy;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.ByteBuffer;
+import java.nio.channels.Channels;
+import java.nio.channels.FileChannel;
+import java.nio.file.DirectoryStream;
+import java.nio.file.Files;
+import java.nio.file.LinkOption;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.util.TreeMap;
+
+/**
+ * A rolling bus's archive directory (docs/design/journal.md; the layout is Layout's "the journal", Python's
+ * {@code mappedbus_py/formats/archive.py}): its settings as bus.meta keeps them ({@link Config}), the names of
+ * archived segments, and their bytes: the segment's own bytes ({@code ARCHIVE/<20 digits>.bus}, which the Java
+ * original reads as a single-file bus), or one zstd or LZ4 frame of them ({@code .bus.zst}, {@code .bus.lz4};
+ * {@link ArchiveCodec}). An archived segment is full and settled: it is read, never written.
+ */
+public final class ArchiveFiles {
+    private ArchiveFiles() {
+    }
+
+    /** How an archived segment's bytes are stored, with bus.meta's name and the file name's suffix. */
+    public enum Compression {
+        /** The segment's bytes as they were. */
+        NONE("none", Layout.ARCHIVE_SUFFIX_NONE),
+        /** One zstd frame. */
+        ZSTD("zstd", Layout.ARCHIVE_SUFFIX_ZSTD),
+        /** One LZ4 frame. */
+        LZ4("lz4", Layout.ARCHIVE_SUFFIX_LZ4);
+
+        private final String text;
+        private final String suffix;
+
+        Compression(String text, String suffix) {
+            this.text = text;
+            this.suffix = suffix;
+        }
+
+        /** @return the name bus.meta stores ({@code archive_compress}) */
+        public String text() {
+            return text;
+        }
+
+        /** @return the suffix after {@code .bus} of an archived segment's name */
+        public String suffix() {
+            return suffix;
+        }
+
+        /**
+         * The compression bus.meta names.
+         *
+         * @param text none, zstd or lz4
+         * @return it
+         * @throws IllegalArgumentException for another name
+         */
+        public static Compression of(String text) {
+            for (Compression c : values()) {
+                if (c.text.equals(text)) {
+                    return c;
+                }
+            }
+            throw new IllegalArgumentException("archive compression must be none, zstd or lz4, got '" + text + "'");
+        }
+    }
+
+    /**
+     * A bus's archive tier as bus.meta stores it.
+     *
+     * @param dir            the archive directory (absolute)
+     * @param after          full segments kept hot
+     * @param ageMs          a full segment older than this moves even within {@code after} (0: no age)
+     * @param compress       how archived segments are stored
+     * @param retainSegments the archive's retention: most segments (0: no limit)
+     * @param retainBytes    most bytes (0: no limit)
+     * @param retainAgeMs    oldest age (0: no limit)
+     */
+    public record Config(Path dir, long after, long ageMs, Compression compress, long retainSegments,
+                         long retainBytes, long retainAgeMs) { }
+
+    /**
+     * The archive settings of a bus, or null for a bus without an archive.
+     *
+     * @param meta the bus's metadata
+     * @param path its file, for messages
+     * @return the settings, or null
+     * @throws CorruptBusException if the keys do not make settings
+     */
+    public static Config config(BusMeta meta, String path) throws CorruptBusException {
+        String dir = meta.extra("archive_dir");
+        if (dir == null) {
+            return null;
+        }
+        try {
+            Config c = new Config(Path.of(dir), num(meta, "archive_after", 1), num(meta, "archive_age_ms", 0),
+                    Compression.of(meta.extra("archive_compress") == null ? "none" : meta.extra("archive_compress")),
+                    num(meta, "archive_retain_segments", 0), num(meta, "archive_retain_bytes", 0),
+                    num(meta, "archive_retain_age_ms", 0));
+            if (!c.dir().isAbsolute()) {
+                throw new IllegalArgumentException("archive_dir '" + dir + "' is not an absolute path");
+            }
+            return c;
+        } catch (IllegalArgumentException e) {
+            throw new CorruptBusException(path + ": archive settings are not valid: " + e.getMessage());
+        }
+    }
+
+    private static long num(BusMeta meta, String key, long dflt) {
+        String v = meta.extra(key);
+        if (v == null) {
+            return dflt;
+        }
+        if (v.isEmpty() || !v.chars().allMatch(ch -> ch >= '0' && ch <= '9') || v.length() > 18) {
+            throw new IllegalArgumentException(key + "='" + v + "' is not a non-negative integer");
+        }
+        return Long.parseLong(v);
+    }
+
+    /**
+     * An archived segment's file.
+     *
+     * @param segment     its index
+     * @param path        the file
+     * @param compression how its bytes are stored
+     */
+    public record Archived(long segment, Path path, Compression compression) { }
+
+    /**
+     * The archive file name of segment {@code index}.
+     *
+     * @param index       the segment
+     * @param compression how it is stored
+     * @return {@code <20 digits>.bus} and the compression's suffix
+     */
+    public static String name(long index, Compression compression) {
+        return Layout.segmentName(index) + compression.suffix();
+    }
+
+    /**
+     * The archived segment a file name names, or null if it names none.
+     *
+     * @param dir  the archive directory
+     * @param name a file name in it
+     * @return the segment, or null
+     */
+    public static Archived parse(Path dir, String name) {
+        for (Compression c : new Compression[] {Compression.ZSTD, Compression.LZ4, Compression.NONE}) {
+            if (!c.suffix().isEmpty() && !name.endsWith(c.suffix())) {
+                continue;
+            }
+            long i = Layout.segmentIndex(name.substring(0, name.length() - c.suffix().length()));
+            if (i >= 0) {
+                return new Archived(i, dir.resolve(name), c);
+            }
+        }
+        return null;
+    }
+
+    /**
+     * The archived segments in {@code dir} (none if it does not exist), by index.
+     *
+     * @param dir the archive directory
+     * @return its segments, ascending
+     * @throws CorruptBusException if one segment is there in two forms
+     * @throws IOException         if the directory cannot be listed
+     */
+    public static TreeMap<Long, Archived> list(Path dir) throws IOException {
+        TreeMap<Long, Archived> out = new TreeMap<>();
+        try (DirectoryStream<Path> s = Files.newDirectoryStream(dir)) {
+            for (Path p : s) {
+                Archived a = parse(dir, p.getFileName().toString());
+                if (a == null) {
+                    continue;
+                }
+                Archived twice = out.put(a.segment(), a);
+                if (twice != null) {
+                    throw new CorruptBusException(dir + " holds segment " + a.segment() + " twice ("
+                            + twice.path().getFileName() + " and " + p.getFileName()
+                            + "): an archive holds one form of each segment");
+                }
+            }
+        } catch (NoSuchFileException e) {
+            return out;
+        }
+        return out;
+    }
+
+    /**
+     * Segment {@code index} in {@code dir}, in whichever form it is there, or null if it is not.
+     *
+     * @param dir   the archive directory
+     * @param index the segment
+     * @return its file, or null
+     * @throws CorruptBusException if it is there in two forms
+     */
+    public static Archived find(Path dir, long index) throws CorruptBusException {
+        Archived found = null;
+        for (Compression c : Compression.values()) {
+            Path p = dir.resolve(name(index, c));
+            if (Files.exists(p, LinkOption.NOFOLLOW_LINKS)) {
+                if (found != null) {
+                    throw new CorruptBusException(dir + " holds segment " + index + " twice ("
+                            + found.path().getFileName() + " and " + p.getFileName()
+                            + "): an archive holds one form of each segment");
+                }
+                found = new Archived(index, p, c);
+            }
+        }
+        return found;
+    }
+
+    /**
+     * A bus file mapped read-only (as {@code new MemoryMappedFile(path, fileSize, true)}), or, for a rolling bus's
+     * segment no longer in its hot directory, that segment from the bus's archive (docs/journal.md): what a reader
+     * that was given a segment's path (a Spark task planned before the segment moved) opens.
+     *
+     * @param path     a bus file, or a segment of a rolling bus ({@code DIR/<20 digits>.bus})
+     * @param fileSize its logical size
+     * @return its bytes; the caller closes them. {@link MemoryMappedFile#path()} names the archived file when the
+     *         segment came from the archive
+     * @throws NoSuchFileException if it is in neither tier
+     * @throws IOException         as {@link #open}
+     */
+    public static MemoryMappedFile mapForRead(String path, long fileSize) throws IOException {
+        try {
+            return new MemoryMappedFile(path, fileSize, true);
+        } catch (NoSuchFileException e) {
+            Path p = Path.of(path);
+            long index = p.getFileName() == null ? -1 : Layout.segmentIndex(p.getFileName().toString());
+            Path metaPath = p.resolveSibling(Layout.META_FILE);
+            BusMeta meta = index < 0 ? null : BusMeta.read(metaPath, false);
+            Config cfg = meta == null || meta.kind() != BusKind.ROLLING ? null : config(meta, metaPath.toString());
+            Archived a = cfg == null ? null : find(cfg.dir(), index);
+            if (a == null) {
+                throw e;
+            }
+            return open(a, meta.segmentSize(), meta.recordSize(), false);
+        }
+    }
+
+    /**
+     * An archived segment's bytes for reading: the file mapped read-only when stored as it was, else decompressed
+     * into memory ({@link MemoryMappedFile#inMemory}). Either way {@code mappedSize(segmentSize)} bytes whose limit is
+     * on the record grid.
+     *
+     * @param a            the archived segment
+     * @param segmentSize  the bus's segment size
+     * @param recordSize   the bus's record size
+     * @param allowForeign accept a file of another user, or writable by group or others
+     * @return its bytes; the caller closes them
+     * @throws NoSuchFileException    if the file is gone (retention of the archive removed it)
+     * @throws CorruptBusException    if the file is not a segment of this size (truncated, corrupt or foreign)
+     * @throws UnsafeBusFileException if it is a link, or foreign
+     */
+    public static MemoryMappedFile open(Archived a, long segmentSize, int recordSize, boolean allowForeign)
+            throws IOException {
+        long size = Layout.mappedSize(segmentSize);
+        MemoryMappedFile m;
+        if (a.compression() == Compression.NONE) {
+            BusFiles.checkTrusted(a.path(), allowForeign);
+            long len = Files.size(a.path());
+            if (len != size) {
+                throw new CorruptBusException(a.path() + " holds " + len + " bytes, not a segment's " + size
+                        + " (mapped_size(segment_size)): truncated, or another bus's");
+            }
+            MemoryMappedFile.OpenOptions o = new MemoryMappedFile.OpenOptions();
+            o.readOnly = true;
+            o.allowForeign = allowForeign;
+            m = MemoryMappedFile.open(a.path().toString(), segmentSize, o);
+        } else {
+            BusFiles.checkTrusted(a.path(), allowForeign);
+            if (size > Integer.MAX_VALUE) {
+                throw new IllegalArgumentException("a compressed archive of " + size + "-byte segments cannot be read "
+                        + "into memory (at most " + Integer.MAX_VALUE + " bytes): archive such a bus uncompressed");
+            }
+            ByteBuffer dst = ByteBuffer.allocateDirect((int) size);
+            try (FileChannel ch = FileChannel.open(a.path(), StandardOpenOption.READ, LinkOption.NOFOLLOW_LINKS);
+                 InputStream in = Channels.newInputStream(ch)) {
+                ArchiveCodec.decompress(new java.io.BufferedInputStream(in, 1 << 16), a.compression(), dst, a.path());
+            } catch (IOException | RuntimeException e) {
+                UnsafeAccess.unmap(dst);
+                throw e;
+            }
+            m = MemoryMappedFile.inMemory(a.path().toString(), dst);
+        }
+        long limit = m.getLongAcquire(Layout.LIMIT_OFFSET);
+        // (A full segment's limit may lie past its end: the writers' fetch-and-adds that found it full.)
+        if (limit != 0 && !Layout.isRecordBoundary(limit, recordSize)) {
+            m.closeAndUnmap();
+            throw new CorruptBusException(a.path() + ": its limit " + limit + " is not on the record grid of a segment "
+                    + "of segmentSize " + segmentSize + " and recordSize " + recordSize + " (corrupt, or another bus's)");
+        }
+        return m;
+    }
+}

@@ -1,0 +1,233 @@
+package io.mappedbuspy;
+
+import java.io.IOException;
+import java.io.OutputStream;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
+import java.util.ArrayList;
+import java.util.List;
+
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/**
+ * The journal on the JVM side (docs/journal.md): a rolling writer's time index and {@link RollingBusReader#seekTime},
+ * {@link RollingBusWriter#sync()}, and readers that go on from the hot directory into the archive (segments moved
+ * there as the Python archiver moves them: the bytes as they were, or one zstd or LZ4 frame of them).
+ */
+public final class JournalTest {
+    private static final long SEGMENT = 4096;
+    private static final int RECORD = 24;
+    // Records in one segment of SEGMENT bytes: (4096 - 8) / 32.
+    private static final int PER_SEGMENT = (int) ((SEGMENT - Layout.FIRST_RECORD_OFFSET) / Layout.slotSize(RECORD));
+
+    @TempDir
+    Path tmp;
+
+    private static byte[] payload(int i) {
+        return ("rec-" + i).getBytes(StandardCharsets.UTF_8);
+    }
+
+    // n records numbered from 0, with `pauseEvery` records between 2 ms pauses (entries at millisecond boundaries).
+    private static List<Long> writeRecords(Path dir, int n, int pauseEvery) throws Exception {
+        List<Long> times = new ArrayList<>();
+        try (RollingBusWriter w = new RollingBusWriter(dir.toString(), SEGMENT, RECORD).setTimeIndex(true).open()) {
+            for (int i = 0; i < n; i++) {
+                if (pauseEvery > 0 && i % pauseEvery == 0) {
+                    Thread.sleep(2);
+                    times.add(System.currentTimeMillis() * 1_000_000L);
+                }
+                byte[] p = payload(i);
+                assertTrue(w.write(p, 0, p.length));
+            }
+        }
+        return times;
+    }
+
+    private static List<String> readAll(RollingBusReader r) throws IOException {
+        List<String> out = new ArrayList<>();
+        byte[] buf = new byte[RECORD];
+        while (r.next()) {
+            int len = r.readBuffer(buf, 0);
+            out.add(new String(buf, 0, len, StandardCharsets.UTF_8));
+        }
+        return out;
+    }
+
+    private static List<String> expected(int from, int to) {
+        List<String> out = new ArrayList<>();
+        for (int i = from; i < to; i++) {
+            out.add("rec-" + i);
+        }
+        return out;
+    }
+
+    @Test
+    void writerAppendsATimeIndexThatSeekTimeUses() throws Exception {
+        Path dir = tmp.resolve("bus");
+        int n = PER_SEGMENT * 3;
+        List<Long> pauses = writeRecords(dir, n, 20);
+        // Every segment has an index, each entry on the record grid of its segment.
+        RollingDir d = RollingDir.open(dir.toString(), false);
+        for (long k : d.segments()) {
+            if (d.limitOf(k) == Layout.FIRST_RECORD_OFFSET) {
+                continue; // the spare: no record, no index
+            }
+            TimeIndex ix = d.timeIndex(k);
+            assertFalse(ix.empty(), "segment " + k + " has entries");
+        }
+        try (RollingBusReader r = new RollingBusReader(dir.toString()).open()) {
+            for (int j = 0; j < pauses.size(); j++) {
+                // After the j-th pause (records from 20*j on were written after the clock read `pauses[j]`): a seek
+                // to that time finds no record before 20*j - the records of the millisecond before it at most.
+                r.seekTime(pauses.get(j));
+                List<String> got = readAll(r);
+                assertFalse(got.isEmpty());
+                int first = Integer.parseInt(got.get(0).substring(4));
+                assertTrue(first <= 20 * j, "seekTime(" + pauses.get(j) + ") starts at " + first + " > " + 20 * j);
+                assertEquals(expected(first, n), got);
+            }
+            r.seekTime(System.currentTimeMillis() * 1_000_000L + 10_000_000_000L);
+            assertFalse(r.next(), "a time after every record: at the end");
+            r.seekTime(0);
+            assertEquals(expected(0, n), readAll(r));
+        }
+    }
+
+    @Test
+    void aBusWithoutATimeIndexRefusesSeekTimeAndAnIndexedOneKeepsIt() throws Exception {
+        Path dir = tmp.resolve("bus");
+        try (RollingBusWriter w = new RollingBusWriter(dir.toString(), SEGMENT, RECORD).open()) {
+            assertFalse(w.timeIndex());
+            byte[] p = payload(0);
+            w.write(p, 0, p.length);
+        }
+        assertFalse(Files.exists(dir.resolve(Layout.TIME_INDEX_DIR)), "no index kept: none written");
+        try (RollingBusReader r = new RollingBusReader(dir.toString()).open()) {
+            IllegalStateException e = assertThrows(IllegalStateException.class, () -> r.seekTime(0));
+            assertTrue(e.getMessage().contains("no time index"), e.getMessage());
+        }
+        try (RollingBusWriter w = new RollingBusWriter(dir.toString()).setTimeIndex(true).open()) {
+            assertTrue(w.timeIndex());
+        }
+        try (RollingBusWriter w = new RollingBusWriter(dir.toString()).open()) {
+            assertTrue(w.timeIndex(), "the bus's setting, from bus.meta");
+        }
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                () -> new RollingBusWriter(dir.toString()).setTimeIndex(false).open());
+        assertTrue(e.getMessage().contains("time_index=1"), e.getMessage());
+    }
+
+    @Test
+    void syncPoliciesAreChosenByName() throws Exception {
+        assertEquals(SyncPolicy.INTERVAL, SyncPolicy.of("interval"));
+        assertThrows(IllegalArgumentException.class, () -> SyncPolicy.of("always"));
+        Path dir = tmp.resolve("bus");
+        try (RollingBusWriter w = new RollingBusWriter(dir.toString(), SEGMENT, RECORD).setSync("segment")
+                .open()) {
+            for (int i = 0; i < PER_SEGMENT * 2; i++) {
+                byte[] p = payload(i);
+                w.write(p, 0, p.length);
+            }
+            w.sync();
+            assertEquals(SyncPolicy.SEGMENT, w.syncPolicy());
+        }
+        assertThrows(IllegalStateException.class, () -> new RollingBusWriter(dir.toString()).sync());
+    }
+
+    // Segments 0..moved-1 of a bus moved to an archive as the Python archiver leaves them, bus.meta told.
+    private static Path archive(Path dir, int moved, ArchiveFiles.Compression how) throws Exception {
+        Path arch = dir.resolveSibling("archive");
+        Files.createDirectories(arch.resolve(Layout.TIME_INDEX_DIR));
+        for (long k = 0; k < moved; k++) {
+            Path hot = dir.resolve(Layout.segmentName(k));
+            byte[] bytes = Files.readAllBytes(hot);
+            Path to = arch.resolve(ArchiveFiles.name(k, how));
+            try (OutputStream out = Files.newOutputStream(to)) {
+                switch (how) {
+                    case NONE -> out.write(bytes);
+                    case ZSTD -> out.write(com.github.luben.zstd.Zstd.compress(bytes, 3));
+                    case LZ4 -> {
+                        try (net.jpountz.lz4.LZ4FrameOutputStream z = new net.jpountz.lz4.LZ4FrameOutputStream(out)) {
+                            z.write(bytes);
+                        }
+                    }
+                    default -> throw new AssertionError(how);
+                }
+            }
+            Files.move(TimeIndex.path(dir, k), TimeIndex.path(arch, k));
+            Files.delete(hot);
+        }
+        String keys = "archive_dir=" + arch.toAbsolutePath() + "\narchive_after=1\narchive_age_ms=0\narchive_compress="
+                + how.text() + "\narchive_retain_segments=0\narchive_retain_bytes=0\narchive_retain_age_ms=0\n";
+        Files.writeString(dir.resolve(Layout.META_FILE), keys, StandardOpenOption.APPEND);
+        return arch;
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"none", "zstd", "lz4"})
+    void readerGoesOnFromTheArchiveIntoTheHotDirectory(String how) throws Exception {
+        Path dir = tmp.resolve("bus");
+        int n = PER_SEGMENT * 4 + 5;
+        List<Long> pauses = writeRecords(dir, n, 40);
+        archive(dir, 3, ArchiveFiles.Compression.of(how));
+        try (RollingBusReader r = new RollingBusReader(dir.toString()).open()) {
+            assertEquals(0, r.segment(), "the oldest segment is the archive's");
+            assertEquals(expected(0, n), readAll(r));
+        }
+        // seekTime finds positions in archived segments through their moved indexes.
+        try (RollingBusReader r = new RollingBusReader(dir.toString()).open()) {
+            r.seekTime(pauses.get(2));
+            List<String> got = readAll(r);
+            int first = Integer.parseInt(got.get(0).substring(4));
+            assertTrue(first <= 80 && first > 40 - PER_SEGMENT, "starts at " + first);
+            assertEquals(expected(first, n), got);
+        }
+        // A named consumer whose position lies in the archive reads on from there.
+        long at = Layout.joinPosition(1, Layout.FIRST_RECORD_OFFSET, SEGMENT);
+        try (RollingBusReader r = new RollingBusReader(dir.toString()).setConsumer("c", at).open()) {
+            assertEquals(expected(PER_SEGMENT, n), readAll(r));
+        }
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"zstd", "lz4", "none"})
+    void aTruncatedOrCorruptArchiveFileIsAClearError(String how) throws Exception {
+        Path dir = tmp.resolve("bus");
+        writeRecords(dir, PER_SEGMENT * 2 + 1, 0);
+        Path arch = archive(dir, 1, ArchiveFiles.Compression.of(how));
+        Path f = arch.resolve(ArchiveFiles.name(0, ArchiveFiles.Compression.of(how)));
+        byte[] whole = Files.readAllBytes(f);
+        Files.write(f, java.util.Arrays.copyOf(whole, whole.length / 2));
+        CorruptBusException e = assertThrows(CorruptBusException.class,
+                () -> new RollingBusReader(dir.toString()).open().next());
+        assertTrue(e.getMessage().contains(f.toString()), e.getMessage());
+        // Garbage of the right name: not a frame.
+        byte[] junk = new byte[whole.length];
+        java.util.Arrays.fill(junk, (byte) 0x5a);
+        Files.write(f, junk);
+        e = assertThrows(CorruptBusException.class, () -> new RollingBusReader(dir.toString()).open().next());
+        assertTrue(e.getMessage().contains(f.toString()), e.getMessage());
+    }
+
+    @Test
+    void aSegmentInTwoFormsInTheArchiveIsAnError() throws Exception {
+        Path dir = tmp.resolve("bus");
+        writeRecords(dir, PER_SEGMENT * 2 + 1, 0);
+        Path arch = archive(dir, 1, ArchiveFiles.Compression.NONE);
+        Files.copy(arch.resolve(ArchiveFiles.name(0, ArchiveFiles.Compression.NONE)),
+                arch.resolve(ArchiveFiles.name(0, ArchiveFiles.Compression.ZSTD)));
+        CorruptBusException e = assertThrows(CorruptBusException.class,
+                () -> new RollingBusReader(dir.toString()).open());
+        assertTrue(e.getMessage().contains("twice"), e.getMessage());
+    }
+}

@@ -1,0 +1,202 @@
+"""The journal (issue 37) with Java writers and readers, in one run (perf/bench_journal.py is the
+Python side's; this one shares its setup):
+
+    python3 perf/bench_journal_java.py            # 3,000,000 records a run
+    python3 perf/bench_journal_java.py --quick    # 600,000
+
+1. **The archiver keeps up with a Java writer**: a Python process holds a writer opened with
+   ``archive=`` (its archiver runs while it is open; it writes nothing), and a Java writer
+   (BusTool rolling-bench-write) writes PriceUpdate records as fast as it can into the same hot
+   bus in /dev/shm (1 MiB segments, ``archive_after=2``, the time index kept), for lz4 and zstd;
+   a watcher process reports the most hot segments with records (target archive_after + 1) and
+   the most hot files. Also the Java writer's rate, and how long after its last write the
+   archive held every full segment.
+2. **Java reading from the archive against memory**: BusTool rolling-bench-read over the same
+   records all hot, and archived (none, lz4, zstd): records/s, decompression included.
+3. **Java writer, sync="interval" (10 ms) against "none"** on a disk directory, and **the time
+   index's cost** (off, on) in /dev/shm.
+
+Rates 2. and 3. are the best of interleaved rounds (a shared machine). Results:
+perf/results/journal-java-<date>.md and .json.
+"""
+import argparse
+import datetime
+import json
+import multiprocessing as mp
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import ROOT, machine  # noqa: E402
+from bench_journal import AFTER, RS, SEG, _f, _watch  # noqa: E402
+
+from mappedbus_py import RollingBusWriter, jvm  # noqa: E402
+from mappedbus_py.formats.archive import list_archived  # noqa: E402
+
+TOOL = "io.mappedbuspy.tools.BusTool"
+
+
+def java(*args):
+    """Runs a BusTool command; its output lines."""
+    out = subprocess.run(jvm.java_command(TOOL, *map(str, args), jvm_args=("-Xmx256m",)),
+                         capture_output=True, text=True, timeout=900)
+    if out.returncode:
+        raise RuntimeError(f"{args}: exit {out.returncode}\n{out.stdout[-2000:]}{out.stderr[-2000:]}")
+    return out.stdout.splitlines()
+
+
+def rate(lines, word):
+    """'wrote N seconds' / 'read N seconds' -> N / seconds."""
+    for line in lines:
+        parts = line.split()
+        if parts and parts[0] == word:
+            return int(parts[1]) / float(parts[2])
+    raise RuntimeError(f"no {word!r} line in {lines}")
+
+
+def _holder(hot, arch, compress, ready, stop, q):
+    # The archiver's host: a Python writer opened with archive=, writing nothing.
+    w = RollingBusWriter(hot, SEG, RS, archive=arch, archive_after=AFTER, compress=compress,
+                         time_index=True).open()
+    ready.set()
+    stop.wait()
+    t0 = time.perf_counter()
+    ok = w.archiver.wait_idle(120)
+    q.put((time.perf_counter() - t0, ok))
+    w.close()
+
+
+def keep_up(n, compress, disk):
+    hot = f"/dev/shm/mbjournal-jbench-{os.getpid()}-{compress}"
+    arch = os.path.join(disk, f"archive-{compress}")
+    shutil.rmtree(hot, ignore_errors=True)
+    ctx = mp.get_context("spawn")
+    ready, stop, done, wq, hq = ctx.Event(), ctx.Event(), ctx.Event(), ctx.Queue(), ctx.Queue()
+    holder = ctx.Process(target=_holder, args=(hot, arch, compress, ready, done, hq))
+    holder.start()
+    assert ready.wait(60)
+    watcher = ctx.Process(target=_watch, args=(hot, stop, wq))
+    watcher.start()
+    time.sleep(0.5)
+    w_rate = rate(java("rolling-bench-write", hot, SEG, n), "wrote")
+    done.set()
+    caught_up, ok = hq.get(timeout=300)
+    holder.join()
+    stop.set()
+    most_live, most_files = wq.get(timeout=60)
+    watcher.join()
+    archived = list_archived(arch)
+    raw = len(archived) * SEG
+    stored = sum(os.path.getsize(os.path.join(arch, name)) for name in archived.values())
+    return hot, {"java_writer_msgs_per_s": w_rate, "archive_caught_up_s": caught_up,
+                 "caught_up": ok, "most_hot_segments_with_records": most_live,
+                 "most_hot_segment_files": most_files, "target": AFTER + 1,
+                 "segments_archived": len(archived),
+                 "compressed_ratio": raw / stored if stored else None}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    a = ap.parse_args()
+    n = 600_000 if a.quick else 3_000_000
+    started = datetime.datetime.now(datetime.timezone.utc)
+    load0 = os.getloadavg()[0]
+    disk = tempfile.mkdtemp(prefix="mbjournal-jbench-", dir=os.path.join(ROOT, "build")
+                            if os.path.isdir(os.path.join(ROOT, "build")) else None)
+    res = {"records": n, "segment_size": SEG, "record_size": RS, "archive_after": AFTER}
+    hots = []
+    try:
+        for compress in ("lz4", "zstd"):
+            hot, r = keep_up(n, compress, disk)
+            hots.append(hot)
+            res[f"keep_up_{compress}"] = r
+            print(compress, r, flush=True)
+        # 2. Java reading: all hot, and archived (none, lz4, zstd)
+        mem = f"/dev/shm/mbjournal-jbench-{os.getpid()}-mem"
+        shutil.rmtree(mem, ignore_errors=True)
+        java("rolling-bench-write", mem, SEG, n)
+        hots.append(mem)
+        none_hot = f"/dev/shm/mbjournal-jbench-{os.getpid()}-none"
+        shutil.rmtree(none_hot, ignore_errors=True)
+        with RollingBusWriter(none_hot, SEG, RS, archive=os.path.join(disk, "archive-none"),
+                              archive_after=0) as w:
+            java("rolling-bench-write", none_hot, SEG, n)
+            w.archiver.wait_idle(120)
+        hots.append(none_hot)
+        paths = {"memory": mem, "archive_none": none_hot, "archive_lz4": hots[0],
+                 "archive_zstd": hots[1]}
+        reads = {}
+        for _ in range(3):
+            for name, p in paths.items():
+                reads[name] = max(reads.get(name, 0), rate(java("rolling-bench-read", p, SEG, n),
+                                                           "read"))
+        res["java_read_msgs_per_s"] = reads
+        print("read", reads, flush=True)
+        # 3. sync policies on a disk directory; the time index in /dev/shm
+        d = os.path.join(disk, "syncbus")
+        shm = f"/dev/shm/mbjournal-jbench-{os.getpid()}-tix"
+        runs = {"none": [], "interval_10ms": [], "time_index_off": [], "time_index_on": []}
+        for _ in range(3):
+            for name, (path, opts) in {
+                    "none": (d, ()), "interval_10ms": (d, ("--sync", "interval", "--sync-interval-ms", 10)),
+                    "time_index_off": (shm, ("--time-index", "off")),
+                    "time_index_on": (shm, ("--time-index", "on"))}.items():
+                shutil.rmtree(path, ignore_errors=True)
+                runs[name].append(rate(java("rolling-bench-write", path, SEG, n, *opts), "wrote"))
+                shutil.rmtree(path, ignore_errors=True)
+        res["java_writer_msgs_per_s"] = {k: max(v) for k, v in runs.items()}
+        print("writer", res["java_writer_msgs_per_s"], flush=True)
+    finally:
+        for h in hots:
+            shutil.rmtree(h, ignore_errors=True)
+        shutil.rmtree(disk, ignore_errors=True)
+    res["machine"] = machine()
+    res["load_average_start"], res["load_average_end"] = load0, os.getloadavg()[0]
+    stamp = started.strftime("%Y-%m-%d-%H%M")
+    out = os.path.join(ROOT, "perf", "results", f"journal-java-{stamp}")
+    with open(out + ".json", "w") as f:
+        json.dump(res, f, indent=1)
+    with open(out + ".md", "w") as f:
+        f.write(report(res, started))
+    print(report(res, started))
+    print("wrote", out + ".md")
+
+
+def report(res, started):
+    m = res["machine"]
+    lines = [f"# The journal with Java (issue 37), {started:%Y-%m-%d %H:%M:%S %z}", "",
+             f"Machine: {m.get('machine_cpu', '?')}, {m.get('machine_cores', '?')} cores, Linux "
+             f"{m.get('machine_kernel', '?')}. Load average {res['load_average_start']:.2f} at "
+             f"start, {res['load_average_end']:.2f} at end (a shared machine). "
+             f"{res['records']:,} PriceUpdate records (12 bytes) a run, 1 MiB segments, "
+             f"archive_after={res['archive_after']}; the archiver is Python's.", "",
+             "| Python archiver, Java writer | Java writer msgs/s | most hot segments with records "
+             "(target archive_after+1) | most hot files | archive caught up after the last write "
+             "| compressed ratio |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
+    for c in ("lz4", "zstd"):
+        r = res[f"keep_up_{c}"]
+        ratio = f"{r['compressed_ratio']:.1f}x" if r["compressed_ratio"] else "-"
+        lines.append(f"| {c} | {_f(r['java_writer_msgs_per_s'])} | "
+                     f"{r['most_hot_segments_with_records']} | {r['most_hot_segment_files']} | "
+                     f"{r['archive_caught_up_s'] * 1000:.0f} ms | {ratio} |")
+    rd = res["java_read_msgs_per_s"]
+    lines += ["", "| Java reader, every record | records/s | against memory |",
+              "| --- | ---: | ---: |"]
+    for k in ("memory", "archive_none", "archive_lz4", "archive_zstd"):
+        lines.append(f"| {k.replace('_', ' ')} | {_f(rd[k])} | {rd[k] / rd['memory']:.2f} |")
+    w = res["java_writer_msgs_per_s"]
+    lines += ["", "| Java writer | msgs/s |", "| --- | ---: |",
+              f"| disk directory, sync none | {_f(w['none'])} |",
+              f"| disk directory, sync interval 10 ms | {_f(w['interval_10ms'])} |",
+              f"| /dev/shm, no time index | {_f(w['time_index_off'])} |",
+              f"| /dev/shm, time index | {_f(w['time_index_on'])} |", ""]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    main()
