@@ -228,6 +228,10 @@ A position on a rolling bus is one int64 across segments::
 so position 8 is the first record of segment 0, as on a single-file bus, and positions
 grow with the total order.
 
+A *framed* bus (metadata ``frames=1``) lays messages of any size over consecutive slots and
+names topics in a topics file beside it: the FRAME_*/TOPICS_* section below, with its
+diagrams, and docs/design/frames.md for the writer's and readers' protocols.
+
 The Java side mirrors these names in ``interop/.../Layout.java``; a test checks they agree.
 """
 
@@ -240,6 +244,7 @@ __all__ = (
     "SEGMENT_SUFFIX", "SEGMENT_DIGITS", "TMP_PREFIX", "SEGMENT_CLAIM_BASE", "SEGMENT_CLAIM_WAIT_MS",
     "slot_size", "record_offset", "writer_slot_offset", "mapped_size", "record_index", "is_record_boundary",
     "segment_name", "segment_index", "split_position", "join_position",
+    "frame_meta", "frame_meta_slots", "frame_slots", "frame_max_length", "topic_entry_offset",
     "CONSTANTS",
 )
 
@@ -585,3 +590,173 @@ def group_word(tag, state, deliveries, owner):
 
 CONSTANTS.update({name: value for name, value in globals().items()
                   if name.startswith("GROUP_") and isinstance(value, int | str)})
+
+
+# -- frames and topics (issue 36; docs/design/frames.md; docs/messages.md) -----------------
+#
+# A *framed* bus (metadata ``frames=1``) carries messages of any size, 0 bytes up to what
+# one file (a rolling bus: one segment) holds. It keeps the 0.5.1 file: the limit, slots of
+# HEADER_SIZE + record_size bytes, the status int32 of each message's first slot. What
+# changes is what lies in the slots. A message of ``length`` bytes takes
+# n = frame_slots(length, record_size) consecutive slots, reserved by ONE fetch-and-add of
+# n * slot_size(record_size) on the limit (so no other message interleaves with it):
+#
+#   pos (first slot)                                                    pos + n * slot
+#   +--------+--------+-----------+----------+----------+--------------------~~-----+
+#   | status | meta   | length    | topic    | flags    | payload: `length` bytes,  |
+#   |  i32   |  i32   |  i64      |  i32     |  i32     | then unused to the end   |
+#   +--------+--------+-----------+----------+----------+--------------------~~-----+
+#   0        4        8           16         20         24 = FRAME_PAYLOAD_OFFSET
+#   ^ STATUS_OFFSET   ^ PAYLOAD_OFFSET + FRAME_LENGTH_OFFSET (the frame header starts
+#            ^ METADATA_OFFSET     where the first slot's payload does)
+#
+#   The payload runs on contiguously through the following n - 1 slots, over their
+#   8-byte headers: slots 2..n have NO header of their own (*continuation slots*), so a
+#   message is one span of bytes [pos + 24, pos + 24 + length) in the mapping, read into
+#   one buffer (or written from one) with a single copy. Nobody reads a continuation
+#   slot's "status": readers move from a message's first slot to the next message's
+#   first slot, pos + n * slot.
+#
+#   meta (int32 at METADATA_OFFSET of the first slot):
+#     bit 31           FRAME_META_FLAG: this slot begins a frame (a message or a padding)
+#     bits 0..30       FRAME_META_COUNT_MASK: n, its slot count (1 <= n <= FRAME_MAX_SLOTS)
+#     0                not written yet (the writer's first store has not landed)
+#     Written FIRST, before the frame header and the payload, by compare-and-swap
+#     0 -> FRAME_META_FLAG | n: readers learn how far to skip a message whose writer died.
+#     A reader that gives up on a first slot whose meta is still 0 sets it by the same
+#     CAS to FRAME_META_FLAG | 1 before it rolls the status back; a writer whose meta CAS
+#     fails was rolled back and writes nothing more (docs/design/frames.md).
+#   status (int32, 0.5.1's): 0 not committed, 1 committed (the whole message, one CAS
+#     0 -> 1 of the first slot's status), 2 rolled back or padding: skip n slots.
+#   length (int64, FRAME_LENGTH_OFFSET from the first slot's payload): payload bytes,
+#     0 <= length <= n * slot - FRAME_PAYLOAD_OFFSET.
+#   topic (int32, FRAME_TOPIC_OFFSET): FRAME_TOPIC_NONE (0), or a topic id 1..TOPICS_MAX
+#     from the bus's topics file.
+#   flags (int32, FRAME_FLAGS_OFFSET): bits 0..7 the payload's encoding,
+#     FRAME_ENCODING_BYTES (0) raw bytes, FRAME_ENCODING_PICKLE (1) a Python object as
+#     below, FRAME_ENCODING_SERIALIZED (2) bytes of an application's serializer (msgpack,
+#     ...); bits 8..31 zero (readers ignore them).
+#
+# Sizes: record_size of a framed bus is a multiple of FRAME_RECORD_ALIGN (8: every frame
+# header's int64 is aligned) and at least FRAME_MIN_RECORD_SIZE (16: an empty message fits
+# one slot). frame_slots(length) = ceil((FRAME_PAYLOAD_OFFSET + length) / slot). A message
+# never spans files: the largest is frame_max_length(file_size, record_size) (a rolling
+# bus: segment_size); a larger one is refused before anything is reserved.
+#
+# The end of a file: a writer whose reservation [pos, pos + n * slot) ends past file_size
+# (another message took the room first) turns the part inside the file into a *padding*:
+# meta CAS 0 -> FRAME_META_FLAG | m (m = the slots of the file from pos on), then status
+# CAS 0 -> 2; then a single-file writer raises BusFullError, a rolling writer rolls to the
+# next segment and writes its message there. Readers skip a padding as a rolled-back frame
+# of m slots. (Slots past the last one that fits are never looked at, as in 0.5.1.)
+#
+# An object (FRAME_ENCODING_PICKLE): pickle protocol 5 with its out-of-band buffers laid
+# out after it, so numpy arrays are copied once, straight into the mapping:
+#
+#   0             4          8                 16                  16 + 8 * k
+#   +-------------+----------+-----------------+--- k x u64 -------+---------+--~~--+
+#   | k: buffers  | zero u32 | pickle len u64  | buffer lengths    | pickle  | bufs |
+#   +-------------+----------+-----------------+-------------------+---------+--~~--+
+#   each buffer starts at the next multiple of OBJECT_BUFFER_ALIGN (8) from the payload's
+#   start (zero bytes between); loads(pickle, buffers=[those spans in order]).
+#
+# The topics file, beside the bus: PATH + TOPICS_SUFFIX (single file), DIR/TOPICS_FILE
+# (rolling). TOPICS_FILE_SIZE bytes, all zero when new, little-endian, append-only:
+#
+#   0            8             12        16          20                      64
+#   +------------+-------------+---------+-----------+-- zeros --------------+
+#   | magic i64  | version i32 | zero    | count i32 |                       |
+#   +------------+-------------+---------+-----------+-----------------------+
+#   ^ TOPICS_MAGIC_OFFSET ("MBUSTOP1", TOPICS_VERSION; set by CAS from zero by the
+#     first opener)                      ^ TOPICS_COUNT_OFFSET: entries claimed, moved
+#                                          only by CAS count c -> c + 1 (c < TOPICS_MAX)
+#   64 (TOPICS_ENTRIES_OFFSET): TOPICS_MAX entries of TOPIC_ENTRY_SIZE bytes; the topic
+#   id of entry i is i + 1:
+#   0             4          8                                         64
+#   +-------------+----------+-----------------------------------------+
+#   | length i32  | zero     | name: 1..TOPIC_NAME_MAX bytes UTF-8,    |
+#   |             |          | NUL padded                              |
+#   +-------------+----------+-----------------------------------------+
+#   TOPIC_LENGTH_OFFSET: the name's byte length, stored with release AFTER the name:
+#     0 = claimed, not yet published (its claimer may have died: then no message ever
+#     carries its id); > 0: the entry is final. A writer publishes its entry before it
+#     writes any message with the id (and the commit's release orders it), so a reader
+#     that reads a committed message with topic t finds entry t - 1 published.
+#   TOPIC_NAME_OFFSET: the name (no NUL, no control characters).
+#   To name a topic: scan the published entries for it; absent, CAS count c -> c + 1 and
+#   fill entry c. Racing writers may publish one name twice: a name's topic is the set of
+#   its ids (readers filter by name, writers use the lowest published id), so a duplicate
+#   changes nothing a reader sees. count = TOPICS_MAX: TopicsFullError.
+
+FRAME_META_FLAG = -2**31            # bit 31 of the int32 meta (0x80000000 unsigned)
+FRAME_META_COUNT_MASK = 2**31 - 1
+FRAME_MAX_SLOTS = 2**31 - 1
+FRAME_LENGTH_OFFSET = 0             # from the first slot's payload (PAYLOAD_OFFSET)
+FRAME_TOPIC_OFFSET = 8
+FRAME_FLAGS_OFFSET = 12
+FRAME_HEADER_SIZE = 16
+FRAME_PAYLOAD_OFFSET = HEADER_SIZE + FRAME_HEADER_SIZE   # 24, from the first slot's start
+FRAME_RECORD_ALIGN = 8
+FRAME_MIN_RECORD_SIZE = FRAME_HEADER_SIZE
+FRAME_TOPIC_NONE = 0
+FRAME_ENCODING_MASK = 0xFF
+FRAME_ENCODING_BYTES = 0
+FRAME_ENCODING_PICKLE = 1
+FRAME_ENCODING_SERIALIZED = 2
+OBJECT_BUFFERS_OFFSET = 0
+OBJECT_PICKLE_LENGTH_OFFSET = 8
+OBJECT_LENGTHS_OFFSET = 16
+OBJECT_BUFFER_ALIGN = 8
+#: The metadata key of a framed bus (``frames=1``; absent on a bus without frames).
+META_FRAMES_KEY = "frames"
+
+TOPICS_SUFFIX = ".topics"
+TOPICS_FILE = "bus.topics"
+TOPICS_FILE_SIZE = 16384
+TOPICS_MAGIC = int.from_bytes(b"MBUSTOP1", "little")
+TOPICS_VERSION = 1
+TOPICS_MAGIC_OFFSET = 0
+TOPICS_VERSION_OFFSET = 8
+TOPICS_COUNT_OFFSET = 16
+TOPICS_ENTRIES_OFFSET = 64
+TOPIC_ENTRY_SIZE = 64
+TOPICS_MAX = (TOPICS_FILE_SIZE - TOPICS_ENTRIES_OFFSET) // TOPIC_ENTRY_SIZE   # 255
+TOPIC_LENGTH_OFFSET = 0
+TOPIC_NAME_OFFSET = 8
+TOPIC_NAME_MAX = TOPIC_ENTRY_SIZE - TOPIC_NAME_OFFSET                        # 56
+
+
+def frame_meta(slots):
+    """The first slot's metadata int32 of a frame of ``slots`` slots (a negative int)."""
+    if not 1 <= slots <= FRAME_MAX_SLOTS:
+        raise ValueError(f"a frame takes 1 to {FRAME_MAX_SLOTS} slots, not {slots}")
+    return FRAME_META_FLAG | slots
+
+
+def frame_meta_slots(meta):
+    """The slot count in a first slot's metadata int32; 0 when it is not a frame's (0: not
+    written yet; no flag: not this format)."""
+    if meta >= 0 or meta & FRAME_META_COUNT_MASK == 0:
+        return 0
+    return meta & FRAME_META_COUNT_MASK
+
+
+def frame_slots(length, record_size):
+    """Slots a message of ``length`` payload bytes takes."""
+    return -(-(FRAME_PAYLOAD_OFFSET + length) // slot_size(record_size))
+
+
+def frame_max_length(file_size, record_size):
+    """The largest message a framed file (a rolling bus: segment) of ``file_size`` holds."""
+    slots = min((file_size - FIRST_RECORD_OFFSET) // slot_size(record_size), FRAME_MAX_SLOTS)
+    return max(slots * slot_size(record_size) - FRAME_PAYLOAD_OFFSET, -1)
+
+
+def topic_entry_offset(topic_id):
+    """Offset of the topics file's entry of ``topic_id`` (1..TOPICS_MAX)."""
+    return TOPICS_ENTRIES_OFFSET + (topic_id - 1) * TOPIC_ENTRY_SIZE
+
+
+CONSTANTS.update({name: value for name, value in globals().items()
+                  if name.startswith(("FRAME_", "OBJECT_", "TOPICS_", "TOPIC_", "META_FRAMES"))
+                  and isinstance(value, int | str)})
