@@ -438,6 +438,11 @@ public final class MappedBusWriter implements AutoCloseable {
         return topicsFile.idFor(topic);
     }
 
+    // A rolling bus's segment of a framed bus (its writer checked the bus's metadata).
+    void framedSegment() {
+        frames = true;
+    }
+
     // A rolling bus's segment writes its bus's topics file (shared by its segment writers, closed by the bus writer).
     void topicsOf(TopicsFile f) {
         topicsFile = f;
