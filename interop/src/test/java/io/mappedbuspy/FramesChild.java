@@ -11,10 +11,14 @@ import java.util.zip.CRC32;
  * same).
  *
  * <pre>
+ *  FramesChild make PATH SIZE RECORD_SIZE [rolling]
+ *      makes a framed bus (a rolling one: SIZE is its segment size); prints "made"
  *  FramesChild write PATH W COUNT [rolling]
  *      writes messages 0..COUNT-1 of writer W (each committed or the child fails); prints "done COUNT"
- *  FramesChild write-forever PATH W [rolling]
- *      prints "writing", then writes messages of writer W until killed
+ *  FramesChild write-forever PATH W CAP [rolling]
+ *      prints "writing", then writes messages of writer W (size(w, s) % CAP bytes, 1 ms apart) until killed
+ *  FramesChild read-idle PATH IDLE_MS [TOPIC,TOPIC...|-] [rolling]
+ *      reads messages until none comes for IDLE_MS, each as "read" prints them; then the END line
  *  FramesChild read PATH COUNT [TOPIC,TOPIC...|-] [rolling]
  *      reads COUNT messages (waitNext, up to 60 s each; topics: only those), each printed as
  *      "MSG position topic length crc32"; then "END rollbacks skipped filtered"
@@ -59,6 +63,18 @@ public final class FramesChild {
     public static void main(String[] args) throws Exception {
         String path = args[1];
         switch (args[0]) {
+            case "make": {
+                // make PATH FILE_SIZE RECORD_SIZE [rolling]: a framed bus (its metadata says frames=1)
+                long size = Long.parseLong(args[2]);
+                int recordSize = Integer.parseInt(args[3]);
+                if (args.length > 4 && args[4].equals("rolling")) {
+                    new RollingBusWriter(path, size, recordSize).setFrames(true).open().close();
+                } else {
+                    new MappedBusWriter(path, size, recordSize).setFrames(true).open().close();
+                }
+                System.out.println("made");
+                break;
+            }
             case "write": {
                 int w = Integer.parseInt(args[2]);
                 int count = Integer.parseInt(args[3]);
@@ -75,14 +91,44 @@ public final class FramesChild {
             }
             case "write-forever": {
                 int w = Integer.parseInt(args[2]);
-                boolean rolling = args.length > 3 && args[3].equals("rolling");
+                int cap = Integer.parseInt(args[3]);
+                boolean rolling = args.length > 4 && args[4].equals("rolling");
                 try (Writer x = open(path, rolling)) {
                     System.out.println("writing");
                     System.out.flush();
                     for (int s = 0; ; s++) {
-                        x.write(fill(w, s, size(w, s)), "w" + w);
+                        int n = size(w, s) % cap;
+                        x.write(fill(w, s, n), "w" + w);
+                        Thread.sleep(1);
                     }
                 }
+            }
+            case "read-idle": {
+                long idleMs = Long.parseLong(args[2]);
+                String[] topics = args.length > 3 && !args[3].equals("-") ? args[3].split(",") : new String[0];
+                boolean rolling = args.length > 4 && args[4].equals("rolling");
+                StringBuilder out = new StringBuilder();
+                if (rolling) {
+                    try (RollingBusReader r = new RollingBusReader(path).setFrames(true).open()) {
+                        r.setTopics(topics);
+                        while (r.waitNext(idleMs, java.util.concurrent.TimeUnit.MILLISECONDS)) {
+                            line(out, r.message());
+                        }
+                        out.append("END ").append(r.rollbacks()).append(' ').append(r.rolledBackSkipped()).append(' ')
+                                .append(r.filtered()).append('\n');
+                    }
+                } else {
+                    try (MappedBusReader r = new MappedBusReader(path).setFrames(true).open()) {
+                        r.setTopics(topics);
+                        while (r.waitNext(idleMs, java.util.concurrent.TimeUnit.MILLISECONDS)) {
+                            line(out, r.message());
+                        }
+                        out.append("END ").append(r.rollbacks()).append(' ').append(r.rolledBackSkipped()).append(' ')
+                                .append(r.filtered()).append('\n');
+                    }
+                }
+                System.out.print(out);
+                break;
             }
             case "read": {
                 long count = Long.parseLong(args[2]);
