@@ -8,7 +8,8 @@ from typing import List, Optional
 __all__ = ("MappedBusError", "BusFullError", "CorruptBusError", "BusClosedError",
            "BusMismatchError", "UnsafeBusFileError", "BusLockTimeoutError",
            "BusTruncatedError", "BusReplacedError", "BusGapError", "RecordsRolledBackError",
-           "ConsumerInUseError", "BusBackPressureError", "WriterStalledError")
+           "ConsumerInUseError", "BusBackPressureError", "WriterStalledError",
+           "TopicsFullError", "MessageTooSmallBufferError")
 
 
 class MappedBusError(Exception):
@@ -122,3 +123,18 @@ class WriterStalledError(MappedBusError, TimeoutError):
         super().__init__(message)
         self.pid = pid
         self.position = position
+
+
+class TopicsFullError(MappedBusError):
+    """A framed bus's topics file holds TOPICS_MAX (255) topic names and a writer asked for a
+    new one: topics name kinds of messages, not keys (docs/messages.md)."""
+
+
+class MessageTooSmallBufferError(MappedBusError, ValueError):
+    """``read_into(buffer)`` on a framed bus: the next message is longer than the buffer.
+    Nothing was consumed: the same message is read again by the next read. ``length`` is
+    the message's length in bytes."""
+
+    def __init__(self, message: str, length: int) -> None:
+        super().__init__(message)
+        self.length = length

@@ -9,6 +9,7 @@ cdef extern from "_atomic.h" nogil:
     int32_t load_acquire_i32(const void *p)
     uint8_t load_acquire_u8(const void *p)
     void store_release_i64(void *p, int64_t v)
+    void store_release_i32(void *p, int32_t v)
     int64_t fetch_add_i64(void *p, int64_t v)
     int64_t cas_i64(void *p, int64_t expected, int64_t desired)
     int32_t cas_i32(void *p, int32_t expected, int32_t desired)

@@ -34,6 +34,7 @@ cdef class MappedFile:
     cdef readonly object path
     cdef readonly bint read_only        # mapped PROT_READ: nothing may be stored
     cdef readonly object bus_id         # the metadata's id; None for a file without one
+    cdef readonly object meta           # the metadata (BusMeta) found or written; None without
     cdef readonly object st_dev         # identity of the mapped file, for replacement checks
     cdef readonly object st_ino
     cdef readonly int64_t limit_at_open # the limit found under the open lock (before init)
@@ -43,7 +44,7 @@ cdef class MappedFile:
     cpdef close(self)
     cdef _open(self, int64_t record_size, bint create, bint init, int mode, bint preallocate,
                bint prefault, bint allow_foreign, double lock_timeout, bint segment,
-               int64_t lock_offset)
+               int64_t lock_offset, bint frames)
     cdef _grow(self, int fd, int64_t size, bint preallocate)
     cdef _map(self, int fd, int64_t size, bint prefault)
     cdef _unmap(self)

@@ -151,7 +151,7 @@ cdef class MappedFile:
                   bint preallocate=True, bint prefault=False, create=None,
                   int64_t record_size=0, bint init=False, bint allow_foreign=False,
                   lock_timeout=DEFAULT_LOCK_TIMEOUT, bint segment=False,
-                  int64_t lock_offset=-1, bint watch=False):
+                  int64_t lock_offset=-1, bint watch=False, bint frames=False):
         self.base = NULL
         self.dead = 0
         self._guard_slot = -1
@@ -178,7 +178,7 @@ cdef class MappedFile:
                     f"more than {lock_timeout:g} s", os.getpid())
             try:
                 self._open(record_size, create, init, mode, preallocate, prefault,
-                           allow_foreign, lock_timeout, segment, lock_offset)
+                           allow_foreign, lock_timeout, segment, lock_offset, frames)
                 if watch:
                     self._watch(record_size, segment)
                 return
@@ -200,7 +200,7 @@ cdef class MappedFile:
 
     cdef _open(self, int64_t record_size, bint create, bint init, int mode, bint preallocate,
                bint prefault, bint allow_foreign, double lock_timeout, bint segment,
-               int64_t lock_offset):
+               int64_t lock_offset, bint frames):
         path = self.path
         cdef int64_t size = self.mapped_size
         cdef bint created, meta_written
@@ -253,13 +253,14 @@ cdef class MappedFile:
                 limit = int.from_bytes(head, "little", signed=True) if len(head) == 8 else 0
                 if create and record_size > 0 and not segment and meta is None and limit == 0:
                     meta = BusMeta.create("single", record_size, file_size=self.file_size,
-                                          inode=st.st_ino)
+                                          inode=st.st_ino, frames=int(frames))
                     meta_written = True
                     write_meta(meta_path(path), meta, mode=mode, exclusive=False)
                 self._map(fd, size, prefault)
                 self.limit_at_open = cas_i64(self.base, 0, FIRST_RECORD_OFFSET) if init \
                     else load_acquire_i64(self.base)
                 self.bus_id = meta.id if meta is not None else None
+                self.meta = meta
                 self.st_dev = st.st_dev
                 self.st_ino = st.st_ino
                 return

@@ -42,6 +42,13 @@ cdef class MappedBusWriter:
                                # segment: index * segment_size)
     cdef bint _own_writers     # this writer opened _writers (a rolling writer shares its own)
     cdef bint _liveness        # liveness=True: take a slot in the writers file at open()
+    cdef readonly bint frames
+    """True: a framed bus (messages of any size and topics, docs/messages.md)."""
+    cdef object _topics        # the bus's TopicsFile once a topic was named (or shared by a
+                               # rolling writer); None before
+    cdef dict _topic_ids       # topic name -> id, learned once per name
+    cdef object _serializer    # write_object's serializer (dumps/loads); None: pickle
+    cdef int64_t _max_message  # the largest message a file holds (framed buses)
 
     cdef int _truncated(self) except -1
     # final: called directly (inlinable), not through the vtable, on every write
@@ -54,3 +61,11 @@ cdef class MappedBusWriter:
     cdef bint _write(self, object data, Py_ssize_t offset, Py_ssize_t length) except -1
     cdef bint _write_bytes(self, const char *src, Py_ssize_t n, Py_ssize_t offset,
                            Py_ssize_t length) except -1
+    # frames (_frames.h): a message of any size over the slots of one reservation
+    cdef int32_t _topic_id(self, object topic) except -1
+    cdef char *_alloc_frame(self, int64_t length) except NULL
+    cdef bint _write_framed(self, object data, Py_ssize_t offset, Py_ssize_t length,
+                            int32_t topic) except -1
+    cdef bint _write_frame(self, const char *src, Py_ssize_t n, int32_t topic,
+                           int32_t flags) except -1
+    cdef bint _write_parts(self, object encoded, int32_t topic) except -1

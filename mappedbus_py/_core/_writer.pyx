@@ -17,6 +17,8 @@ from ._mapping cimport MappedFile, copy_payload
 from ._message cimport MessageBase, Field
 from ._wake cimport WakeFile, wake_needed
 from ._writers cimport WritersFile, writers_publish, writers_clear, writers_roll_back
+from ._frames cimport (frame_slots, frame_set_slots, frame_set_header, frame_roll_back,
+                       frame_slots_left, FRAME_PAYLOAD_OFFSET, FRAME_ENCODING_BYTES)
 from cpython.mem cimport PyMem_Calloc, PyMem_Free
 from cpython.tuple cimport PyTuple_GET_SIZE, PyTuple_GET_ITEM
 
@@ -24,7 +26,9 @@ from ._checks import (as_size as _as_size, check_limit as _check_limit, check_pa
                       check_sizes as _check_sizes, resolve_sizes as _resolve_sizes)
 from ._mapping import DEFAULT_LOCK_TIMEOUT, check_lock_timeout, check_mode
 from ..errors import BusClosedError, BusFullError, CorruptBusError, RecordsRolledBackError
-from ..formats.layout import FIRST_RECORD_OFFSET, HEADER_SIZE, MAX_RECORD_SIZE, WAKE_SUFFIX, WRITERS_SUFFIX
+from ..formats.layout import (FIRST_RECORD_OFFSET, HEADER_SIZE, MAX_RECORD_SIZE, TOPICS_SUFFIX,
+                              WAKE_SUFFIX, WRITERS_SUFFIX, frame_max_length)
+from ..formats.objects import Encoded, check_serializer, encode as _encode_object
 
 cdef extern from *:
     """
@@ -70,6 +74,30 @@ def take_writer_slot(path, allow_foreign, mode, bint new_bus=False):
                       stacklevel=3)
         return None
     return wf
+
+
+def check_frame_sizes(file_size, record_size):
+    """ValueError unless a framed bus may have these sizes (record_size a multiple of 8, at
+    least 16; room for one slot)."""
+    from ..formats.layout import FRAME_MIN_RECORD_SIZE, FRAME_RECORD_ALIGN
+    if record_size < FRAME_MIN_RECORD_SIZE or record_size % FRAME_RECORD_ALIGN:
+        raise ValueError(f"a framed bus needs record_size a multiple of {FRAME_RECORD_ALIGN} "
+                         f"of at least {FRAME_MIN_RECORD_SIZE}, got {record_size}")
+    if frame_max_length(file_size, record_size) < 0:
+        raise ValueError(f"file_size {file_size} holds no slot of record_size {record_size}")
+
+
+cdef inline Py_ssize_t _span(Py_ssize_t n, Py_ssize_t offset, Py_ssize_t *length) except -1:
+    # Checks data[offset:offset+length] of an n-byte buffer (length -1: the rest); returns
+    # offset, with *length resolved.
+    if length[0] < 0:
+        if length[0] != -1:
+            raise ValueError(f"length must not be negative, got {length[0]}")
+        length[0] = n - offset
+    if offset < 0 or offset > n or length[0] > n - offset:
+        raise ValueError(f"offset {offset} and length {length[0]} fall outside the "
+                         f"{n}-byte buffer")
+    return offset
 
 
 def reopen(cls, path, file_size, record_size, kwargs, opened):
@@ -142,11 +170,19 @@ cdef class MappedBusWriter:
     def __init__(self, path, file_size=None, record_size=None, *, mode=0o600,
                  bint preallocate=True, bint prefault=False, bint allow_foreign=False,
                  lock_timeout=DEFAULT_LOCK_TIMEOUT, bint wake=True, bint liveness=True,
+                 bint frames=False, serializer=None,
                  bint _segment=False, WakeFile _wake=None, WritersFile _writers=None,
-                 int64_t _position_base=0):
+                 int64_t _position_base=0, _topics=None):
         path = _check_path(path)
         file_size, record_size = _check_sizes(
             *_resolve_sizes(path, file_size, record_size, allow_foreign))
+        if frames:
+            check_frame_sizes(file_size, record_size)
+        self.frames = frames
+        self._serializer = check_serializer(serializer)
+        self._topics = _topics
+        self._topic_ids = {}
+        self._max_message = frame_max_length(file_size, record_size) if frames else 0
         check_mode(mode)
         check_lock_timeout(lock_timeout)
         self.path = path
@@ -184,8 +220,11 @@ cdef class MappedBusWriter:
                        prefault=self._prefault, create=True, init=True,
                        record_size=self.record_size, allow_foreign=self._allow_foreign,
                        lock_timeout=self._lock_timeout, segment=self._segment,
-                       watch=True)   # removed/replaced: raise, not write into the void
+                       watch=True,   # removed/replaced: raise, not write into the void
+                       frames=self.frames)
         try:
+            if f.meta is not None:
+                f.meta.check_frames(self.frames, self.path)
             _check_limit(f.limit_at_open, self._slot, self.record_size, self.path)
             if f.bus_id is None and not self._segment:
                 f.check_slots(self.record_size)    # no metadata: nothing misaligned written
@@ -224,8 +263,18 @@ cdef class MappedBusWriter:
         claim = wf.claim_left
         if claim.empty or self._base == NULL:
             return 0
-        cdef int64_t n = writers_roll_back(self._base, self._claim_base, claim.begin, claim.end,
-                                           FIRST, self._last, self._slot, self._aligned)
+        cdef int64_t n = 0, k, skip
+        cdef int64_t off = claim.begin - self._claim_base
+        if self.frames:
+            # A frame's claim: its first slot only (the rest may be payload bytes of a
+            # message it committed), meta before status (docs/design/frames.md).
+            if FIRST <= off <= self._last and (off - FIRST) % self._slot == 0:
+                k = min((claim.end - claim.begin) // self._slot,
+                        frame_slots_left(off, self._last, self._slot))
+                n = frame_roll_back(self._base + off, k, &skip) == 0
+        else:
+            n = writers_roll_back(self._base, self._claim_base, claim.begin, claim.end,
+                                  FIRST, self._last, self._slot, self._aligned)
         if guard_is_dead(self._dead):
             self._truncated()
         if not self._segment or self._claim_base <= claim.begin < self._claim_base + self.file_size:
@@ -235,6 +284,9 @@ cdef class MappedBusWriter:
     def close(self):
         """Unmap the file. Committed records stay for readers; closing twice is harmless."""
         self._claim = NULL
+        if self._topics is not None and not self._segment:
+            self._topics.close()
+            self._topics = None
         if self._own_writers and self._writers is not None:
             self._writers.close()       # clears our claim, then gives the slot back
             self._writers = None
@@ -271,14 +323,15 @@ cdef class MappedBusWriter:
         # Another process maps the file itself: what crosses is how to reopen it.
         kwargs = dict(mode=self._mode, preallocate=self._preallocate, prefault=self._prefault,
                       allow_foreign=self._allow_foreign, lock_timeout=self._lock_timeout,
-                      wake=self._wakes, liveness=self._liveness, _segment=self._segment)
+                      wake=self._wakes, liveness=self._liveness, _segment=self._segment,
+                      frames=self.frames, serializer=self._serializer)
         return (reopen, (MappedBusWriter, self.path, self.file_size, self.record_size,
                           kwargs, self._base != NULL))
 
     def __repr__(self):
         state = "closed" if self._base == NULL else "open"
         return (f"<MappedBusWriter {state} path={self.path!r} file_size={self.file_size} "
-                f"record_size={self.record_size}>")
+                f"record_size={self.record_size}{' frames' if self.frames else ''}>")
 
     cdef int _truncated(self) except -1:
         return self._file.raise_dead()
@@ -356,10 +409,137 @@ cdef class MappedBusWriter:
         raise CorruptBusError(f"{self.path!r}: the status of the record this writer "
                               f"allocated at offset {rec - self._base} was {old}")
 
-    def write(self, data, Py_ssize_t offset=0, Py_ssize_t length=-1):
+    def write(self, data, Py_ssize_t offset=0, Py_ssize_t length=-1, topic=None):
         """Write one record: an object message, or ``data[offset:offset+length]`` of a
-        bytes-like object (all of it by default). Returns True once committed."""
+        bytes-like object (all of it by default). Returns True once committed.
+
+        On a framed bus (``frames=True``) ``data`` is a message of any size (0 bytes up to
+        ``max_message``) and ``topic`` its topic name (a str) or None."""
+        if self.frames:
+            return self._write_framed(data, offset, length, self._topic_id(topic))
+        if topic is not None:
+            raise TypeError(f"topic={topic!r}: topics need a framed bus (frames=True)")
         return self._write(data, offset, length)
+
+    def write_object(self, obj, topic=None):
+        """Write ``obj`` as one message of a framed bus: pickle protocol 5, numpy arrays and
+        other buffers copied straight into the bus (or ``serializer.dumps``). True once
+        committed; ``rec.object()`` / ``read_object()`` read it back."""
+        if not self.frames:
+            raise TypeError("write_object() needs a framed bus (frames=True)")
+        cdef int32_t t = self._topic_id(topic)
+        return self._write_parts(_encode_object(obj, self._serializer), t)
+
+    @property
+    def max_message(self):
+        """The largest message this framed bus holds (bytes); 0 on a bus without frames."""
+        return self._max_message
+
+    def topic_id(self, topic):
+        """The id of topic ``topic`` on this framed bus (named now if it is new)."""
+        if not self.frames:
+            raise TypeError("topics need a framed bus (frames=True)")
+        return self._topic_id(topic)
+
+    cdef int32_t _topic_id(self, object topic) except -1:
+        if topic is None:
+            return 0
+        cached = self._topic_ids.get(topic)
+        if cached is not None:
+            return cached
+        if not isinstance(topic, str):
+            raise TypeError(f"a topic is a str (or None), not {type(topic).__name__}: {topic!r}")
+        if self._topics is None:
+            from ._topics import TopicsFile
+            if self._base == NULL:
+                raise BusClosedError("write to a closed MappedBusWriter (call open() first)")
+            self._topics = TopicsFile(self.path + TOPICS_SUFFIX, allow_foreign=self._allow_foreign,
+                                      mode=self._mode)
+        tid = self._topics.id_of(topic)
+        self._topic_ids[topic] = tid
+        return tid
+
+    cdef char *_alloc_frame(self, int64_t length) except NULL:
+        # The slots of a message of `length` bytes, reserved with one fetch-and-add, its
+        # slot count set (the first store). A reservation that runs past the file's end is
+        # padded (a rolled-back frame of the slots left) and raises BusFullError: a rolling
+        # writer rolls and writes the message in the next segment. NULL-free: a reader that
+        # rolled it back first returns the record with its status already 2 (checked by
+        # frame_set_slots's caller through the commit's CAS).
+        cdef int64_t n, pos, m, skip
+        cdef char *rec
+        if length > self._max_message:
+            raise ValueError(f"a message of {length} bytes is longer than this bus's largest, "
+                             f"{self._max_message} bytes (a message never spans files: "
+                             f"{'segment_size' if self._segment else 'file_size'} "
+                             f"{self.file_size}, record_size {self.record_size})")
+        n = frame_slots(length, self._slot)
+        rec = self._alloc(n)
+        pos = rec - self._base
+        if pos + n * self._slot > self.file_size:
+            m = frame_slots_left(pos, self._last, self._slot)
+            frame_roll_back(rec, m, &skip)
+            if guard_is_dead(self._dead):
+                self._truncated()
+            raise BusFullError(f"bus is full: a message of {n} slots reserved at offset {pos} "
+                               f"would end past file_size {self.file_size} (the {m} slots "
+                               f"left are padded)")
+        return rec
+
+    cdef bint _write_framed(self, object data, Py_ssize_t offset, Py_ssize_t length,
+                            int32_t topic) except -1:
+        cdef Py_buffer view
+        if isinstance(data, MessageBase):
+            raise TypeError("a framed bus carries bytes-like messages and objects "
+                            "(write_object), not Message records")
+        if PyBytes_CheckExact(data):
+            return self._write_frame(PyBytes_AS_STRING(data) + _span(PyBytes_GET_SIZE(data),
+                                     offset, &length), length, topic, FRAME_ENCODING_BYTES)
+        PyObject_GetBuffer(data, &view, PyBUF_C_CONTIGUOUS)
+        try:
+            return self._write_frame(<const char *>view.buf + _span(view.len, offset, &length),
+                                     length, topic, FRAME_ENCODING_BYTES)
+        finally:
+            PyBuffer_Release(&view)
+
+    cdef bint _write_frame(self, const char *src, Py_ssize_t n, int32_t topic,
+                           int32_t flags) except -1:
+        cdef char *rec = self._alloc_frame(n)
+        if frame_set_slots(rec, frame_slots(n, self._slot)) != 0:
+            return False        # a reader rolled it back first: write nothing more
+        frame_set_header(rec, n, topic, flags)
+        memcpy(rec + FRAME_PAYLOAD_OFFSET, src, n)
+        return self._commit(rec)
+
+    cdef bint _write_parts(self, object encoded, int32_t topic) except -1:
+        if type(encoded) is not Encoded:
+            raise TypeError(f"_write_parts() takes an Encoded, not {type(encoded).__name__}")
+        enc = encoded
+        cdef Py_buffer *bufs
+        cdef Py_ssize_t i, k = len(enc.parts)
+        cdef char *rec
+        cdef char *payload
+        cdef int64_t length = enc.length
+        bufs = <Py_buffer *>PyMem_Calloc(max(k, 1), sizeof(Py_buffer))
+        if bufs == NULL:
+            raise MemoryError()
+        cdef Py_ssize_t got = 0
+        try:
+            for i in range(k):
+                PyObject_GetBuffer(enc.parts[i].data, &bufs[i], PyBUF_C_CONTIGUOUS)
+                got += 1
+            rec = self._alloc_frame(length)
+            if frame_set_slots(rec, frame_slots(length, self._slot)) != 0:
+                return False
+            frame_set_header(rec, length, topic, enc.flags)
+            payload = rec + FRAME_PAYLOAD_OFFSET
+            for i in range(k):
+                memcpy(payload + <int64_t>enc.parts[i].offset, bufs[i].buf, bufs[i].len)
+            return self._commit(rec)
+        finally:
+            for i in range(got):
+                PyBuffer_Release(&bufs[i])
+            PyMem_Free(bufs)
 
     cdef bint _write(self, object data, Py_ssize_t offset, Py_ssize_t length) except -1:
         cdef MessageBase msg
@@ -416,6 +596,9 @@ cdef class MappedBusWriter:
         field and ``write(message)``); with more fields the values arrive as a tuple (about
         18 ns more), so it pays when most fields change from record to record; otherwise
         keep one message object, set the fields that change and ``write(message)`` it."""
+        if self.frames:
+            raise TypeError("fields_writer() writes Message records: a framed bus takes "
+                            "write() and write_object()")
         fw = _FieldsWriter(self, message_class)
         return (fw, fw._write1, fw._write2, fw._write3, fw._write4)[fw._n] if fw._n <= 4 else fw
 
@@ -438,6 +621,9 @@ cdef class MappedBusWriter:
         cdef const int32_t *metas = NULL
         cdef char *rec
         cdef Py_ssize_t committed = 0
+        if self.frames:
+            raise TypeError("write_batch() writes fixed-size records: a framed bus takes "
+                            "write() and write_object()")
         rolled_back = []
         meta_arr = None
         if type(meta) is int and -2**31 <= meta < 2**31:

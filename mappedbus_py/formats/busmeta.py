@@ -14,8 +14,8 @@ import time
 
 from ..errors import BusMismatchError, CorruptBusError
 from .files import open_file, write_atomic
-from .layout import (DEFAULT_CONSUMER_BLOCK_MS, META_FORMAT, META_MAGIC, META_MAX_BYTES,
-                     META_SUFFIX, ON_CONSUMER_LAG)
+from .layout import (DEFAULT_CONSUMER_BLOCK_MS, META_FORMAT, META_FRAMES_KEY, META_MAGIC,
+                     META_MAX_BYTES, META_SUFFIX, ON_CONSUMER_LAG)
 
 __all__ = ("BusMeta", "meta_path", "read_meta", "write_meta")
 
@@ -38,7 +38,8 @@ class BusMeta:
     limit), ``max_consumer_lag`` (rolling: how many segments a registered consumer may lag
     behind the writers and still keep them from retention; 0: consumers keep nothing),
     ``on_consumer_lag`` (past it: ``"expire"`` the consumer, or ``"block"`` writers for up
-    to ``consumer_block_ms``), ``format`` (of the metadata file) and ``extra`` (``(key, value)`` pairs of keys
+    to ``consumer_block_ms``), ``frames`` (1: a framed bus, docs/design/frames.md; the key
+    is written only then, so an unframed bus's file is as before), ``format`` (of the metadata file) and ``extra`` (``(key, value)`` pairs of keys
     this version does not know, written back by ``encode``).
     """
     kind: str                 # "single" or "rolling"
@@ -54,6 +55,7 @@ class BusMeta:
     max_consumer_lag: int = 0     # rolling: segments a consumer may lag and still hold; 0: none
     consumer_block_ms: int = DEFAULT_CONSUMER_BLOCK_MS   # on_consumer_lag="block": the wait
     on_consumer_lag: str = "expire"                      # "expire" or "block"
+    frames: int = 0           # 1: a framed bus (messages of any size, topics); written only then
     format: int = META_FORMAT
     extra: tuple = ()         # (key, value) pairs of keys this version does not know
 
@@ -73,6 +75,8 @@ class BusMeta:
         lines = [META_MAGIC, f"format={self.format}", f"kind={self.kind}", f"id={self.id}"]
         lines += [f"{k}={getattr(self, k)}" for k in _INT_KEYS[1:]]
         lines += [f"on_consumer_lag={self.on_consumer_lag}"]
+        if self.frames:
+            lines += [f"{META_FRAMES_KEY}={self.frames}"]
         lines += [f"{k}={v}" for k, v in self.extra]
         return ("\n".join(lines) + "\n").encode()
 
@@ -99,7 +103,7 @@ class BusMeta:
                 raise bad(f"line {line!r} is not key=value")
             if key in values:
                 raise bad(f"key {key!r} appears twice")
-            if key in _INT_KEYS:
+            if key in _INT_KEYS or key == META_FRAMES_KEY:
                 if not (value.isascii() and value.isdigit()):
                     raise bad(f"{key}={value!r} is not a non-negative integer")
                 values[key] = int(value)
@@ -110,6 +114,8 @@ class BusMeta:
         for key in ("format", "kind", "id", "created_ns", "record_size"):
             if key not in values:
                 raise bad(f"no {key}")
+        if values.get(META_FRAMES_KEY, 0) not in (0, 1):
+            raise bad(f"{META_FRAMES_KEY}={values[META_FRAMES_KEY]} (known: 0, 1)")
         if values["format"] != META_FORMAT:
             raise bad(f"format {values['format']}, this version reads {META_FORMAT}")
         if values["kind"] not in KINDS:
@@ -135,6 +141,17 @@ class BusMeta:
                     f"{path!r} was created with {name} {recorded}, not {given} (bus {self.id}, "
                     f"record_size {self.record_size}, {what} {self.size}): every process must "
                     f"open a bus with the sizes it was created with")
+
+    def check_frames(self, frames, path):
+        """BusMismatchError unless this bus is framed exactly when ``frames`` says so."""
+        if bool(frames) != bool(self.frames):
+            if self.frames:
+                raise BusMismatchError(
+                    f"{path!r} is a framed bus (messages of any size; metadata frames=1): "
+                    f"open it with frames=True")
+            raise BusMismatchError(
+                f"{path!r} was created without frames (fixed-size records): frames=True "
+                f"applies to a new bus only; write frames to a new bus")
 
 
 def meta_path(bus_path):

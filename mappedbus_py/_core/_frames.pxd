@@ -1,0 +1,24 @@
+# cython: language_level=3
+# Declarations of _frames.h (frames over consecutive slots: docs/design/frames.md).
+from libc.stdint cimport int32_t, int64_t
+
+cdef extern from "_frames.h" nogil:
+    int FRAME_LENGTH_OFFSET, FRAME_TOPIC_OFFSET, FRAME_FLAGS_OFFSET, FRAME_HEADER_SIZE
+    int FRAME_PAYLOAD_OFFSET, FRAME_RECORD_ALIGN, FRAME_MIN_RECORD_SIZE, FRAME_TOPIC_NONE
+    int FRAME_ENCODING_MASK, FRAME_ENCODING_BYTES, FRAME_ENCODING_PICKLE, FRAME_ENCODING_SERIALIZED
+    int32_t FRAME_META_FLAG
+    int FRAME_META_COUNT_MASK, FRAME_MAX_SLOTS
+    int TOPICS_MAX
+    int FRAME_TOPIC_UNKNOWN, FRAME_TOPIC_WANTED, FRAME_TOPIC_UNWANTED
+    int64_t frame_slots(int64_t length, int64_t slot)
+    int64_t frame_meta_slots(int32_t meta)
+    int32_t frame_meta_load(const char *rec)
+    int frame_set_slots(char *rec, int64_t n)
+    void frame_set_header(char *rec, int64_t length, int32_t topic, int32_t flags)
+    int64_t frame_length(const char *rec)
+    int32_t frame_topic(const char *rec)
+    int32_t frame_flags(const char *rec)
+    int64_t frame_check(const char *rec, int64_t pos, int64_t slot, int64_t file_size)
+    int64_t frame_skip(const char *rec)
+    int32_t frame_roll_back(char *rec, int64_t k, int64_t *slots_out)
+    int64_t frame_slots_left(int64_t pos, int64_t last, int64_t slot)
