@@ -52,6 +52,6 @@ public final class LayoutTest {
         assertContains(d, "META_MAGIC=# mappedbus bus metadata\n");
         assertContains(d, "SEGMENT_SUFFIX=.bus\n");
         assertContains(d, "SEGMENT_CLAIM_BASE=1099511627776\n");
-        assertEquals(153, d.split("\n").length, "lines");
+        assertEquals(187, d.split("\n").length, "lines");
     }
 }
