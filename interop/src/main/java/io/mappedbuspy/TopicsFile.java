@@ -20,7 +20,7 @@ import java.util.Map;
  * <p>Opened with the side files' safe-open rules (no links, a regular file of this user, exactly its size, its
  * magic and version). Not thread-safe.
  */
-final class TopicsFile implements AutoCloseable {
+public final class TopicsFile implements AutoCloseable {
     private final MemoryMappedFile mem;
     // Published entries seen so far: id -> name, and name -> lowest id.
     private final String[] names = new String[Layout.TOPICS_MAX + 1];
@@ -176,6 +176,30 @@ final class TopicsFile implements AutoCloseable {
                 return ids.get(name);
             }
             // lost the race: a racer may have published this very name; look again
+        }
+    }
+
+    /**
+     * The topic names a bus's topics file publishes now, by id (for tools and the Spark connector).
+     *
+     * @param file         the topics file ({@code PATH.topics}, or {@code DIR/bus.topics})
+     * @param allowForeign accept another owner or group/other write permission
+     * @return {@code TOPICS_MAX + 1} names indexed by id (null: none published; index 0: no topic); all null when
+     *         there is no topics file yet
+     * @throws IOException if it cannot be read or is not a topics file
+     */
+    public static String[] names(Path file, boolean allowForeign) throws IOException {
+        TopicsFile f;
+        try {
+            f = forReader(file, allowForeign);
+        } catch (java.nio.file.NoSuchFileException e) {
+            return new String[Layout.TOPICS_MAX + 1];
+        }
+        try {
+            f.refresh();
+            return f.names.clone();
+        } finally {
+            f.close();
         }
     }
 
