@@ -20,7 +20,8 @@ from . import groups
 from .errors import (BusBackPressureError, BusClosedError, BusFullError, BusGapError,
                      BusLockTimeoutError, BusMismatchError, BusReplacedError,
                      BusTruncatedError, ConsumerInUseError, CorruptBusError, MappedBusError,
-                     RecordsRolledBackError, UnsafeBusFileError, WriterStalledError)
+                     RecordsRolledBackError, UnsafeBusFileError, WriterStalledError,
+                     TopicsFullError, MessageTooSmallBufferError)
 from .messages import (Field, Message, PriceUpdate, Token, Trade, fixed_bytes, float32,
                        float64, int8, int16, int32, int64, uint8, uint16, uint32, uint64)
 
@@ -36,5 +37,5 @@ __all__ = (
     "BusReplacedError", "BusGapError", "RecordsRolledBackError",
     "consumers", "remove_consumer", "ConsumerInfo", "ConsumerInUseError", "BusBackPressureError",
     "groups",
-    "WriterStalledError",
+    "WriterStalledError", "TopicsFullError", "MessageTooSmallBufferError",
 )

@@ -13,7 +13,7 @@ PUBLIC = {
     "RollingBusWriter", "RollingBusReader",
     "consumers", "remove_consumer", "ConsumerInfo", "ConsumerInUseError", "BusBackPressureError",
     "groups",
-    "WriterStalledError",
+    "WriterStalledError", "TopicsFullError", "MessageTooSmallBufferError",
 }
 
 

@@ -22,3 +22,29 @@ cdef extern from "_frames.h" nogil:
     int64_t frame_skip(const char *rec)
     int32_t frame_roll_back(char *rec, int64_t k, int64_t *slots_out)
     int64_t frame_slots_left(int64_t pos, int64_t last, int64_t slot)
+
+
+cdef class TopicNames:
+    # A reader's view of its bus's topics file: id -> name for rec.topic and, given a
+    # filter, one byte per id (FRAME_TOPIC_*) that the compiled scan reads.
+    cdef object path            # the topics file (PATH.topics or DIR/bus.topics)
+    cdef bint allow_foreign
+    cdef object _file           # TopicsFile once it exists; None before
+    cdef dict _names            # id -> name, learned
+    cdef object wanted          # frozenset of names a filter wants (None in it: untagged
+                                # messages too); None: no filter
+    cdef unsigned char want[256]  # FRAME_TOPIC_UNKNOWN / _WANTED / _UNWANTED per id
+    cdef unsigned char *filter  # &want[0] with a filter; NULL without
+
+    cdef object name_of(self, int32_t t)
+    cdef int learn(self, int32_t t) except -1
+
+
+from ._record cimport Record
+
+# A committed message at offset rec of the mapping at base, as the readers hand it out.
+cdef bytes frame_bytes(char *base, int64_t rec)
+cdef Record frame_record(char *base, int64_t rec, int64_t position, TopicNames names,
+                         object serializer)
+cdef object frame_object(char *base, int64_t rec, int64_t position, object serializer)
+cdef int64_t frame_into(char *base, int64_t rec, object buffer) except -1

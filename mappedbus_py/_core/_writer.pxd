@@ -49,6 +49,7 @@ cdef class MappedBusWriter:
     cdef dict _topic_ids       # topic name -> id, learned once per name
     cdef object _serializer    # write_object's serializer (dumps/loads); None: pickle
     cdef int64_t _max_message  # the largest message a file holds (framed buses)
+    cdef readonly int64_t _last_span  # bytes of the last framed reservation (from _last_off)
 
     cdef int _truncated(self) except -1
     # final: called directly (inlinable), not through the vtable, on every write

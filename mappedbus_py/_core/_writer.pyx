@@ -6,7 +6,7 @@ from cpython.bytearray cimport PyByteArray_CheckExact, PyByteArray_AS_STRING, Py
 from cpython.bytes cimport PyBytes_CheckExact, PyBytes_AS_STRING, PyBytes_GET_SIZE
 from libc.stdint cimport int32_t, int64_t
 from libc.errno cimport errno, EINTR, EAGAIN
-from libc.string cimport memcpy
+from libc.string cimport memcpy, memset
 import os
 from operator import index
 
@@ -435,6 +435,15 @@ cdef class MappedBusWriter:
         """The largest message this framed bus holds (bytes); 0 on a bus without frames."""
         return self._max_message
 
+    def _write_encoded(self, encoded, int32_t topic_id):
+        """write_object's write of an encoded object with a topic id (a rolling writer's)."""
+        return self._write_parts(encoded, topic_id)
+
+    def _covers(self, int64_t offset):
+        """True if the last framed reservation covers the slot at ``offset`` (a rolling
+        writer's spare trigger)."""
+        return self._last_off <= offset < self._last_off + self._last_span
+
     def topic_id(self, topic):
         """The id of topic ``topic`` on this framed bus (named now if it is new)."""
         if not self.frames:
@@ -476,6 +485,7 @@ cdef class MappedBusWriter:
         n = frame_slots(length, self._slot)
         rec = self._alloc(n)
         pos = rec - self._base
+        self._last_span = n * self._slot
         if pos + n * self._slot > self.file_size:
             m = frame_slots_left(pos, self._last, self._slot)
             frame_roll_back(rec, m, &skip)
@@ -698,6 +708,24 @@ cdef class MappedBusWriter:
             memcpy(rec + PAYLOAD_OFFSET, <char *>payload, len(payload))
             rec += self._slot
         return first - self._base
+
+    def _frame_allocate_only(self, int64_t length, int64_t written=0, bint set_count=True,
+                             bint publish=True):
+        """A framed writer stopped mid-message: reserve a message of ``length`` bytes (one
+        fetch-and-add), then, with ``set_count``, set its slot count and header and write
+        its first ``written`` payload bytes (0x5A), but never commit. ``publish``: the claim
+        stays in the writers file (readers ask whether this writer is alive); without it
+        the claim is taken back (readers time the message out). Returns its offset."""
+        if not self.frames:
+            raise TypeError("_frame_allocate_only() is for a framed bus")
+        cdef char *rec = self._alloc_frame(length)
+        if not publish and self._claim != NULL:
+            writers_clear(self._claim)
+        if set_count:
+            frame_set_slots(rec, frame_slots(length, self._slot))
+            frame_set_header(rec, length, 0, FRAME_ENCODING_BYTES)
+            memset(rec + FRAME_PAYLOAD_OFFSET, 0x5A, min(written, length))
+        return rec - self._base
 
     def _commit_at(self, int64_t offset):
         """Commit a record left by ``_allocate_only``: False if a reader rolled it back."""

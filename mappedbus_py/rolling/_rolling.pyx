@@ -11,7 +11,8 @@ base declares below as methods raising NotImplementedError. It calls them only o
 per-record path:
 
 - ``RollingWriterBase``: ``_look_ahead()`` every ``_countdown`` writes, ``_make_spare()`` when
-  a write allocated the slot at ``_trigger``, ``_roll()`` when the segment is full (BusFullError);
+  a write allocated the slot at ``_trigger``, ``_roll()`` when the segment is full (BusFullError),
+  ``_topic_id(name)`` for a write with a topic (a framed bus);
 - ``RollingReaderBase``: ``_live()`` (the open segment reader, or BusClosedError) and
   ``_follow()`` (at a segment's end: True once the reader moved on) when a read finds nothing,
   ``_check_id(now_ns)`` on every 16th empty poll once ``_id_at`` passed (``ID_CHECK_NS`` after
@@ -19,6 +20,7 @@ per-record path:
 
 cimport cython
 from posix.unistd cimport getpid
+from libc.stdint cimport int32_t
 from posix.time cimport clock_gettime, timespec
 
 from .._core._record cimport Record
@@ -139,20 +141,39 @@ cdef class RollingWriterBase:
         """The segment is full: make the next one current."""
         raise NotImplementedError("RollingWriterBase._roll: defined by the subclass")
 
-    def write(self, data, Py_ssize_t offset=0, Py_ssize_t length=-1):
-        """Write one record (see ``MappedBusWriter.write``); True once committed."""
+    def _topic_id(self, topic):
+        """The id of topic ``topic`` (a framed bus's; defined by the subclass)."""
+        raise NotImplementedError("RollingWriterBase._topic_id: defined by the subclass")
+
+    def write(self, data, Py_ssize_t offset=0, Py_ssize_t length=-1, topic=None):
+        """Write one record (see ``MappedBusWriter.write``); True once committed. On a
+        framed bus: a message of any size up to ``max_message``, with its ``topic``."""
         self._countdown -= 1
         if self._countdown <= 0 and self._w is not None:
             self._look_ahead()
         cdef bint ok
+        cdef MappedBusWriter w
+        cdef int32_t tid = 0
+        if topic is not None:
+            tid = self._topic_id(topic)
         while True:
-            if self._w is None:
+            w = self._w
+            if w is None:
                 raise BusClosedError("write to a closed RollingBusWriter (call open() first)")
             try:
-                ok = self._w._write(data, offset, length)
+                if w.frames:
+                    ok = w._write_framed(data, offset, length, tid)
+                else:
+                    ok = w._write(data, offset, length)
             except BusFullError:
                 self._roll()
                 continue
+            if w.frames:
+                # A message's slots may pass over the trigger slot: the one that covers it
+                # makes the spare.
+                if w._last_off <= self._trigger < w._last_off + w._last_span:
+                    self._make_spare()
+                return ok
             # One writer of all allocates the slot past the middle: it makes the next segment
             # (the others only map it), so racing writers do not each reserve a segment.
             if self._w._last_off == self._trigger:

@@ -73,7 +73,7 @@ def read_bus_meta(path, *, allow_foreign=False):
 
 
 def create_or_open_meta(path, segment_size, record_size, retention, *, mode=0o600,
-                        allow_foreign=False, consumers=ConsumerPolicy()):
+                        allow_foreign=False, consumers=ConsumerPolicy(), frames=False):
     """``bus.meta`` of the directory ``path``: written (exclusively) if absent, else read
     and checked against the sizes (BusMismatchError) and ``retention``, a ``Retention``
     (ValueError when both sides set it and they differ); ``consumers``, a ``ConsumerPolicy``,
@@ -85,11 +85,12 @@ def create_or_open_meta(path, segment_size, record_size, retention, *, mode=0o60
         fresh = BusMeta.create("rolling", record_size, segment_size=segment_size,
                                retain_segments=retention.segments, retain_bytes=retention.bytes,
                                retain_age_ms=retention.age_ms, max_consumer_lag=consumers.max_lag,
-                               on_consumer_lag=consumers.on_lag, **extra)
+                               on_consumer_lag=consumers.on_lag, frames=int(frames), **extra)
         if write_meta(mpath, fresh, mode=mode, exclusive=True):
             return fresh
         meta = read_bus_meta(path, allow_foreign=allow_foreign)   # lost the race: theirs
     meta.check(record_size, segment_size, mpath)
+    meta.check_frames(frames, path)
     stored = (meta.retain_segments, meta.retain_bytes, meta.retain_age_ms)
     asked = (retention.segments, retention.bytes, retention.age_ms)
     if any(given and given != have for given, have in zip(asked, stored)):

@@ -169,6 +169,7 @@ class SegmentRoller:
                                preallocate=False, prefault=self._prefault,
                                allow_foreign=self._allow_foreign, _segment=True,
                                _wake=self._wake, _writers=self._writers,
+                               frames=self._frames, serializer=self._serializer,
                                _position_base=join_position(index, 0, self.segment_size)).open()
 
     def _take_over(self):

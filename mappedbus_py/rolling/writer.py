@@ -6,7 +6,7 @@ import os
 from .._core._checks import as_size as _as_size
 from .._core._writer import MappedBusWriter, take_writer_slot
 from ..errors import BusBackPressureError, BusClosedError, BusFullError, RecordsRolledBackError
-from ..formats.layout import WRITERS_FILE, slot_size
+from ..formats.layout import TOPICS_FILE, WRITERS_FILE, slot_size
 from ..formats.positions import slots_per_segment
 from ._rolling import RollingWriterBase
 from .directory import (choose_current, create_or_open_meta, create_segment, list_segments,
@@ -34,13 +34,14 @@ class RollingBusWriter(SegmentRoller, RollingWriterBase):
     # (The public attributes are the base class's, with their docstrings.)
     __slots__ = ('_allow_foreign', '_claims', '_consumer_policy', '_every', '_fd', '_half', '_job',
                  '_k', '_kwargs', '_mark', '_mode', '_prefault', '_registry', '_registry_error',
-                 '_retention', '_retired', '_slot', '_spare', '_wake', '_writers')
+                 '_retention', '_retired', '_slot', '_spare', '_wake', '_writers', '_frames',
+                 '_serializer', '_topics', '_topic_ids')
 
 
     def __init__(self, path, segment_size=None, record_size=None, *, retain_segments=0,
                  retain_bytes=0, retain_age=None, max_consumer_lag=0, on_consumer_lag="expire",
                  consumer_block_timeout=None, mode=0o600, allow_foreign=False,
-                 prefault=False):
+                 prefault=False, frames=False, serializer=None):
         # The single-file writer checks the sizes the same way; fail here, before any file.
         if segment_size is not None:
             segment_size = _as_size(segment_size, "segment_size")
@@ -48,12 +49,18 @@ class RollingBusWriter(SegmentRoller, RollingWriterBase):
             record_size = _as_size(record_size, "record_size")
         segment_size, record_size = check_segment_sizes(
             *writer_sizes(os.fspath(path), segment_size, record_size, allow_foreign))
-        MappedBusWriter(os.fspath(path), segment_size, record_size, mode=mode)
+        MappedBusWriter(os.fspath(path), segment_size, record_size, mode=mode, frames=frames,
+                        serializer=serializer)
+        self._frames = bool(frames)
+        self._serializer = serializer
+        self._topics = None       # DIR/bus.topics once a topic is named (framed buses)
+        self._topic_ids = {}
         self._kwargs = dict(retain_segments=retain_segments, retain_bytes=retain_bytes,
                             retain_age=retain_age, max_consumer_lag=max_consumer_lag,
                             on_consumer_lag=on_consumer_lag,
                             consumer_block_timeout=consumer_block_timeout, mode=mode,
-                            allow_foreign=allow_foreign, prefault=prefault)
+                            allow_foreign=allow_foreign, prefault=prefault, frames=frames,
+                            serializer=serializer)
         self.path = os.fspath(path)
         self.segment_size = segment_size
         self.record_size = record_size
@@ -108,7 +115,7 @@ class RollingBusWriter(SegmentRoller, RollingWriterBase):
         self.meta = create_or_open_meta(self.path, self.segment_size, self.record_size,
                                         self._retention, mode=self._mode,
                                         allow_foreign=self._allow_foreign,
-                                        consumers=self._consumer_policy)
+                                        consumers=self._consumer_policy, frames=self._frames)
         segs = list_segments(self.path)
         if not segs:
             create_segment(self.path, 0, self.segment_size, mode=self._mode)
@@ -160,6 +167,9 @@ class RollingBusWriter(SegmentRoller, RollingWriterBase):
         if self._writers is not None:
             self._writers.close()     # clears this writer's claim, gives its slot back
             self._writers = None
+        if self._topics is not None:
+            self._topics.close()
+            self._topics = None
         if self._registry is not None:
             attempt(self._registry.close)
             self._registry = None
@@ -183,12 +193,74 @@ class RollingBusWriter(SegmentRoller, RollingWriterBase):
         return (f"<RollingBusWriter {state} path={self.path!r} segment_size="
                 f"{self.segment_size} record_size={self.record_size}>")
 
+    @property
+    def frames(self):
+        """True: a framed bus (messages of any size and topics, docs/messages.md)."""
+        return self._frames
+
+    @property
+    def max_message(self):
+        """The largest message this framed bus holds (one segment's); 0 without frames."""
+        if not self._frames:
+            return 0
+        from ..formats.layout import frame_max_length
+        return frame_max_length(self.segment_size, self.record_size)
+
+    def _topic_id(self, topic):
+        tid = self._topic_ids.get(topic)
+        if tid is not None:
+            return tid
+        if not self._frames:
+            raise TypeError(f"topic={topic!r}: topics need a framed bus (frames=True)")
+        if not isinstance(topic, str):
+            raise TypeError(f"a topic is a str (or None), not {type(topic).__name__}: {topic!r}")
+        if self._w is None:
+            raise BusClosedError("write to a closed RollingBusWriter (call open() first)")
+        if self._topics is None:
+            from .._core._topics import TopicsFile
+            self._topics = TopicsFile(os.path.join(self.path, TOPICS_FILE),
+                                      allow_foreign=self._allow_foreign, mode=self._mode)
+        tid = self._topics.id_of(topic)
+        self._topic_ids[topic] = tid
+        return tid
+
+    def topic_id(self, topic):
+        """The id of topic ``topic`` on this framed bus (named now if it is new)."""
+        return self._topic_id(topic)
+
+    def write_object(self, obj, topic=None):
+        """Write ``obj`` as one message (see ``MappedBusWriter.write_object``), rolling to
+        the next segment when it does not fit the current one."""
+        if not self._frames:
+            raise TypeError("write_object() needs a framed bus (frames=True)")
+        from ..formats.objects import encode
+        tid = 0 if topic is None else self._topic_id(topic)
+        enc = encode(obj, self._serializer)
+        self._countdown -= 1
+        if self._countdown <= 0 and self._w is not None:
+            self._look_ahead()
+        while True:
+            w = self._w
+            if w is None:
+                raise BusClosedError("write to a closed RollingBusWriter (call open() first)")
+            try:
+                ok = w._write_encoded(enc, tid)
+            except BusFullError:
+                self._roll()
+                continue
+            if w._covers(self._trigger):
+                self._make_spare()
+            return ok
+
     def write_batch(self, rows, meta=0):
         """Write every row of a C-contiguous array as one record each (see
         ``MappedBusWriter.write_batch``), rolling between rows as segments fill up."""
         import numpy
         if self._w is None:
             raise BusClosedError("write to a closed RollingBusWriter (call open() first)")
+        if self._frames:
+            raise TypeError("write_batch() writes fixed-size records: a framed bus takes "
+                            "write() and write_object()")
         rows = numpy.ascontiguousarray(rows)
         if rows.ndim == 0:
             rows = rows.reshape(1)

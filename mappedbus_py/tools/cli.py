@@ -262,9 +262,13 @@ def _print_stat(d, out):
     else:
         line("sizes", f"file_size {d['file_size']}   record_size {d['record_size']}   "
                       f"capacity {d['capacity']} records")
+        unit = "messages" if d.get("frames") else "slots"
         line("limit", f"{d['positions']['limit']}   allocated {d['records']['allocated']} "
-                      f"slots   end {d['positions']['end']}" + ("   (full)" if d["full"] else ""))
-    line("records", _records_line(d["records"]))
+                      f"{unit}   end {d['positions']['end']}" + ("   (full)" if d["full"] else ""))
+    line("records", _records_line(d["records"]) + ("   (messages)" if d.get("frames") else ""))
+    if d.get("frames"):
+        names = ", ".join(f"{escape(n)} {ids}" for n, ids in d["topics"].items()) or "none"
+        line("frames", f"framed: messages of any size (docs/messages.md); topics: {names}")
     if rolling:
         lost = d["lost_to_retention"]
         line("lost", f"positions {lost['from']} to {lost['to']} ({lost['slots']} record "
@@ -322,6 +326,37 @@ def _dump(rows, a, layout, type_id, out, shown=0, header=True):
         shown += 1
         if a.follow:
             out.flush()
+        if shown == a.max:
+            return shown
+    return shown
+
+
+def _dump_frames(rows, a, out, topics):
+    """Print the frames ``rows`` yields (position, segment or None, Frame). Returns how many
+    were shown."""
+    names = {i: n for n, ids in (topics or {}).items() for i in ids}
+    shown = 0
+    if not a.json:
+        print(f"{'position':>16}  {'status':<11}  {'slots':>7}  {'topic':<12}  {'length':>10}  "
+              f"payload", file=out)
+    if a.max == 0:
+        return shown
+    for position, segment, f in rows:
+        if a.status is not None and f.status not in a.status:
+            continue
+        topic = names.get(f.topic, f"#{f.topic}") if f.topic else None
+        more = f.length > len(f.preview)
+        if a.json:
+            json.dump({"position": position, "segment": segment, "status": f.status,
+                       "slots": f.slots, "topic": topic, "length": f.length if f.status == 1
+                       else None, "flags": f.flags, "preview": f.preview.hex()}, out)
+            out.write("\n")
+        else:
+            st = STATUS_NAMES.get(f.status, f"BAD {f.status}")
+            length = f.length if f.status == 1 else "-"
+            print(f"{position:>16}  {st:<11}  {f.slots:>7}  {escape(topic or '-'):<12}  "
+                  f"{length:>10}  {f.preview.hex()}{'...' if more else ''}", file=out)
+        shown += 1
         if shown == a.max:
             return shown
     return shown
@@ -485,14 +520,16 @@ class _BusView:
     describe: Callable      # (args) -> the stat dict of docs/cli.md
     check_start: Callable   # (dict, --start) -> the offset or position to dump from
     slots: Callable         # (dict, start) -> (position, segment or None, Slot) rows
+    frames: Callable        # (dict, start) -> (position, segment or None, Frame) rows (framed)
 
 
 _SINGLE_FILE = _BusView(
     describe=lambda a: views.describe(a.path, a.record_size, a.file_size,
                                       lengths=a.command == "dump" and a.bytes),
-    check_start=views.check_start, slots=views.slots)
+    check_start=views.check_start, slots=views.slots, frames=views.frames)
 _ROLLING = _BusView(describe=lambda a: views_rolling.describe(a.path, a.record_size),
-                    check_start=views_rolling.check_start, slots=views_rolling.slots)
+                    check_start=views_rolling.check_start, slots=views_rolling.slots,
+                    frames=views_rolling.frames)
 
 
 def _bus_view(a):
@@ -536,6 +573,12 @@ def _dump_cmd(a, out):
     start = view.check_start(d, a.start)
     if not a.json:
         _print_stat(d, out)
+    if d.get("frames"):
+        if layout is not None or a.follow:
+            raise InspectError(f"{escape(a.path)} is a framed bus: --layout and --follow "
+                               f"apply to fixed records (dump shows its frames)")
+        _dump_frames(view.frames(d, start), a, out, d["topics"])
+        return 0
     shown = _dump(view.slots(d, start), a, layout, type_id, out)
     if a.follow and shown != a.max:
         _follow(d, a, layout, type_id, out, shown)

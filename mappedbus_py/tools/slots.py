@@ -12,10 +12,14 @@ import struct
 from typing import NamedTuple
 
 from ..formats.files import open_file
-from ..formats.layout import FIRST_RECORD_OFFSET, LIMIT_OFFSET, PAYLOAD_OFFSET, slot_size
+from ..formats.layout import (FIRST_RECORD_OFFSET, FRAME_PAYLOAD_OFFSET, LIMIT_OFFSET,
+                              PAYLOAD_OFFSET, STATUS_COMMITTED, frame_meta_slots, slot_size)
 
-__all__ = ("Slot", "CHUNK", "open_read_only", "read_limit", "chunks", "statuses", "slots_of",
-           "scan")
+__all__ = ("Slot", "Frame", "CHUNK", "PREVIEW", "open_read_only", "read_limit", "chunks",
+           "statuses", "slots_of", "scan", "frames_of", "scan_frames")
+
+#: Payload bytes a frame row shows.
+PREVIEW = 32
 
 #: Bytes read by one pread.
 CHUNK = 1 << 20
@@ -27,6 +31,21 @@ class Slot(NamedTuple):
     status: int
     meta: int
     payload: bytes
+
+
+class Frame(NamedTuple):
+    """One frame of a framed bus as read (docs/design/frames.md): its first slot's
+    ``offset``, ``status``, ``slots`` (from its meta; 1 while the meta is not written),
+    ``meta``; of a committed one its ``length``, ``topic`` id, ``flags`` and the first
+    PREVIEW payload bytes (else length -1, topic and flags 0, preview empty)."""
+    offset: int
+    status: int
+    slots: int
+    meta: int
+    length: int
+    topic: int
+    flags: int
+    preview: bytes
 
 
 def open_read_only(path):
@@ -93,5 +112,44 @@ def scan(path, record_size, file_size=None, start=FIRST_RECORD_OFFSET, all_slots
     fd, _ = open_read_only(path)
     try:
         yield from slots_of(fd, record_size, file_size, start, all_slots)
+    finally:
+        os.close(fd)
+
+
+def frames_of(fd, record_size, file_size, start):
+    """Yield the frames (below the limit) of the open framed file ``fd`` from ``start`` (a
+    frame's first slot) as ``Frame``, one pread each, walking by their slot counts. A frame
+    whose header is impossible (a count past the end, a length longer than its slots) ends
+    the walk with a Frame of status -1."""
+    length = os.fstat(fd).st_size
+    end = min(length, file_size if file_size is not None else length)
+    stop = min(end, max(read_limit(fd), 0))
+    step = slot_size(record_size)
+    pos = start
+    while pos < stop and pos + step <= end:
+        head = os.pread(fd, FRAME_PAYLOAD_OFFSET + PREVIEW, pos)
+        if len(head) < FRAME_PAYLOAD_OFFSET:
+            return
+        status, meta, n, topic, flags = struct.unpack_from("<iiqii", head, 0)
+        slots = frame_meta_slots(meta) or 1
+        if slots > (end - pos) // step:
+            yield Frame(pos, -1, slots, meta, -1, 0, 0, b"")
+            return
+        if status == STATUS_COMMITTED:
+            if not 0 <= n <= slots * step - FRAME_PAYLOAD_OFFSET:
+                yield Frame(pos, -1, slots, meta, n, topic, flags, b"")
+                return
+            yield Frame(pos, status, slots, meta, n, topic, flags,
+                        head[FRAME_PAYLOAD_OFFSET:FRAME_PAYLOAD_OFFSET + min(n, PREVIEW)])
+        else:
+            yield Frame(pos, status, slots, meta, -1, 0, 0, b"")
+        pos += slots * step
+
+
+def scan_frames(path, record_size, file_size=None, start=FIRST_RECORD_OFFSET):
+    """Yield every frame of the framed bus file ``path`` from ``start`` as a ``Frame``."""
+    fd, _ = open_read_only(path)
+    try:
+        yield from frames_of(fd, record_size, file_size, start)
     finally:
         os.close(fd)

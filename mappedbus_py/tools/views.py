@@ -13,11 +13,11 @@ from typing import NamedTuple, Optional
 
 from ..formats.busmeta import meta_path, read_meta
 from ..formats.layout import (FIRST_RECORD_OFFSET, META_MAGIC, STATUS_COMMITTED, STATUS_NOT_SET,
-                              STATUS_ROLLED_BACK, is_record_boundary, slot_size)
-from .slots import Slot, open_read_only, read_limit, scan, slots_of
+                              STATUS_ROLLED_BACK, TOPICS_SUFFIX, is_record_boundary, slot_size)
+from .slots import Slot, frames_of, open_read_only, read_limit, scan, scan_frames, slots_of
 
 __all__ = ("Summary", "Survey", "InspectError", "survey", "summarize", "off_grid", "content_notes",
-           "describe", "check_start", "slots", "record_counts", "consumer_entries", "escape",
+           "describe", "check_start", "slots", "frames", "topic_names", "record_counts", "consumer_entries", "escape",
            "STATUS_NAMES")
 
 STATUS_NAMES = {STATUS_NOT_SET: "not set", STATUS_COMMITTED: "committed",
@@ -52,10 +52,10 @@ class Survey(NamedTuple):
     bad_length: Optional[Slot]      # with lengths=True: the first whose meta is not 0..record_size
 
 
-def survey(fd, record_size, file_size=None, *, lengths=False):
+def survey(fd, record_size, file_size=None, *, lengths=False, framed=False):
     """Count the allocated slots of the open file ``fd`` by status, noting the first that
     no writer could have left (a status other than 0/1/2; with ``lengths``, a byte-array
-    length outside 0..record_size)."""
+    length outside 0..record_size). ``framed``: count frames (messages), not slots."""
     length = os.fstat(fd).st_size
     limit = read_limit(fd)
     step = slot_size(record_size)
@@ -63,6 +63,13 @@ def survey(fd, record_size, file_size=None, *, lengths=False):
                        - FIRST_RECORD_OFFSET) // step)
     counts = Counter()
     bad_status = bad_length = None
+    if framed:
+        for f in frames_of(fd, record_size, file_size, FIRST_RECORD_OFFSET):
+            counts[f.status] += 1
+            if bad_status is None and f.status not in STATUS_NAMES:
+                bad_status = Slot(f.offset, f.status, f.meta, b"")
+        return Survey(length, limit, capacity, FIRST_RECORD_OFFSET + capacity * step, counts,
+                      bad_status, None)
     for s in slots_of(fd, record_size, file_size, FIRST_RECORD_OFFSET, False):
         counts[s.status] += 1
         if bad_status is None and s.status not in STATUS_NAMES:
@@ -204,7 +211,8 @@ def describe(path, record_size=None, file_size=None, *, lengths=False):
         if file_size < FIRST_RECORD_OFFSET:
             raise InspectError(f"{escape(path)}: file_size {file_size} is smaller than the "
                                f"{FIRST_RECORD_OFFSET}-byte header: not a bus")
-        sv = survey(fd, record_size, file_size, lengths=lengths and meta is None)
+        framed = bool(meta is not None and meta.frames)
+        sv = survey(fd, record_size, file_size, lengths=lengths and meta is None, framed=framed)
     finally:
         os.close(fd)
     problems = [note] if note else []
@@ -229,7 +237,32 @@ def describe(path, record_size=None, file_size=None, *, lengths=False):
         "positions": {"first": FIRST_RECORD_OFFSET, "limit": sv.limit, "end": sv.end},
         "records": record_counts(sv.counts), "full": full,
         "lost_to_retention": None, "segments": None, "problems": problems,
+        "frames": framed, "topics": topic_names(path + TOPICS_SUFFIX) if framed else None,
     }
+
+
+def topic_names(path):
+    """{name: [ids]} of the topics file ``path`` ({} without one); a corrupt one is
+    InspectError."""
+    from .._core._topics import TopicsFile
+    from ..errors import MappedBusError
+    try:
+        with TopicsFile(path, writable=False, allow_foreign=True) as t:
+            table = t.names()
+    except FileNotFoundError:
+        return {}
+    except (MappedBusError, OSError) as e:
+        raise InspectError(f"{escape(path)}: {escape(str(e))}") from None
+    out = {}
+    for tid, name in sorted(table.items()):
+        out.setdefault(name, []).append(tid)
+    return out
+
+
+def frames(d, start):
+    """``(position, None, Frame)`` for every frame of the framed bus ``d`` from ``start``."""
+    for f in scan_frames(d["path"], d["record_size"], d["file_size"], start=start):
+        yield f.offset, None, f
 
 
 def _check_grid(path, record_size, sv, lengths):

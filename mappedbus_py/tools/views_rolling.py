@@ -6,14 +6,17 @@ shares (``docs/cli.md``); segments are read through ``inspect.survey`` and ``ins
 import os
 
 from ..formats.files import open_file
-from ..formats.layout import (FIRST_RECORD_OFFSET, META_FILE, is_record_boundary, join_position,
+from ..formats.layout import (FIRST_RECORD_OFFSET, META_FILE, TOPICS_FILE, is_record_boundary,
+                              join_position,
                               mapped_size, slot_size, split_position)
 from ..formats.positions import end_boundary, gap_range, slots_per_segment
 from ..rolling.directory import list_segments, open_dir, read_bus_meta, segment_path
 from .slots import scan
-from .views import InspectError, content_notes, escape, off_grid, record_counts, survey
+from .slots import scan_frames
+from .views import (InspectError, content_notes, escape, off_grid, record_counts, survey,
+                    topic_names)
 
-__all__ = ("describe", "check_start", "slots")
+__all__ = ("describe", "check_start", "slots", "frames")
 
 
 def _segment(path, index, meta):
@@ -23,7 +26,7 @@ def _segment(path, index, meta):
     except FileNotFoundError:
         return None
     try:
-        sv = survey(fd, meta.record_size, meta.segment_size)
+        sv = survey(fd, meta.record_size, meta.segment_size, framed=bool(meta.frames))
     finally:
         os.close(fd)
     problems = []
@@ -83,6 +86,8 @@ def describe(path, record_size=None):
         "records": totals or record_counts({}), "full": False,
         "lost_to_retention": lost, "segments": segs,
         "problems": [f"segment {s['index']}: {p}" for s in segs for p in s["problems"]],
+        "frames": bool(meta.frames),
+        "topics": topic_names(os.path.join(path, TOPICS_FILE)) if meta.frames else None,
     }
 
 
@@ -125,3 +130,20 @@ def slots(d, start):
                 yield join_position(i, slot.offset, size), i, slot
         except FileNotFoundError:
             continue            # removed by retention meanwhile
+
+
+def frames(d, start):
+    """``(position, segment, Frame)`` for every frame of the framed rolling bus ``d`` from
+    position ``start``, across its segments."""
+    size = d["segment_size"]
+    k, off = split_position(start, size)
+    for s in d["segments"]:
+        i = s["index"]
+        if i < k:
+            continue
+        try:
+            for f in scan_frames(segment_path(d["path"], i), d["record_size"], size,
+                                 start=off if i == k else FIRST_RECORD_OFFSET):
+                yield join_position(i, f.offset, size), i, f
+        except FileNotFoundError:
+            continue

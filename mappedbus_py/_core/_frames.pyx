@@ -1,0 +1,166 @@
+# cython: language_level=3, embedsignature=True
+"""A reader's side of frames (docs/design/frames.md): the topic names and filter the scan
+consults, and a message as a ``Record``. The scan's steps over frames are _frames.h's."""
+import os
+
+from libc.stdint cimport int32_t, int64_t
+from libc.string cimport memset
+
+from ..errors import CorruptBusError
+from ..formats.layout import TOPICS_MAX as _TOPICS_MAX
+
+__all__ = ("TopicNames", "C_CONSTANTS")
+
+#: The header's constants as compiled, for the test that checks them against layout.py.
+C_CONSTANTS = {
+    "FRAME_META_FLAG": FRAME_META_FLAG, "FRAME_META_COUNT_MASK": FRAME_META_COUNT_MASK,
+    "FRAME_MAX_SLOTS": FRAME_MAX_SLOTS, "FRAME_LENGTH_OFFSET": FRAME_LENGTH_OFFSET,
+    "FRAME_TOPIC_OFFSET": FRAME_TOPIC_OFFSET, "FRAME_FLAGS_OFFSET": FRAME_FLAGS_OFFSET,
+    "FRAME_HEADER_SIZE": FRAME_HEADER_SIZE, "FRAME_PAYLOAD_OFFSET": FRAME_PAYLOAD_OFFSET,
+    "FRAME_RECORD_ALIGN": FRAME_RECORD_ALIGN, "FRAME_MIN_RECORD_SIZE": FRAME_MIN_RECORD_SIZE,
+    "FRAME_TOPIC_NONE": FRAME_TOPIC_NONE, "FRAME_ENCODING_MASK": FRAME_ENCODING_MASK,
+    "FRAME_ENCODING_BYTES": FRAME_ENCODING_BYTES, "FRAME_ENCODING_PICKLE": FRAME_ENCODING_PICKLE,
+    "FRAME_ENCODING_SERIALIZED": FRAME_ENCODING_SERIALIZED, "TOPICS_MAX": TOPICS_MAX,
+}
+assert TOPICS_MAX == _TOPICS_MAX and TOPICS_MAX < 256
+
+
+def check_topics(topics):
+    """A reader's ``topics=`` as a frozenset of names (None in it: untagged messages too),
+    or None (no filter). TypeError / ValueError at once for a bad one."""
+    from ._topics import check_topic_name
+    if topics is None:
+        return None
+    if isinstance(topics, (str, bytes)):
+        raise TypeError(f"topics= takes a list of topic names, not one {type(topics).__name__}"
+                        f" ({topics!r}): write topics=[{topics!r}]")
+    try:
+        names = list(topics)
+    except TypeError:
+        raise TypeError(f"topics= takes a list of topic names, not {type(topics).__name__}") \
+            from None
+    for n in names:
+        if n is not None:
+            check_topic_name(n)
+    return frozenset(names)
+
+
+cdef class TopicNames:
+    """TopicNames(path, wanted=None, allow_foreign=False)
+
+    The topic names of the bus whose topics file is ``path``, as a reader learns them (once
+    per id), and the filter ``wanted`` (names; None: every message)."""
+
+    def __cinit__(self, path, wanted=None, bint allow_foreign=False):
+        self.path = os.fspath(path)
+        self.allow_foreign = allow_foreign
+        self._file = None
+        self._names = {}
+        self.wanted = check_topics(wanted)
+        memset(self.want, FRAME_TOPIC_UNKNOWN, 256)
+        self.want[0] = FRAME_TOPIC_UNKNOWN
+        if self.wanted is not None:
+            self.filter = &self.want[0]
+            self.want[0] = FRAME_TOPIC_WANTED if None in self.wanted else FRAME_TOPIC_UNWANTED
+        else:
+            self.filter = NULL
+
+    @property
+    def topics(self):
+        """The filter's names (a frozenset), or None."""
+        return self.wanted
+
+    cdef object name_of(self, int32_t t):
+        if t == 0:
+            return None
+        name = self._names.get(t)
+        if name is None:
+            self.learn(t)
+            name = self._names[t]
+        return name
+
+    cdef int learn(self, int32_t t) except -1:
+        # A committed message carries id t: its entry is published (the writer published it
+        # before it wrote the message). Read it; mark the filter's byte.
+        from ._topics import TopicsFile
+        if not 1 <= t <= TOPICS_MAX:
+            raise CorruptBusError(f"{self.path!r}: a message carries topic id {t}, outside "
+                                  f"1..{TOPICS_MAX}")
+        if self._file is None:
+            try:
+                self._file = TopicsFile(self.path, writable=False,
+                                        allow_foreign=self.allow_foreign)
+            except FileNotFoundError:
+                raise CorruptBusError(f"a message carries topic id {t} but the bus has no "
+                                      f"topics file {self.path!r}") from None
+        name = self._file.name_of(t)
+        if name is None:
+            raise CorruptBusError(f"{self.path!r}: a committed message carries topic id {t}, "
+                                  f"whose entry is not published: a corrupt topics file")
+        self._names[t] = name
+        if self.wanted is not None:
+            self.want[t] = FRAME_TOPIC_WANTED if name in self.wanted else FRAME_TOPIC_UNWANTED
+        return 0
+
+    def name(self, int32_t t):
+        """The name of topic id ``t`` (None for 0)."""
+        return self.name_of(t)
+
+    def close(self):
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_WRITABLE, PyBUF_C_CONTIGUOUS
+from cpython.bytearray cimport PyByteArray_FromStringAndSize
+from libc.string cimport memcpy
+
+from ..errors import MessageTooSmallBufferError
+
+
+cdef bytes frame_bytes(char *base, int64_t rec):
+    cdef int64_t n = frame_length(base + rec)
+    cdef int64_t p = rec + FRAME_PAYLOAD_OFFSET
+    return base[p:p + n]
+
+
+cdef Record frame_record(char *base, int64_t rec, int64_t position, TopicNames names,
+                         object serializer):
+    cdef Record r = Record.__new__(Record)
+    cdef int32_t t = frame_topic(base + rec)
+    r.position = position
+    r.meta = frame_meta_load(base + rec)
+    r.payload = frame_bytes(base, rec)
+    r.topic = names.name_of(t) if t != 0 else None
+    r.flags = frame_flags(base + rec)
+    r.framed = True
+    r._serializer = serializer
+    return r
+
+
+cdef object frame_object(char *base, int64_t rec, int64_t position, object serializer):
+    # The message copied once into a bytearray of its own, then decoded: numpy arrays come
+    # back as writable views of it.
+    from ..formats.objects import decode
+    cdef int64_t n = frame_length(base + rec)
+    data = PyByteArray_FromStringAndSize(base + rec + FRAME_PAYLOAD_OFFSET, n)
+    return decode(data, frame_flags(base + rec), serializer,
+                  where=f"the message at {position}")
+
+
+cdef int64_t frame_into(char *base, int64_t rec, object buffer) except -1:
+    # Copy the message into ``buffer`` (writable, C-contiguous): its length.
+    # MessageTooSmallBufferError (nothing copied) if it does not fit.
+    cdef Py_buffer view
+    cdef int64_t n = frame_length(base + rec)
+    PyObject_GetBuffer(buffer, &view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS)
+    try:
+        if n > view.len:
+            raise MessageTooSmallBufferError(
+                f"the next message is {n} bytes, longer than the {view.len}-byte buffer "
+                f"given to read_into (it is still the next message)", n)
+        memcpy(view.buf, base + rec + FRAME_PAYLOAD_OFFSET, n)
+    finally:
+        PyBuffer_Release(&view)
+    return n

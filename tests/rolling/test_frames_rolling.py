@@ -1,0 +1,103 @@
+"""Frames on a rolling bus: messages that meet a segment's end pad it and go whole into the
+next segment; topics, objects and consumers across segments; racing writers."""
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from mappedbus_py import BusMismatchError, RollingBusReader, RollingBusWriter
+from mappedbus_py.formats import layout
+
+CHILD = os.path.join(os.path.dirname(__file__), "..", "support", "frames_child.py")
+SEG = 64 << 10
+REC = 56
+SLOT = REC + 8
+
+
+@pytest.fixture
+def rolling_dir(tmp_path_factory):
+    base = "/dev/shm" if os.path.isdir("/dev/shm") else str(tmp_path_factory.getbasetemp())
+    path = os.path.join(base, f"mbframes-{os.getpid()}-{random.randrange(1 << 40):x}.d")
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_messages_meeting_a_segments_end_go_whole_into_the_next(rolling_dir):
+    rng = np.random.default_rng(3)
+    sizes = [int(x) for x in rng.integers(0, 20_000, 60)] + [0, 1, SEG - 8 - 24 - 64]
+    msgs = [rng.integers(0, 256, n, dtype=np.uint8).tobytes() for n in sizes]
+    with RollingBusWriter(rolling_dir, SEG, REC, frames=True) as w:
+        assert w.max_message == (SEG - 8) // SLOT * SLOT - 24
+        for m in msgs:
+            assert w.write(m)
+        with pytest.raises(ValueError, match="never spans files"):
+            w.write(bytes(w.max_message + 1))
+        assert w.segment >= 15
+    with RollingBusReader(rolling_dir) as r:
+        got = []
+        for rec in r.records(timeout=0):
+            seg, off = divmod(rec.position, SEG)
+            slots = layout.frame_slots(len(rec.payload), REC)
+            assert off + slots * SLOT <= SEG            # never across a segment's end
+            got.append(rec.payload)
+    assert got == msgs
+
+
+def test_topics_and_objects_across_segments(rolling_dir):
+    with RollingBusWriter(rolling_dir, SEG, REC, frames=True) as w:
+        for i in range(200):
+            w.write_object({"i": i, "a": np.arange(i * 10)}, topic="even" if i % 2 == 0 else "odd")
+    with RollingBusReader(rolling_dir, topics=["odd"]) as r:
+        got = [rec.object() for rec in r.records(timeout=0)]
+    assert [o["i"] for o in got] == list(range(1, 200, 2))
+    assert all(np.array_equal(o["a"], np.arange(o["i"] * 10)) for o in got)
+    with RollingBusReader(rolling_dir) as r:
+        topics = [rec.topic for rec in r.records(timeout=0)]
+    assert topics == ["even", "odd"] * 100
+
+
+def test_a_consumer_goes_on_across_segments(rolling_dir):
+    with RollingBusWriter(rolling_dir, SEG, REC, frames=True) as w:
+        for i in range(30):
+            w.write(bytes([i]) * 9_000)
+    with RollingBusReader(rolling_dir, consumer="c") as r:
+        for i in range(17):
+            assert r.read(timeout=0).payload == bytes([i]) * 9_000
+        r.commit()
+    with RollingBusReader(rolling_dir, consumer="c") as r:
+        assert [rec.payload[0] for rec in r.records(timeout=0)] == list(range(17, 30))
+
+
+def test_frames_must_match_the_bus(rolling_dir):
+    RollingBusWriter(rolling_dir, SEG, REC, frames=True).open().close()
+    with pytest.raises(BusMismatchError, match="frames=True"):
+        RollingBusWriter(rolling_dir).open()
+    with pytest.raises(ValueError, match="multiple of 8"):
+        RollingBusWriter(rolling_dir + "x", SEG, 20, frames=True)
+
+
+def test_racing_writers_on_a_rolling_bus(rolling_dir):
+    RollingBusWriter(rolling_dir, 1 << 20, 248, frames=True).open().close()
+    ws = [subprocess.Popen([sys.executable, CHILD, "write", rolling_dir, str(i), "30",
+                            str(200_000), "rolling", "topics"]) for i in range(3)]
+    rs = [subprocess.Popen([sys.executable, CHILD, "read", rolling_dir, str(n), "20", "rolling",
+                            *t], stdout=subprocess.PIPE, text=True)
+          for n, t in ((90, []), (90, []), (30, ["t0"]))]
+    try:
+        for w in ws:
+            assert w.wait(timeout=300) == 0
+        outs = [json.loads(r.communicate(timeout=300)[0]) for r in rs]
+    finally:
+        for p in ws + rs:
+            if p.poll() is None:
+                p.kill()
+    a, b, t0 = outs
+    assert a["bad"] == [] and a == b and len(a["order"]) == 90
+    assert t0["bad"] == []
+    with_ids = [x for x in a["order"] if x[0] >= 0]
+    assert [x for x in t0["order"] if x[0] >= 0] == [x for x in with_ids if x[1] % 3 == 0]
