@@ -285,7 +285,7 @@ def test_a_framed_rolling_bus_where_messages_meet_segment_ends(java, shm):
     msgs, end = _messages(out)
     assert _check_order(msgs) == {w: count for w in range(3)}
     assert len({m[0] // (16 << 20) for m in msgs}) > 1   # over several segments
-    assert int(end[0][1]) == 0                            # paddings are not rollbacks by readers
+    assert end[0][0] == "0" and int(end[0][1]) >= 1       # no rollback; the paddings skipped
     w1, _ = _messages(_run("read", bus, count, "w1", "rolling"))
     assert w1 == [m for m in msgs if m[1] == "w1"]
     if _python_has("reader"):
