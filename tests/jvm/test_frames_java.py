@@ -161,6 +161,19 @@ def test_java_reads_the_shared_vectors_as_the_manifest_says(java, tmp_path, case
         assert [int(ln.split()[1]) for ln in out.splitlines() if ln.startswith("MSG ")] == positions
 
 
+def test_a_java_writer_writes_the_shared_vectors_byte_for_byte(java, tmp_path):
+    case = next(c for c in _vector_cases() if c["file"] == "frames-sizes.bus")
+    bus = tmp_path / "written.bus"
+    lines = "".join(f"{fr['flags']} {fr['payload_hex']}\n" for fr in case["frames"])
+    cmd = jvm.java_command(CHILD, "write-hex", str(bus), case["record_size"], case["file_size"],
+                           classpath=[TESTS_JAR])
+    p = subprocess.run(cmd, input=lines, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and p.stdout.strip() == "written", p.stderr[-3000:]
+    with open(os.path.join(VECTORS, case["file"]), "rb") as f:
+        want = f.read()
+    assert bus.read_bytes()[:case["file_size"]] == want
+
+
 # -- writers racing ----------------------------------------------------------------------------
 
 def _make(path, rolling=False, seg=None):

@@ -22,6 +22,8 @@ import java.util.zip.CRC32;
  *  FramesChild read PATH COUNT [TOPIC,TOPIC...|-] [rolling]
  *      reads COUNT messages (waitNext, up to 60 s each; topics: only those), each printed as
  *      "MSG position topic length crc32"; then "END rollbacks skipped filtered"
+ *  FramesChild write-hex PATH RECORD_SIZE FILE_SIZE
+ *      makes a framed bus and writes one message per stdin line "FLAGS HEX" (no topic); prints "written"
  *  FramesChild read-file PATH RECORD_SIZE FILE_SIZE [TOPIC,TOPIC...]
  *      reads a framed file without metadata read-only to its end: "MSG position topic flags hex" each, then "END"
  * </pre>
@@ -173,6 +175,24 @@ public final class FramesChild {
                     }
                 }
                 System.out.print(out);
+                break;
+            }
+            case "write-hex": {
+                // write-hex PATH RECORD_SIZE FILE_SIZE: a new framed bus, then one message per stdin line "flags hex"
+                int recordSize = Integer.parseInt(args[2]);
+                long fileSize = Long.parseLong(args[3]);
+                java.io.BufferedReader in = new java.io.BufferedReader(new java.io.InputStreamReader(System.in,
+                        java.nio.charset.StandardCharsets.UTF_8));
+                try (MappedBusWriter w = new MappedBusWriter(path, fileSize, recordSize).setFrames(true).open()) {
+                    for (String line; (line = in.readLine()) != null && !line.isEmpty(); ) {
+                        String[] f = line.split(" ", -1);
+                        byte[] b = HexFormat.of().parseHex(f[1]);
+                        if (!w.write(b, 0, b.length, null, Integer.parseInt(f[0]))) {
+                            throw new AssertionError("rolled back");
+                        }
+                    }
+                }
+                System.out.println("written");
                 break;
             }
             case "read-file": {
