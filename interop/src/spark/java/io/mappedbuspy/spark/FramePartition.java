@@ -60,6 +60,9 @@ final class FramePartition implements InputPartition {
         return "FramePartition[" + path + " " + start + ".." + end + (base == 0 ? "" : " at " + base) + "]";
     }
 
+    /** A range of whole messages {@code [start, end)} of one file, cut by the planning walk. */
+    private record Range(long start, long end) { }
+
     /** Where the walk of one file ended: its partitions, and whether it stopped at an uncommitted message. */
     record Planned(List<FramePartition> parts, boolean stopped) { }
 
@@ -73,7 +76,7 @@ final class FramePartition implements InputPartition {
     static Planned plan(BusOptions o, String path, long fileSize, long base, String topicsFile, String[] topics)
             throws IOException {
         long slot = Layout.slotSize(o.recordSize);
-        List<long[]> cuts = new ArrayList<>();
+        List<Range> cuts = new ArrayList<>();
         boolean stopped = false;
         long pos = Layout.FIRST_RECORD_OFFSET;
         try (MemoryMappedFile m = new MemoryMappedFile(path, fileSize, true)) {
@@ -118,13 +121,13 @@ final class FramePartition implements InputPartition {
                     throw BusScan.invalidStatus(path, pos, status, o.recordSize);
                 }
                 if (pos > partStart && (pos - partStart) / slot >= per) {
-                    cuts.add(new long[] {partStart, pos});
+                    cuts.add(new Range(partStart, pos));
                     partStart = pos;
                 }
                 pos += n * slot;
             }
             if (pos > partStart) {
-                cuts.add(new long[] {partStart, pos});
+                cuts.add(new Range(partStart, pos));
             }
         }
         String[] names = io.mappedbuspy.TopicsFile.names(java.nio.file.Path.of(topicsFile), false);
@@ -140,8 +143,8 @@ final class FramePartition implements InputPartition {
         }
         String host = BusPartition.executorHost();
         List<FramePartition> parts = new ArrayList<>();
-        for (long[] c : cuts) {
-            parts.add(new FramePartition(path, fileSize, o.recordSize, base, c[0], c[1], names, ids, host));
+        for (Range c : cuts) {
+            parts.add(new FramePartition(path, fileSize, o.recordSize, base, c.start(), c.end(), names, ids, host));
         }
         return new Planned(parts, stopped);
     }
