@@ -34,7 +34,10 @@ final class Frames {
      */
     static boolean fill(MemoryMappedFile m, long pos, long n, int length, int topic, int flags, byte[] src, int offset,
                         ByteBuffer buf) {
-        if (!m.compareAndSetInt(pos + Layout.METADATA_OFFSET, 0, Layout.frameMeta(n))) {
+        if (n == 1) {
+            // One slot: a plain store will do, as a reader's rollback writes the same count (docs/design/frames.md).
+            m.putIntInRecord(pos + Layout.METADATA_OFFSET, Layout.FRAME_META_FLAG | 1);
+        } else if (!m.compareAndSetInt(pos + Layout.METADATA_OFFSET, 0, Layout.frameMeta(n))) {
             return false; // a reader gave the message up before its count was written
         }
         long h = pos + Layout.PAYLOAD_OFFSET;

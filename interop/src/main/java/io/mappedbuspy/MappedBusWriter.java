@@ -48,6 +48,8 @@ public final class MappedBusWriter implements AutoCloseable {
     // A framed bus (setFrames): messages of any size with topics; its topics file, opened at the first topic (a rolling
     // bus's segment: its bus's, given before the first write); the end of the last message's slots.
     private boolean frames;
+    // The largest message the file holds (Layout.frameMaxLength), computed once.
+    private final long maxLength;
     TopicsFile topicsFile;
     private String topicsPath;
     private boolean ownsTopics;
@@ -88,6 +90,7 @@ public final class MappedBusWriter implements AutoCloseable {
         this.fileSize = fileSize;
         this.recordSize = recordSize;
         this.slot = Layout.slotSize(recordSize);
+        this.maxLength = Layout.frameMaxLength(fileSize, recordSize);
     }
 
     static void checkSizes(long fileSize, int recordSize) {
@@ -386,7 +389,7 @@ public final class MappedBusWriter implements AutoCloseable {
             throw new IllegalStateException("messages with topics and of any size need a framed bus: setFrames(true)"
                     + " before open() (" + path + ")");
         }
-        if (length > Layout.frameMaxLength(fileSize, recordSize)) {
+        if (length > maxLength) {
             throw new IllegalArgumentException("a message of " + length + " bytes is longer than " + path
                     + " holds (" + Layout.frameMaxLength(fileSize, recordSize) + " bytes in fileSize " + fileSize
                     + ", recordSize " + recordSize + ")");
