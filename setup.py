@@ -56,7 +56,8 @@ DEBUG = os.environ.get("MAPPEDBUS_DEBUG") == "1"   # annotate, linetrace, bounds
 # claim loop in their subpackage (its own header beside it, the core's from _core).
 MODULES = {f"mappedbus_py._core.{name}": f"mappedbus_py/_core/{name}.pyx"
            for name in ["_mapping", "_message", "_record", "_liveness", "_wake", "_wakefd",
-                        "_consumers", "_writers", "_topics", "_frames", "_writer", "_reader"]}
+                        "_consumers", "_writers", "_topics", "_frames", "_writer", "_slotscan", "_waiter",
+                        "_consumerhold", "_reader"]}
 MODULES["mappedbus_py.rolling._rolling"] = "mappedbus_py/rolling/_rolling.pyx"
 MODULES["mappedbus_py.groups._group"] = "mappedbus_py/groups/_group.pyx"
 

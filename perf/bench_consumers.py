@@ -19,7 +19,6 @@ Results: perf/results/consumers.md and .json.
 import argparse
 import json
 import os
-import shutil
 import statistics
 import sys
 import time
@@ -29,6 +28,7 @@ from common import machine  # noqa: E402
 
 from mappedbus_py import (MappedBusReader, MappedBusWriter, PriceUpdate,  # noqa: E402
                           RollingBusReader, RollingBusWriter)
+from mappedbus_py.formats.files import remove_bus  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TARGET_NS = 30
@@ -98,10 +98,8 @@ def main():
         with RollingBusReader(rpath, consumer="bench") as r:
             rolling = rounds(r, 8, k)
     finally:
-        for p in (path, path + ".meta", path + ".consumers", path + ".wake"):
-            if os.path.exists(p):
-                os.unlink(p)
-        shutil.rmtree(rpath, ignore_errors=True)
+        remove_bus(path)
+        remove_bus(rpath)
     info["load_avg_end"] = round(os.getloadavg()[0], 2)
     result = {"started": started, "mode": "quick" if args.quick else "full", "records": n,
               "rounds": k, "machine": info, "single": single, "rolling": rolling,

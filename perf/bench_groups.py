@@ -50,6 +50,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import machine  # noqa: E402
 
 from mappedbus_py import MappedBusReader, MappedBusWriter, PriceUpdate  # noqa: E402
+from mappedbus_py.formats.files import remove_bus  # noqa: E402
 from mappedbus_py.groups import GroupReader  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -63,10 +64,7 @@ def _bus_path(tag):
 
 
 def _remove(path):
-    for p in (path, path + ".meta", path + ".wake", path + ".consumers", path + ".writers"):
-        if os.path.exists(p):
-            os.unlink(p)
-    shutil.rmtree(path + ".groups", ignore_errors=True)
+    remove_bus(path)
 
 
 # -- the group ----------------------------------------------------------------------------

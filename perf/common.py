@@ -15,7 +15,7 @@ PERF = os.path.join(ROOT, "perf")
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from mappedbus_py.formats.layout import META_SUFFIX, WAKE_SUFFIX, WRITERS_SUFFIX  # noqa: E402
+from mappedbus_py.formats.files import remove_bus  # noqa: E402
 
 PY = sys.executable
 HEADER = 8                 # record header: status + metadata
@@ -53,11 +53,7 @@ class ShmFiles:
 
     def __exit__(self, *exc):
         for p in self.paths:
-            for f in (p, p + META_SUFFIX, p + WAKE_SUFFIX, p + WRITERS_SUFFIX):   # a bus and the files beside it
-                try:
-                    os.unlink(f)
-                except FileNotFoundError:
-                    pass
+            remove_bus(p)                   # a bus and every file beside it
 
 
 def create_bus(path, file_size, record_size):

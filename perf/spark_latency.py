@@ -33,6 +33,7 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 from mappedbus_py import MappedBusReader, MappedBusWriter, Message, int32, int64  # noqa: E402
+from mappedbus_py.formats.files import remove_bus  # noqa: E402
 
 
 class Stamped(Message, type_id=12):
@@ -164,9 +165,7 @@ def run_mode(spark, mode, phases, args, ctx, work):
         if query is not None:
             query.stop()
         for p in (a, b):
-            for f in (p, p + ".meta", p + ".commits", p + ".wake", p + ".consumers"):
-                if os.path.exists(f):
-                    os.unlink(f)
+            remove_bus(p)
 
 
 def fmt(v):

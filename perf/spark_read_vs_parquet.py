@@ -30,6 +30,7 @@ if ROOT not in sys.path:
 import numpy as np  # noqa: E402
 
 from mappedbus_py import MappedBusWriter, PriceUpdate  # noqa: E402
+from mappedbus_py.formats.files import remove_bus  # noqa: E402
 
 
 def best(fn, repeat):
@@ -139,9 +140,7 @@ def main(argv=None):
     finally:
         if spark is not None:
             spark.stop()
-        for f in (bus, bus + ".meta", bus + ".wake"):
-            if os.path.exists(f):
-                os.unlink(f)
+        remove_bus(bus)
         shutil.rmtree(parquet, ignore_errors=True)
 
 

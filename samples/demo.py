@@ -20,6 +20,7 @@ from typing import List
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from mappedbus_py import MappedBusWriter, jvm  # noqa: E402
+from mappedbus_py.formats.files import remove_bus  # noqa: E402
 
 # The price bus of object_reader.py/object_writer.py (and their Java twins).
 PRICES_FILE_SIZE, PRICES_RECORD_SIZE = 2_000_000, 12
@@ -140,10 +141,8 @@ def main() -> None:
         ring(base + "-token", a.rounds, a.interval)
         print("demo: done")
     finally:
-        for suffix in ("-prices", "-token", "-prices.meta", "-token.meta", "-prices.wake",
-                       "-token.wake", "-prices.writers", "-token.writers"):
-            if os.path.exists(base + suffix):
-                os.unlink(base + suffix)
+        remove_bus(base + "-prices")
+        remove_bus(base + "-token")
 
 
 if __name__ == "__main__":

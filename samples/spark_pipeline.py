@@ -36,6 +36,7 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 from mappedbus_py import MappedBusReader, MappedBusWriter, Message, float64, int32, int64  # noqa: E402
+from mappedbus_py.formats.files import remove_bus  # noqa: E402
 
 
 class TimedPrice(Message, type_id=10):
@@ -284,11 +285,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         if spark is not None:
             spark.stop()
         for path in (bus_a, bus_b):
-            # the bus, its metadata, a sink commit log, its readers' wake file, the queries' consumers
-            for f in (path, path + ".meta", path + ".commits", path + ".wake", path + ".consumers",
-                      path + ".writers"):
-                if os.path.exists(f):
-                    os.unlink(f)
+            remove_bus(path)        # the bus and its side files (metadata, commit log, wake, ...)
         shutil.rmtree(work, ignore_errors=True)
 
 

@@ -23,6 +23,7 @@ from typing import List, Optional
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from mappedbus_py import BusFullError, MappedBusReader, MappedBusWriter, Token  # noqa: E402
+from mappedbus_py.formats.files import remove_bus  # noqa: E402
 
 SHM = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
 DEFAULT_PATH = os.path.join(SHM, "mappedbus-sample-token")
@@ -110,9 +111,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     finally:
         # Every node has the file mapped by now (each held the token), so it can go.
         if a.id == 0:
-            for p in (a.path, a.path + ".meta", a.path + ".wake", a.path + ".writers"):
-                if os.path.exists(p):
-                    os.unlink(p)
+            remove_bus(a.path)
 
 
 if __name__ == "__main__":

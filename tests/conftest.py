@@ -24,8 +24,10 @@ def bus_path(request):
     base = SHM if SHM.is_dir() else pathlib.Path("/tmp")
     path = base / f"mbtest-{os.getpid()}-{uuid.uuid4().hex[:12]}"
     yield str(path)
-    # The bus, its metadata, and whatever a test made beside it from the same name
-    # (PATH-src, PATH.commits, PATH.<pid>.tmp.meta, ...).
+    # The bus and its side files (formats.files.side_files: the groups directory too), and
+    # whatever else a test made beside it from the same name (PATH-src, PATH.<pid>.tmp.meta, ...).
+    from mappedbus_py.formats.files import remove_bus
+    remove_bus(path)
     for p in base.glob(path.name + "*"):
         if p.is_file() or p.is_symlink():
             p.unlink()

@@ -24,6 +24,9 @@ circle:
 - ``tools/``: the ``mappedbus`` command and what it shows, which nothing of the library imports;
 - ``jvm``, ``spark``: the integrations; then the package's face, ``__init__`` and ``__main__``.
 
+Within the core, the reader's concerns (``_slotscan``, ``_waiter``, ``_consumerhold``, composed
+by ``_reader``) each import only what their job needs (``READER_CONCERNS``).
+
 The top level holds only the modules users import by name; an optional dependency is imported
 by the one module that needs it; no module is named like a module of the standard library.
 """
@@ -252,7 +255,7 @@ def test_the_import_graph_is_read_from_every_kind_of_source():
             "formats.layout", "rolling._rolling"} <= graph.keys()
     assert {"_core._mapping", "_core._writer", "formats.layout", "errors"} <= graph["_core._reader"]
     assert {"_core._atomic", "_core._guard"} <= graph["_core._reader"]   # a .pyx's cimports
-    assert {"_core._reader", "_core._consumers"} <= graph["rolling._rolling"]   # .pxd, absolute
+    assert {"_core._reader", "_core._consumerhold"} <= graph["rolling._rolling"]   # .pxd
     assert {"tools.views", "formats.layout", "messages"} <= graph["tools.cli"]
     assert "_core._reader" in graph["__init__"] and "tools.cli" in graph["__main__"]
 
@@ -325,6 +328,45 @@ def test_no_module_imports_another_modules_private_names():
     found = {str(p.relative_to(PACKAGE)): names for p in sorted(PACKAGE.rglob("*"))
              if p.suffix in (".py", ".pyx", ".pxd") and (names := _private_imports(p.read_text()))}
     assert not found, found
+
+
+# The reader's concerns, one module each as the Java reader's (SlotScan, Waiter, ConsumerHold),
+# and the modules each may import: what its job needs and nothing of another's. The reader
+# composes them: it never asks the writers file (_writers), reads a clock (_clock) or parks.
+_CORE = {"_core._atomic", "_core._layout", "_core._guard", "_core._checks", "errors"}
+READER_CONCERNS = {
+    # the walk over the slots: statuses, the limit, stalls, the writers file, rollback
+    "_core._slotscan": _CORE | {"_core._clock", "_core._mapping", "_core._writers"},
+    # spin, park and wake, the event loops' descriptor; it polls through the scan
+    "_core._waiter": _CORE | {"_core._clock", "_core._slotscan", "_core._wake", "_core._wakefd",
+                              "formats.layout"},
+    # a consumer name held in the registry, its commits
+    "_core._consumerhold": _CORE | {"_core._consumers", "formats.layout"},
+    # the composition: the mapping, the position, the read methods
+    "_core._reader": _CORE | {"_core._mapping", "_core._message", "_core._record",
+                              "_core._slotscan", "_core._waiter", "_core._consumerhold",
+                              "_core._consumers", "_core._wake", "_core._wakefd", "_core._writer",
+                              "formats.layout", "aio"},
+}
+
+
+def _mixed_jobs(graph, concerns):
+    """``{module: modules it imports beyond its concern's}`` for the modules of ``concerns``."""
+    return {m: sorted(graph[m] - allowed) for m, allowed in concerns.items()
+            if graph[m] - allowed}
+
+
+def test_each_reader_concern_imports_only_what_its_job_needs():
+    graph = _import_graph()
+    assert READER_CONCERNS.keys() <= graph.keys()
+    found = _mixed_jobs(graph, READER_CONCERNS)
+    assert not found, f"reader modules doing another concern's job: {found}"
+
+
+def test_the_concern_check_finds_a_module_doing_another_job():
+    graph = {"_core._reader": {"_core._slotscan", "_core._writers"}, "_core._waiter": {"_core._wake"}}
+    concerns = {"_core._reader": {"_core._slotscan"}, "_core._waiter": {"_core._wake"}}
+    assert _mixed_jobs(graph, concerns) == {"_core._reader": ["_core._writers"]}
 
 
 def test_the_tests_mirror_the_layout():

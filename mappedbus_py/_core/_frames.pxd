@@ -48,3 +48,4 @@ cdef Record frame_record(char *base, int64_t rec, int64_t position, TopicNames n
                          object serializer)
 cdef object frame_object(char *base, int64_t rec, int64_t position, object serializer)
 cdef int64_t frame_into(char *base, int64_t rec, object buffer) except -1
+cdef int check_into_buffer(object buffer) except -1

@@ -164,3 +164,16 @@ cdef int64_t frame_into(char *base, int64_t rec, object buffer) except -1:
     finally:
         PyBuffer_Release(&view)
     return n
+
+
+cdef int check_into_buffer(object buffer) except -1:
+    # TypeError at once for what read_into cannot copy a message into.
+    cdef Py_buffer view
+    try:
+        PyObject_GetBuffer(buffer, &view, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS)
+    except (TypeError, BufferError, ValueError) as e:
+        raise TypeError(f"read_into() on a framed bus copies into a writable, C-contiguous "
+                        f"buffer (bytearray, numpy array), not {type(buffer).__name__} ({e})") \
+            from None
+    PyBuffer_Release(&view)
+    return 0

@@ -28,3 +28,16 @@ cdef class Field:
     cdef int _store(self, char *payload, object value) except -1
     cdef int _out_of_range(self, object value) except -1
     cdef object _integer(self, object value)
+
+
+cdef inline int check_message_fits(object message, Py_ssize_t record_size,
+                                   str call) except -1:
+    # A reader's check of the message it copies a record into (``call``: "read_into()",
+    # "read_message()"): a Message whose payload fits a record_size-byte record, else the
+    # TypeError or ValueError naming the problem. The caller then casts <MessageBase>.
+    if not isinstance(message, MessageBase):
+        raise TypeError(f"{call} needs a Message, got {type(message).__name__}")
+    if (<MessageBase>message)._size > record_size:
+        raise ValueError(f"{type(message).__name__} takes {(<MessageBase>message)._size} "
+                         f"bytes, more than record_size {record_size}")
+    return 0

@@ -8,12 +8,13 @@ bus (``rolling``); ``interop/.../BusFiles.java`` does the same on the JVM side.
 import errno
 import os
 import secrets
+import shutil
 import stat
 
 from ..errors import UnsafeBusFileError
-from .layout import TMP_PREFIX
+from .layout import SIDE_FILES, SIDE_SUFFIXES, TMP_PREFIX
 
-__all__ = ("file_kind", "check_trusted", "open_file", "write_atomic")
+__all__ = ("file_kind", "check_trusted", "open_file", "write_atomic", "side_files", "remove_bus")
 
 _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
           (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
@@ -120,5 +121,33 @@ def write_atomic(path, data, mode=0o600, *, exclusive):
         if tmp is not None:
             try:
                 os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+
+
+def side_files(path: "str | os.PathLike[str]") -> "list[str]":
+    """Every side file a bus at ``path`` may have (layout.SIDE_SUFFIXES: its metadata, wake
+    file, consumer registry, writers file, commit log, work groups' directory), whether it
+    exists or not: ``PATH + suffix`` for a single-file bus, ``DIR/name`` for a rolling bus (a
+    directory)."""
+    path = os.fspath(path)
+    if os.path.isdir(path):
+        return [os.path.join(path, name) for name in SIDE_FILES]
+    return [path + suffix for suffix in SIDE_SUFFIXES]
+
+
+def remove_bus(path: "str | os.PathLike[str]") -> None:
+    """Remove a bus and every side file it has (tests, benchmarks, samples): a single-file
+    bus's file and ``side_files``, or a rolling bus's directory. Missing ones are fine."""
+    path = os.fspath(path)
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+        return
+    for f in (path, *side_files(path)):
+        if os.path.isdir(f) and not os.path.islink(f):
+            shutil.rmtree(f, ignore_errors=True)
+        else:
+            try:
+                os.unlink(f)
             except FileNotFoundError:
                 pass

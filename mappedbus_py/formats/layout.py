@@ -760,3 +760,13 @@ def topic_entry_offset(topic_id):
 CONSTANTS.update({name: value for name, value in globals().items()
                   if name.startswith(("FRAME_", "OBJECT_", "TOPICS_", "TOPIC_", "META_FRAMES"))
                   and isinstance(value, int | str)})
+
+
+# -- the side files ---------------------------------------------------------------------------
+# Every file (or directory) written beside a bus, named once here: a single-file bus at PATH has
+# PATH + suffix for each of SIDE_SUFFIXES, a rolling bus at DIR has DIR/name for each of
+# SIDE_FILES. A new side file is added to both. formats.files.side_files(path) lists them for a
+# bus; the Spark connector's BusOptions.isSidecar names the same suffixes (a test checks).
+SIDE_SUFFIXES = (META_SUFFIX, WAKE_SUFFIX, CONSUMERS_SUFFIX, WRITERS_SUFFIX, COMMIT_LOG_SUFFIX,
+                 GROUP_DIR_SUFFIX)
+SIDE_FILES = (META_FILE, WAKE_FILE, CONSUMERS_FILE, WRITERS_FILE, COMMIT_LOG_FILE, GROUP_DIR)

@@ -12,12 +12,14 @@ from cpython.exc cimport PyErr_CheckSignals
 from libc.stdint cimport int32_t, int64_t
 from libc.stdlib cimport calloc, free
 from libc.string cimport memcpy
-from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC, nanosleep
+from posix.time cimport timespec, nanosleep
 
 from mappedbus_py._core._atomic cimport load_acquire_i64, store_release_i64, fetch_add_i64, cpu_relax
-from mappedbus_py._core._message cimport MessageBase
+from mappedbus_py._core._message cimport MessageBase, check_message_fits
+from mappedbus_py._core._clock cimport monotonic_ns, coarse_ns
 from mappedbus_py._core._mapping cimport copy_payload
-from mappedbus_py._core._reader cimport MappedBusReader, END
+from mappedbus_py._core._reader cimport MappedBusReader
+from mappedbus_py._core._slotscan cimport END
 from mappedbus_py._core._consumers cimport ConsumerRegistry, consumer_entry, consumer_commit
 from mappedbus_py._core._record cimport Record
 
@@ -33,9 +35,6 @@ from ._files import (BusKind, bus_kind, check_group_name, check_options, create_
                      dead_letter_path, g_of_position, group_file, open_group, open_live)
 
 __all__ = ("GroupReader", "GroupRecord", "GroupFullError")
-
-cdef extern from "time.h" nogil:
-    int CLOCK_MONOTONIC_COARSE
 
 cdef int64_t SCAN_NS = 1000000          # a waiting member looks for redeliveries every 1 ms
 cdef int64_t HOLD_NS = 1000000          # a member commits the group's retention entry at most
@@ -74,19 +73,6 @@ def hold_name(group):
 
 class GroupFullError(MappedBusError):
     """Every member slot of the group (GROUP_MEMBER_COUNT) is held by a live member."""
-
-
-cdef inline int64_t monotonic_ns() noexcept nogil:
-    cdef timespec ts
-    clock_gettime(CLOCK_MONOTONIC, &ts)
-    return ts.tv_sec * 1000000000 + ts.tv_nsec
-
-
-cdef inline int64_t coarse_ns() noexcept nogil:
-    # A lease's start: ms precision is plenty, and it costs a fifth of the precise clock.
-    cdef timespec ts
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts)
-    return ts.tv_sec * 1000000000 + ts.tv_nsec
 
 
 cdef class GroupRecord(Record):
@@ -416,8 +402,8 @@ cdef class GroupReader:
                 return 0
             r = self._r
             off = FIRST + (g - self._k * self._sps) * self._slot
-            if r._pos != off:
-                r._pos = off
+            if r._scan.pos != off:
+                r._scan.pos = off
             found = r._next_code()
             if found == 0:
                 return 0
@@ -426,7 +412,7 @@ cdef class GroupReader:
                     return END
                 group_skip(self._base, self._window, self._shift, g)   # rolled-back tail
                 continue
-            if r._cur != off:          # g's slot was rolled back: no member gets it
+            if r._scan.cur != off:          # g's slot was rolled back: no member gets it
                 group_skip(self._base, self._window, self._shift, g)
                 continue
             w = group_take_new(self._base, self._window, self._shift, g, self.member,
@@ -544,7 +530,7 @@ cdef class GroupReader:
 
     cdef GroupRecord _record(self):
         cdef GroupRecord rec = GroupRecord.__new__(GroupRecord)
-        cdef char *p = self._r._base + self._cur_off
+        cdef char *p = self._r._scan.base + self._cur_off
         cdef int32_t meta
         memcpy(&meta, p + METADATA_OFFSET, 4)
         rec.position = self._position(self._cur_g)
@@ -579,19 +565,15 @@ cdef class GroupReader:
     def read_into(self, message):
         """Take the next record if one is there now and copy its payload into ``message``:
         True if one was read; then ``ack()`` (or ``release()``, ``reject()``) settles it."""
-        if not isinstance(message, MessageBase):
-            raise TypeError(f"read_into() needs a Message, got {type(message).__name__}")
+        check_message_fits(message, self.record_size, "read_into()")
         cdef MessageBase m = <MessageBase>message
-        if m._size > self.record_size:
-            raise ValueError(f"{type(message).__name__} takes {m._size} bytes, more than "
-                             f"record_size {self.record_size}")
         cdef int found = self._acquire()
         if found != 1:
             if found == END:
                 raise BusFullError(f"end of bus: every record of {self.path!r} is done in "
                                    f"group {self.group!r}")
             return False
-        copy_payload(m._buf, self._r._base + self._cur_off + PAYLOAD_OFFSET, m._size)
+        copy_payload(m._buf, self._r._scan.base + self._cur_off + PAYLOAD_OFFSET, m._size)
         return True
 
     async def read_async(self, timeout=None):
@@ -664,10 +646,10 @@ cdef class GroupReader:
             return 0
         r = self._r
         off = FIRST + (g - self._k * self._sps) * self._slot
-        meta = struct.unpack_from("<i", r._base[off + METADATA_OFFSET:off + METADATA_OFFSET + 4])[0]
+        meta = struct.unpack_from("<i", r._scan.base[off + METADATA_OFFSET:off + METADATA_OFFSET + 4])[0]
         letter = struct.pack("<qii", self._position(g), group_word_deliveries(word), meta) \
             + self._name_bytes.ljust(GROUP_NAME_MAX, b"\0") \
-            + r._base[off + PAYLOAD_OFFSET:off + PAYLOAD_OFFSET + self.record_size]
+            + r._scan.base[off + PAYLOAD_OFFSET:off + PAYLOAD_OFFSET + self.record_size]
         self._dead_writer().write(letter)
         ok = group_finish(self._base, self._window, g, word, GROUP_DEAD)
         mine = &self._words[g & (self._window - 1)]

@@ -4,7 +4,7 @@ from libc.stdint cimport int64_t
 
 from .._core._reader cimport MappedBusReader
 from .._core._writer cimport MappedBusWriter
-from .._core._consumers cimport ConsumerRegistry
+from .._core._consumerhold cimport ConsumerHold
 
 
 cdef extern from "_background.h" nogil:
@@ -61,14 +61,11 @@ cdef class RollingReaderBase:
     cdef public MappedBusReader _r    # the segment being read; None while closed
     cdef public int64_t _base_pos     # the position of the segment's offset 0
     cdef public unsigned long _idle   # empty polls: the bus id's look is timed on 1 in 16
+    cdef public int64_t _id_at        # monotonic ns when the bus id's next look is due (the
+                                      # subclass's _check_id moves it)
     cdef public object _pending_gap   # (segment, offset): a consumer's position lost to
                                       # retention, reported by the next read; or None
-    cdef char *_centry                # the consumer's registry entry; NULL: none held
-    cdef int *_cdead                  # the registry's truncation flag and the fork counter,
-    cdef int *_cfork                  # checked by commit() around its store
-    cdef int64_t *_cclock      # the commits' clock (_consumers_clock.h)
-    cdef public int _cgen             # the fork counter when the entry was claimed
-    cdef object _creg_keep            # keeps the registry mapped while _centry points in it
+    cdef public ConsumerHold _hold    # the consumer name held while open; None otherwise
     cdef public object path
     """The bus directory."""
     cdef public object segment_size

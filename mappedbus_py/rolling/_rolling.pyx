@@ -16,23 +16,35 @@ per-record path:
 - ``RollingReaderBase``: ``_live()`` (the open segment reader, or BusClosedError) and
   ``_follow()`` (at a segment's end: True once the reader moved on) when a read finds nothing,
   ``_check_id(now_ns)`` on every 16th empty poll once ``_id_at`` passed (``ID_CHECK_NS`` after
-  the last look), ``_commit_position(position)`` (the position to store, checked) and ``_commit_refused()`` (raises why not) in ``commit()``."""
+  the last look), ``_commit_position(position)`` (the position to store, checked; raises
+  when no consumer is held) in ``commit()``, which stores through ``_hold``; it keeps ``_id_at`` (declared in
+  _rolling.pxd) when the id's next look is due.
+
+``WRITER_CONTRACT`` and ``READER_CONTRACT`` name those methods; tests/rolling/test_contract.py
+checks that the base declares each (raising NotImplementedError), that the subclass defines
+each, and that the base calls no other method it does not define."""
 
 cimport cython
 from posix.unistd cimport getpid
 from libc.stdint cimport int32_t
-from posix.time cimport clock_gettime, timespec
 
 from .._core._record cimport Record
-from .._core._reader cimport MappedBusReader, END
+from .._core._clock cimport coarse_ns
+from .._core._reader cimport MappedBusReader
+from .._core._slotscan cimport SlotScan, END, scan_meta
 from .._core._writer cimport MappedBusWriter
 from .._core._layout cimport (LIMIT_OFFSET, FIRST_RECORD_OFFSET, STATUS_OFFSET, METADATA_OFFSET,
                        PAYLOAD_OFFSET, HEADER_SIZE)
 from .._core._guard cimport guard_is_dead
 from .._core._atomic cimport load_acquire_i64
-from .._core._consumers cimport ConsumerRegistry, consumer_entry, consumer_commit
+from .._core._consumerhold cimport ConsumerHold, hold_commit
 
 from ..errors import BusClosedError, BusFullError
+
+#: The methods RollingWriterBase calls that its subclass (RollingBusWriter) defines.
+WRITER_CONTRACT = ("_look_ahead", "_make_spare", "_roll")
+#: The methods RollingReaderBase calls that its subclass (RollingBusReader) defines.
+READER_CONTRACT = ("_live", "_follow", "_check_id", "_commit_position")
 
 #: _layout.pxd's offsets as compiled, for the test that checks them against layout.py.
 PXD_CONSTANTS = {
@@ -181,19 +193,6 @@ cdef class RollingWriterBase:
             return ok
 
 
-cdef int NONE = 0
-
-
-cdef extern from "time.h" nogil:
-    int CLOCK_MONOTONIC_COARSE
-
-
-cdef inline int64_t coarse_ns() noexcept nogil:
-    # As _reader.pyx's: a jiffy's resolution for a 10 ms look, at a fraction of the cost.
-    cdef timespec ts
-    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts)
-    return <int64_t>ts.tv_sec * 1000000000 + ts.tv_nsec
-
 
 cdef class RollingReaderBase:
     """The read paths of ``RollingBusReader`` (rolling/reader.py)."""
@@ -215,29 +214,6 @@ cdef class RollingReaderBase:
         """The position ``commit(position)`` stores (None: this reader's), checked."""
         raise NotImplementedError("RollingReaderBase._commit_position: defined by the subclass")
 
-    def _commit_refused(self):
-        """Raise why ``commit()`` cannot store (no consumer held, the reader closed, ...)."""
-        raise NotImplementedError("RollingReaderBase._commit_refused: defined by the subclass")
-
-    def __cinit__(self):
-        self._centry = NULL
-        self._cdead = &NONE
-        self._cfork = &NONE
-
-    def _set_consumer_entry(self, ConsumerRegistry reg, int index):
-        self._creg_keep = reg
-        self._centry = consumer_entry(reg.base, index)
-        self._cdead = reg.dead_flag()
-        self._cfork = reg.fork_flag()
-        self._cclock = reg.clock()
-        self._cgen = self._cfork[0]
-
-    def _drop_consumer_entry(self):
-        self._centry = NULL
-        self._cdead = &NONE
-        self._cfork = &NONE
-        self._creg_keep = None
-
     def commit(self, position=None, /):
         """Store this reader's position (the slot after the last record read), or
         ``position``, as its consumer's committed position: one atomic store, no lock (see
@@ -245,15 +221,11 @@ cdef class RollingReaderBase:
         cdef MappedBusReader r = self._r
         cdef int64_t pos
         if position is None and r is not None and self._pending_gap is None \
-                and self._centry != NULL:
-            pos = self._base_pos + r._pos
+                and self._hold is not None:
+            pos = self._base_pos + r._scan.pos
         else:
-            pos = self._commit_position(position)
-        if self._centry == NULL or self._cfork[0] != self._cgen:
-            self._commit_refused()
-        consumer_commit(self._centry, pos, load_acquire_i64(self._cclock))
-        if self._cdead[0]:          # the registry shrank under us: the store went nowhere
-            self._commit_refused()
+            pos = self._commit_position(position)      # raises when no consumer is held
+        hold_commit(self._hold, pos)
 
     cdef int _empty(self) except -1:
         # One (coarse) clock read per 16 empty polls: the bus's id looked at once it is due.
@@ -319,10 +291,11 @@ cdef class RollingReaderBase:
         if found != 1 and not self.wait(timeout):
             return None
         r = self._r
-        cdef int64_t rec = r._cur
+        cdef SlotScan s = r._scan
+        cdef int64_t rec = s.cur
         cdef int64_t payload = rec + PAYLOAD_OFFSET
-        record = Record(self._base_pos + rec, r._meta(rec),
-                        r._base[payload:payload + r.record_size])
-        if guard_is_dead(r._dead):
-            r._truncated()
+        record = Record(self._base_pos + rec, scan_meta(s, rec),
+                        s.base[payload:payload + r.record_size])
+        if guard_is_dead(s.dead):
+            s.truncated()
         return record

@@ -1,6 +1,6 @@
 """The rolling bus's reader: ``RollingBusReader``. Its per-record paths are
 ``RollingReaderBase`` (``_rolling.pyx``), which calls this class's ``_live``, ``_follow``,
-``_check_id``, ``_commit_position`` and ``_commit_refused`` (declared there); inside a segment
+``_check_id`` and ``_commit_position`` (declared there); inside a segment
 the single-file ``MappedBusReader`` reads.
 
 Readers at a segment end look for segment k+1 at most once per ``FOLLOW_MIN_NS`` (50 µs),
@@ -21,6 +21,7 @@ from .._core._checks import (check_idle as _check_idle, check_position as _check
                              check_rollback_timeout as _check_rollback_timeout,
                              check_stall_limit as _check_stall_limit, check_start as _check_start,
                              check_timeout as _check_timeout)
+from .._core._consumerhold import ConsumerHold
 from .._core._consumers import check_name as _check_consumer_name
 from .._core._reader import GROUP_READER
 from .._core._reader import (DEFAULT_PARK, DEFAULT_PARK_MAX, DEFAULT_SPIN, DEFAULT_TIMEOUT,
@@ -75,8 +76,8 @@ class RollingBusReader(RollingReaderBase):
 
     # No instance __dict__: a per-record call finds its method without a dict lookup.
     # (The public attributes are the base class's, with their docstrings.)
-    __slots__ = ('_allow_foreign', '_at_end', '_cindex', '_creg', '_done_rollbacks',
-                 '_done_skipped', '_end', '_follow_at', '_follow_wait', '_id_at', '_idle_kw',
+    __slots__ = ('_allow_foreign', '_at_end', '_done_rollbacks',
+                 '_done_skipped', '_end', '_follow_at', '_follow_wait', '_idle_kw',
                  '_initial_end', '_k', '_meta_st', '_on_gap', '_park', '_raw', '_slot',
                  '_stall_limit', '_start', '_timeout', '_wake', '_wakefd')
 
@@ -137,8 +138,6 @@ class RollingBusReader(RollingReaderBase):
         self._idle = 0
         self._initial_end = 0
         self.consumer = consumer
-        self._creg = None         # DIR/bus.consumers while the consumer name is held
-        self._cindex = -1
         self._pending_gap = None  # (segment, offset): a consumer's position lost to retention
 
     # -- opening and placing ---------------------------------------------------------
@@ -185,10 +184,10 @@ class RollingBusReader(RollingReaderBase):
     def _claim_consumer(self):
         # Hold the name; go on from its committed position (the first time: from here).
         reg = _open_registry(self.path, self._allow_foreign, create=True)
-        index, position, made = reg.claim(self.consumer, self.meta.id, self.position, self.path)
-        self._creg, self._cindex = reg, index
-        self._set_consumer_entry(reg, index)
-        if made:
+        hold = ConsumerHold(reg, self.consumer, self.meta.id, self.position, self.path)
+        self._hold = hold
+        position = hold.position
+        if hold.made:
             return
         k, off = locate(position, self.segment_size, self.record_size)
         segs = self._segments()
@@ -207,18 +206,14 @@ class RollingBusReader(RollingReaderBase):
         self._pending_gap = (k, off)
 
     def _release_consumer(self):
-        if self._creg is not None:
-            reg, self._creg = self._creg, None
-            self._drop_consumer_entry()
-            try:
-                reg.release(self._cindex)
-            finally:
-                reg.close()
+        if self._hold is not None:
+            hold, self._hold = self._hold, None
+            hold.release()
 
     def _commit_position(self, position):
         # commit()'s slow path (RollingReaderBase.commit): checks, a given position, a
         # position lost to retention; the store is the caller's.
-        if self._creg is None:
+        if self._hold is None:
             if self.consumer is None:
                 raise ValueError("commit() needs a consumer: open the reader with "
                                  "consumer=\"name\"")
@@ -230,10 +225,6 @@ class RollingBusReader(RollingReaderBase):
         if position < 0 or not on_grid(off, self.segment_size, self.record_size):
             raise ValueError(f"commit({position!r}): not a record position of this bus")
         return position
-
-    def _commit_refused(self):
-        # RollingReaderBase.commit found the registry truncated, or a forked child.
-        self._creg.refuse_commit(self.consumer, self._cgen)
 
     def _segments(self):
         segs = list_segments(self.path)

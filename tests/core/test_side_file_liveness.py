@@ -18,7 +18,8 @@ import pytest
 import mappedbus_py as mb
 from mappedbus_py import (BusLockTimeoutError, ConsumerInUseError, CorruptBusError,
                           MappedBusReader, MappedBusWriter, RollingBusReader, RollingBusWriter,
-                          UnsafeBusFileError, layout)
+                          UnsafeBusFileError)
+from mappedbus_py.formats import layout
 from mappedbus_py._core._consumers import ConsumerRegistry
 from mappedbus_py._core._liveness import Hold, LiveFile
 from mappedbus_py._core._wake import WakeFile

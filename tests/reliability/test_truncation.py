@@ -13,6 +13,7 @@ import uuid
 import pytest
 
 from conftest import SHM
+from mappedbus_py.formats.files import remove_bus
 
 CHILD = os.path.join(os.path.dirname(__file__), "truncation_child.py")
 ROUNDS = 240
@@ -96,9 +97,9 @@ def test_truncated_and_replaced_buses_never_crash_their_processes():
                 got_writer = writer.expect()
                 assert got_writer == "error BusReplacedError", (i, kind, writer.last)
             outcomes[kind] = outcomes.get(kind, 0) + 1
-            for p in (path, path + ".meta", path + ".wake", scratch):
-                if os.path.exists(p):
-                    os.unlink(p)
+            remove_bus(path)
+            if os.path.exists(scratch):
+                os.unlink(scratch)
         for c in (writer, reader):
             c.send("quit")
             assert c.p.wait(timeout=30) == 0, c.p.stderr.read()

@@ -21,7 +21,7 @@ from mappedbus_py.formats.layout import (  # noqa: E402
     FRAME_LENGTH_OFFSET, FRAME_PAYLOAD_OFFSET, FRAME_TOPIC_NONE, FRAME_TOPIC_OFFSET, HEADER_SIZE,
     METADATA_OFFSET, PAYLOAD_OFFSET, STATUS_OFFSET, TOPICS_COUNT_OFFSET, TOPICS_FILE_SIZE,
     TOPICS_MAGIC, TOPICS_MAGIC_OFFSET, TOPICS_VERSION, TOPICS_VERSION_OFFSET, TOPIC_LENGTH_OFFSET,
-    TOPIC_NAME_OFFSET, frame_meta, frame_slots, slot_size, topic_entry_offset)
+    TOPIC_NAME_OFFSET, frame_meta, frame_slots, mapped_size, slot_size, topic_entry_offset)
 
 ABOUT = (
     "Language-neutral vectors of framed buses and the topics file (docs/design/frames.md; "
@@ -46,7 +46,7 @@ class Bus:
         self.record_size = record_size
         self.file_size = file_size
         self.slot = slot_size(record_size)
-        self.buf = bytearray(file_size)
+        self.buf = bytearray(mapped_size(file_size))    # a bus file is whole pages long
         self.limit = FIRST_RECORD_OFFSET
         self.frames = []
 

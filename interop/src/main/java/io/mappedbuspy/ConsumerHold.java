@@ -8,7 +8,7 @@ import java.util.concurrent.locks.LockSupport;
 /**
  * A reader's hold on one named consumer ({@link ConsumerRegistry#acquire}): its commits, each {@code _consumers.h}'s
  * {@code consumer_commit} (one ordered store of the position, then a coarse time, no lock), and its release. Closing it
- * releases the entry and closes the registry.
+ * releases the entry and closes the registry. The Python readers' is {@code ConsumerHold} in _core/_consumerhold.pyx.
  */
 final class ConsumerHold implements AutoCloseable {
     // Commits between raises of the JVM's late fault reports (a registry truncated under the mapping: 40-100 ns each),

@@ -8,7 +8,8 @@ import java.nio.file.Path;
  * A reader's walk over the slots of one bus file in allocation order ({@link MappedBusReader}'s {@code next}): the
  * status of each slot, the limit (looked at only when caught up), the rollback clock of a slot left uncommitted, the
  * pause on catching up with a writer, and the occasional check of the file while idle. Holds the reader's position,
- * its current record and its counts; the reader owns the mapping and passes it in.
+ * its current record and its counts; the reader owns the mapping and passes it in. The Python reader's is
+ * {@code SlotScan} in _core/_slotscan.pyx (its per-record step, {@code scan_next}, in _slotscan.pxd).
  */
 final class SlotScan {
     static final long NO_RECORD = -1;

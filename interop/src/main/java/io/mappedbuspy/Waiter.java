@@ -4,7 +4,8 @@ import java.io.IOException;
 import java.util.concurrent.TimeUnit;
 
 /**
- * The blocking wait of both bus readers ({@code waitNext}), written once, as the Python reader's {@code _wait}:
+ * The blocking wait of both bus readers ({@code waitNext}), written once, as the Python reader's {@code Waiter}
+ * (_core/_waiter.pyx):
  * poll (the spin), then park on the bus's wake file until a writer wakes the reader or the park bound passes, look,
  * and so on until a record comes or the time is up. The {@link IdleStrategy} says how much of each; while waiting
  * the reader's files are checked every {@link #CHECK_NS} as a writer's accesses would find them (truncated,

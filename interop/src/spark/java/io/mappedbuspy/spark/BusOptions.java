@@ -414,8 +414,9 @@ public final class BusOptions implements Serializable {
 
     /**
      * Whether a file name is one of the files written beside a bus (its metadata, commit log, wake file, consumer
-     * registry, writers file or work groups' directory: {@code layout.py}'s META_SUFFIX, WAKE_SUFFIX,
-     * CONSUMERS_SUFFIX, WRITERS_SUFFIX, GROUP_DIR_SUFFIX), which a pattern never names as a bus.
+     * registry, writers file or work groups' directory), which a pattern never names as a bus. The one list of
+     * them is {@code layout.py}'s SIDE_SUFFIXES (Python's {@code formats.files.side_files}); a new side file is
+     * added there and here, and tests/formats/test_side_files.py checks that this method names the same suffixes.
      */
     static boolean isSidecar(String name) {
         return name.endsWith(Layout.META_SUFFIX) || name.endsWith(CommitLog.SUFFIX) || name.endsWith(WAKE_SUFFIX)
