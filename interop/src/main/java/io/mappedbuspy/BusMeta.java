@@ -226,6 +226,56 @@ public final class BusMeta {
     }
 
     /**
+     * Whether the bus is framed: messages of any size and topics (docs/design/frames.md): {@code frames=1}.
+     *
+     * @return true for a framed bus
+     */
+    public boolean frames() {
+        for (Extra kv : extra) {
+            if (kv.key().equals(Layout.META_FRAMES_KEY)) {
+                return kv.value().equals("1");
+            }
+        }
+        return false;
+    }
+
+    /**
+     * This metadata with {@code frames=1} (framed) or without the key (not framed), as Python writes it.
+     *
+     * @param frames whether the bus is framed
+     * @return the metadata
+     */
+    public BusMeta withFrames(boolean frames) {
+        List<Extra> rest = new ArrayList<>();
+        for (Extra kv : extra) {
+            if (!kv.key().equals(Layout.META_FRAMES_KEY)) {
+                rest.add(kv);
+            }
+        }
+        if (frames) {
+            rest.add(new Extra(Layout.META_FRAMES_KEY, "1"));
+        }
+        return new BusMeta(kind, id, format, createdNs, recordSize, fileSize, inode, segmentSize, retention, policy,
+                rest);
+    }
+
+    /**
+     * Throws unless the bus is framed as asked (docs/design/frames.md: a framed bus is opened framed, an unframed one
+     * unframed).
+     *
+     * @param frames whether the caller opens it framed
+     * @param path   the bus, for the message
+     * @throws BusMismatchException if it is not
+     */
+    public void checkFrames(boolean frames, String path) throws BusMismatchException {
+        if (frames != frames()) {
+            throw new BusMismatchException(path + (frames() ? " is a framed bus (frames=1 in its metadata, bus " + id
+                    + "): open it with setFrames(true)" : " is not a framed bus (bus " + id + ", made without frames): "
+                    + "open it without setFrames(true), or make a new bus with frames"));
+        }
+    }
+
+    /**
      * The file's bytes (byte for byte what {@code busmeta.py}'s {@code BusMeta.encode} writes).
      *
      * @return UTF-8 text, one key=value per line
@@ -308,6 +358,8 @@ public final class BusMeta {
                 id = value;
             } else if (key.equals("on_consumer_lag")) {
                 onConsumerLag = value;
+            } else if (key.equals(Layout.META_FRAMES_KEY) && !value.equals("0") && !value.equals("1")) {
+                throw bad(path, key + "='" + value + "' is not 0 or 1");
             } else {
                 extra.add(new Extra(key, value));
             }

@@ -29,13 +29,13 @@ final class BusOpen {
      * a file that is not one.
      */
     static BusOpen forReader(String path, long fileSize, int recordSize, boolean readOnly, boolean allowForeign,
-                             long lockTimeoutMs, boolean segment) throws IOException {
+                             long lockTimeoutMs, boolean segment, boolean frames) throws IOException {
         MemoryMappedFile.OpenOptions o = options(allowForeign, lockTimeoutMs);
         o.readOnly = readOnly;
         BusMeta[] matching = new BusMeta[1];
         long[] limit = new long[1];
         if (!segment) {
-            o.beforeGrow = f -> matching[0] = checkedMeta(f, path, fileSize, recordSize, allowForeign);
+            o.beforeGrow = f -> matching[0] = checkedMeta(f, path, fileSize, recordSize, allowForeign, frames);
         }
         o.afterMap = f -> {
             limit[0] = f.getLongAcquire(Layout.LIMIT_OFFSET);
@@ -53,7 +53,7 @@ final class BusOpen {
      * exist (the rolling writer made it whole).
      */
     static BusOpen forWriter(String path, long fileSize, int recordSize, boolean allowForeign, long lockTimeoutMs,
-                             boolean segment) throws IOException {
+                             boolean segment, boolean frames) throws IOException {
         MemoryMappedFile.OpenOptions o = options(allowForeign, lockTimeoutMs);
         o.create = !segment;
         o.grow = !segment;
@@ -62,14 +62,14 @@ final class BusOpen {
         BusMeta[] matching = new BusMeta[1];
         long[] limit = new long[1];
         if (!segment) {
-            // Before anything is written: other sizes than the bus was created with are refused.
-            o.beforeGrow = f -> matching[0] = checkedMeta(f, path, fileSize, recordSize, allowForeign);
+            // Before anything is written: other sizes (or framing) than the bus was created with are refused.
+            o.beforeGrow = f -> matching[0] = checkedMeta(f, path, fileSize, recordSize, allowForeign, frames);
         }
         o.afterMap = f -> {
             long seen = f.getLongAcquire(Layout.LIMIT_OFFSET);
             if (!segment && matching[0] == null && seen == 0) {
                 // Nothing was ever written: this bus is ours to describe (a stale file is renamed over).
-                BusMeta meta = BusMeta.single(recordSize, fileSize, f.inode());
+                BusMeta meta = BusMeta.single(recordSize, fileSize, f.inode()).withFrames(frames);
                 meta.write(metaPath, "rw-------", false);
                 matching[0] = meta;
             }
@@ -122,10 +122,11 @@ final class BusOpen {
     // The metadata describing this very file (same inode), its sizes checked against those given; null when there
     // is none (a file of the Java original) or it describes another file (a stale one, replaced by a writer).
     private static BusMeta checkedMeta(MemoryMappedFile f, String path, long fileSize, int recordSize,
-                                       boolean allowForeign) throws IOException {
+                                       boolean allowForeign, boolean frames) throws IOException {
         BusMeta meta = BusMeta.read(BusMeta.metaPath(path), allowForeign);
         if (meta != null && meta.kind() == BusKind.SINGLE && meta.inode() == f.inode()) {
             meta.check(recordSize, fileSize, path);
+            meta.checkFrames(frames, path);
             return meta;
         }
         return null;

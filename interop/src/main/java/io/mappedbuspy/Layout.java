@@ -569,8 +569,155 @@ public final class Layout {
     public static final String TIME_INDEX_META_KEY = "time_index";
     /** The archiver's lock: an OFD lock on this byte of DIR/bus.meta. */
     public static final long ARCHIVER_LOCK_BYTE = SEGMENT_CLAIM_BASE - 1;
+    // -- frames and topics (issue 36): layout.py FRAME_*/TOPICS_*/TOPIC_*, docs/design/frames.md -----------
+    //
+    //   pos (first slot)                                                    pos + n * slot
+    //   +--------+--------+-----------+----------+----------+--------------------~~-----+
+    //   | status | meta   | length    | topic    | flags    | payload: `length` bytes,  |
+    //   |  i32   |  i32   |  i64      |  i32     |  i32     | then unused to the end   |
+    //   +--------+--------+-----------+----------+----------+--------------------~~-----+
+    //   0        4        8           16         20         24 = FRAME_PAYLOAD_OFFSET
+    //
+    //   meta: FRAME_META_FLAG | n (n slots, reserved by one fetch-and-add); 0: not written yet. The payload runs on
+    //   over the following n - 1 slots' headers (continuation slots: never read as slots).
+
+    /** Bit 31 of a framed message's first-slot metadata: this slot begins a frame (a message or a padding). */
+    public static final int FRAME_META_FLAG = Integer.MIN_VALUE;
+    /** Bits 0..30 of that metadata: the frame's slot count. */
+    public static final int FRAME_META_COUNT_MASK = Integer.MAX_VALUE;
+    /** Most slots of one frame. */
+    public static final int FRAME_MAX_SLOTS = Integer.MAX_VALUE;
+    /** Offset of the int64 payload length, from the first slot's payload ({@link #PAYLOAD_OFFSET}). */
+    public static final int FRAME_LENGTH_OFFSET = 0;
+    /** Offset of the int32 topic id, from the first slot's payload. */
+    public static final int FRAME_TOPIC_OFFSET = 8;
+    /** Offset of the int32 flags (bits 0..7: the encoding), from the first slot's payload. */
+    public static final int FRAME_FLAGS_OFFSET = 12;
+    /** Bytes of the frame header. */
+    public static final int FRAME_HEADER_SIZE = 16;
+    /** Offset of a message's payload from its first slot's start. */
+    public static final int FRAME_PAYLOAD_OFFSET = HEADER_SIZE + FRAME_HEADER_SIZE;
+    /** A framed bus's record size is a multiple of this (the header's int64 aligned). */
+    public static final int FRAME_RECORD_ALIGN = 8;
+    /** Smallest record size of a framed bus (an empty message fits one slot). */
+    public static final int FRAME_MIN_RECORD_SIZE = FRAME_HEADER_SIZE;
+    /** Topic id of a message without a topic. */
+    public static final int FRAME_TOPIC_NONE = 0;
+    /** Bits of the flags holding the encoding. */
+    public static final int FRAME_ENCODING_MASK = 0xFF;
+    /** Encoding: raw bytes. */
+    public static final int FRAME_ENCODING_BYTES = 0;
+    /** Encoding: a Python object (pickle protocol 5 with its buffers). */
+    public static final int FRAME_ENCODING_PICKLE = 1;
+    /** Encoding: bytes of an application's serializer (msgpack, ...). */
+    public static final int FRAME_ENCODING_SERIALIZED = 2;
+    /** A pickled object's payload: offset of the u32 buffer count. */
+    public static final int OBJECT_BUFFERS_OFFSET = 0;
+    /** A pickled object's payload: offset of the u64 pickle length. */
+    public static final int OBJECT_PICKLE_LENGTH_OFFSET = 8;
+    /** A pickled object's payload: offset of the u64 buffer lengths. */
+    public static final int OBJECT_LENGTHS_OFFSET = 16;
+    /** A pickled object's buffers start at multiples of this from the payload's start. */
+    public static final int OBJECT_BUFFER_ALIGN = 8;
+    /** The metadata key of a framed bus ({@code frames=1}; absent on a bus without frames). */
+    public static final String META_FRAMES_KEY = "frames";
+
+    //   The topics file: PATH + TOPICS_SUFFIX, or DIR/TOPICS_FILE; append-only, all zero when new:
+    //   0            8             12        16          20                      64
+    //   +------------+-------------+---------+-----------+-- zeros --------------+
+    //   | magic i64  | version i32 | zero    | count i32 |                       |
+    //   +------------+-------------+---------+-----------+-----------------------+
+    //   64: TOPICS_MAX entries of TOPIC_ENTRY_SIZE bytes, entry i = topic id i + 1:
+    //   | length i32 (release, after the name; 0: claimed, unpublished) | zero | name: UTF-8, NUL padded |
+
+    /** Suffix of a single-file bus's topics file: {@code PATH + TOPICS_SUFFIX}. */
+    public static final String TOPICS_SUFFIX = ".topics";
+    /** A rolling bus's topics file, in its directory. */
+    public static final String TOPICS_FILE = "bus.topics";
+    /** Size of the topics file. */
+    public static final int TOPICS_FILE_SIZE = 16384;
+    /** int64 at {@link #TOPICS_MAGIC_OFFSET}: "MBUSTOP1" little-endian, set by CAS from 0 by the first opener. */
+    public static final long TOPICS_MAGIC = 0x31504F545355424DL;
+    /** int32 at {@link #TOPICS_VERSION_OFFSET}. */
+    public static final int TOPICS_VERSION = 1;
+    /** Offset of the magic. */
+    public static final int TOPICS_MAGIC_OFFSET = 0;
+    /** Offset of the version. */
+    public static final int TOPICS_VERSION_OFFSET = 8;
+    /** Offset of the int32 count of entries claimed (CAS c -> c + 1). */
+    public static final int TOPICS_COUNT_OFFSET = 16;
+    /** Offset of the first entry. */
+    public static final int TOPICS_ENTRIES_OFFSET = 64;
+    /** Size of one entry. */
+    public static final int TOPIC_ENTRY_SIZE = 64;
+    /** Number of entries: the most topic ids a bus has. */
+    public static final int TOPICS_MAX = (TOPICS_FILE_SIZE - TOPICS_ENTRIES_OFFSET) / TOPIC_ENTRY_SIZE;
+    /** Offset in an entry of the int32 name length (0: not published). */
+    public static final int TOPIC_LENGTH_OFFSET = 0;
+    /** Offset in an entry of the name. */
+    public static final int TOPIC_NAME_OFFSET = 8;
+    /** Longest topic name, in UTF-8 bytes. */
+    public static final int TOPIC_NAME_MAX = TOPIC_ENTRY_SIZE - TOPIC_NAME_OFFSET;
 
     private Layout() {
+    }
+
+    /**
+     * The first-slot metadata of a frame of {@code slots} slots (python: frame_meta).
+     *
+     * @param slots 1..FRAME_MAX_SLOTS
+     * @return {@code FRAME_META_FLAG | slots}, a negative int
+     */
+    public static int frameMeta(long slots) {
+        if (slots < 1 || slots > FRAME_MAX_SLOTS) {
+            throw new IllegalArgumentException("a frame takes 1 to " + FRAME_MAX_SLOTS + " slots, not " + slots);
+        }
+        return FRAME_META_FLAG | (int) slots;
+    }
+
+    /**
+     * The slot count in a first slot's metadata (python: frame_meta_slots).
+     *
+     * @param meta the int32
+     * @return its count, or 0 when it is not a frame's (0: not written yet; no flag: not this format)
+     */
+    public static int frameMetaSlots(int meta) {
+        return meta >= 0 ? 0 : meta & FRAME_META_COUNT_MASK;
+    }
+
+    /**
+     * Slots a message of {@code length} payload bytes takes (python: frame_slots).
+     *
+     * @param length     payload bytes
+     * @param recordSize the bus's record size
+     * @return ceil((FRAME_PAYLOAD_OFFSET + length) / slot)
+     */
+    public static long frameSlots(long length, int recordSize) {
+        long slot = slotSize(recordSize);
+        return (FRAME_PAYLOAD_OFFSET + length + slot - 1) / slot;
+    }
+
+    /**
+     * The largest message a framed file (a rolling bus: segment) of {@code fileSize} bytes holds
+     * (python: frame_max_length).
+     *
+     * @param fileSize   logical file size
+     * @param recordSize the bus's record size
+     * @return bytes (-1: not even an empty one)
+     */
+    public static long frameMaxLength(long fileSize, int recordSize) {
+        long slots = Math.min((fileSize - FIRST_RECORD_OFFSET) / slotSize(recordSize), FRAME_MAX_SLOTS);
+        return Math.max(slots * slotSize(recordSize) - FRAME_PAYLOAD_OFFSET, -1);
+    }
+
+    /**
+     * Offset in the topics file of the entry of {@code topicId} (1..TOPICS_MAX).
+     *
+     * @param topicId the id
+     * @return its entry's offset
+     */
+    public static int topicEntryOffset(int topicId) {
+        return TOPICS_ENTRIES_OFFSET + (topicId - 1) * TOPIC_ENTRY_SIZE;
     }
 
     /**

@@ -43,6 +43,9 @@ public final class MappedBusReader extends ConsumingReader<MappedBusReader> impl
     private String busId;
     // Set once a fault showed the file truncated: every later call throws.
     private BusTruncatedException dead;
+    // A framed bus (setFrames): whole messages of any size, with topics.
+    private boolean frames;
+    private java.util.Set<String> topicFilter;
 
     /**
      * Creates a reader of an existing bus that may roll back uncommitted records, with the sizes its metadata
@@ -152,7 +155,11 @@ public final class MappedBusReader extends ConsumingReader<MappedBusReader> impl
         if (closed || mem != null) {
             throw new IllegalStateException("reader for " + path + " is " + (closed ? "closed" : "already open"));
         }
-        BusOpen b = BusOpen.forReader(path, fileSize, recordSize, readOnly, allowForeign, lockTimeoutMs, segment);
+        BusOpen b = BusOpen.forReader(path, fileSize, recordSize, readOnly, allowForeign, lockTimeoutMs, segment,
+                frames);
+        if (frames && !segment) {
+            topicsAt(java.nio.file.Paths.get(path + Layout.TOPICS_SUFFIX));
+        }
         mem = b.mem;
         busId = b.busId;
         initialLimit = b.limit;
@@ -341,6 +348,10 @@ public final class MappedBusReader extends ConsumingReader<MappedBusReader> impl
      * @throws BusTruncatedException    if the file was truncated under the mapping
      */
     public int readBuffer(byte[] dst, int offset) throws CorruptBusException {
+        if (frames) {
+            throw new IllegalStateException("a framed bus's messages are read with readPayload or message() (" + path
+                    + ")");
+        }
         MemoryMappedFile m = mem();
         long pos = scan.current();
         try {
@@ -359,6 +370,185 @@ public final class MappedBusReader extends ConsumingReader<MappedBusReader> impl
         } catch (InternalError e) {
             throw fault(m, e);
         }
+    }
+
+    /**
+     * Reads the bus as a framed bus (docs/design/frames.md): {@link #next()} moves to the next whole message, of any
+     * size, which {@link #message()}, {@link #readPayload} and {@link #topic()} read. A bus made with frames must be
+     * opened so, one made without must not ({@link BusMismatchException}); a file without metadata (a copy, the
+     * shared vectors) is read as the caller says. Call before {@link #open()}.
+     *
+     * @param frames true for a framed bus
+     * @return this
+     * @throws IllegalArgumentException if the record size cannot be a framed bus's (a multiple of 8, at least 16)
+     */
+    public MappedBusReader setFrames(boolean frames) {
+        if (closed || mem != null) {
+            throw new IllegalStateException("setFrames before open(): reader for " + path + " is "
+                    + (closed ? "closed" : "open"));
+        }
+        if (frames) {
+            Frames.checkRecordSize(recordSize);
+        }
+        this.frames = frames;
+        scan.frames = frames;
+        return this;
+    }
+
+    /** @return whether this reader reads a framed bus */
+    public boolean frames() {
+        return frames;
+    }
+
+    /**
+     * Delivers only the messages of these topics (a framed bus): the others, and those without a topic, are passed
+     * over in {@link #next()} (each topic id decided once). Callable at any time; no names: every message again.
+     *
+     * @param topics topic names
+     * @return this
+     * @throws IllegalStateException    if the reader is not framed
+     * @throws IllegalArgumentException if a name is not a topic name
+     */
+    public MappedBusReader setTopics(String... topics) {
+        if (!frames) {
+            throw new IllegalStateException("topics are a framed bus's: setFrames(true) first (" + path + ")");
+        }
+        java.util.Set<String> set = null;
+        if (topics != null && topics.length > 0) {
+            set = new java.util.HashSet<>();
+            for (String t : topics) {
+                TopicsFile.checkName(t);
+                set.add(t);
+            }
+        }
+        topicFilter = set;
+        if (scan.topics != null) {
+            scan.topics.filter(set);
+        }
+        return this;
+    }
+
+    // The topics file of this bus (a rolling bus's segment: its bus's).
+    void topicsAt(java.nio.file.Path file) {
+        if (scan.topics != null) {
+            scan.topics.close();
+        }
+        scan.topics = new TopicNames(file, allowForeign);
+        scan.topics.filter(topicFilter);
+    }
+
+    // The current message's first slot, checking this is a framed reader.
+    private long currentFrame() {
+        if (!frames) {
+            throw new IllegalStateException("not a framed reader: setFrames(true) before open() (" + path + ")");
+        }
+        return scan.current();
+    }
+
+    /**
+     * The payload length of the current message (a framed bus).
+     *
+     * @return bytes
+     */
+    public int payloadLength() {
+        MemoryMappedFile m = mem();
+        long pos = currentFrame();
+        try {
+            return (int) m.getLong(pos + Layout.PAYLOAD_OFFSET + Layout.FRAME_LENGTH_OFFSET);
+        } catch (InternalError e) {
+            throw fault(m, e);
+        }
+    }
+
+    /**
+     * The flags of the current message (bits 0..7: its encoding, {@link Layout#FRAME_ENCODING_BYTES}, ...).
+     *
+     * @return the flags
+     */
+    public int flags() {
+        MemoryMappedFile m = mem();
+        long pos = currentFrame();
+        try {
+            return m.getInt(pos + Layout.PAYLOAD_OFFSET + Layout.FRAME_FLAGS_OFFSET);
+        } catch (InternalError e) {
+            throw fault(m, e);
+        }
+    }
+
+    /**
+     * The topic id of the current message ({@link Layout#FRAME_TOPIC_NONE}: none).
+     *
+     * @return the id
+     */
+    public int topicId() {
+        MemoryMappedFile m = mem();
+        long pos = currentFrame();
+        try {
+            return m.getInt(pos + Layout.PAYLOAD_OFFSET + Layout.FRAME_TOPIC_OFFSET);
+        } catch (InternalError e) {
+            throw fault(m, e);
+        }
+    }
+
+    /**
+     * The topic of the current message.
+     *
+     * @return its name, or null for a message without one
+     * @throws CorruptBusException if its id is not published in the topics file
+     */
+    public String topic() throws CorruptBusException {
+        return scan.topics.name(topicId(), scan.current());
+    }
+
+    /**
+     * Copies the current message's payload into {@code dst} at its position (which moves past it), with no copy
+     * between: one memory copy into a direct buffer.
+     *
+     * @param dst the destination
+     * @return the number of bytes copied
+     * @throws IllegalArgumentException if {@code dst} has less room than the payload (nothing is copied)
+     */
+    public int readPayload(java.nio.ByteBuffer dst) {
+        int length = payloadLength();
+        MemoryMappedFile m = mem();
+        try {
+            m.getBytes(scan.current() + Layout.FRAME_PAYLOAD_OFFSET, dst, length);
+        } catch (InternalError e) {
+            throw fault(m, e);
+        }
+        return length;
+    }
+
+    /**
+     * The current message's payload, copied into a new array.
+     *
+     * @return its bytes
+     */
+    public byte[] readPayload() {
+        byte[] b = new byte[payloadLength()];
+        MemoryMappedFile m = mem();
+        try {
+            m.getBytes(scan.current() + Layout.FRAME_PAYLOAD_OFFSET, b, 0, b.length);
+        } catch (InternalError e) {
+            throw fault(m, e);
+        }
+        return b;
+    }
+
+    /**
+     * The current message, copied out whole: position, topic, flags and payload.
+     *
+     * @return the message
+     * @throws CorruptBusException if its topic id is not published
+     */
+    public FrameMessage message() throws CorruptBusException {
+        long pos = currentFrame();
+        return new FrameMessage(scan.positionBase + pos, topic(), flags(), readPayload());
+    }
+
+    /** @return committed messages the topic filter passed over */
+    public long filtered() {
+        return scan.filtered;
     }
 
     /** @return whether this reader has reached the limit the file had when it was opened */

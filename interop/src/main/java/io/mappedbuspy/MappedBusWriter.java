@@ -45,6 +45,15 @@ public final class MappedBusWriter implements AutoCloseable {
     WritersFile writers = WritersFile.NONE;
     long positionBase;
     private boolean ownsWriters;
+    // A framed bus (setFrames): messages of any size with topics; its topics file, opened at the first topic (a rolling
+    // bus's segment: its bus's, given before the first write); the end of the last message's slots.
+    private boolean frames;
+    // The largest message the file holds (Layout.frameMaxLength), computed once.
+    private final long maxLength;
+    TopicsFile topicsFile;
+    private String topicsPath;
+    private boolean ownsTopics;
+    long lastEnd = -1;
     // The file's length is checked once per LENGTH_CHECK_MASK + 1 writes.
     private static final int LENGTH_CHECK_MASK = 4095;
 
@@ -81,6 +90,7 @@ public final class MappedBusWriter implements AutoCloseable {
         this.fileSize = fileSize;
         this.recordSize = recordSize;
         this.slot = Layout.slotSize(recordSize);
+        this.maxLength = Layout.frameMaxLength(fileSize, recordSize);
     }
 
     static void checkSizes(long fileSize, int recordSize) {
@@ -121,7 +131,7 @@ public final class MappedBusWriter implements AutoCloseable {
         if (closed || mem != null) {
             throw new IllegalStateException("writer for " + path + " is " + (closed ? "closed" : "already open"));
         }
-        BusOpen b = BusOpen.forWriter(path, fileSize, recordSize, allowForeign, lockTimeoutMs, segment);
+        BusOpen b = BusOpen.forWriter(path, fileSize, recordSize, allowForeign, lockTimeoutMs, segment, frames);
         mem = b.mem;
         // Removed or replaced while open: throw, never write into the orphaned file (FileWatch).
         watch = FileWatch.watch(path, mem, segment ? fileSize - slot : -1);
@@ -231,6 +241,9 @@ public final class MappedBusWriter implements AutoCloseable {
      *                               another file since about {@link FileWatch#INTERVAL_NS} ago (docs/safety.md)
      */
     public boolean write(MappedBusMessage message) throws EOFException {
+        if (frames) {
+            throw notAFrame();
+        }
         MemoryMappedFile m = mem();
         long offset = -1;
         try {
@@ -264,6 +277,9 @@ public final class MappedBusWriter implements AutoCloseable {
      *                                  {@code src} (checked before anything is allocated)
      */
     public boolean write(byte[] src, int offset, int length) throws EOFException {
+        if (frames) {
+            throw notAFrame();
+        }
         if (length < 0 || length > recordSize) {
             throw new IllegalArgumentException("length " + length + " must be in 0.." + recordSize);
         }
@@ -288,6 +304,152 @@ public final class MappedBusWriter implements AutoCloseable {
         } catch (BusTruncatedException e) {
             throw fault(m, e);
         }
+    }
+
+    /**
+     * Makes (or opens) the bus as a framed bus (docs/design/frames.md): messages of any size, 0 bytes up to
+     * {@link Layout#frameMaxLength} of the file, each with an optional topic, written by {@link #write(byte[], String)}.
+     * Recorded in the metadata ({@code frames=1}) of a bus this writer makes; an existing bus must have been made so
+     * ({@link BusMismatchException} otherwise, and for an unframed one opened framed). Call before {@link #open()}.
+     *
+     * @param frames true for a framed bus
+     * @return this
+     * @throws IllegalArgumentException if the record size cannot be a framed bus's (a multiple of 8, at least 16)
+     */
+    public MappedBusWriter setFrames(boolean frames) {
+        if (closed || mem != null) {
+            throw new IllegalStateException("setFrames before open(): writer for " + path + " is "
+                    + (closed ? "closed" : "open"));
+        }
+        if (frames) {
+            Frames.checkRecordSize(recordSize);
+        }
+        this.frames = frames;
+        return this;
+    }
+
+    /** @return whether this writer writes a framed bus */
+    public boolean frames() {
+        return frames;
+    }
+
+    /** @return the largest message this framed bus holds, in bytes */
+    public long maxMessageLength() {
+        return Math.min(Layout.frameMaxLength(fileSize, recordSize), Integer.MAX_VALUE);
+    }
+
+    /**
+     * Writes a message of any size to a framed bus: its slots reserved with one fetch-and-add, the count, the frame
+     * header and the payload written, then the whole message committed by its first slot's status.
+     *
+     * @param payload the message's bytes, 0 up to {@link #maxMessageLength()}
+     * @param topic   its topic's name, or null for none
+     * @return true if committed; false if a reader had rolled it back (this writer was too slow)
+     * @throws EOFException             if the bus is full (a reservation past its end is left as a padding)
+     * @throws IllegalArgumentException if the payload is longer than the file holds, or the topic name is not one
+     *                                  (checked before anything is reserved)
+     */
+    public boolean write(byte[] payload, String topic) throws IOException {
+        return write(payload, 0, payload.length, topic, Layout.FRAME_ENCODING_BYTES);
+    }
+
+    /**
+     * As {@link #write(byte[], String)}, for {@code length} bytes of {@code src} from {@code offset}, with the
+     * message's flags (bits 0..7: its encoding, e.g. {@link Layout#FRAME_ENCODING_SERIALIZED} for msgpack).
+     *
+     * @param src    source array
+     * @param offset index of the first byte
+     * @param length number of bytes
+     * @param topic  topic name, or null
+     * @param flags  the frame's flags
+     * @return true if committed; false if a reader had rolled it back
+     * @throws EOFException if the bus is full
+     */
+    public boolean write(byte[] src, int offset, int length, String topic, int flags) throws IOException {
+        java.util.Objects.checkFromIndexSize(offset, length, src.length);
+        return writeFrame(src, offset, length, null, topic, flags);
+    }
+
+    /**
+     * As {@link #write(byte[], String)}, for the remaining bytes of {@code src} (copied straight into the mapping; its
+     * position moves past them once written).
+     *
+     * @param src   the payload
+     * @param topic topic name, or null
+     * @return true if committed; false if a reader had rolled it back
+     * @throws EOFException if the bus is full
+     */
+    public boolean write(java.nio.ByteBuffer src, String topic) throws IOException {
+        return writeFrame(null, 0, src.remaining(), src, topic, Layout.FRAME_ENCODING_BYTES);
+    }
+
+    private boolean writeFrame(byte[] src, int offset, int length, java.nio.ByteBuffer buf, String topic, int flags)
+            throws IOException {
+        if (!frames) {
+            throw new IllegalStateException("messages with topics and of any size need a framed bus: setFrames(true)"
+                    + " before open() (" + path + ")");
+        }
+        if (length > maxLength) {
+            throw new IllegalArgumentException("a message of " + length + " bytes is longer than " + path
+                    + " holds (" + Layout.frameMaxLength(fileSize, recordSize) + " bytes in fileSize " + fileSize
+                    + ", recordSize " + recordSize + ")");
+        }
+        int topicId = topic == null ? Layout.FRAME_TOPIC_NONE : topicId(topic);
+        MemoryMappedFile m = mem();
+        long n = Layout.frameSlots(length, recordSize);
+        try {
+            if ((++writes & LENGTH_CHECK_MASK) == 0) {
+                m.checkLength();
+            }
+            long pos = m.getAndAddLong(Layout.LIMIT_OFFSET, n * slot);
+            if (pos < Layout.FIRST_RECORD_OFFSET || pos > fileSize - slot) {
+                m.checkLength();
+                throw new EOFException("bus full: a message of " + n + " slots at offset " + pos
+                        + " does not fit in fileSize " + fileSize + " (" + path + ")");
+            }
+            writers.publish(positionBase + pos, positionBase + pos + n * slot);
+            lastOffset = pos;
+            lastEnd = pos + n * slot;
+            if (n > Frames.slotsLeft(pos, fileSize, slot)) {
+                Frames.pad(m, pos, fileSize, slot);
+                wake.wakeIfNeeded();
+                throw new EOFException("bus full: a message of " + n + " slots at offset " + pos + " runs past fileSize "
+                        + fileSize + " (" + path + "); its slots in the file are a padding");
+            }
+            if (pos + n * slot > populated) {
+                populate(m, Math.min(fileSize, pos + n * slot));
+            }
+            boolean ok = Frames.fill(m, pos, n, length, topicId, flags, src, offset, buf);
+            wake.wakeIfNeeded();
+            return ok;
+        } catch (InternalError e) {
+            throw fault(m, e);
+        } catch (BusTruncatedException e) {
+            throw fault(m, e);
+        }
+    }
+
+    // The id of a topic in the bus's topics file (opened at the first topic).
+    private int topicId(String topic) throws IOException {
+        TopicsFile.checkName(topic);
+        if (topicsFile == null) {
+            mem();
+            topicsFile = TopicsFile.forWriter(java.nio.file.Paths.get(topicsPath != null ? topicsPath
+                    : path + Layout.TOPICS_SUFFIX), allowForeign);
+            ownsTopics = true;
+        }
+        return topicsFile.idFor(topic);
+    }
+
+    // A rolling bus's segment of a framed bus (its writer checked the bus's metadata).
+    void framedSegment() {
+        frames = true;
+    }
+
+    // A rolling bus's segment writes its bus's topics file (shared by its segment writers, closed by the bus writer).
+    void topicsOf(TopicsFile f) {
+        topicsFile = f;
+        ownsTopics = false;
     }
 
     // Tests: a writer stopped between its reservation (claim published) and its commit. Returns the slot's offset.
@@ -338,6 +500,11 @@ public final class MappedBusWriter implements AutoCloseable {
         wake.wakeIfNeeded();
     }
 
+    private IllegalStateException notAFrame() {
+        return new IllegalStateException(path + " is a framed bus: its messages are written with write(payload, topic)"
+                + " (records and object messages are not frames)");
+    }
+
     private long allocate(MemoryMappedFile m) throws EOFException {
         if ((++writes & LENGTH_CHECK_MASK) == 0) {
             // Now and then, a look at the file's length (a system call, so the JVM also delivers here a
@@ -378,6 +545,14 @@ public final class MappedBusWriter implements AutoCloseable {
             from += slot - (from - Layout.FIRST_RECORD_OFFSET) % slot;
         }
         mem.checkLength();
+        if (frames) {
+            // A framed claim is one message: given up by its first slot alone (the others may hold payload bytes).
+            if (c.begin() - positionBase == from && from <= fileSize - slot
+                    && Frames.giveUp(mem, from, Math.min((stop - from) / slot, Frames.slotsLeft(from, fileSize, slot)))) {
+                n++;
+            }
+            stop = from;
+        }
         for (long off = from; off < stop && off <= fileSize - slot; off += slot) {
             if (mem.casStatus(off, Layout.STATUS_NOT_SET, Layout.STATUS_ROLLED_BACK)) {
                 n++;
@@ -482,6 +657,11 @@ public final class MappedBusWriter implements AutoCloseable {
             wake.close();
             ownsWake = false;
         }
+        if (ownsTopics && topicsFile != null) {
+            topicsFile.close();
+        }
+        topicsFile = null;
+        ownsTopics = false;
         if (ownsWriters) {
             writers.close(); // clears our claim, then gives the slot back
             writers = WritersFile.NONE;

@@ -364,4 +364,48 @@ abstract class MappedWindows {
             length -= n;
         }
     }
+
+    /**
+     * Copies bytes of the file into {@code dst} at its position, which moves past them: a framed message read into a
+     * caller's buffer with no copy between (a direct buffer: one memory copy).
+     *
+     * @param pos    position of the first byte
+     * @param dst    destination buffer
+     * @param length number of bytes, at most {@code dst.remaining()}
+     */
+    public void getBytes(long pos, ByteBuffer dst, int length) {
+        if (length < 0 || length > dst.remaining()) {
+            throw new IllegalArgumentException("no room for " + length + " bytes in a buffer with " + dst.remaining()
+                    + " remaining");
+        }
+        checkRange(pos, length);
+        while (length > 0) {
+            int n = chunk(pos, length);
+            dst.put(dst.position(), windows[(int) (pos >>> WINDOW_SHIFT)], idx(pos), n);
+            dst.position(dst.position() + n);
+            pos += n;
+            length -= n;
+        }
+    }
+
+    /**
+     * Copies the remaining bytes of {@code src} into the file; its position moves past them.
+     *
+     * @param pos position of the first byte
+     * @param src source buffer
+     */
+    public void putBytes(long pos, ByteBuffer src) {
+        int length = src.remaining();
+        checkRange(pos, length);
+        if (readOnly) {
+            throw new ReadOnlyBufferException();
+        }
+        while (length > 0) {
+            int n = chunk(pos, length);
+            windows[(int) (pos >>> WINDOW_SHIFT)].put(idx(pos), src, src.position(), n);
+            src.position(src.position() + n);
+            pos += n;
+            length -= n;
+        }
+    }
 }

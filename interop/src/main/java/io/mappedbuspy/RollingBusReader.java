@@ -30,6 +30,8 @@ public final class RollingBusReader extends ConsumingReader<RollingBusReader> im
     private final long segmentSize;
     private final int recordSize;
     private final boolean readOnly;
+    private boolean frames;
+    private String[] topics = new String[0];
     private boolean failOnGap = true;
     private int timeoutMs = Layout.DEFAULT_TIMEOUT_MS;
     private long stallLimitMs;
@@ -181,8 +183,11 @@ public final class RollingBusReader extends ConsumingReader<RollingBusReader> im
         if (c != null || closed) {
             throw new IllegalStateException("rolling reader for " + dir + " is " + (closed ? "closed" : "already open"));
         }
-        c = new RollingCursor(RollingDir.forReader(dir, segmentSize, recordSize, allowForeign), readOnly,
-                allowForeign, failOnGap, timeoutMs);
+        RollingDir d = RollingDir.forReader(dir, segmentSize, recordSize, allowForeign);
+        d.meta.checkFrames(frames, dir);
+        c = new RollingCursor(d, readOnly, allowForeign, failOnGap, timeoutMs);
+        c.frames = frames;
+        c.topics = topics;
         c.onSwitch = x -> current = x;
         c.stallLimitMs = stallLimitMs;
         try {
@@ -366,6 +371,84 @@ public final class RollingBusReader extends ConsumingReader<RollingBusReader> im
      */
     public int readBuffer(byte[] dst, int offset) throws CorruptBusException {
         return current().readBuffer(dst, offset);
+    }
+
+    /**
+     * Reads the bus as a framed bus (docs/design/frames.md), as {@link MappedBusReader#setFrames}. Call before
+     * {@link #open()}.
+     *
+     * @param frames true for a framed bus
+     * @return this
+     */
+    public RollingBusReader setFrames(boolean frames) {
+        if (c != null || closed) {
+            throw new IllegalStateException("setFrames before open(): rolling reader for " + dir);
+        }
+        if (frames) {
+            Frames.checkRecordSize(recordSize);
+        }
+        this.frames = frames;
+        return this;
+    }
+
+    /**
+     * Delivers only the messages of these topics, as {@link MappedBusReader#setTopics}.
+     *
+     * @param names topic names (none: every message)
+     * @return this
+     */
+    public RollingBusReader setTopics(String... names) {
+        if (!frames) {
+            throw new IllegalStateException("topics are a framed bus's: setFrames(true) first (" + dir + ")");
+        }
+        for (String t : names) {
+            TopicsFile.checkName(t);
+        }
+        topics = names.clone();
+        if (c != null) {
+            c.topics(topics);
+        }
+        return this;
+    }
+
+    /**
+     * The current message, copied out whole (its position global), as {@link MappedBusReader#message()}.
+     *
+     * @return the message
+     * @throws CorruptBusException if its topic id is not published
+     */
+    public FrameMessage message() throws CorruptBusException {
+        return current().message();
+    }
+
+    /**
+     * Copies the current message's payload into {@code dst}, as {@link MappedBusReader#readPayload(java.nio.ByteBuffer)}.
+     *
+     * @param dst the destination
+     * @return the bytes copied
+     */
+    public int readPayload(java.nio.ByteBuffer dst) {
+        return current().readPayload(dst);
+    }
+
+    /** @return the current message's payload, copied into a new array */
+    public byte[] readPayload() {
+        return current().readPayload();
+    }
+
+    /**
+     * The current message's topic.
+     *
+     * @return its name, or null for none
+     * @throws CorruptBusException if its id is not published
+     */
+    public String topic() throws CorruptBusException {
+        return current().topic();
+    }
+
+    /** @return committed messages the topic filter passed over */
+    public long filtered() {
+        return c == null ? 0 : c.filtered();
     }
 
     private MappedBusReader current() {

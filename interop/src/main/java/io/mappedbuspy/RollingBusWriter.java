@@ -47,6 +47,9 @@ public final class RollingBusWriter implements AutoCloseable {
     private long lastIndexMs;
     private TimeIndex.Appender indexAppender;
     private long indexBroken = -1; // a segment whose index could not be opened
+    // A framed bus (setFrames), and its topics file (opened at the first topic, shared by the segment writers).
+    private boolean frames;
+    private TopicsFile topics;
 
     /**
      * Creates a writer of an existing rolling bus with the sizes its {@code DIR/bus.meta} records (read now;
@@ -280,7 +283,8 @@ public final class RollingBusWriter implements AutoCloseable {
      */
     public RollingBusWriter open() throws IOException {
         openCheck();
-        RollingDir b = RollingDir.forWriter(dir, segmentSize, recordSize, retention, consumerPolicy, allowForeign);
+        RollingDir b = RollingDir.forWriter(dir, segmentSize, recordSize, retention, consumerPolicy, allowForeign,
+                frames);
         ConsumerRetention held = b.consumers();
         if (held != null) {
             try {
@@ -411,6 +415,86 @@ public final class RollingBusWriter implements AutoCloseable {
                 roll();
             }
         }
+    }
+
+    /**
+     * Makes (or opens) the bus as a framed bus (docs/design/frames.md), as {@link MappedBusWriter#setFrames}: messages
+     * of any size up to what one segment holds; a message that meets a segment's end leaves a padding there and is
+     * written whole in the next segment. Call before {@link #open()}.
+     *
+     * @param frames true for a framed bus
+     * @return this
+     */
+    public RollingBusWriter setFrames(boolean frames) {
+        openCheck();
+        if (frames) {
+            Frames.checkRecordSize(recordSize);
+        }
+        this.frames = frames;
+        return this;
+    }
+
+    /** @return whether this writer writes a framed bus */
+    public boolean frames() {
+        return frames;
+    }
+
+    /**
+     * Writes a message of any size (up to what one segment holds) to a framed bus, as
+     * {@link MappedBusWriter#write(byte[], String)}, in the next segment if it does not fit in the current one.
+     *
+     * @param payload the message's bytes
+     * @param topic   its topic's name, or null
+     * @return true if committed; false if a reader had rolled it back (this writer was too slow)
+     * @throws IOException if the next segment cannot be created or opened
+     */
+    public boolean write(byte[] payload, String topic) throws IOException {
+        return write(payload, 0, payload.length, topic, Layout.FRAME_ENCODING_BYTES);
+    }
+
+    /**
+     * As {@link #write(byte[], String)}, for {@code length} bytes of {@code src} from {@code offset}, with the
+     * message's flags.
+     *
+     * @param src    source array
+     * @param offset index of the first byte
+     * @param length number of bytes
+     * @param topic  topic name, or null
+     * @param flags  the frame's flags (bits 0..7: its encoding)
+     * @return true if committed; false if a reader had rolled it back
+     * @throws IOException if the next segment cannot be created or opened
+     */
+    public boolean write(byte[] src, int offset, int length, String topic, int flags) throws IOException {
+        if (--countdown <= 0) {
+            lookAhead();
+        }
+        for (;;) {
+            MappedBusWriter x = framedWriter();
+            try {
+                boolean ok = x.write(src, offset, length, topic, flags);
+                if (x.lastOffset <= trigger && trigger < x.lastEnd) {
+                    segments.makeSpare();
+                }
+                return ok;
+            } catch (EOFException e) {
+                roll(); // the message met the segment's end: a padding there, the whole message in the next
+            }
+        }
+    }
+
+    // The current segment's writer, framed, with the bus's topics file.
+    private MappedBusWriter framedWriter() throws IOException {
+        MappedBusWriter x = writer();
+        if (!frames) {
+            throw new IllegalStateException("messages with topics and of any size need a framed bus: setFrames(true)"
+                    + " before open() (" + dir + ")");
+        }
+        if (topics == null) {
+            topics = TopicsFile.forWriter(java.nio.file.Paths.get(dir, Layout.TOPICS_FILE), allowForeign);
+        }
+        x.framedSegment();
+        x.topicsOf(topics);
+        return x;
     }
 
     /**
@@ -580,6 +664,10 @@ public final class RollingBusWriter implements AutoCloseable {
             segments.close();
         }
         w = null;
+        if (topics != null) {
+            topics.close();
+            topics = null;
+        }
         wake.close();
         writers.close(); // clears this writer's claim, gives its slot back
         writers = WritersFile.NONE;
@@ -594,6 +682,9 @@ public final class RollingBusWriter implements AutoCloseable {
         }
         long index = Math.floorDiv(c.begin(), segmentSize);
         if (index == s.segment) {
+            if (frames) {
+                s.w.framedSegment();
+            }
             s.w.takeOver(writers);
             return;
         }
@@ -601,6 +692,9 @@ public final class RollingBusWriter implements AutoCloseable {
         x.positionBase = Layout.joinPosition(index, 0, segmentSize);
         try {
             x.setAllowForeign(allowForeign).open();
+            if (frames) {
+                x.framedSegment();
+            }
             x.takeOver(writers);
         } catch (java.nio.file.NoSuchFileException e) {
             // its segment is gone: nothing left to roll back

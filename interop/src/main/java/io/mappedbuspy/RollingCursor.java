@@ -41,6 +41,10 @@ final class RollingCursor {
     // System.nanoTime of the last identity check (bus.meta still holds this bus's id).
     private long lastIdentityCheck = System.nanoTime();
     long lost;
+    // A framed bus: every segment reader reads frames, with the bus's topics file and this topic filter.
+    boolean frames;
+    String[] topics = new String[0];
+    private long filteredBefore;
     private long skippedBefore;
     private long rollbacksBefore;
 
@@ -116,7 +120,12 @@ final class RollingCursor {
                 readOnly).setAllowForeign(allowForeign)
                 .askingWriters(bus.dir.resolve(Layout.WRITERS_FILE).toString(),
                         Layout.joinPosition(index, 0, segmentSize))
+                .setFrames(frames)
                 .open();
+        if (frames) {
+            x.topicsAt(bus.dir.resolve(Layout.TOPICS_FILE));
+            x.setTopics(topics);
+        }
         x.setTimeout(timeoutMs);
         x.setStallLimit(stallLimitMs);
         return x;
@@ -125,6 +134,7 @@ final class RollingCursor {
     private void switchTo(long index, MappedBusReader next) {
         if (r != null) {
             skippedBefore += r.rolledBackSkipped();
+            filteredBefore += r.filtered();
             rollbacksBefore += r.rollbacks();
             r.close();
         }
@@ -381,6 +391,18 @@ final class RollingCursor {
             x.seekToEnd();
             switchTo(c.segment(), x);
             return;
+        }
+    }
+
+    long filtered() {
+        return filteredBefore + (r == null ? 0 : r.filtered());
+    }
+
+    // The topic filter of the segment readers, now and for those to come.
+    void topics(String[] names) {
+        topics = names;
+        if (r != null && frames) {
+            r.setTopics(names);
         }
     }
 

@@ -69,6 +69,12 @@ public final class RollingDir {
      */
     static RollingDir forWriter(String dir, long segmentSize, int recordSize, Retention retention,
                                 ConsumerPolicy policy, boolean allowForeign) throws IOException {
+        return forWriter(dir, segmentSize, recordSize, retention, policy, allowForeign, false);
+    }
+
+    /** As above; {@code frames}: a framed bus (made with frames=1 in its bus.meta, or checked to have it). */
+    static RollingDir forWriter(String dir, long segmentSize, int recordSize, Retention retention,
+                                ConsumerPolicy policy, boolean allowForeign, boolean frames) throws IOException {
         MappedBusWriter.checkSizes(segmentSize, recordSize);
         Path d = Path.of(dir);
         boolean made = false;
@@ -86,7 +92,7 @@ public final class RollingDir {
             BusMeta m = BusMeta.read(metaPath, allowForeign);
             if (m == null) {
                 BusMeta mine = BusMeta.rolling(recordSize, segmentSize, retention,
-                        policy == null ? ConsumerPolicy.DEFAULT : policy);
+                        policy == null ? ConsumerPolicy.DEFAULT : policy).withFrames(frames);
                 madeMeta = mine.write(metaPath, FILE_PERMS, true);
                 // The loser of a creation race reads the winner's and checks it like any existing bus.
                 m = madeMeta ? mine : BusMeta.read(metaPath, allowForeign);
@@ -96,6 +102,7 @@ public final class RollingDir {
                 }
             }
             checkMeta(m, metaPath, recordSize, segmentSize);
+            m.checkFrames(frames, dir);
             if (!madeMeta && retention.removesAny() && !retention.equals(m.retention())) {
                 throw new IllegalArgumentException(dir + " was created with retention " + m.retention()
                         + ", not " + retention + ": retention is fixed when a rolling bus is created"

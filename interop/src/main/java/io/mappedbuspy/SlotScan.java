@@ -78,6 +78,13 @@ final class SlotScan {
     private long deadEnd;
     // A live writer's stall longer than this raises WriterStalledException (0: never).
     long stallLimitNanos;
+    // A framed bus (docs/design/frames.md): the scan goes from a message's first slot to the next one's; the current
+    // message's slot count; its topics (names and the filter; null until a framed reader opens).
+    boolean frames;
+    long currentSlots;
+    TopicNames topics;
+    // Committed messages passed over by the topic filter.
+    long filtered;
 
     SlotScan(String path, long fileSize, int recordSize, boolean readOnly) {
         this.path = path;
@@ -181,8 +188,21 @@ final class SlotScan {
             // limit's cache line, which every writer's fetch-and-add needs.
             int status = m.getStatus(pos);
             if (status == Layout.STATUS_COMMITTED) {
+                long step = slot;
+                if (frames) {
+                    step = frameStep(m, pos);
+                    if (step < 0) { // not wanted by the topic filter: passed over like a rolled-back one
+                        pos -= step;
+                        filtered++;
+                        if (timerPosition == pos + step) {
+                            timerPosition = NO_RECORD;
+                        }
+                        continue;
+                    }
+                    currentSlots = step / slot;
+                }
                 current = pos;
-                position = pos + slot;
+                position = pos + step;
                 idle = 0; // the first empty poll after a record looks at the limit
                 delivered = true;
                 if (timerPosition == pos) {
@@ -196,7 +216,8 @@ final class SlotScan {
                 return true;
             }
             if (status == Layout.STATUS_ROLLED_BACK) {
-                pos += slot;
+                // A frame's count is final once its status left 0: every reader skips the same.
+                pos += frames ? Frames.skipSlots(m.getInt(pos + Layout.METADATA_OFFSET)) * slot : slot;
                 rolledBackSkipped++;
                 continue;
             }
@@ -242,7 +263,12 @@ final class SlotScan {
             if (readOnly) {
                 // Cannot write the rollback: skip locally. Nothing was written, so it is a lost record
                 // (rolledBackSkipped) but not a rollback, as in the Python reader.
-                pos += slot;
+                if (frames) {
+                    int meta = m.getIntAcquire(pos + Layout.METADATA_OFFSET);
+                    pos += (meta != 0 ? Frames.skipSlots(meta) : giveUpSlots(pos)) * slot;
+                } else {
+                    pos += slot;
+                }
                 rolledBackSkipped++;
                 continue;
             }
@@ -253,6 +279,13 @@ final class SlotScan {
                 continue;
             }
             m.checkLength();
+            if (frames) {
+                // The count first (if unwritten), then the status: the next look skips by the final count.
+                if (Frames.giveUp(m, pos, giveUpSlots(pos))) {
+                    rollbacks++;
+                }
+                continue;
+            }
             if (m.casStatus(pos, Layout.STATUS_NOT_SET, Layout.STATUS_ROLLED_BACK)) {
                 rollbacks++;
                 rolledBackSkipped++;
@@ -260,6 +293,29 @@ final class SlotScan {
             }
             // Otherwise loop: the status is now 1 or 2 (the writer committed, or another reader won).
         }
+    }
+
+    // The committed frame at pos: its bytes from pos to the next message (its slots times the slot), negative when the
+    // topic filter passes it over; its meta and length checked.
+    private long frameStep(MemoryMappedFile m, long pos) throws CorruptBusException {
+        int meta = m.getInt(pos + Layout.METADATA_OFFSET);
+        long length = m.getLong(pos + Layout.PAYLOAD_OFFSET + Layout.FRAME_LENGTH_OFFSET);
+        long step = Frames.committedSlots(path, pos, meta, length, fileSize, slot) * slot;
+        if (topics != null && topics.filtering()
+                && !topics.wants(m.getInt(pos + Layout.PAYLOAD_OFFSET + Layout.FRAME_TOPIC_OFFSET), pos)) {
+            return -step;
+        }
+        return step;
+    }
+
+    // How many slots a reader gives up of a message whose count is unwritten: the dead writer's claim when it begins
+    // here (never past the file), else 1 (docs/design/frames.md, "Reader protocol").
+    private long giveUpSlots(long pos) {
+        long p = positionBase + pos;
+        if (deadBegin == p && deadEnd > deadBegin) {
+            return Math.max(1, Math.min((deadEnd - deadBegin) / slot, Frames.slotsLeft(pos, fileSize, slot)));
+        }
+        return 1;
     }
 
     long loadLimit(MemoryMappedFile m) throws CorruptBusException {
@@ -305,8 +361,8 @@ final class SlotScan {
             if (holder.liveness() == Liveness.DEAD) {
                 deadBegin = holder.claim().begin();
                 deadEnd = holder.claim().end();
-                if (!readOnly) {
-                    rollBackDeadClaim(m, pos);
+                if (!readOnly && !frames) {
+                    rollBackDeadClaim(m, pos); // a framed message is given up by its first slot alone (next())
                 }
                 return Stall.DEAD;
             }
@@ -355,6 +411,9 @@ final class SlotScan {
         if (writers != null) {
             writers.close();
             writers = null;
+        }
+        if (topics != null) {
+            topics.close();
         }
     }
 

@@ -29,6 +29,8 @@ public final class BusOptions implements Serializable {
     public static final String BUS = "bus";
     /** Column holding the record's payload bytes (untyped reads and writes). */
     public static final String PAYLOAD = "payload";
+    /** Column holding a framed message's topic (a framed bus: docs/design/frames.md). */
+    public static final String TOPIC = "topic";
 
     final String path;
     final int recordSize;
@@ -83,6 +85,11 @@ public final class BusOptions implements Serializable {
     final String consumer;
     /** Streaming: whether the query registers as a named consumer of the bus (option {@code registerConsumer}). */
     final boolean registerConsumer;
+    /**
+     * A framed bus (messages of any size with topics): what its metadata says ({@code frames=1}), or option
+     * {@code frames} for a bus without metadata or one a write creates. Rows are position, topic, payload.
+     */
+    final boolean frames;
 
     private BusOptions(Map<String, String> raw) {
         Map<String, String> o = new HashMap<>();
@@ -188,6 +195,21 @@ public final class BusOptions implements Serializable {
         checkPosition("endingPosition", endingPosition, "latest", "latest", o.get("endingposition"));
         maxRecordsPerTrigger = longOpt(o, "maxrecordspertrigger", -1, 1);
         columnar = boolOpt(o, "columnar", true);
+        io.mappedbuspy.BusMeta meta = rollingMeta != null ? rollingMeta : fileMeta;
+        if (meta != null && o.containsKey("frames") && boolOpt(o, "frames", false) != meta.frames()) {
+            throw new IllegalArgumentException("mappedbus: option frames=" + o.get("frames") + " but " + path + " is "
+                    + (meta.frames() ? "" : "not ") + "a framed bus (its metadata, bus " + meta.id()
+                    + "): leave the option out to read it as it is");
+        }
+        frames = meta != null ? meta.frames() : boolOpt(o, "frames", false);
+        if (frames && layout != null) {
+            throw new IllegalArgumentException("mappedbus: " + path + " is a framed bus: its rows are position, topic,"
+                    + " payload (messages of any size), option 'layout' does not apply");
+        }
+        if (frames && (recordSize % Layout.FRAME_RECORD_ALIGN != 0 || recordSize < Layout.FRAME_MIN_RECORD_SIZE)) {
+            throw new IllegalArgumentException("mappedbus: a framed bus's recordSize must be a multiple of "
+                    + Layout.FRAME_RECORD_ALIGN + " and at least " + Layout.FRAME_MIN_RECORD_SIZE + ", got " + recordSize);
+        }
         batchSize = intOpt(o, "batchsize", 4096, 1);
         String unc = o.getOrDefault("uncommitted", "stop").trim().toLowerCase(Locale.ROOT);
         if (!unc.equals("stop") && !unc.equals("wait")) {
@@ -434,14 +456,14 @@ public final class BusOptions implements Serializable {
 
     /**
      * Whether a file name is one of the files written beside a bus (its metadata, commit log, wake file, consumer
-     * registry, writers file or work groups' directory), which a pattern never names as a bus. The one list of
+     * registry, writers file, work groups' directory or topics file), which a pattern never names as a bus. The one list of
      * them is {@code layout.py}'s SIDE_SUFFIXES (Python's {@code formats.files.side_files}); a new side file is
      * added there and here, and tests/formats/test_side_files.py checks that this method names the same suffixes.
      */
     static boolean isSidecar(String name) {
         return name.endsWith(Layout.META_SUFFIX) || name.endsWith(CommitLog.SUFFIX) || name.endsWith(WAKE_SUFFIX)
                 || name.endsWith(Layout.CONSUMERS_SUFFIX) || name.endsWith(Layout.WRITERS_SUFFIX)
-                || name.endsWith(Layout.GROUP_DIR_SUFFIX);
+                || name.endsWith(Layout.GROUP_DIR_SUFFIX) || name.endsWith(Layout.TOPICS_SUFFIX);
     }
 
     /** Suffix of a single-file bus's wake file ({@code layout.py} WAKE_SUFFIX). */
@@ -475,6 +497,14 @@ public final class BusOptions implements Serializable {
     StructType readSchema() {
         List<StructField> cols = new ArrayList<>();
         cols.add(DataTypes.createStructField(POSITION, DataTypes.LongType, false));
+        if (frames) {
+            cols.add(DataTypes.createStructField(TOPIC, DataTypes.StringType, true));
+            cols.add(DataTypes.createStructField(PAYLOAD, DataTypes.BinaryType, false));
+            if (buses != null) {
+                cols.add(DataTypes.createStructField(BUS, DataTypes.StringType, false));
+            }
+            return DataTypes.createStructType(cols);
+        }
         cols.add(DataTypes.createStructField(META, DataTypes.IntegerType, false));
         if (layout == null) {
             cols.add(DataTypes.createStructField(PAYLOAD, DataTypes.BinaryType, false));

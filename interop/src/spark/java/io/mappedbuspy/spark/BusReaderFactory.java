@@ -26,6 +26,7 @@ final class BusReaderFactory implements PartitionReaderFactory {
     static final int FIELD = 4;
     static final int BUS = 5;
     static final int COUNT = 6;
+    static final int TOPIC = 7;
 
     private static boolean hasField(BusLayout layout, String name) {
         for (BusLayout.Field f : layout.fields()) {
@@ -75,6 +76,8 @@ final class BusReaderFactory implements PartitionReaderFactory {
             String name = cols[i].name();
             if (name.equalsIgnoreCase(BusOptions.POSITION)) {
                 kinds[i] = POSITION;
+            } else if (o.frames && name.equalsIgnoreCase(BusOptions.TOPIC)) {
+                kinds[i] = TOPIC;
             } else if (name.equalsIgnoreCase(BusOptions.META)) {
                 kinds[i] = META;
             } else if (o.buses != null && name.equalsIgnoreCase(BusOptions.BUS)) {
@@ -98,6 +101,13 @@ final class BusReaderFactory implements PartitionReaderFactory {
 
     @Override
     public PartitionReader<InternalRow> createReader(InputPartition partition) {
+        if (partition instanceof FramePartition) {
+            try {
+                return new FramePartition.Reader(this, (FramePartition) partition);
+            } catch (IOException e) {
+                throw new UncheckedIOException(e);
+            }
+        }
         if (partition instanceof HostPartition) {
             return new HostPartition.Reader<>(this, (HostPartition) partition, false);
         }
@@ -134,6 +144,6 @@ final class BusReaderFactory implements PartitionReaderFactory {
 
     @Override
     public boolean supportColumnarReads(InputPartition partition) {
-        return columnar;
+        return columnar && !(partition instanceof FramePartition);
     }
 }

@@ -47,6 +47,8 @@ final class BusScan implements Scan, Batch {
     int counts;
     /** Planned by a task of a per-host read on its own host (see {@link HostPartition}). */
     private boolean local;
+    /** A framed bus: the topics pushed down ({@code topic = x}, {@code topic IN (...)}), or null for all. */
+    String[] topics;
     /** While {@link #count()} plans: the committed (meta-matching) records of the planned ranges so far. */
     private Tally counted;
 
@@ -75,6 +77,7 @@ final class BusScan implements Scan, Batch {
                 + (lo == Long.MIN_VALUE && hi == Long.MAX_VALUE ? "" : " positions=[" + (lo == Long.MIN_VALUE
                 ? "" : lo) + ", " + (hi == Long.MAX_VALUE ? "" : hi) + ")")
                 + (metas == null ? "" : " meta in " + Arrays.toString(metas))
+                + (options.frames ? " frames" : "") + (topics == null ? "" : " topic in " + Arrays.toString(topics))
                 + (counts == 0 ? "" : " count(*) pushed");
     }
 
@@ -85,6 +88,10 @@ final class BusScan implements Scan, Batch {
 
     @Override
     public MicroBatchStream toMicroBatchStream(String checkpointLocation) {
+        if (options.frames) {
+            throw new UnsupportedOperationException("mappedbus: streaming reads of the framed bus " + options.path
+                    + " are not supported yet: read it as a batch");
+        }
         if (pushed || counts != 0) {
             // Spark does not push filters into streaming scans; were it to, they must not be lost.
             throw new IllegalStateException("mappedbus: filters were pushed into a streaming scan of " + options.path);
@@ -109,6 +116,13 @@ final class BusScan implements Scan, Batch {
                     ? BusSource.forRead(options).positionAtTime(options.startingTimeNs) : options.batchStart());
             hi = Math.min(hi, options.batchEnd());
             bounded = true;
+        }
+        if (options.frames) {
+            if (options.hosts != null || options.buses != null) {
+                throw new UnsupportedOperationException("mappedbus: per-host reads and reads of several buses are not"
+                        + " supported on framed buses yet (" + options.raw.get("path") + ")");
+            }
+            return planFrames(BusSource.forRead(options));
         }
         if (options.hosts != null && !local) {
             return HostPartition.plan(options, lo, hi, metas);
@@ -168,6 +182,31 @@ final class BusScan implements Scan, Batch {
             parts.addAll(Arrays.asList(BusPartition.split(options, f.path, f.size,
                     base, Math.min(from, range.end()), range.end(), range.skipped(), local)));
             if (range.stopped()) {
+                break;
+            }
+        }
+        return parts.toArray(new InputPartition[0]);
+    }
+
+    /** A framed bus: each file's messages, cut into partitions at first slots ({@link FramePartition#plan}). */
+    private InputPartition[] planFrames(BusSource bus) {
+        List<InputPartition> parts = new ArrayList<>();
+        String topicsFile = options.rolling ? options.path + java.io.File.separator + Layout.TOPICS_FILE
+                : options.path + Layout.TOPICS_SUFFIX;
+        for (BusSource.BusFile f : bus.files()) {
+            FramePartition.Planned planned;
+            try {
+                planned = FramePartition.plan(options, f.path, f.size, f.base, topicsFile, topics);
+            } catch (NoSuchFileException e) {
+                if (!f.segment) {
+                    throw new UncheckedIOException("mappedbus: cannot plan a read of " + f.path, e);
+                }
+                continue; // removed by retention since the listing
+            } catch (IOException e) {
+                throw new UncheckedIOException("mappedbus: cannot plan a read of " + f.path, e);
+            }
+            parts.addAll(planned.parts());
+            if (planned.stopped()) {
                 break;
             }
         }

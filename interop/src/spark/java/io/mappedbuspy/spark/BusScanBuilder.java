@@ -41,6 +41,8 @@ final class BusScanBuilder implements SupportsPushDownRequiredColumns, SupportsP
     /** Pushed metadata values (null: any). */
     private Set<Integer> metas;
     private Filter[] pushed = new Filter[0];
+    /** A framed bus: topic names pushed ({@code topic = x}, {@code topic IN (...)}), or null for all. */
+    private Set<String> topics;
     /** {@code count(*)} pushed down (Spark sums the partitions' counts): how many such aggregates, or 0. */
     private int counts;
 
@@ -92,6 +94,9 @@ final class BusScanBuilder implements SupportsPushDownRequiredColumns, SupportsP
     private static final int EXACT = 2;
 
     private int push(Filter f) {
+        if (options.frames) {
+            return pushFrames(f);
+        }
         if (f instanceof GreaterThan && isPos(((GreaterThan) f).attribute())) {
             Long v = asLong(((GreaterThan) f).value());
             return v == null || v == Long.MAX_VALUE ? NOT_PUSHED : lower(v + 1);
@@ -146,6 +151,30 @@ final class BusScanBuilder implements SupportsPushDownRequiredColumns, SupportsP
         return NOT_PUSHED;
     }
 
+    // A framed bus: topic = 'x' and topic IN ('x', ...) are applied by the readers (EXACT); the rest by Spark.
+    private int pushFrames(Filter f) {
+        Set<String> vs = new HashSet<>();
+        if (f instanceof EqualTo && ((EqualTo) f).attribute().equalsIgnoreCase(BusOptions.TOPIC)
+                && ((EqualTo) f).value() instanceof String) {
+            vs.add((String) ((EqualTo) f).value());
+        } else if (f instanceof In && ((In) f).attribute().equalsIgnoreCase(BusOptions.TOPIC)) {
+            for (Object o : ((In) f).values()) {
+                if (!(o instanceof String)) {
+                    return NOT_PUSHED; // a null: let Spark decide
+                }
+                vs.add((String) o);
+            }
+        } else {
+            return NOT_PUSHED;
+        }
+        if (topics == null) {
+            topics = vs;
+        } else {
+            topics.retainAll(vs);
+        }
+        return EXACT;
+    }
+
     private int lower(long v) {
         lo = Math.max(lo, v);
         return EXACT;
@@ -192,7 +221,7 @@ final class BusScanBuilder implements SupportsPushDownRequiredColumns, SupportsP
      */
     @Override
     public boolean pushAggregation(Aggregation aggregation) {
-        if (aggregation.groupByExpressions().length != 0 || aggregation.aggregateExpressions().length == 0) {
+        if (options.frames || aggregation.groupByExpressions().length != 0 || aggregation.aggregateExpressions().length == 0) {
             return false;
         }
         for (AggregateFunc f : aggregation.aggregateExpressions()) {
@@ -236,6 +265,7 @@ final class BusScanBuilder implements SupportsPushDownRequiredColumns, SupportsP
         }
         BusScan scan = new BusScan(options, schema, lo, hi, m);
         scan.counts = counts;
+        scan.topics = topics == null ? null : topics.toArray(new String[0]);
         // Per-host reads plan on the executors; every other count is answered by the driver's planning walk.
         return counts > 0 && options.hosts == null ? new BusScan.Count(scan) : scan;
     }

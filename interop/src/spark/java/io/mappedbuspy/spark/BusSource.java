@@ -212,6 +212,9 @@ abstract class BusSource {
         /** @return false if a reader rolled the record back (this writer was too slow to commit it) */
         boolean write(RowEncoder.Record rec) throws IOException;
 
+        /** A framed bus's message: @return false if a reader rolled it back */
+        boolean writeFrame(byte[] payload, String topic) throws IOException;
+
         @Override
         void close();
     }
@@ -299,16 +302,21 @@ abstract class BusSource {
 
         @Override
         void create() throws IOException {
-            BusWriterFactory.open(options.path, fileSize, options.recordSize).close();
+            BusWriterFactory.open(options.path, fileSize, options.recordSize, options.frames).close();
         }
 
         @Override
         Appender openWriter() throws IOException {
-            MappedBusWriter w = BusWriterFactory.open(options.path, fileSize, options.recordSize);
+            MappedBusWriter w = BusWriterFactory.open(options.path, fileSize, options.recordSize, options.frames);
             return new Appender() {
                 @Override
                 public boolean write(RowEncoder.Record rec) throws IOException {
                     return rec.metaIsLength ? w.write(rec.bytes, 0, rec.length) : w.write(rec);
+                }
+
+                @Override
+                public boolean writeFrame(byte[] payload, String topic) throws IOException {
+                    return w.write(payload, topic);
                 }
 
                 @Override
@@ -544,6 +552,11 @@ abstract class BusSource {
                 @Override
                 public boolean write(RowEncoder.Record rec) throws IOException {
                     return rec.metaIsLength ? w.write(rec.bytes, 0, rec.length) : w.write(rec);
+                }
+
+                @Override
+                public boolean writeFrame(byte[] payload, String topic) throws IOException {
+                    return w.write(payload, topic);
                 }
 
                 @Override

@@ -40,7 +40,7 @@ final class BusWriterFactory implements DataWriterFactory, StreamingDataWriterFa
     /** Opens a writer on a rolling bus, creating it (with the options' segmentSize and retention) if absent. */
     static synchronized RollingBusWriter openRolling(BusOptions o) throws IOException {
         return new RollingBusWriter(o.path, o.segmentSize, o.recordSize)
-                .setRetention(o.retainSegments, o.retainBytes, o.retainAgeMs).open();
+                .setRetention(o.retainSegments, o.retainBytes, o.retainAgeMs).setFrames(o.frames).open();
     }
 
     /**
@@ -48,7 +48,13 @@ final class BusWriterFactory implements DataWriterFactory, StreamingDataWriterFa
      * and two tasks of one executor taking that lock at once get OverlappingFileLockException.
      */
     static synchronized MappedBusWriter open(String path, long fileSize, int recordSize) throws IOException {
-        return new MappedBusWriter(path, fileSize, recordSize).open();
+        return open(path, fileSize, recordSize, false);
+    }
+
+    /** As {@link #open(String, long, int)}; {@code frames}: a framed bus. */
+    static synchronized MappedBusWriter open(String path, long fileSize, int recordSize, boolean frames)
+            throws IOException {
+        return new MappedBusWriter(path, fileSize, recordSize).setFrames(frames).open();
     }
 
     @Override
@@ -97,6 +103,11 @@ final class BusWriterFactory implements DataWriterFactory, StreamingDataWriterFa
         public void write(InternalRow row) throws IOException {
             if (rows == 0) {
                 BusPartition.checkHost(path, requiredHost);
+                if (options.frames) {
+                    throw new UnsupportedOperationException("mappedbus: exactly-once writes (streaming, or "
+                            + "exactlyOnce=true) to the framed bus " + path + " are not supported yet: write a batch "
+                            + "(at least once, the default)");
+                }
             }
             try {
                 encoder.encode(row, rec);
@@ -165,7 +176,7 @@ final class BusWriterFactory implements DataWriterFactory, StreamingDataWriterFa
             for (int attempt = 1; ; attempt++) {
                 boolean ok;
                 try {
-                    ok = writer.write(rec);
+                    ok = rec.frame != null ? writer.writeFrame(rec.frame, rec.topic) : writer.write(rec);
                 } catch (EOFException e) {
                     throw new IOException("mappedbus: bus " + path + " is full after " + rows
                             + " rows of partition " + partitionId + ": " + e.getMessage(), e);

@@ -35,12 +35,45 @@ final class RowEncoder implements Serializable {
     private final int[] fieldCols;
     private final DataType[] fieldTypes;
     private final String[] colNames;
+    /** A framed bus: rows are messages (payload binary of any size, an optional topic string column). */
+    private final boolean frames;
+    private final int topicCol;
 
     RowEncoder(BusOptions o, StructType schema) {
         recordSize = o.recordSize;
         layout = o.layout;
+        frames = o.frames;
         StructField[] cols = schema.fields();
         colNames = new String[cols.length];
+        if (frames) {
+            int payload = -1;
+            int topic = -1;
+            List<String> other = new ArrayList<>();
+            for (int i = 0; i < cols.length; i++) {
+                String n = cols[i].name();
+                colNames[i] = n;
+                if (n.equalsIgnoreCase(BusOptions.PAYLOAD) && cols[i].dataType().equals(DataTypes.BinaryType)) {
+                    payload = i;
+                } else if (n.equalsIgnoreCase(BusOptions.TOPIC) && cols[i].dataType().equals(DataTypes.StringType)) {
+                    topic = i;
+                } else if (!n.equalsIgnoreCase(BusOptions.POSITION)) {
+                    other.add(n + " " + cols[i].dataType().simpleString());
+                }
+            }
+            if (payload < 0 || !other.isEmpty()) {
+                throw new IllegalArgumentException("mappedbus: " + o.path + " is a framed bus: it takes payload binary "
+                        + "[, topic string] (messages of any size)" + (other.isEmpty() ? ", and there is no payload "
+                        + "binary column" : ", not " + other));
+            }
+            payloadCol = payload;
+            topicCol = topic;
+            metaCol = -1;
+            metaType = null;
+            fieldCols = null;
+            fieldTypes = null;
+            return;
+        }
+        topicCol = -1;
         int payload = -1;
         int meta = -1;
         List<String> unexpected = new ArrayList<>();
@@ -159,6 +192,9 @@ final class RowEncoder implements Serializable {
         int meta;
         /** Whether the metadata is the length (byte-array record): write(byte[]) then. */
         boolean metaIsLength;
+        /** A framed bus's message (null otherwise) and its topic (null: none). */
+        byte[] frame;
+        String topic;
 
         Record(int recordSize) {
             bytes = new byte[recordSize];
@@ -193,6 +229,12 @@ final class RowEncoder implements Serializable {
      * @throws IllegalArgumentException naming the column and the problem (null, too long, out of range)
      */
     void encode(InternalRow row, Record rec) {
+        if (frames) {
+            notNull(row, payloadCol);
+            rec.frame = row.getBinary(payloadCol);
+            rec.topic = topicCol < 0 || row.isNullAt(topicCol) ? null : row.getUTF8String(topicCol).toString();
+            return;
+        }
         if (metaCol >= 0) {
             notNull(row, metaCol);
             rec.meta = (int) checkRange(integral(row, metaCol, metaType), 32, metaCol);
