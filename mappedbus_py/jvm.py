@@ -46,7 +46,7 @@ SPARK_JAR_NAME = "mappedbuspy-spark.jar"
 CHECKOUT_JARS = {"io.mappedbuspy.samples.": "mappedbuspy-samples.jar",
                  "io.mappedbuspy.perf.": "mappedbuspy-perf.jar"}
 WAKE_LIB_NAME = "libmappedbuswake.so"
-#: The system property io.mappedbuspy.WakeFile loads its JNI library from.
+#: The system property io.mappedbuspy.internal.WakeFile loads its JNI library from.
 WAKE_LIB_PROPERTY = "mappedbus.wakeLib"
 
 

@@ -1,4 +1,4 @@
-package io.mappedbuspy;
+package io.mappedbuspy.internal;
 
 import java.io.IOException;
 import java.nio.ByteBuffer;
@@ -16,11 +16,15 @@ import java.util.EnumSet;
 import java.security.SecureRandom;
 import java.util.List;
 import java.util.Set;
+import io.mappedbuspy.Layout;
+import io.mappedbuspy.UnsafeBusFileException;
 
 /**
  * The files around a bus, checked before they are trusted: never through a symbolic link, nothing but
  * regular files, owner and mode checked; small files (metadata) written atomically. Mirrors
  * {@code mappedbus_py/formats/files.py}.
+ * <p>Internal: not a supported API. Public only for the library's own packages (io.mappedbuspy and the
+ * Spark connector); it may change in any release.
  */
 public final class BusFiles {
     private static final SecureRandom RANDOM = new SecureRandom();

@@ -1,4 +1,4 @@
-package io.mappedbuspy;
+package io.mappedbuspy.internal;
 
 import java.io.IOException;
 import java.nio.charset.CharacterCodingException;
@@ -12,11 +12,20 @@ import java.security.SecureRandom;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Objects;
+import io.mappedbuspy.BusKind;
+import io.mappedbuspy.BusMismatchException;
+import io.mappedbuspy.ConsumerPolicy;
+import io.mappedbuspy.CorruptBusException;
+import io.mappedbuspy.Layout;
+import io.mappedbuspy.OnConsumerLag;
+import io.mappedbuspy.Retention;
 
 /**
  * A bus's metadata file: kind, sizes, identity and creation time, which the Mappedbus 0.5.1 format never
  * stores. The format is in {@code mappedbus_py/formats/layout.py}'s docstring; {@code mappedbus_py/formats/busmeta.py}
  * reads and writes the same files. Immutable.
+ * <p>Internal: not a supported API. Public only for the library's own packages (io.mappedbuspy and the
+ * Spark connector); it may change in any release.
  */
 public final class BusMeta {
     private static final SecureRandom RANDOM = new SecureRandom();
@@ -358,7 +367,7 @@ public final class BusMeta {
      *                                  another file or a rolling bus: such a bus needs both sizes
      * @throws IOException              if a file cannot be read, or is not a metadata file
      */
-    static BusMeta ofFile(String path, String type) throws IOException {
+    public static BusMeta ofFile(String path, String type) throws IOException {
         Path p = Path.of(Objects.requireNonNull(path, "path"));
         Path mp = metaPath(path);
         long ino;
@@ -398,7 +407,7 @@ public final class BusMeta {
      * @throws IOException              if the directory is a link or not a directory, or bus.meta cannot be
      *                                  read or is not a metadata file
      */
-    static BusMeta ofRollingDir(String dir, String type) throws IOException {
+    public static BusMeta ofRollingDir(String dir, String type) throws IOException {
         Path d = Path.of(Objects.requireNonNull(dir, "dir"));
         Path mp = d.resolve(Layout.META_FILE);
         BusMeta m;

@@ -1,7 +1,10 @@
-package io.mappedbuspy;
+package io.mappedbuspy.internal;
 
 import java.io.IOException;
 import java.nio.file.Path;
+import io.mappedbuspy.BusKind;
+import io.mappedbuspy.Layout;
+import io.mappedbuspy.MappedBusWriter;
 
 /**
  * Opening a single-file bus (or a rolling bus's segment) for a reader or a writer, as
@@ -9,14 +12,16 @@ import java.nio.file.Path;
  * anything is written, the sizes its metadata file ({@code PATH.meta}) records checked against those given; once
  * mapped, the limit checked to lie on the record grid, and a writer's first open of a bus nobody wrote to yet
  * describing it in a new metadata file and setting the limit to the first record.
+ * <p>Internal: not a supported API. Public only for the library's own packages (io.mappedbuspy and the
+ * Spark connector); it may change in any release.
  */
-final class BusOpen {
+public final class BusOpen {
     /** The mapped file. */
-    final MemoryMappedFile mem;
+    public final MemoryMappedFile mem;
     /** The bus's id from its metadata file, or null (a file of the Java original, or a segment). */
-    final String busId;
+    public final String busId;
     /** The limit when it was opened (a writer: after setting it to the first record). */
-    final long limit;
+    public final long limit;
 
     private BusOpen(MemoryMappedFile mem, String busId, long limit) {
         this.mem = mem;
@@ -28,7 +33,7 @@ final class BusOpen {
      * Opens a bus for a reader: the file must exist and be a complete bus; a reader never creates, grows or writes
      * a file that is not one.
      */
-    static BusOpen forReader(String path, long fileSize, int recordSize, boolean readOnly, boolean allowForeign,
+    public static BusOpen forReader(String path, long fileSize, int recordSize, boolean readOnly, boolean allowForeign,
                              long lockTimeoutMs, boolean segment) throws IOException {
         MemoryMappedFile.OpenOptions o = options(allowForeign, lockTimeoutMs);
         o.readOnly = readOnly;
@@ -49,7 +54,7 @@ final class BusOpen {
      * Opens a bus for a writer: a single-file bus is created if absent and grown to its mapping; a segment must
      * exist (the rolling writer made it whole).
      */
-    static BusOpen forWriter(String path, long fileSize, int recordSize, boolean allowForeign, long lockTimeoutMs,
+    public static BusOpen forWriter(String path, long fileSize, int recordSize, boolean allowForeign, long lockTimeoutMs,
                              boolean segment) throws IOException {
         MemoryMappedFile.OpenOptions o = options(allowForeign, lockTimeoutMs);
         o.create = !segment;

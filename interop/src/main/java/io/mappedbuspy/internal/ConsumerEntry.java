@@ -1,27 +1,30 @@
-package io.mappedbuspy;
+package io.mappedbuspy.internal;
 
 import java.nio.charset.StandardCharsets;
+import io.mappedbuspy.Layout;
 
 /**
  * One entry of a consumer registry as read lock-free, between two equal odd generations ({@link
  * ConsumerRegistry#entries()}), with what its fields mean: a name's and a bus id's bytes, and whether a live process
  * holds it ({@link Liveness}, probed when it was read; the pid is for people only).
+ * <p>Internal: not a supported API. Public only for the library's own packages (io.mappedbuspy and the
+ * Spark connector); it may change in any release.
  */
-final class ConsumerEntry {
+public final class ConsumerEntry {
     final int index;
     final int gen;
     final int flags;
-    final int pid;
+    public final int pid;
     final long start;
-    final long position;
-    final long committedNs;
-    final long createdNs;
+    public final long position;
+    public final long committedNs;
+    public final long createdNs;
     final byte[] busId;
-    final String name;
+    public final String name;
     /** Whether a live process holds the name ({@link Liveness}: the kernel's lock on the entry, never its pid). */
     final Liveness holder;
 
-    ConsumerEntry(int index, int gen, int flags, int pid, long start, long position, long committedNs, long createdNs,
+    public ConsumerEntry(int index, int gen, int flags, int pid, long start, long position, long committedNs, long createdNs,
                   byte[] busId, String name, Liveness holder) {
         this.index = index;
         this.gen = gen;
@@ -36,17 +39,17 @@ final class ConsumerEntry {
         this.holder = holder;
     }
 
-    boolean expired() {
+    public boolean expired() {
         return (flags & Layout.CONSUMER_FLAG_EXPIRED) != 0;
     }
 
     /** Whether a live process holds it (its liveness byte is locked; in any pid namespace). */
-    boolean alive() {
+    public boolean alive() {
         return holder == Liveness.ALIVE;
     }
 
     /** @return the bus id as 32 hex digits, or null for zeros (a bus file without metadata) */
-    String busIdHex() {
+    public String busIdHex() {
         StringBuilder s = new StringBuilder(32);
         boolean zero = true;
         for (byte x : busId) {
@@ -57,7 +60,7 @@ final class ConsumerEntry {
     }
 
     /** The UTF-8 bytes of a consumer name: 1 to CONSUMER_NAME_MAX of them, no NUL or control characters. */
-    static byte[] nameBytes(String name) {
+    public static byte[] nameBytes(String name) {
         if (name == null || name.isEmpty() || name.chars().anyMatch(c -> c < 32 || c == 127)) {
             throw new IllegalArgumentException("a consumer name is 1 to " + Layout.CONSUMER_NAME_MAX + " bytes of UTF-8"
                     + " without NUL or control characters, got " + (name == null ? "null" : "'" + name + "'"));

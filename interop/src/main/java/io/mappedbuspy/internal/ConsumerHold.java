@@ -1,16 +1,19 @@
-package io.mappedbuspy;
+package io.mappedbuspy.internal;
 
 import java.io.IOException;
 import java.lang.ref.Reference;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.locks.LockSupport;
+import io.mappedbuspy.Layout;
 
 /**
  * A reader's hold on one named consumer ({@link ConsumerRegistry#acquire}): its commits, each {@code _consumers.h}'s
  * {@code consumer_commit} (one ordered store of the position, then a coarse time, no lock), and its release. Closing it
  * releases the entry and closes the registry.
+ * <p>Internal: not a supported API. Public only for the library's own packages (io.mappedbuspy and the
+ * Spark connector); it may change in any release.
  */
-final class ConsumerHold implements AutoCloseable {
+public final class ConsumerHold implements AutoCloseable {
     // Commits between raises of the JVM's late fault reports (a registry truncated under the mapping: 40-100 ns each),
     // and between looks at the file's length (an fstat; a cut inside the first page faults nowhere). A commit itself
     // is two stores and a load: a report of its fault is raised wherever the thread next enters the VM, at most
@@ -25,7 +28,7 @@ final class ConsumerHold implements AutoCloseable {
     private static final AtomicBoolean TICKING = new AtomicBoolean();
 
     private final ConsumerRegistry registry;
-    final String name;
+    public final String name;
     private final int index;
     private final long address;   // the entry's
     private final String key;
@@ -42,12 +45,12 @@ final class ConsumerHold implements AutoCloseable {
     }
 
     /** @return the registry's path */
-    String registryPath() {
+    public String registryPath() {
         return registry.path;
     }
 
     /** @return the committed position */
-    long position() {
+    public long position() {
         try {
             long p = MemoryMappedFile.getLongVolatileAt(address + Layout.CONSUMER_POSITION_OFFSET);
             MemoryMappedFile.raiseFaultReports();
@@ -65,7 +68,7 @@ final class ConsumerHold implements AutoCloseable {
      * cleared by compare-and-swap only if set. Every {@code FAULT_CHECK_MASK + 1} commits, a look at the JVM's late
      * fault reports; every {@code LENGTH_CHECK_MASK + 1}, at the file's length.
      */
-    void commit(long position) {
+    public void commit(long position) {
         if (released) {
             throw new IllegalStateException("consumer '" + name + "' of " + registry.path + " was released");
         }

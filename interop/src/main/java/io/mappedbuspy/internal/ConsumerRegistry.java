@@ -1,4 +1,4 @@
-package io.mappedbuspy;
+package io.mappedbuspy.internal;
 
 import java.io.IOException;
 import java.lang.ref.Reference;
@@ -12,6 +12,11 @@ import java.util.List;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.locks.LockSupport;
+import io.mappedbuspy.BusLockTimeoutException;
+import io.mappedbuspy.BusTruncatedException;
+import io.mappedbuspy.ConsumerInUseException;
+import io.mappedbuspy.CorruptBusException;
+import io.mappedbuspy.Layout;
 
 /**
  * The consumer registry beside a bus ({@code PATH.consumers}, or {@code DIR/bus.consumers}; layout in {@link Layout}).
@@ -26,8 +31,10 @@ import java.util.concurrent.locks.LockSupport;
  * ({@link #locked}); a commit is the holder's one ordered 8-byte store ({@link ConsumerHold#commit}); readers of the registry
  * take no lock ({@link #entries()}: an entry is taken between two equal odd generations). A file truncated under the
  * mapping is a {@link BusTruncatedException}, never a crash: each step raises the JVM's late fault report itself.
+ * <p>Internal: not a supported API. Public only for the library's own packages (io.mappedbuspy and the
+ * Spark connector); it may change in any release.
  */
-final class ConsumerRegistry implements AutoCloseable {
+public final class ConsumerRegistry implements AutoCloseable {
     /** Bound on waiting for the registry's lock. */
     static final long LOCK_TIMEOUT_MS = 10_000;
     static final int PID = (int) ProcessHandle.current().pid();
@@ -60,7 +67,7 @@ final class ConsumerRegistry implements AutoCloseable {
      * @throws CorruptBusException               if the file holds something else (its magic or version), or is
      *                                           shorter than a registry ({@code readOnly})
      */
-    static ConsumerRegistry open(Path file, boolean allowForeign, String perms, boolean create, boolean readOnly)
+    public static ConsumerRegistry open(Path file, boolean allowForeign, String perms, boolean create, boolean readOnly)
             throws IOException {
         if (readOnly) {
             long size = Files.size(file); // NoSuchFileException when absent
@@ -108,7 +115,7 @@ final class ConsumerRegistry implements AutoCloseable {
      * Whether a registry file is shorter than a registry and all zero: one whose first opener died before sizing it,
      * an empty registry to a reader (anything else short is corrupt).
      */
-    static boolean shortAndEmpty(Path file) throws IOException {
+    public static boolean shortAndEmpty(Path file) throws IOException {
         if (Files.size(file) >= Layout.CONSUMERS_FILE_SIZE) {
             return false;
         }
@@ -125,7 +132,7 @@ final class ConsumerRegistry implements AutoCloseable {
      *
      * @throws BusTruncatedException if the file was truncated under the mapping
      */
-    List<ConsumerEntry> entries() {
+    public List<ConsumerEntry> entries() {
         mem.checkLength();
         List<ConsumerEntry> out = new ArrayList<>();
         try {
@@ -234,7 +241,7 @@ final class ConsumerRegistry implements AutoCloseable {
      * @param busIdHex the bus's id (32 hex digits), or null for a file without metadata
      * @throws ConsumerInUseException if another live process, or another reader of this one, holds it
      */
-    ConsumerHold acquire(String name, String busIdHex, long start) throws IOException {
+    public ConsumerHold acquire(String name, String busIdHex, long start) throws IOException {
         byte[] n = ConsumerEntry.nameBytes(name);
         byte[] id = ConsumerEntry.busIdBytes(busIdHex);
         String key = mem.device() + ":" + mem.inode() + ":" + name;
@@ -287,7 +294,7 @@ final class ConsumerRegistry implements AutoCloseable {
      * @throws java.util.NoSuchElementException if there is no such consumer
      * @throws ConsumerInUseException           if a live process (this one included) holds it
      */
-    void removeConsumer(String name) throws IOException {
+    public void removeConsumer(String name) throws IOException {
         byte[] n = ConsumerEntry.nameBytes(name);
         locked(() -> {
             int i = find(n);

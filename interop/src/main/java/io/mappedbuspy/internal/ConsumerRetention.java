@@ -1,4 +1,4 @@
-package io.mappedbuspy;
+package io.mappedbuspy.internal;
 
 import java.io.IOException;
 import java.io.InterruptedIOException;
@@ -11,6 +11,11 @@ import java.util.Arrays;
 import java.util.Comparator;
 import java.util.List;
 import java.util.concurrent.locks.LockSupport;
+import io.mappedbuspy.BusBackPressureException;
+import io.mappedbuspy.CorruptBusException;
+import io.mappedbuspy.Layout;
+import io.mappedbuspy.OnConsumerLag;
+import io.mappedbuspy.UnsafeBusFileException;
 
 /**
  * Retention that holds consumers, for a rolling bus's writers (docs/files-and-rolling.md, "Retention that holds
@@ -18,8 +23,10 @@ import java.util.concurrent.locks.LockSupport;
  * kept; past the bound, by {@code on_consumer_lag}, the consumer is expired ({@link #hold}) or the writer waits before
  * rolling ({@link #awaitRoom}) and then fails with {@link BusBackPressureException}. The registry is only read here
  * (and entries expired under its lock); a writer never creates it.
+ * <p>Internal: not a supported API. Public only for the library's own packages (io.mappedbuspy and the
+ * Spark connector); it may change in any release.
  */
-final class ConsumerRetention implements AutoCloseable {
+public final class ConsumerRetention implements AutoCloseable {
     // How often a blocked writer looks at the consumers again.
     private static final long BLOCK_POLL_NS = 1_000_000L;
 
@@ -39,7 +46,7 @@ final class ConsumerRetention implements AutoCloseable {
     }
 
     /** Whether writers wait for lagging consumers before they roll. */
-    boolean blocks() {
+    public boolean blocks() {
         return block;
     }
 
@@ -70,7 +77,7 @@ final class ConsumerRetention implements AutoCloseable {
      * @param current the segment the writers are in
      * @return the hold and the entries to expire
      */
-    static Plan consumerRetention(List<ConsumerEntry> entries, BusMeta meta, long current) {
+    public static Plan consumerRetention(List<ConsumerEntry> entries, BusMeta meta, long current) {
         List<ConsumerEntry> expire = new ArrayList<>();
         long hold = RollingLayout.NO_HOLD;
         if (meta.maxConsumerLag() == 0) {
@@ -101,7 +108,7 @@ final class ConsumerRetention implements AutoCloseable {
      * @param target  the segment the writers would roll into
      * @return the blockers; empty under policy {@code expire} or {@code max_consumer_lag} 0
      */
-    static List<ConsumerEntry> consumerBlockers(List<ConsumerEntry> entries, BusMeta meta, long target) {
+    public static List<ConsumerEntry> consumerBlockers(List<ConsumerEntry> entries, BusMeta meta, long target) {
         List<ConsumerEntry> out = new ArrayList<>();
         if (meta.maxConsumerLag() == 0 || meta.onConsumerLag() != OnConsumerLag.BLOCK) {
             return out;
@@ -120,11 +127,11 @@ final class ConsumerRetention implements AutoCloseable {
     }
 
     /** What {@link #consumerRetention} decided. */
-    static final class Plan {
+    public static final class Plan {
         /** The oldest segment a consumer that is not expired needs, or {@link RollingLayout#NO_HOLD}. */
-        final long hold;
+        public final long hold;
         /** The consumers to flag expired, in registry order. */
-        final List<ConsumerEntry> expire;
+        public final List<ConsumerEntry> expire;
 
         Plan(long hold, List<ConsumerEntry> expire) {
             this.hold = hold;
@@ -176,7 +183,7 @@ final class ConsumerRetention implements AutoCloseable {
      * @throws CorruptBusException    if it is not a registry
      * @throws UnsafeBusFileException if it is a link or not to be trusted
      */
-    void check() throws IOException {
+    public void check() throws IOException {
         if (!block && !RollingLayout.retains(bus.meta) || registry != null && !unreadable) {
             return; // read at its open, and by every retention since (which flags it when it cannot)
         }
@@ -195,7 +202,7 @@ final class ConsumerRetention implements AutoCloseable {
      * @throws BusBackPressureException naming the consumer most behind, its position and its lag, after the wait
      * @throws InterruptedIOException   if the thread is interrupted while waiting
      */
-    void awaitRoom(long target) throws IOException {
+    public void awaitRoom(long target) throws IOException {
         long deadline = System.nanoTime() + bus.meta.consumerBlockMs() * 1_000_000L;
         for (;;) {
             ConsumerRegistry r = registry();

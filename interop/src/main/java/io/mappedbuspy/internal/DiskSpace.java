@@ -1,4 +1,4 @@
-package io.mappedbuspy;
+package io.mappedbuspy.internal;
 
 import java.io.IOException;
 import java.nio.ByteBuffer;
@@ -12,8 +12,10 @@ import java.util.concurrent.ConcurrentHashMap;
  * Where a bus file's pages come from: whether its directory is tmpfs, whether the device has room, and
  * preallocating the pages of a file as it grows (Java's stand-in for the Python side's {@code posix_fallocate}).
  * Used when a bus file is opened ({@link SafeOpen}) and when a rolling bus makes a segment ({@link RollingDir}).
+ * <p>Internal: not a supported API. Public only for the library's own packages (io.mappedbuspy and the
+ * Spark connector); it may change in any release.
  */
-final class DiskSpace {
+public final class DiskSpace {
     private static final int ZEROS_CHUNK = 1 << 20;
     private static final ConcurrentHashMap<String, Boolean> TMPFS_DIRS = new ConcurrentHashMap<>();
 
@@ -27,7 +29,7 @@ final class DiskSpace {
     // of allocating and zeroing each inside a write, 16 to a fault (MappedBusWriter.populate). It costs
     // the open about 0.4 ms a MiB. Elsewhere (a disk) the zeros would go to the device: it grows sparse.
     // (posix_fallocate leaves tmpfs pages not up to date, and a load maps one of those a fault: preallocateSegment.)
-    static void preallocate(FileChannel ch, String path, long from, long to) throws IOException {
+    public static void preallocate(FileChannel ch, String path, long from, long to) throws IOException {
         if (to <= from) {
             return;
         }
@@ -71,7 +73,7 @@ final class DiskSpace {
 
     // posix_fallocate of the channel's file through the JNI library (WakeLibrary, loaded here if not yet): 0, an
     // error number, or -1 without the library or the channel's descriptor (UnsafeAccess.descriptor).
-    static int fallocate(FileChannel ch, long from, long len) {
+    public static int fallocate(FileChannel ch, long from, long len) {
         if (!WakeLibrary.LOADED) {
             return -1;
         }
@@ -87,7 +89,7 @@ final class DiskSpace {
     // (a segment another process made and mapped): the kernel's fault-around maps 16 pages a fault, writable (a
     // shared tmpfs mapping tracks no dirty pages), 7 ms for 64 MiB against 13 for POPULATE_WRITE (the AMD EPYC of
     // perf/). False without the library, on an old kernel or a truncated file: the caller loads.
-    static boolean populate(MemoryMappedFile m, long from, long to, boolean write) {
+    public static boolean populate(MemoryMappedFile m, long from, long to, boolean write) {
         if (!WakeLibrary.LOADED || populateUnsupported) {
             return false;
         }
@@ -111,7 +113,7 @@ final class DiskSpace {
 
     // Whether path's directory is on tmpfs. Asked at every open (a rolling writer opens a segment at every
     // roll), and the JDK reads the mount table for it (100-200 us): kept per directory.
-    static boolean onTmpfs(String path) {
+    public static boolean onTmpfs(String path) {
         Path dir = Paths.get(path).toAbsolutePath().getParent(); // a file's: never null
         Boolean known = TMPFS_DIRS.get(dir.toString());
         if (known != null) {

@@ -1,4 +1,4 @@
-package io.mappedbuspy;
+package io.mappedbuspy.internal;
 
 import java.io.IOException;
 import java.io.UncheckedIOException;
@@ -12,6 +12,9 @@ import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.locks.LockSupport;
+import io.mappedbuspy.BusReplacedException;
+import io.mappedbuspy.BusTruncatedException;
+import io.mappedbuspy.Layout;
 
 /**
  * The writers' watch (Python: {@code _watch.h}): is the path still the file this writer writes? A writer whose
@@ -25,8 +28,10 @@ import java.util.concurrent.locks.LockSupport;
  * <p>A rolling bus's segment is watched only while it has room (its limit at or below its last slot): retention
  * may remove a full segment a writer still maps, whose next write must roll, not fail. The thread runs while
  * something is watched and ends with the last entry.
+ * <p>Internal: not a supported API. Public only for the library's own packages (io.mappedbuspy and the
+ * Spark connector); it may change in any release.
  */
-final class FileWatch {
+public final class FileWatch {
     /** Nanoseconds between the watch's looks: a write starting this long (plus one look) after the change throws. */
     static final long INTERVAL_NS = 1_000_000;
 
@@ -34,7 +39,7 @@ final class FileWatch {
     enum State { INTACT, REPLACED, SHRUNK }
 
     /** One watched mapping; {@link #state} is what its writer loads on every write. */
-    static final class Entry {
+    public static final class Entry {
         final String path;
         private final MemoryMappedFile mem;
         private final long last;          // a segment: full once the limit passes this; -1: not a segment
@@ -53,7 +58,7 @@ final class FileWatch {
         }
 
         /** Throws if the watch found the file removed, replaced or shrunk. */
-        void check() {
+        public void check() {
             State s = state;
             if (s != State.INTACT) {
                 throw failure(s);
@@ -71,7 +76,7 @@ final class FileWatch {
         }
 
         /** Stops watching; before the mapping is unmapped (the watch reads a segment's limit). */
-        void close() {
+        public void close() {
             synchronized (this) {
                 closed = true;
             }
@@ -110,7 +115,7 @@ final class FileWatch {
     }
 
     /** What a writer that is not open holds: never watched, always intact. */
-    static final Entry NONE = new Entry("", null, -1);
+    public static final Entry NONE = new Entry("", null, -1);
 
     private static final Map<Entry, Boolean> ENTRIES = new ConcurrentHashMap<>();
     private static Thread thread; // under FileWatch.class: the watch's thread while one runs
@@ -127,7 +132,7 @@ final class FileWatch {
      *             below it); -1 for a single-file bus
      * @return the entry its writer loads and closes
      */
-    static Entry watch(String path, MemoryMappedFile mem, long last) {
+    public static Entry watch(String path, MemoryMappedFile mem, long last) {
         Entry e = new Entry(path, mem, last);
         ENTRIES.put(e, Boolean.TRUE);
         synchronized (FileWatch.class) {

@@ -1,8 +1,11 @@
-package io.mappedbuspy;
+package io.mappedbuspy.internal;
 
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.util.Arrays;
+import io.mappedbuspy.BusTruncatedException;
+import io.mappedbuspy.GroupReader;
+import io.mappedbuspy.Layout;
 
 /**
  * The work-group protocol of {@code mappedbus_py/groups/_group.h}, called through the project's JNI library
@@ -16,14 +19,16 @@ import java.util.Arrays;
  * record) and touches nothing if it shrank: {@link BusTruncatedException} here. A truncation between that check
  * and the call's loads (well under a microsecond) is the one residual risk; the library never truncates a group
  * file.
+ * <p>Internal: not a supported API. Public only for the library's own packages (io.mappedbuspy and the
+ * Spark connector); it may change in any release.
  */
-final class GroupProtocol {
+public final class GroupProtocol {
     /** Whether the library is loaded and has the group functions, built from this {@code _group.h}. */
-    static final boolean LOADED;
+    public static final boolean LOADED;
     /** Why not, when not. */
-    static final String WHY;
+    public static final String WHY;
 
-    static final long FULL = -1;
+    public static final long FULL = -1;
     static final long CORRUPT = -2;
     static final long NONE = -1;
     /** wake_jni.c's answer when the group file is shorter than its mapping (nothing was touched). */
@@ -63,7 +68,7 @@ final class GroupProtocol {
      *               file's length through it, and probe other members' locks through it
      * @param window the group's window
      */
-    GroupProtocol(MemoryMappedFile mem, int fd, long window) {
+    public GroupProtocol(MemoryMappedFile mem, int fd, long window) {
         this.mem = mem;
         this.base = mem.baseAddress();
         this.size = mem.size();
@@ -81,55 +86,55 @@ final class GroupProtocol {
         return r;
     }
 
-    long nextNew() {
+    public long nextNew() {
         return checked(nNextNew(base, fd, size, window, shift));
     }
 
-    long takeNew(long g, int owner, long leaseDeadline, long position) {
+    public long takeNew(long g, int owner, long leaseDeadline, long position) {
         return checked(nTakeNew(base, fd, size, window, shift, g, owner, leaseDeadline, position));
     }
 
-    void skip(long g) {
+    public void skip(long g) {
         checked(nSkip(base, fd, size, window, shift, g));
     }
 
-    long advance() {
+    public long advance() {
         return checked(nAdvance(base, fd, size, window, shift));
     }
 
-    boolean finish(long g, long acquired, int state) {
+    public boolean finish(long g, long acquired, int state) {
         return checked(nFinish(base, fd, size, window, g, acquired, state)) == 1;
     }
 
     /** An ack of the delivery {@code acquired} of record g, and (if it was still current) the start moved on. */
-    boolean ack(long g, long acquired) {
+    public boolean ack(long g, long acquired) {
         return checked(nAck(base, fd, size, window, shift, g, acquired)) == 1;
     }
 
-    long redeliver(long g, long seenWord, int owner, long leaseDeadline) {
+    public long redeliver(long g, long seenWord, int owner, long leaseDeadline) {
         return checked(nRedeliver(base, fd, size, window, g, seenWord, owner, leaseDeadline));
     }
 
     /** The first record another member may take now (its word then in {@link #seenWord()}), or {@link #NONE}. */
-    long findRedelivery(long now, int me) {
+    public long findRedelivery(long now, int me) {
         return checked(nFindRedelivery(base, fd, size, window, shift, now, me, seenAddress));
     }
 
-    long seenWord() {
+    public long seenWord() {
         return seen.getLong(0);
     }
 
-    long releaseOwner(int owner) {
+    public long releaseOwner(int owner) {
         return checked(nReleaseOwner(base, fd, size, window, shift, owner));
     }
 
     // -- an entry word: tag (32 bits), state (8), deliveries (8), owner (16) --
 
-    long tag(long g) {
+    public long tag(long g) {
         return g >>> shift;
     }
 
-    static long wordTag(long w) {
+    public static long wordTag(long w) {
         return w & 0xFFFFFFFFL;
     }
 
@@ -137,21 +142,21 @@ final class GroupProtocol {
         return (int) ((w >>> 32) & 0xFF);
     }
 
-    static int wordDeliveries(long w) {
+    public static int wordDeliveries(long w) {
         return (int) ((w >>> 40) & 0xFF);
     }
 
-    static int wordOwner(long w) {
+    public static int wordOwner(long w) {
         return (int) ((w >>> 48) & 0xFFFF);
     }
 
-    static long word(long tag, int state, int deliveries, int owner) {
+    public static long word(long tag, int state, int deliveries, int owner) {
         return (tag & 0xFFFFFFFFL) | ((long) (state & 0xFF) << 32) | ((long) (deliveries & 0xFF) << 40)
                 | ((long) (owner & 0xFFFF) << 48);
     }
 
     /** The constants of {@code _group.h} as the library was compiled, in {@link #expectedConstants()}'s order. */
-    static long[] nativeConstants() {
+    public static long[] nativeConstants() {
         long[] c = new long[17];
         for (int i = 0; i < c.length; i++) {
             c[i] = nConstant(i);
@@ -160,7 +165,7 @@ final class GroupProtocol {
     }
 
     /** What this class and {@link GroupReader} use: Layout.java's constants and the protocol's codes. */
-    static long[] expectedConstants() {
+    public static long[] expectedConstants() {
         return new long[] {Layout.GROUP_START_OFFSET, Layout.GROUP_END_OFFSET, Layout.GROUP_HINT_OFFSET,
             Layout.GROUP_MEMBERS_OFFSET, Layout.GROUP_MEMBER_SIZE, Layout.GROUP_MEMBER_COUNT,
             Layout.GROUP_ENTRIES_OFFSET, Layout.GROUP_ENTRY_SIZE, Layout.GROUP_ACQUIRED, Layout.GROUP_RELEASED,

@@ -1,7 +1,8 @@
-package io.mappedbuspy;
+package io.mappedbuspy.internal;
 
 import java.lang.ref.Reference;
 import java.nio.ByteBuffer;
+import io.mappedbuspy.Layout;
 
 /**
  * Compiles the atomic accessors before any file is mapped. An atomic read-modify-write that the interpreter runs (a
@@ -10,6 +11,7 @@ import java.nio.ByteBuffer;
  * where compiled code raises an {@code InternalError} instead. So {@link MemoryMappedFile}'s class initialisation
  * runs them on a private direct buffer until the JIT has compiled them with the guarded intrinsics: the accessors of
  * a mapping and the raw-address read-modify-writes of the wake file ({@link WakeFile}).
+ * <p>Internal: not a supported API.
  */
 final class JitWarmUp {
     /** Rounds of the loop: about 50 ms, once per JVM. */

@@ -1,4 +1,4 @@
-package io.mappedbuspy;
+package io.mappedbuspy.internal;
 
 import java.nio.channels.FileChannel;
 
@@ -14,6 +14,8 @@ import java.nio.channels.FileChannel;
  * is not used: its POSIX locks belong to the whole JVM, do not conflict within it, and are dropped when
  * any channel of the file in the JVM closes. Without the library every answer is {@link #UNKNOWN}, and
  * callers do what they did before liveness (the reader's timeout).
+ * <p>Internal: not a supported API. Public only for the library's own packages (io.mappedbuspy and the
+ * Spark connector); it may change in any release.
  */
 public enum Liveness {
     /** Some other open file description holds the byte: its holder is alive. */

@@ -1,12 +1,14 @@
-package io.mappedbuspy;
+package io.mappedbuspy.internal;
 
 import java.lang.ref.Reference;
 import java.nio.ByteBuffer;
+import io.mappedbuspy.Layout;
 
 /**
  * The atomic accessors of a mapping, each named by its memory order and paired with the accessor that reads (or
  * writes) the other side, as Agrona's {@code AtomicBuffer} names them; the records' status field at any alignment;
  * and a writer's unchecked stores into a record it allocated. Aligned positions only, except for statuses.
+ * <p>Internal: not a supported API.
  */
 abstract class MappedAtomics extends MappedWindows {
     MappedAtomics(String path, boolean readOnly) {
@@ -210,7 +212,7 @@ abstract class MappedAtomics extends MappedWindows {
     // A writer's own stores into a record it allocated, whose bounds it checked once (offset + slot <=
     // fileSize <= size): no check per access, so that MappedBusWriter.write stays small enough for the
     // JIT to inline it into the caller's loop. Still only through a live mapping.
-    void putIntInRecord(long pos, int value) {
+    public void putIntInRecord(long pos, int value) {
         ByteBuffer[] keep = windows;
         if (keep == null | SWAP) {
             putInt(pos, value);
@@ -225,7 +227,7 @@ abstract class MappedAtomics extends MappedWindows {
     }
 
     // casStatus(recordPos, 0, 1) for the record a writer allocated (see putIntInRecord).
-    boolean commitInRecord(long recordPos) {
+    public boolean commitInRecord(long recordPos) {
         ByteBuffer[] keep = windows;
         if (keep == null | SWAP | (recordPos & 3) != 0) {
             return casStatus(recordPos, Layout.STATUS_NOT_SET, Layout.STATUS_COMMITTED);

@@ -1,4 +1,4 @@
-package io.mappedbuspy;
+package io.mappedbuspy.internal;
 
 import java.io.IOException;
 import java.lang.invoke.MethodHandles;
@@ -22,6 +22,7 @@ import java.util.Objects;
  * <p>Every access is checked against {@code [0, size())}: a bad position throws {@link IndexOutOfBoundsException}
  * (or {@link IllegalStateException} once closed) instead of faulting, and keeps the windows' buffers reachable while
  * it runs ({@link Reference#reachabilityFence}), so it never touches memory outside a live mapping.
+ * <p>Internal: not a supported API.
  */
 abstract class MappedWindows {
     /** Distance between window starts: 1 GiB. */

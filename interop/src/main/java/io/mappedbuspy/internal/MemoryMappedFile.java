@@ -1,4 +1,4 @@
-package io.mappedbuspy;
+package io.mappedbuspy.internal;
 
 import java.io.IOException;
 import java.nio.ByteBuffer;
@@ -10,6 +10,10 @@ import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.util.Map;
+import io.mappedbuspy.BusReplacedException;
+import io.mappedbuspy.BusTruncatedException;
+import io.mappedbuspy.Layout;
+import io.mappedbuspy.UnsafeBusFileException;
 
 /**
  * A bus file mapped into memory, with bounds-checked plain and atomic little-endian accessors.
@@ -24,6 +28,8 @@ import java.util.Map;
  * collector after {@link #close()}, so a stale reference can never touch unmapped memory ({@link #closeAndUnmap()}
  * unmaps at once, for instances no other thread uses). Loading this class compiles the atomic accessors first
  * ({@link JitWarmUp}).
+ * <p>Internal: not a supported API. Public only for the library's own packages (io.mappedbuspy and the
+ * Spark connector); it may change in any release.
  */
 public final class MemoryMappedFile extends MappedAtomics implements AutoCloseable {
     /** Default bound on waiting for the open lock. */
@@ -37,7 +43,7 @@ public final class MemoryMappedFile extends MappedAtomics implements AutoCloseab
     private boolean created;
 
     /** How a file is opened; see {@link #open(String, long, OpenOptions)} and {@link SafeOpen}. */
-    static final class OpenOptions {
+    public static final class OpenOptions {
         /** Create the file if absent (writers only), exactly rw-------. */
         boolean create;
         /** Open and map read-only. */
@@ -45,18 +51,18 @@ public final class MemoryMappedFile extends MappedAtomics implements AutoCloseab
         /** Grow a short file to the mapping (writers only). */
         boolean grow;
         /** Map only what exists of a short file (read-only scans) instead of refusing it. */
-        boolean allowShort;
+        public boolean allowShort;
         /** Accept another owner, or group/other write permission. */
-        boolean allowForeign;
+        public boolean allowForeign;
         /** The permissions of a file this open creates (a wake file takes its bus's). */
         String perms = "rw-------";
         /** Take the open lock exclusive (writers) instead of shared. */
-        boolean exclusive;
+        public boolean exclusive;
         /**
          * Take the POSIX open lock at all. False for a side file whose slots are held by OFD locks (the writers
          * file, {@link WritersFile}): the two kinds conflict, so a whole-file lock would wait for every holder.
          */
-        boolean lock = true;
+        public boolean lock = true;
         long lockTimeoutMs = DEFAULT_LOCK_TIMEOUT_MS;
         /**
          * Take the open lock on this one byte instead of the whole file (-1): the side files whose slots carry OFD
@@ -111,7 +117,7 @@ public final class MemoryMappedFile extends MappedAtomics implements AutoCloseab
         return o;
     }
 
-    static MemoryMappedFile open(String path, long fileSize, OpenOptions o) throws IOException {
+    public static MemoryMappedFile open(String path, long fileSize, OpenOptions o) throws IOException {
         return new MemoryMappedFile(path, fileSize, o);
     }
 
@@ -143,7 +149,7 @@ public final class MemoryMappedFile extends MappedAtomics implements AutoCloseab
 
     // The address of byte 0 of a mapping of one window (the wake file's, for its JNI calls), and the buffers that
     // keep it mapped: whoever uses the address holds them (close() leaves the unmapping to the collector).
-    long baseAddress() {
+    public long baseAddress() {
         if (!single || windows == null) {
             throw new IllegalStateException("no single-window mapping of " + path);
         }
@@ -169,22 +175,22 @@ public final class MemoryMappedFile extends MappedAtomics implements AutoCloseab
     // Volatile loads and stores, compare-and-swap and get-and-add/get-and-set are sequentially consistent.
 
     // A volatile (seq-cst) int32 load. Pairs with putIntVolatileAt and the read-modify-writes below.
-    static int getIntVolatileAt(long address) {
+    public static int getIntVolatileAt(long address) {
         return UnsafeAccess.getIntVolatileAt(address);
     }
 
     // A volatile (seq-cst) int64 load. Pairs with putLongReleaseAt.
-    static long getLongVolatileAt(long address) {
+    public static long getLongVolatileAt(long address) {
         return UnsafeAccess.getLongVolatileAt(address);
     }
 
     // A volatile (seq-cst) int32 store; read by getIntVolatileAt.
-    static void putIntVolatileAt(long address, int value) {
+    public static void putIntVolatileAt(long address, int value) {
         UnsafeAccess.putIntVolatileAt(address, value);
     }
 
     // An int64 store with release semantics; read by getLongVolatileAt.
-    static void putLongReleaseAt(long address, long value) {
+    public static void putLongReleaseAt(long address, long value) {
         UnsafeAccess.putLongReleaseAt(address, value);
     }
 
@@ -209,7 +215,7 @@ public final class MemoryMappedFile extends MappedAtomics implements AutoCloseab
     // method, nor at a safepoint poll unless one is pending, so perhaps far from the access, in a caller that
     // would take it for a fault of its own. A multi-dimensional array whose length the compiler cannot see is
     // made by a call into the VM in the interpreter, C1 and C2 alike: that call raises the report (40-100 ns).
-    static void raiseFaultReports() {
+    public static void raiseFaultReports() {
         faultProbe = new int[faultProbeLength][0];
     }
 
@@ -224,7 +230,7 @@ public final class MemoryMappedFile extends MappedAtomics implements AutoCloseab
      * @param e the throwable
      * @return true for an InternalError about an unsafe memory access
      */
-    static boolean isMappingFault(Throwable e) {
+    public static boolean isMappingFault(Throwable e) {
         return e instanceof InternalError && e.getMessage() != null
                 && e.getMessage().contains("unsafe memory access");
     }
@@ -281,7 +287,7 @@ public final class MemoryMappedFile extends MappedAtomics implements AutoCloseab
      * @param cause the JVM's InternalError, or null
      * @return the exception to throw
      */
-    BusTruncatedException truncated(Throwable cause) {
+    public BusTruncatedException truncated(Throwable cause) {
         return new BusTruncatedException(path + " was truncated under its " + size + "-byte mapping (shrunk, or "
                 + "overwritten with cp): its records are gone", cause);
     }
@@ -345,7 +351,7 @@ public final class MemoryMappedFile extends MappedAtomics implements AutoCloseab
      * process that allocates little may never do. Only for instances no other thread uses: an access racing the
      * unmap would touch unmapped memory.
      */
-    void closeAndUnmap() {
+    public void closeAndUnmap() {
         ByteBuffer[] wins = windows;
         close();
         if (wins != null) {

@@ -1,4 +1,4 @@
-package io.mappedbuspy;
+package io.mappedbuspy.internal;
 
 import java.io.IOException;
 import java.io.UncheckedIOException;
@@ -17,6 +17,17 @@ import java.nio.file.attribute.PosixFilePermissions;
 import java.security.SecureRandom;
 import java.util.Arrays;
 import java.util.Set;
+import io.mappedbuspy.BusGapException;
+import io.mappedbuspy.BusKind;
+import io.mappedbuspy.BusMismatchException;
+import io.mappedbuspy.BusReplacedException;
+import io.mappedbuspy.ConsumerPolicy;
+import io.mappedbuspy.Layout;
+import io.mappedbuspy.MappedBusWriter;
+import io.mappedbuspy.Retention;
+import io.mappedbuspy.RollingBusReader;
+import io.mappedbuspy.RollingBusWriter;
+import io.mappedbuspy.UnsafeBusFileException;
 
 /**
  * The directory of a rolling bus (docs/files-and-rolling.md, "Rolling bus"): the checked directory and its
@@ -27,6 +38,8 @@ import java.util.Set;
  * {@link #meta()}, {@link #segments()}, {@link #segmentPath}, {@link #limitOf}, {@link #chooseCurrent()}. The rest
  * (segment creation, complete and then linked into place; retention) is {@link RollingBusWriter}'s, and
  * package-private. Each call reads the directory anew; one from {@link #open} holds no file open.
+ * <p>Internal: not a supported API. Public only for the library's own packages (io.mappedbuspy and the
+ * Spark connector); it may change in any release.
  */
 public final class RollingDir {
     private static final SecureRandom RANDOM = new SecureRandom();
@@ -35,11 +48,11 @@ public final class RollingDir {
     /** A temporary file older than this is a dead creator's, removed by the next segment creator. */
     static final long STALE_TMP_MS = 60_000;
 
-    final Path dir;
-    final long segmentSize;
-    final int recordSize;
+    public final Path dir;
+    public final long segmentSize;
+    public final int recordSize;
     final boolean allowForeign;
-    final BusMeta meta;
+    public final BusMeta meta;
     // Retention that holds consumers (max_consumer_lag > 0), made at its first use.
     private ConsumerRetention consumers;
 
@@ -55,7 +68,7 @@ public final class RollingDir {
      * Opens a rolling bus for writing: makes the directory and {@code bus.meta} if absent, checks them
      * otherwise, and makes segment 0 if there is no segment yet.
      */
-    static RollingDir forWriter(String dir, long segmentSize, int recordSize, Retention retention,
+    public static RollingDir forWriter(String dir, long segmentSize, int recordSize, Retention retention,
                                 boolean allowForeign) throws IOException {
         return forWriter(dir, segmentSize, recordSize, retention, null, allowForeign);
     }
@@ -64,7 +77,7 @@ public final class RollingDir {
      * As {@link #forWriter(String, long, int, Retention, boolean)}, with the consumer policy of a bus this call
      * creates, or null for none given; on an existing bus, one given must equal the bus's.
      */
-    static RollingDir forWriter(String dir, long segmentSize, int recordSize, Retention retention,
+    public static RollingDir forWriter(String dir, long segmentSize, int recordSize, Retention retention,
                                 ConsumerPolicy policy, boolean allowForeign) throws IOException {
         MappedBusWriter.checkSizes(segmentSize, recordSize);
         Path d = Path.of(dir);
@@ -164,7 +177,7 @@ public final class RollingDir {
     }
 
     /** Opens an existing rolling bus for reading; a reader never creates anything. */
-    static RollingDir forReader(String dir, long segmentSize, int recordSize, boolean allowForeign)
+    public static RollingDir forReader(String dir, long segmentSize, int recordSize, boolean allowForeign)
             throws IOException {
         MappedBusWriter.checkSizes(segmentSize, recordSize);
         Path d = Path.of(dir);
@@ -202,7 +215,7 @@ public final class RollingDir {
         return dir.resolve(Layout.segmentName(index));
     }
 
-    boolean exists(long index) {
+    public boolean exists(long index) {
         return Files.exists(segmentPath(index), LinkOption.NOFOLLOW_LINKS);
     }
 
@@ -232,7 +245,7 @@ public final class RollingDir {
     }
 
     /** The smallest segment index above {@code k} present now, or -1. */
-    long firstAfter(long k) throws IOException {
+    public long firstAfter(long k) throws IOException {
         for (long i : segments()) {
             if (i > k) {
                 return i;
@@ -249,7 +262,7 @@ public final class RollingDir {
      * @return true if this call created it; false if it existed already, or a later segment exists (then it is
      *         not linked)
      */
-    boolean createSegment(long index, long current) throws IOException {
+    public boolean createSegment(long index, long current) throws IOException {
         if (!makeSegment(index)) {
             return false;
         }
@@ -274,12 +287,12 @@ public final class RollingDir {
 
     // createSegment's file work alone, no retention: whoever gets true calls afterCreate. Its two halves touch no
     // state of this object: a rolling writer makes the file off its writing thread and links it there.
-    boolean makeSegment(long index) throws IOException {
+    public boolean makeSegment(long index) throws IOException {
         return linkTemporary(index, makeTemporary(index));
     }
 
     // The temporary file of segment `index`, preallocated, its limit set.
-    Path makeTemporary(long index) throws IOException {
+    public Path makeTemporary(long index) throws IOException {
         Path target = segmentPath(index);
         Path tmp = dir.resolve(Layout.TMP_PREFIX + target.getFileName() + "-" + ProcessHandle.current().pid()
                 + "-" + Integer.toHexString(RANDOM.nextInt()));
@@ -304,7 +317,7 @@ public final class RollingDir {
 
     // Links `tmp` to segment `index` unless it exists (another creator won: false) or a later one does (false), then
     // removes the temporary name.
-    boolean linkTemporary(long index, Path tmp) throws IOException {
+    public boolean linkTemporary(long index, Path tmp) throws IOException {
         try {
             stall("before-link");
             if (firstAfter(index) >= 0) {
@@ -325,7 +338,7 @@ public final class RollingDir {
     }
 
     /** What the creator of segment {@code index} does once it is linked: retention, then dead creators' files. */
-    void afterCreate(long index, long current) throws IOException {
+    public void afterCreate(long index, long current) throws IOException {
         if (index > 0) {
             applyRetention(index, Math.min(current, index));
             removeStaleTemporaries();
@@ -338,7 +351,7 @@ public final class RollingDir {
      * above it (the current and the spare, up to {@code newest}) are neither counted nor removed. Age: segment k's
      * modification time is set when a writer rolls out of it (it is full), so k goes once that is older than the age.
      */
-    void applyRetention(long newest, long keepFrom) throws IOException {
+    public void applyRetention(long newest, long keepFrom) throws IOException {
         if (!RollingLayout.retains(meta)) {
             return; // nothing is removed: nothing to hold, nobody expires
         }
@@ -357,7 +370,7 @@ public final class RollingDir {
     }
 
     /** Retention that holds consumers, or null when the bus was created without (max_consumer_lag 0). */
-    ConsumerRetention consumers() {
+    public ConsumerRetention consumers() {
         if (consumers == null && meta.maxConsumerLag() > 0) {
             consumers = new ConsumerRetention(this);
         }
@@ -365,7 +378,7 @@ public final class RollingDir {
     }
 
     /** Closes the consumer registry a writer's retention opened. */
-    void close() {
+    public void close() {
         if (consumers != null) {
             consumers.close();
             consumers = null;
@@ -373,7 +386,7 @@ public final class RollingDir {
     }
 
     /** Sets segment {@code index}'s modification time: when a writer rolled out of it. */
-    void markFull(long index, long whenMs) throws IOException {
+    public void markFull(long index, long whenMs) throws IOException {
         try {
             Files.setLastModifiedTime(segmentPath(index), java.nio.file.attribute.FileTime.fromMillis(whenMs));
         } catch (NoSuchFileException e) {
@@ -455,14 +468,14 @@ public final class RollingDir {
      * The gap exception of a reader at {@code fromOffset} in the removed segment {@code fromSegment} whose next
      * retained segment is {@code oldest} ({@link RollingLayout#gapRange}).
      */
-    BusGapException gap(long fromSegment, long fromOffset, long oldest, String why) {
+    public BusGapException gap(long fromSegment, long fromOffset, long oldest, String why) {
         RollingLayout.Gap g = RollingLayout.gapRange(fromSegment, fromOffset, oldest, segmentSize, recordSize);
         return new BusGapException("rolling bus " + dir + ": " + why + "; positions [" + g.from() + ", " + g.to()
                 + ") (" + g.slots() + " record slots) were removed by retention", g.from(), g.to(), g.slots());
     }
 
     /** Re-reads {@code bus.meta}: BusReplacedException unless it still holds this bus's id. */
-    void checkIdentity() throws IOException {
+    public void checkIdentity() throws IOException {
         Path metaPath = dir.resolve(Layout.META_FILE);
         Object key = FileWatch.key(metaPath); // read again only when changed since its id last matched
         if (key != null && key.equals(metaKey)) {

@@ -1,7 +1,8 @@
-package io.mappedbuspy;
+package io.mappedbuspy.internal;
 
 import java.util.Arrays;
 import java.util.function.LongFunction;
+import io.mappedbuspy.Layout;
 
 /**
  * The arithmetic and the decisions of a rolling bus (docs/files-and-rolling.md, "Rolling bus" and "Retention that holds
@@ -27,6 +28,8 @@ import java.util.function.LongFunction;
  * ({@link #readerPosition}); both name the same place.
  *
  * <p>The directory itself (segments present, a segment's file and limit, bus.meta) is {@link RollingDir}.
+ * <p>Internal: not a supported API. Public only for the library's own packages (io.mappedbuspy and the
+ * Spark connector); it may change in any release.
  */
 public final class RollingLayout {
     /** The hold of {@link #retentionPlan} when no consumer holds any segment (Python: {@code None}). */

@@ -1,4 +1,4 @@
-package io.mappedbuspy;
+package io.mappedbuspy.internal;
 
 import java.io.IOException;
 import java.io.InterruptedIOException;
@@ -19,6 +19,9 @@ import java.nio.file.attribute.PosixFilePermission;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.util.Map;
 import java.util.Set;
+import io.mappedbuspy.BusLockTimeoutException;
+import io.mappedbuspy.Layout;
+import io.mappedbuspy.UnsafeBusFileException;
 
 /**
  * Opening a bus file safely, as {@code docs/files-and-rolling.md} says: never through a symbolic link, nothing but
@@ -27,6 +30,7 @@ import java.util.Set;
  * the Python side's {@code fcntl} takes; its holder named from {@code /proc/locks} when it is not let go). A writer
  * grows the file to the mapping size ({@link DiskSpace}), never shrinks it; a reader never creates or grows one. A
  * path replaced while it is being opened is opened again.
+ * <p>Internal: not a supported API.
  */
 final class SafeOpen {
     /** Serialises the open lock among the threads of this JVM (see {@link #lockFile}). */

@@ -1,4 +1,4 @@
-package io.mappedbuspy;
+package io.mappedbuspy.internal;
 
 import java.lang.invoke.MethodHandle;
 import java.lang.invoke.MethodHandles;
@@ -17,8 +17,10 @@ import java.nio.ByteBuffer;
  * 17+ exports, so no {@code --add-opens} flag is needed. It is reached through method handles held in
  * {@code static final} fields, which the JIT treats as constants and inlines. A fault on a truncated page raises the
  * same {@code InternalError} as through a {@code ByteBuffer} (the same intrinsics).
+ * <p>Internal: not a supported API. Public only for the library's own packages (io.mappedbuspy and the
+ * Spark connector); it may change in any release.
  */
-final class UnsafeAccess {
+public final class UnsafeAccess {
     static final MethodHandle GET_BYTE;
     static final MethodHandle PUT_BYTE;
     static final MethodHandle GET_INT;
@@ -99,7 +101,7 @@ final class UnsafeAccess {
 
     // The file descriptor of a FileChannel the JDK opened (sun.nio.ch.FileChannelImpl), read through Unsafe (no
     // --add-opens): for the one system call the JDK does not offer on it (DiskSpace.fallocate); -1 if not found.
-    static int descriptor(java.nio.channels.FileChannel ch) {
+    public static int descriptor(java.nio.channels.FileChannel ch) {
         try {
             return Descriptors.of(ch);
         } catch (Throwable t) {

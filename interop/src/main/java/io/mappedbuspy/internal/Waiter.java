@@ -1,7 +1,9 @@
-package io.mappedbuspy;
+package io.mappedbuspy.internal;
 
 import java.io.IOException;
 import java.util.concurrent.TimeUnit;
+import io.mappedbuspy.IdleStrategy;
+import io.mappedbuspy.Layout;
 
 /**
  * The blocking wait of both bus readers ({@code waitNext}), written once, as the Python reader's {@code _wait}:
@@ -13,10 +15,12 @@ import java.util.concurrent.TimeUnit;
  * <p>The park bound backs off as {@code wake_backoff} in {@code _wake.h}: it starts at the park time, doubles up to
  * the maximum while the looks after parks that nobody woke find nothing, and returns to the park time, held there
  * for {@link #PIN_NS}, when such a look finds a record (one from a writer that wakes nobody: the Java original).
+ * <p>Internal: not a supported API. Public only for the library's own packages (io.mappedbuspy and the
+ * Spark connector); it may change in any release.
  */
-final class Waiter {
+public final class Waiter {
     /** What a waiting reader does. */
-    interface Reader {
+    public interface Reader {
         /**
          * One look for the next record. {@code thorough}: the look right after registering as parked, or after a
          * park, which must see any record committed before it began (no look skipped to save time).
@@ -35,7 +39,7 @@ final class Waiter {
     /** Default spin before parking (SPIN_PARK), as the Python reader's (Layout.DEFAULT_SPIN_NS). */
     static final long DEFAULT_SPIN_NS = Layout.DEFAULT_SPIN_NS;
     /** How long the park bound stays at its minimum after a record that came without a wake (WAKE_PIN_NS). */
-    static final long PIN_NS = 2_000_000_000L;
+    public static final long PIN_NS = 2_000_000_000L;
     // The ranges the Python reader accepts (spin, park, park_max in seconds).
     private static final long MAX_SPIN_NS = 1_000_000_000L;
     private static final long MIN_PARK_NS = 10_000L;
@@ -49,48 +53,48 @@ final class Waiter {
     private long curNanos = Layout.DEFAULT_PARK_NS;
     private long pinUntil = System.nanoTime();
 
-    void strategy(IdleStrategy s) {
+    public void strategy(IdleStrategy s) {
         if (s == null) {
             throw new NullPointerException("idle strategy");
         }
         strategy = s;
     }
 
-    IdleStrategy strategy() {
+    public IdleStrategy strategy() {
         return strategy;
     }
 
-    void spinNanos(long ns) {
+    public void spinNanos(long ns) {
         if (ns < 0 || ns > MAX_SPIN_NS) {
             throw new IllegalArgumentException("spin time must be between 0 and " + MAX_SPIN_NS + " ns, got " + ns);
         }
         spinNanos = ns;
     }
 
-    long spinNanos() {
+    public long spinNanos() {
         return spinNanos;
     }
 
-    void parkNanos(long ns) {
+    public void parkNanos(long ns) {
         parkNanos = checkPark("park bound", ns);
         curNanos = ns;
     }
 
-    long parkNanos() {
+    public long parkNanos() {
         return parkNanos;
     }
 
-    void parkMaxNanos(long ns) {
+    public void parkMaxNanos(long ns) {
         parkMaxNanos = checkPark("largest park bound", ns);
     }
 
     /** The largest park bound: the one set, or the park bound if that is larger (as wake_backoff_init). */
-    long parkMaxNanos() {
+    public long parkMaxNanos() {
         return Math.max(parkMaxNanos, parkNanos);
     }
 
     /** The next park's bound. */
-    long curNanos() {
+    public long curNanos() {
         return curNanos;
     }
 
@@ -103,7 +107,7 @@ final class Waiter {
     }
 
     // wake_backoff_after: `woken`, the wake word moved during the park; `found`, the look after it found a record.
-    void afterPark(boolean woken, boolean found, long now) {
+    public void afterPark(boolean woken, boolean found, long now) {
         if (found && !woken) {
             curNanos = parkNanos;
             pinUntil = now + PIN_NS;
@@ -118,7 +122,7 @@ final class Waiter {
      * @return true when {@code r.poll} found one; false when the time is up
      * @throws InterruptedException if the thread is interrupted (seen within one park bound)
      */
-    boolean await(Reader r, long timeout, TimeUnit unit) throws IOException, InterruptedException {
+    public boolean await(Reader r, long timeout, TimeUnit unit) throws IOException, InterruptedException {
         if (r.poll(false)) {
             return true;
         }

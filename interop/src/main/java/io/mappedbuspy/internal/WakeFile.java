@@ -1,4 +1,4 @@
-package io.mappedbuspy;
+package io.mappedbuspy.internal;
 
 import java.io.IOException;
 import java.io.UncheckedIOException;
@@ -14,6 +14,10 @@ import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.locks.LockSupport;
+import io.mappedbuspy.BusTruncatedException;
+import io.mappedbuspy.CorruptBusException;
+import io.mappedbuspy.Layout;
+import io.mappedbuspy.UnsafeBusFileException;
 
 /**
  * The wake file beside a bus ({@code PATH.wake}, or {@code DIR/bus.wake} for a rolling bus; layout in
@@ -52,6 +56,8 @@ import java.util.concurrent.locks.LockSupport;
  * <p>One parking reader per instance (its slot); not thread-safe. Closing frees the slot; the mapping is
  * released by the garbage collector once the instance is unreachable, so a late call never touches unmapped
  * memory.
+ * <p>Internal: not a supported API. Public only for the library's own packages (io.mappedbuspy and the
+ * Spark connector); it may change in any release.
  */
 public final class WakeFile implements AutoCloseable {
     /** System property naming the JNI library file to load (only that one is tried when set). */
@@ -68,7 +74,7 @@ public final class WakeFile implements AutoCloseable {
     // if the reports of its looks were raised elsewhere.
     private static final int LOOK_CHECK_MASK = 4095;
     static final System.Logger LOG = System.getLogger(WakeFile.class.getName());
-    static final int PID = (int) ProcessHandle.current().pid();
+    public static final int PID = (int) ProcessHandle.current().pid();
     // Paths whose wake file could not be opened, logged once each.
     private static final Set<String> WARNED = ConcurrentHashMap.newKeySet();
 
@@ -120,7 +126,7 @@ public final class WakeFile implements AutoCloseable {
         return forBus(busPath, allowForeign, true);
     }
 
-    static WakeFile forBus(String busPath, boolean allowForeign, boolean useNative) {
+    public static WakeFile forBus(String busPath, boolean allowForeign, boolean useNative) {
         return openOrNone(Paths.get(busPath + Layout.WAKE_SUFFIX), allowForeign,
                 BusFiles.permsBeside(Paths.get(busPath)), useNative);
     }
@@ -137,7 +143,7 @@ public final class WakeFile implements AutoCloseable {
         return forRollingBus(dir, allowForeign, true);
     }
 
-    static WakeFile forRollingBus(String dir, boolean allowForeign, boolean useNative) {
+    public static WakeFile forRollingBus(String dir, boolean allowForeign, boolean useNative) {
         Path d = Paths.get(dir);
         return openOrNone(d.resolve(Layout.WAKE_FILE), allowForeign, BusFiles.permsBeside(d.resolve(Layout.META_FILE)),
                 useNative);
@@ -160,7 +166,7 @@ public final class WakeFile implements AutoCloseable {
         return open(file, allowForeign, perms, true);
     }
 
-    static WakeFile open(Path file, boolean allowForeign, String perms, boolean useNative) throws IOException {
+    public static WakeFile open(Path file, boolean allowForeign, String perms, boolean useNative) throws IOException {
         return new WakeFile(file.toString(), WakeProtocol.map(file, allowForeign, perms), useNative && WakeLibrary.LOADED);
     }
 
@@ -205,7 +211,7 @@ public final class WakeFile implements AutoCloseable {
      * report raised there (the first wake may recompile the caller, which enters the VM) comes here, not in the
      * writer's code, where it would pass for its bus's.
      */
-    void wakeIfNeeded() {
+    public void wakeIfNeeded() {
         try {
             if (wakeNeeded()) {
                 wake();
@@ -246,7 +252,7 @@ public final class WakeFile implements AutoCloseable {
      * Registers this instance as parked and returns the value to wait on; the caller then looks at the bus once
      * more and calls {@link #await} only if it found nothing, then {@link #done()} in any case.
      */
-    int prepare() {
+    public int prepare() {
         registered = false;
         if (!nat || closed) {
             return 0;
@@ -287,7 +293,7 @@ public final class WakeFile implements AutoCloseable {
      *
      * @return true if a writer woke the file meanwhile (the wake word moved)
      */
-    boolean await(int v, long ns) {
+    public boolean await(int v, long ns) {
         if (!registered) {
             LockSupport.parkNanos(ns);
             return false;
@@ -306,7 +312,7 @@ public final class WakeFile implements AutoCloseable {
     }
 
     /** Ends a park begun by {@link #prepare()}. */
-    void done() {
+    public void done() {
         if (registered) {
             registered = false;
             try {
@@ -341,7 +347,7 @@ public final class WakeFile implements AutoCloseable {
      * end would fault; a file cut inside its first page, which stays mapped, has its words zeroed under the protocol
      * by each truncation).
      */
-    void check() {
+    public void check() {
         if (mem != null && base != ZEROS_ADDRESS) {
             try {
                 mem.checkLength();
@@ -495,12 +501,12 @@ public final class WakeFile implements AutoCloseable {
      *
      * @return the constants
      */
-    static long[] nativeConstants() {
+    public static long[] nativeConstants() {
         return WakeLibrary.nativeConstants();
     }
 
     /** What this class expects of the library: {@link #nativeConstants()}'s order. */
-    static long[] expectedConstants() {
+    public static long[] expectedConstants() {
         return WakeLibrary.expectedConstants();
     }
 

@@ -1,4 +1,4 @@
-package io.mappedbuspy;
+package io.mappedbuspy.internal;
 
 import java.net.URISyntaxException;
 import java.nio.file.Files;
@@ -8,6 +8,7 @@ import java.security.CodeSource;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import io.mappedbuspy.Layout;
 
 /**
  * The wake file's JNI library, {@value WakeFile#LIBRARY_NAME} ({@code interop/native/wake_jni.c}; its functions are
@@ -17,10 +18,12 @@ import java.util.List;
  * {@code build/jvm} of the checkout named by the property {@code mappedbuspy.root}; a library built from another
  * {@code _wake.h} or {@code wake_jni.c} is refused. Without it nothing fails (see {@link WakeFile}); one log line
  * says so.
+ * <p>Internal: not a supported API. Public only for the library's own packages (io.mappedbuspy and the
+ * Spark connector); it may change in any release.
  */
-final class WakeLibrary {
-    static final boolean LOADED;
-    static final String WHAT;
+public final class WakeLibrary {
+    public static final boolean LOADED;
+    public static final String WHAT;
 
     static {
         boolean ok = false;

@@ -1,9 +1,11 @@
-package io.mappedbuspy;
+package io.mappedbuspy.internal;
 
 import java.io.IOException;
 import java.lang.invoke.VarHandle;
 import java.nio.channels.FileChannel;
 import java.nio.file.Path;
+import io.mappedbuspy.CorruptBusException;
+import io.mappedbuspy.Layout;
 
 /**
  * The wake file's protocol, {@code mappedbus_py/_core/_wake.h}, statement by statement: each step names the C function it
@@ -17,6 +19,7 @@ import java.nio.file.Path;
  *
  * <p>Nothing here checks for a fault: {@link WakeFile}'s public steps raise its report
  * ({@code MemoryMappedFile.raiseFaultReports}) before they use what came of it, and then stop using the file.
+ * <p>Internal: not a supported API.
  */
 final class WakeProtocol {
     // _wake.h's WAKE_STATE_IDLE and WAKE_STATE_PARKED: a slot's state.

@@ -1,10 +1,12 @@
-package io.mappedbuspy;
+package io.mappedbuspy.internal;
 
 import java.io.IOException;
 import java.nio.channels.FileChannel;
 import java.nio.file.Path;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import io.mappedbuspy.CorruptBusException;
+import io.mappedbuspy.Layout;
 
 /**
  * The writers file beside a bus ({@code PATH.writers}, or {@code DIR/bus.writers}): who holds an uncommitted slot
@@ -17,25 +19,27 @@ import java.util.concurrent.ConcurrentHashMap;
  *
  * <p>Opened with the bus files' safe-open rules but without their POSIX open lock, which would conflict with the
  * slots' OFD locks. Each instance opens its own channel (its own open file description), as liveness needs.
+ * <p>Internal: not a supported API. Public only for the library's own packages (io.mappedbuspy and the
+ * Spark connector); it may change in any release.
  */
-final class WritersFile implements AutoCloseable {
+public final class WritersFile implements AutoCloseable {
     /** No writers file: publishes nothing, knows no holder. */
-    static final WritersFile NONE = new WritersFile();
+    public static final WritersFile NONE = new WritersFile();
 
     private static final System.Logger LOG = System.getLogger(WritersFile.class.getName());
     private static final Set<String> WARNED = ConcurrentHashMap.newKeySet();
     private static final int LOOKS = 4; // as WRITERS_LOOKS: a live slot's claim moved while probed, look again
 
     /** A writer's claim {@code [begin, end)} in bus positions; {@code begin >= end}: none. */
-    record Claim(long begin, long end) {
-        boolean empty() {
+    public record Claim(long begin, long end) {
+        public boolean empty() {
             return begin >= end;
         }
     }
 
     /** What {@link #holder} says of a position: its holder's liveness, and (known holder) its slot and claim. */
-    record Holder(Liveness liveness, int index, Claim claim) {
-        static final Holder UNKNOWN = new Holder(Liveness.UNKNOWN, 0, new Claim(0, 0));
+    public record Holder(Liveness liveness, int index, Claim claim) {
+        public static final Holder UNKNOWN = new Holder(Liveness.UNKNOWN, 0, new Claim(0, 0));
     }
 
     private final MemoryMappedFile mem;
@@ -61,7 +65,7 @@ final class WritersFile implements AutoCloseable {
      * (with a warning, once per path) where there is none to hold: every slot has a live writer, no JNI library, the
      * file cannot be made or is not to be trusted. The writer then runs without, and readers time its stalls out.
      */
-    static WritersFile forWriter(Path file, boolean allowForeign) {
+    public static WritersFile forWriter(Path file, boolean allowForeign) {
         if (!Liveness.available()) {
             return NONE; // no OFD locks without the JNI library: a claim nobody can prove alive is no use
         }
@@ -89,7 +93,7 @@ final class WritersFile implements AutoCloseable {
     }
 
     /** The writers file of a bus, opened read-only for a reader's questions; it must exist. */
-    static WritersFile forReader(Path file, boolean allowForeign) throws IOException {
+    public static WritersFile forReader(Path file, boolean allowForeign) throws IOException {
         MemoryMappedFile.OpenOptions o = new MemoryMappedFile.OpenOptions();
         o.readOnly = true;
         o.lock = false;
@@ -151,7 +155,7 @@ final class WritersFile implements AutoCloseable {
     }
 
     /** The claim of a reservation: begin, then end (see the class comment). Nothing without a slot. */
-    void publish(long begin, long end) {
+    public void publish(long begin, long end) {
         long s = slotAddress;
         if (s != 0) {
             MemoryMappedFile.putLongReleaseAt(s + Layout.WRITER_BEGIN_OFFSET, begin);
@@ -160,12 +164,12 @@ final class WritersFile implements AutoCloseable {
     }
 
     /** The claim in the held slot: right after opening, what its last holder, dead, left there. */
-    Claim claimLeft() {
+    public Claim claimLeft() {
         return slotAddress == 0 ? new Claim(0, 0) : load(slotAddress);
     }
 
     /** Empties the held slot's claim: end first, so no reader ever sees a larger range than the claim was. */
-    void clear() {
+    public void clear() {
         if (slotAddress != 0) {
             MemoryMappedFile.putLongReleaseAt(slotAddress + Layout.WRITER_END_OFFSET, 0);
             MemoryMappedFile.putLongReleaseAt(slotAddress + Layout.WRITER_BEGIN_OFFSET, 0);
@@ -183,7 +187,7 @@ final class WritersFile implements AutoCloseable {
      * Who holds {@code position} (writers_holder): the slot whose claim holds it, probed through this instance's own
      * channel. A live slot whose claim moved while probed is looked at again.
      */
-    Holder holder(long position) {
+    public Holder holder(long position) {
         if (mem == null || mem.channel() == null) {
             return Holder.UNKNOWN;
         }
@@ -213,12 +217,12 @@ final class WritersFile implements AutoCloseable {
     }
 
     /** The pid slot {@code i}'s holder recorded (for people: messages). */
-    int pidOf(int i) {
+    public int pidOf(int i) {
         return mem == null ? 0 : mem.getIntAcquire(Layout.writerSlotOffset(i) + Layout.WRITER_PID_OFFSET);
     }
 
     /** The file's identity, to notice it was made anew under its path. */
-    long inode() {
+    public long inode() {
         return mem == null ? 0 : mem.inode();
     }
 

@@ -1,4 +1,4 @@
-package io.mappedbuspy.spark;
+package io.mappedbuspy.spark.read;
 
 import com.google.gson.JsonElement;
 import com.google.gson.JsonObject;
@@ -26,6 +26,8 @@ import static io.mappedbuspy.spark.Fixtures.read;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import io.mappedbuspy.spark.BusOptions;
+import io.mappedbuspy.spark.Fixtures;
 
 /**
  * The row reader ({@code columnar=false}) and the columnar reader decode the bytes other processes write

@@ -1,11 +1,11 @@
-package io.mappedbuspy.spark;
+package io.mappedbuspy.spark.read;
 
 import io.mappedbuspy.Layout;
 import io.mappedbuspy.MappedBusWriter;
-import io.mappedbuspy.MemoryMappedFile;
+import io.mappedbuspy.internal.MemoryMappedFile;
 import io.mappedbuspy.RollingBusWriter;
-import io.mappedbuspy.RollingDir;
-import io.mappedbuspy.RollingLayout;
+import io.mappedbuspy.internal.RollingDir;
+import io.mappedbuspy.internal.RollingLayout;
 
 import java.nio.file.Path;
 import java.util.ArrayList;
@@ -26,6 +26,8 @@ import static io.mappedbuspy.spark.Fixtures.read;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import io.mappedbuspy.spark.BusOptions;
+import io.mappedbuspy.spark.Fixtures;
 
 /**
  * Batch planning (README "Batch reads"): partitions are slot ranges whose every status is settled, the

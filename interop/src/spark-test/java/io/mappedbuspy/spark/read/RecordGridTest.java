@@ -1,10 +1,10 @@
-package io.mappedbuspy.spark;
+package io.mappedbuspy.spark.read;
 
-import io.mappedbuspy.BusMeta;
+import io.mappedbuspy.internal.BusMeta;
 import io.mappedbuspy.CorruptBusException;
 import io.mappedbuspy.Layout;
 import io.mappedbuspy.MappedBusWriter;
-import io.mappedbuspy.MemoryMappedFile;
+import io.mappedbuspy.internal.MemoryMappedFile;
 import org.apache.spark.sql.connector.read.InputPartition;
 import org.apache.spark.sql.connector.read.PartitionReader;
 import org.apache.spark.sql.types.StructType;
@@ -30,6 +30,11 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import io.mappedbuspy.spark.stream.BusMicroBatchStream;
+import io.mappedbuspy.spark.BusOptions;
+import io.mappedbuspy.spark.stream.BusRealTimePartition;
+import io.mappedbuspy.spark.stream.BusRealTimeReader;
+import io.mappedbuspy.spark.Fixtures;
 
 /**
  * The record size a read uses is the bus's: from its metadata ({@code PATH.meta}) when it has one, so a layout

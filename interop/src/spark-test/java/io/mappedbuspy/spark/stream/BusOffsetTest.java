@@ -1,4 +1,4 @@
-package io.mappedbuspy.spark;
+package io.mappedbuspy.spark.stream;
 
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;

@@ -1,4 +1,4 @@
-package io.mappedbuspy.spark;
+package io.mappedbuspy.spark.stream;
 
 import io.mappedbuspy.Layout;
 import io.mappedbuspy.MappedBusWriter;
@@ -21,6 +21,8 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import io.mappedbuspy.spark.BusOptions;
+import io.mappedbuspy.spark.read.BusReaderFactory;
 
 /** The Real-time Mode partition reader (interop/src/spark/README.md, Real-time Mode). */
 public final class BusRealTimeReaderTest {

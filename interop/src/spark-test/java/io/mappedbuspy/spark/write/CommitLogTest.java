@@ -1,8 +1,8 @@
-package io.mappedbuspy.spark;
+package io.mappedbuspy.spark.write;
 
 import io.mappedbuspy.Layout;
 import io.mappedbuspy.MappedBusWriter;
-import io.mappedbuspy.MemoryMappedFile;
+import io.mappedbuspy.internal.MemoryMappedFile;
 
 import java.io.IOException;
 import java.nio.ByteBuffer;

@@ -1,7 +1,7 @@
-package io.mappedbuspy.spark;
+package io.mappedbuspy.spark.write;
 
 import io.mappedbuspy.Layout;
-import io.mappedbuspy.RollingLayout;
+import io.mappedbuspy.internal.RollingLayout;
 
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;

@@ -1,7 +1,7 @@
-package io.mappedbuspy.spark;
+package io.mappedbuspy.spark.write;
 
 import io.mappedbuspy.Layout;
-import io.mappedbuspy.MemoryMappedFile;
+import io.mappedbuspy.internal.MemoryMappedFile;
 import io.mappedbuspy.RollingBusWriter;
 
 import java.io.IOException;

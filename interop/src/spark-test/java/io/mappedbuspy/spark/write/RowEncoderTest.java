@@ -1,4 +1,4 @@
-package io.mappedbuspy.spark;
+package io.mappedbuspy.spark.write;
 
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
@@ -19,6 +19,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import io.mappedbuspy.spark.BusOptions;
 
 /** Writing rows: the record bytes are those of the Python Message declarations (WIRE-FORMAT.md). */
 public final class RowEncoderTest {

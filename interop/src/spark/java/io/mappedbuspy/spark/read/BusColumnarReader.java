@@ -1,4 +1,4 @@
-package io.mappedbuspy.spark;
+package io.mappedbuspy.spark.read;
 
 import io.mappedbuspy.Layout;
 import org.apache.spark.sql.connector.read.PartitionReader;
@@ -7,6 +7,7 @@ import org.apache.spark.sql.vectorized.ColumnVector;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
 
 import java.io.IOException;
+import io.mappedbuspy.spark.BusLayout;
 
 /** Decodes each chunk of slots straight into reused on-heap column vectors. */
 final class BusColumnarReader extends SlotChunks implements PartitionReader<ColumnarBatch> {

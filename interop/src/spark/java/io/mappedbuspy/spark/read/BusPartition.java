@@ -1,4 +1,4 @@
-package io.mappedbuspy.spark;
+package io.mappedbuspy.spark.read;
 
 import io.mappedbuspy.Layout;
 import org.apache.spark.SparkContext;
@@ -9,13 +9,14 @@ import java.net.InetAddress;
 import java.net.UnknownHostException;
 import java.util.ArrayList;
 import java.util.List;
+import io.mappedbuspy.spark.BusOptions;
 
 /**
  * A range of record slots {@code [start, end)} of one bus file, read by one task. Every slot in the range
  * was seen committed or rolled back by the driver when it planned the range (statuses never change after
  * that), so re-reading a partition always gives the same rows.
  */
-final class BusPartition implements InputPartition {
+public final class BusPartition implements InputPartition {
     private static final long serialVersionUID = 1L;
 
     final String path;
@@ -103,10 +104,10 @@ final class BusPartition implements InputPartition {
             String id = null;
             try {
                 if (segment) {
-                    io.mappedbuspy.BusMeta m = io.mappedbuspy.BusMeta.read(p.resolveSibling(Layout.META_FILE), false);
+                    io.mappedbuspy.internal.BusMeta m = io.mappedbuspy.internal.BusMeta.read(p.resolveSibling(Layout.META_FILE), false);
                     id = m == null ? null : m.id();
                 } else {
-                    io.mappedbuspy.BusMeta m = io.mappedbuspy.BusMeta.read(io.mappedbuspy.BusMeta.metaPath(path), false);
+                    io.mappedbuspy.internal.BusMeta m = io.mappedbuspy.internal.BusMeta.read(io.mappedbuspy.internal.BusMeta.metaPath(path), false);
                     id = m != null && m.kind() == io.mappedbuspy.BusKind.SINGLE && m.inode() == ino ? m.id() : null;
                 }
             } catch (java.io.IOException | RuntimeException e) {
@@ -122,7 +123,7 @@ final class BusPartition implements InputPartition {
      * @param opened the mapping the task opened at {@link #path}
      * @throws java.io.IOException naming the path, the host and what differs
      */
-    void checkIdentity(io.mappedbuspy.MemoryMappedFile opened) throws java.io.IOException {
+    void checkIdentity(io.mappedbuspy.internal.MemoryMappedFile opened) throws java.io.IOException {
         if (inode < 0) {
             return;
         }
@@ -162,7 +163,7 @@ final class BusPartition implements InputPartition {
      * @param skipUncommitted see {@link #skipUncommitted}
      * @return the partitions, in file order (none for an empty range)
      */
-    static BusPartition[] split(BusOptions o, String path, long fileSize, long base, long start, long end,
+    public static BusPartition[] split(BusOptions o, String path, long fileSize, long base, long start, long end,
                                 boolean skipUncommitted) {
         return split(o, path, fileSize, base, start, end, skipUncommitted, false);
     }
@@ -171,7 +172,7 @@ final class BusPartition implements InputPartition {
      * As {@link #split(BusOptions, String, long, long, long, long, boolean)}; {@code local}: planned by a
      * task on its own host (per-host reads), as one partition per file, with no host to prefer or check.
      */
-    static BusPartition[] split(BusOptions o, String path, long fileSize, long base, long start, long end,
+    public static BusPartition[] split(BusOptions o, String path, long fileSize, long base, long start, long end,
                                 boolean skipUncommitted, boolean local) {
         long slot = Layout.slotSize(o.recordSize);
         long n = (end - start) / slot;
@@ -201,13 +202,13 @@ final class BusPartition implements InputPartition {
     }
 
     /** The host name Spark's scheduler knows this (driver) node's executor by, or null. */
-    static String executorHost() {
+    public static String executorHost() {
         SparkEnv env = SparkEnv.get();
         return env == null ? null : env.blockManager().blockManagerId().host();
     }
 
     /** This machine's host name, for the same-node check. */
-    static String localHostName() {
+    public static String localHostName() {
         try {
             return InetAddress.getLocalHost().getHostName();
         } catch (UnknownHostException e) {
@@ -223,7 +224,7 @@ final class BusPartition implements InputPartition {
      * @param requiredHost host name of the planning node, or null to skip the check
      * @throws java.io.IOException on another node
      */
-    static void checkHost(String path, String requiredHost) throws java.io.IOException {
+    public static void checkHost(String path, String requiredHost) throws java.io.IOException {
         if (requiredHost == null) {
             return;
         }

@@ -1,4 +1,4 @@
-package io.mappedbuspy.spark;
+package io.mappedbuspy.spark.read;
 
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.connector.read.InputPartition;
@@ -10,19 +10,21 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
 
 import java.io.IOException;
 import java.io.UncheckedIOException;
+import io.mappedbuspy.spark.BusLayout;
+import io.mappedbuspy.spark.BusOptions;
 
 /**
  * Creates the readers of {@link BusPartition}s: columnar ({@link ColumnarBatch}es of {@code batchSize}
  * rows, the default) or row by row ({@code columnar=false}).
  */
-final class BusReaderFactory implements PartitionReaderFactory {
+public final class BusReaderFactory implements PartitionReaderFactory {
     private static final long serialVersionUID = 1L;
 
     // Column kinds (what each output column decodes).
-    static final int POSITION = 0;
-    static final int META = 1;
-    static final int PAYLOAD = 2;
-    static final int PAYLOAD_TRIMMED = 3;
+    public static final int POSITION = 0;
+    public static final int META = 1;
+    public static final int PAYLOAD = 2;
+    public static final int PAYLOAD_TRIMMED = 3;
     static final int FIELD = 4;
     static final int BUS = 5;
     static final int COUNT = 6;
@@ -43,12 +45,12 @@ final class BusReaderFactory implements PartitionReaderFactory {
         return f;
     }
 
-    final StructType schema;
-    final int[] kinds;
+    public final StructType schema;
+    public final int[] kinds;
     /** For FIELD columns: the wire type, payload offset and size. */
-    final BusLayout.Kind[] fieldKinds;
-    final int[] offsets;
-    final int[] sizes;
+    public final BusLayout.Kind[] fieldKinds;
+    public final int[] offsets;
+    public final int[] sizes;
     final int batchSize;
     final boolean columnar;
     /** Pushed-down {@code meta = x} / {@code meta IN (...)}: the metadata values kept, sorted; null keeps all. */
@@ -58,11 +60,11 @@ final class BusReaderFactory implements PartitionReaderFactory {
     /** The read's options: per-host reads plan on the executor with them. */
     final BusOptions options;
 
-    BusReaderFactory(BusOptions o, StructType schema) {
+    public BusReaderFactory(BusOptions o, StructType schema) {
         this(o, schema, null);
     }
 
-    BusReaderFactory(BusOptions o, StructType schema, int[] metas) {
+    public BusReaderFactory(BusOptions o, StructType schema, int[] metas) {
         this.metas = metas;
         this.options = o;
         this.schema = schema;

@@ -1,4 +1,4 @@
-package io.mappedbuspy.spark;
+package io.mappedbuspy.spark.read;
 
 import io.mappedbuspy.Layout;
 import org.apache.spark.sql.catalyst.InternalRow;
@@ -7,9 +7,10 @@ import org.apache.spark.sql.connector.read.PartitionReader;
 
 import java.io.IOException;
 import java.util.Arrays;
+import io.mappedbuspy.spark.BusLayout;
 
 /** Row-by-row reader ({@code columnar=false}): one {@link GenericInternalRow} per committed record. */
-final class BusRowReader extends SlotChunks implements PartitionReader<InternalRow> {
+public final class BusRowReader extends SlotChunks implements PartitionReader<InternalRow> {
     private int index = -1;
     private InternalRow row;
 
@@ -54,7 +55,7 @@ final class BusRowReader extends SlotChunks implements PartitionReader<InternalR
     }
 
     /** One field's Spark value from the payload bytes (also used by the Real-time Mode reader). */
-    static Object decode(BusLayout.Kind kind, byte[] buf, int off, int size) {
+    public static Object decode(BusLayout.Kind kind, byte[] buf, int off, int size) {
         switch (kind) {
             case INT8:
                 return buf[off];

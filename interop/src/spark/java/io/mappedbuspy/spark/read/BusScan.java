@@ -1,8 +1,8 @@
-package io.mappedbuspy.spark;
+package io.mappedbuspy.spark.read;
 
 import io.mappedbuspy.CorruptBusException;
 import io.mappedbuspy.Layout;
-import io.mappedbuspy.MemoryMappedFile;
+import io.mappedbuspy.internal.MemoryMappedFile;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.connector.read.Batch;
@@ -20,6 +20,10 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.ConcurrentHashMap;
+import io.mappedbuspy.spark.stream.BusMicroBatchStream;
+import io.mappedbuspy.spark.BusOptions;
+import io.mappedbuspy.spark.BusSource;
+import io.mappedbuspy.spark.stream.MultiBusMicroBatchStream;
 
 /**
  * A batch or micro-batch scan of a bus file.
@@ -30,7 +34,7 @@ import java.util.concurrent.ConcurrentHashMap;
  * read never writes to the file); a run of them shares one {@code timeoutMs}, so a crashed writer's batch
  * costs one timeout. Rolled-back slots are skipped.
  */
-final class BusScan implements Scan, Batch {
+public final class BusScan implements Scan, Batch {
     private final BusOptions options;
     private final StructType schema;
     /** Positions read: pushed-down filters and startingPosition/endingPosition, {@code [lo, hi)}. */
@@ -47,11 +51,11 @@ final class BusScan implements Scan, Batch {
     /** While {@link #count()} plans: the committed (meta-matching) records of the planned ranges so far. */
     private Tally counted;
 
-    BusScan(BusOptions options, StructType schema) {
+    public BusScan(BusOptions options, StructType schema) {
         this(options, schema, Long.MIN_VALUE, Long.MAX_VALUE, null);
     }
 
-    BusScan(BusOptions options, StructType schema, long lo, long hi, int[] metas) {
+    public BusScan(BusOptions options, StructType schema, long lo, long hi, int[] metas) {
         this.options = options;
         this.schema = schema;
         this.pushed = lo != Long.MIN_VALUE || hi != Long.MAX_VALUE || metas != null;

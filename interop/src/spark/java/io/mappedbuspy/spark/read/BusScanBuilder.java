@@ -1,4 +1,4 @@
-package io.mappedbuspy.spark;
+package io.mappedbuspy.spark.read;
 
 import org.apache.spark.sql.connector.expressions.aggregate.AggregateFunc;
 import org.apache.spark.sql.connector.expressions.aggregate.Aggregation;
@@ -24,6 +24,7 @@ import java.util.List;
 import java.util.Locale;
 import java.util.Set;
 import java.util.TreeSet;
+import io.mappedbuspy.spark.BusOptions;
 
 /**
  * Builds a {@link BusScan}, keeping only the columns the query uses (so {@code count()} decodes none), and
@@ -31,7 +32,7 @@ import java.util.TreeSet;
  * {@code IN}) narrows the slots planned; {@code meta = x} and {@code meta IN (...)} are applied by the
  * readers before anything is decoded.
  */
-final class BusScanBuilder implements SupportsPushDownRequiredColumns, SupportsPushDownFilters,
+public final class BusScanBuilder implements SupportsPushDownRequiredColumns, SupportsPushDownFilters,
         SupportsPushDownAggregates {
     private final BusOptions options;
     private StructType schema;
@@ -44,7 +45,7 @@ final class BusScanBuilder implements SupportsPushDownRequiredColumns, SupportsP
     /** {@code count(*)} pushed down (Spark sums the partitions' counts): how many such aggregates, or 0. */
     private int counts;
 
-    BusScanBuilder(BusOptions options, StructType schema) {
+    public BusScanBuilder(BusOptions options, StructType schema) {
         this.options = options;
         this.schema = schema;
     }

@@ -1,7 +1,7 @@
-package io.mappedbuspy.spark;
+package io.mappedbuspy.spark.read;
 
 import io.mappedbuspy.Layout;
-import io.mappedbuspy.MemoryMappedFile;
+import io.mappedbuspy.internal.MemoryMappedFile;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.connector.read.PartitionReader;
 import org.apache.spark.sql.execution.vectorized.OnHeapColumnVector;

@@ -1,4 +1,4 @@
-package io.mappedbuspy.spark;
+package io.mappedbuspy.spark.read;
 
 import org.apache.spark.SparkContext;
 import org.apache.spark.SparkExecutorInfo;
@@ -11,6 +11,7 @@ import java.util.ArrayList;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Set;
+import io.mappedbuspy.spark.BusOptions;
 
 /**
  * A per-host read ({@code option("hosts", "h1,h2")} or {@code "*"}): one partition per host, which the

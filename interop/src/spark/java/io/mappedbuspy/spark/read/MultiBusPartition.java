@@ -1,4 +1,4 @@
-package io.mappedbuspy.spark;
+package io.mappedbuspy.spark.read;
 
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
@@ -15,19 +15,20 @@ import org.apache.spark.unsafe.types.UTF8String;
 import java.io.IOException;
 import java.util.ArrayList;
 import java.util.List;
+import io.mappedbuspy.spark.BusOptions;
 
 /**
  * A partition of one bus of a multi-bus read ({@code path} a list or a pattern): the bus's own
  * partition, planned with that bus's options, and the bus's path for the {@code bus} column.
  */
-final class MultiBusPartition implements InputPartition {
+public final class MultiBusPartition implements InputPartition {
     private static final long serialVersionUID = 1L;
 
     final InputPartition inner;
     final String bus;
     final BusOptions options;
 
-    MultiBusPartition(InputPartition inner, String bus, BusOptions options) {
+    public MultiBusPartition(InputPartition inner, String bus, BusOptions options) {
         this.inner = inner;
         this.bus = bus;
         this.options = options;

@@ -1,8 +1,8 @@
-package io.mappedbuspy.spark;
+package io.mappedbuspy.spark.read;
 
 import io.mappedbuspy.CorruptBusException;
 import io.mappedbuspy.Layout;
-import io.mappedbuspy.MemoryMappedFile;
+import io.mappedbuspy.internal.MemoryMappedFile;
 
 import java.io.IOException;
 import java.lang.invoke.MethodHandles;

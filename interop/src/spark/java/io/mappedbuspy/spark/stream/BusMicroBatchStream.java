@@ -1,4 +1,4 @@
-package io.mappedbuspy.spark;
+package io.mappedbuspy.spark.stream;
 
 import io.mappedbuspy.BusGapException;
 import io.mappedbuspy.ConsumerInUseException;
@@ -22,6 +22,10 @@ import java.io.UncheckedIOException;
 import java.util.HashMap;
 import java.util.Map;
 import java.util.Optional;
+import io.mappedbuspy.spark.BusOptions;
+import io.mappedbuspy.spark.read.BusPartition;
+import io.mappedbuspy.spark.read.BusReaderFactory;
+import io.mappedbuspy.spark.BusSource;
 
 /**
  * Micro-batches of a bus: a single file, or a rolling bus (a directory of segments). Offsets are positions
@@ -51,7 +55,7 @@ import java.util.Optional;
  * rolling bus's retention (with {@code max_consumer_lag}) keeps what a stopped query still needs. Spark's
  * checkpoint alone decides where a query reads; the registry only follows it.
  */
-final class BusMicroBatchStream implements MicroBatchStream, SupportsTriggerAvailableNow, ReportsSourceMetrics,
+public final class BusMicroBatchStream implements MicroBatchStream, SupportsTriggerAvailableNow, ReportsSourceMetrics,
         SupportsRealTimeMode {
     private static final Logger LOG = LoggerFactory.getLogger(BusMicroBatchStream.class);
 
@@ -82,11 +86,11 @@ final class BusMicroBatchStream implements MicroBatchStream, SupportsTriggerAvai
     private long consumerCommitted = -1;
 
     /** A stream that registers no consumer. */
-    BusMicroBatchStream(BusOptions options, PartitionReaderFactory factory) {
+    public BusMicroBatchStream(BusOptions options, PartitionReaderFactory factory) {
         this(options, factory, null, false);
     }
 
-    BusMicroBatchStream(BusOptions options, PartitionReaderFactory factory, String consumer, boolean ephemeral) {
+    public BusMicroBatchStream(BusOptions options, PartitionReaderFactory factory, String consumer, boolean ephemeral) {
         this.options = options;
         this.consumer = consumer;
         this.ephemeral = ephemeral;

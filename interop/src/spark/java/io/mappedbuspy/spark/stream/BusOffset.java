@@ -1,4 +1,4 @@
-package io.mappedbuspy.spark;
+package io.mappedbuspy.spark.stream;
 
 import org.apache.spark.sql.connector.read.streaming.Offset;
 

@@ -1,13 +1,14 @@
-package io.mappedbuspy.spark;
+package io.mappedbuspy.spark.stream;
 
 import org.apache.spark.sql.connector.read.InputPartition;
+import io.mappedbuspy.spark.BusOptions;
 
 /**
  * The one partition of a Real-time Mode batch: the whole bus from {@code start} on, with no end. A bus is
  * one totally ordered stream (a single allocation counter, the limit), so it is read by one reader in
  * order; splitting it by position would need an end, which a long-running batch does not have.
  */
-final class BusRealTimePartition implements InputPartition {
+public final class BusRealTimePartition implements InputPartition {
     private static final long serialVersionUID = 1L;
 
     final BusOptions options;
@@ -20,7 +21,7 @@ final class BusRealTimePartition implements InputPartition {
     final String preferredHost;
     final String requiredHost;
 
-    BusRealTimePartition(BusOptions options, long fileSize, long start, String busId, String preferredHost,
+    public BusRealTimePartition(BusOptions options, long fileSize, long start, String busId, String preferredHost,
                          String requiredHost) {
         this.options = options;
         this.fileSize = fileSize;

@@ -1,10 +1,10 @@
-package io.mappedbuspy.spark;
+package io.mappedbuspy.spark.stream;
 
 import io.mappedbuspy.BusGapException;
 import io.mappedbuspy.BusReplacedException;
 import io.mappedbuspy.CorruptBusException;
 import io.mappedbuspy.MappedBusMessage;
-import io.mappedbuspy.MemoryMappedFile;
+import io.mappedbuspy.internal.MemoryMappedFile;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.connector.read.streaming.PartitionOffset;
@@ -20,6 +20,11 @@ import java.util.Iterator;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.locks.LockSupport;
+import io.mappedbuspy.spark.BusOptions;
+import io.mappedbuspy.spark.read.BusPartition;
+import io.mappedbuspy.spark.read.BusReaderFactory;
+import io.mappedbuspy.spark.read.BusRowReader;
+import io.mappedbuspy.spark.BusSource;
 
 /**
  * Reads a bus in Real-time Mode: a bus reader (read-write, as every bus reader: it rolls back slots left
@@ -36,7 +41,7 @@ import java.util.concurrent.locks.LockSupport;
  * waiting on keeps running across batches, so a hung slot is rolled back after one timeout even when
  * batches are shorter than the timeout. Parked readers unused for a minute are closed.
  */
-final class BusRealTimeReader implements SupportsRealTimeRead<InternalRow> {
+public final class BusRealTimeReader implements SupportsRealTimeRead<InternalRow> {
     private static final Logger LOG = LoggerFactory.getLogger(BusRealTimeReader.class);
     private static final long PARKED_TTL_NS = 60_000_000_000L;
     private static final Map<String, Parked> PARKED = new ConcurrentHashMap<>();
@@ -114,7 +119,7 @@ final class BusRealTimeReader implements SupportsRealTimeRead<InternalRow> {
         return path + "@" + position + "#" + busId;
     }
 
-    static BusRealTimeReader open(BusReaderFactory f, BusRealTimePartition p) throws IOException {
+    public static BusRealTimeReader open(BusReaderFactory f, BusRealTimePartition p) throws IOException {
         BusPartition.checkHost(p.options.path, p.requiredHost);
         closeStale();
         Parked parked = PARKED.remove(key(p.options.path, p.start, p.busId));
@@ -293,7 +298,7 @@ final class BusRealTimeReader implements SupportsRealTimeRead<InternalRow> {
     }
 
     /** Closes every parked reader of {@code path} (the query reading it stopped). */
-    static void closeParked(String path) {
+    public static void closeParked(String path) {
         for (Iterator<Map.Entry<String, Parked>> it = PARKED.entrySet().iterator(); it.hasNext(); ) {
             Map.Entry<String, Parked> e = it.next();
             if (e.getKey().startsWith(path + "@") && PARKED.remove(e.getKey(), e.getValue())) {
@@ -302,7 +307,7 @@ final class BusRealTimeReader implements SupportsRealTimeRead<InternalRow> {
         }
     }
 
-    static int parkedCount() {
+    public static int parkedCount() {
         return PARKED.size();
     }
 

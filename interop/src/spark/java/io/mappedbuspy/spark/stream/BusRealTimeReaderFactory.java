@@ -1,4 +1,4 @@
-package io.mappedbuspy.spark;
+package io.mappedbuspy.spark.stream;
 
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.connector.read.InputPartition;
@@ -8,6 +8,7 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
 
 import java.io.IOException;
 import java.io.UncheckedIOException;
+import io.mappedbuspy.spark.read.BusReaderFactory;
 
 /**
  * The stream's reader factory: real-time partitions get a {@link BusRealTimeReader} (rows, one at a

@@ -1,4 +1,4 @@
-package io.mappedbuspy.spark;
+package io.mappedbuspy.spark.stream;
 
 import org.apache.spark.sql.connector.read.InputPartition;
 import org.apache.spark.sql.connector.read.PartitionReaderFactory;
@@ -24,6 +24,8 @@ import java.util.Map;
 import java.util.Optional;
 import java.util.TreeMap;
 import java.util.TreeSet;
+import io.mappedbuspy.spark.BusOptions;
+import io.mappedbuspy.spark.read.MultiBusPartition;
 
 /**
  * Micro-batches of several buses ({@code path} a comma-separated list, or glob patterns in the last
@@ -41,7 +43,7 @@ import java.util.TreeSet;
  * first buses of a rotating order); what buses with fewer records leave is then offered to the others in
  * that order. Under Trigger.AvailableNow the buses are those present when the query started.
  */
-final class MultiBusMicroBatchStream implements MicroBatchStream, SupportsTriggerAvailableNow,
+public final class MultiBusMicroBatchStream implements MicroBatchStream, SupportsTriggerAvailableNow,
         ReportsSourceMetrics, SupportsRealTimeMode {
     private static final Logger LOG = LoggerFactory.getLogger(MultiBusMicroBatchStream.class);
 
@@ -74,7 +76,7 @@ final class MultiBusMicroBatchStream implements MicroBatchStream, SupportsTrigge
     private final String consumer;
     private final boolean ephemeral;
 
-    MultiBusMicroBatchStream(BusOptions options, PartitionReaderFactory factory, String consumer, boolean ephemeral) {
+    public MultiBusMicroBatchStream(BusOptions options, PartitionReaderFactory factory, String consumer, boolean ephemeral) {
         this.options = options;
         this.spec = options.raw.get("path");
         this.factory = factory;

@@ -1,4 +1,4 @@
-package io.mappedbuspy.spark;
+package io.mappedbuspy.spark.stream;
 
 import com.fasterxml.jackson.core.JsonProcessingException;
 import com.fasterxml.jackson.databind.JsonNode;

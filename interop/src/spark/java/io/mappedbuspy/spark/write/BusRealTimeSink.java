@@ -1,4 +1,4 @@
-package io.mappedbuspy.spark;
+package io.mappedbuspy.spark.write;
 
 import org.apache.spark.sql.ForeachWriter;
 import org.apache.spark.sql.Row;
@@ -10,6 +10,9 @@ import java.io.EOFException;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.util.Map;
+import io.mappedbuspy.spark.BusOptions;
+import io.mappedbuspy.spark.read.BusPartition;
+import io.mappedbuspy.spark.BusSource;
 
 /**
  * Writes a streaming query's rows to a bus, each as it comes: a {@link ForeachWriter}, the sink Spark's

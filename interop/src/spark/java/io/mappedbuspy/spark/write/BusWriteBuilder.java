@@ -1,4 +1,4 @@
-package io.mappedbuspy.spark;
+package io.mappedbuspy.spark.write;
 
 import org.apache.spark.sql.connector.write.BatchWrite;
 import org.apache.spark.sql.connector.write.DataWriterFactory;
@@ -14,6 +14,9 @@ import org.apache.spark.sql.types.StructType;
 
 import java.io.IOException;
 import java.io.UncheckedIOException;
+import io.mappedbuspy.spark.BusOptions;
+import io.mappedbuspy.spark.read.BusPartition;
+import io.mappedbuspy.spark.BusSource;
 
 /**
  * Appends rows to a bus, in batch ({@code mode("append")}) or streaming. Each task opens its own
@@ -24,12 +27,12 @@ import java.io.UncheckedIOException;
  * twice. Other batch writes are at-least-once: a retried task writes its rows again. Streaming {@code update} mode appends the changed
  * rows; {@code complete} mode appends the whole result table every trigger (a bus cannot be truncated).
  */
-final class BusWriteBuilder implements SupportsTruncate, SupportsStreamingUpdateAsAppend {
+public final class BusWriteBuilder implements SupportsTruncate, SupportsStreamingUpdateAsAppend {
     private final BusOptions options;
     private final StructType schema;
     private final String queryId;
 
-    BusWriteBuilder(BusOptions options, StructType schema, String queryId) {
+    public BusWriteBuilder(BusOptions options, StructType schema, String queryId) {
         this.options = options;
         this.schema = schema;
         this.queryId = queryId;

@@ -1,4 +1,4 @@
-package io.mappedbuspy.spark;
+package io.mappedbuspy.spark.write;
 
 import io.mappedbuspy.MappedBusWriter;
 import io.mappedbuspy.RollingBusWriter;
@@ -10,9 +10,12 @@ import org.apache.spark.sql.connector.write.streaming.StreamingDataWriterFactory
 
 import java.io.EOFException;
 import java.io.IOException;
+import io.mappedbuspy.spark.BusOptions;
+import io.mappedbuspy.spark.read.BusPartition;
+import io.mappedbuspy.spark.BusSource;
 
 /** Creates one {@link BusDataWriter} (one {@code MappedBusWriter}) per task. */
-final class BusWriterFactory implements DataWriterFactory, StreamingDataWriterFactory {
+public final class BusWriterFactory implements DataWriterFactory, StreamingDataWriterFactory {
     private static final long serialVersionUID = 1L;
     /** Times a record rolled back by a reader (its writer was too slow to commit) is written again. */
     private static final int ATTEMPTS = 3;
@@ -38,7 +41,7 @@ final class BusWriterFactory implements DataWriterFactory, StreamingDataWriterFa
     }
 
     /** Opens a writer on a rolling bus, creating it (with the options' segmentSize and retention) if absent. */
-    static synchronized RollingBusWriter openRolling(BusOptions o) throws IOException {
+    public static synchronized RollingBusWriter openRolling(BusOptions o) throws IOException {
         return new RollingBusWriter(o.path, o.segmentSize, o.recordSize)
                 .setRetention(o.retainSegments, o.retainBytes, o.retainAgeMs).open();
     }
@@ -47,7 +50,7 @@ final class BusWriterFactory implements DataWriterFactory, StreamingDataWriterFa
      * Opens a writer. Serialised within the JVM: the core grows a short file under a FileChannel lock,
      * and two tasks of one executor taking that lock at once get OverlappingFileLockException.
      */
-    static synchronized MappedBusWriter open(String path, long fileSize, int recordSize) throws IOException {
+    public static synchronized MappedBusWriter open(String path, long fileSize, int recordSize) throws IOException {
         return new MappedBusWriter(path, fileSize, recordSize).open();
     }
 

@@ -1,11 +1,11 @@
-package io.mappedbuspy.spark;
+package io.mappedbuspy.spark.write;
 
 import io.mappedbuspy.Layout;
 import io.mappedbuspy.MappedBusWriter;
-import io.mappedbuspy.MemoryMappedFile;
+import io.mappedbuspy.internal.MemoryMappedFile;
 import io.mappedbuspy.Reservation;
 import io.mappedbuspy.RollingBusWriter;
-import io.mappedbuspy.RollingLayout;
+import io.mappedbuspy.internal.RollingLayout;
 
 import java.io.EOFException;
 import java.io.IOException;
@@ -60,9 +60,9 @@ import java.util.zip.CRC32;
  * that retention removed cannot be finished (some of its records may have been committed and read, the
  * rest are gone): the write fails, naming the task, the range and the bus.
  */
-final class CommitLog {
+public final class CommitLog {
     // The layout of the log is Layout's (COMMIT_LOG_*, COMMIT_ENTRY_*: the diagram is there).
-    static final String SUFFIX = Layout.COMMIT_LOG_SUFFIX;
+    public static final String SUFFIX = Layout.COMMIT_LOG_SUFFIX;
     /** A rolling bus's log, in its directory beside {@code bus.meta}. */
     static final String ROLLING_FILE = Layout.COMMIT_LOG_FILE;
     static final int ENTRY = Layout.COMMIT_ENTRY_SIZE;
@@ -223,7 +223,7 @@ final class CommitLog {
     private final long slot;
     private final boolean rolling;
 
-    CommitLog(String busPath, long fileSize, int recordSize) {
+    public CommitLog(String busPath, long fileSize, int recordSize) {
         this(busPath, fileSize, recordSize, false);
     }
 
@@ -237,7 +237,7 @@ final class CommitLog {
     }
 
     /** The log of the rolling bus in directory {@code dir}, {@code dir/bus.commits}; positions are global. */
-    static CommitLog rolling(String dir, long segmentSize, int recordSize) {
+    public static CommitLog rolling(String dir, long segmentSize, int recordSize) {
         return new CommitLog(dir, segmentSize, recordSize, true);
     }
 
@@ -394,10 +394,18 @@ final class CommitLog {
             long index = RollingLayout.locate(pos, fileSize, recordSize).segment();
             MemoryMappedFile m = maps.get(index);
             if (m == null) {
-                m = w.mapSegment(index);
+                m = mapSegment(index);
                 maps.put(index, m);
             }
             return m;
+        }
+
+        // Segment `index` mapped for reading and writing, never created, as the writer maps its own (exclusive,
+        // with the writer's file checks: it does not allow a foreign file).
+        private MemoryMappedFile mapSegment(long index) throws IOException {
+            MemoryMappedFile.OpenOptions o = new MemoryMappedFile.OpenOptions();
+            o.exclusive = true;
+            return MemoryMappedFile.open(Path.of(busPath, Layout.segmentName(index)).toString(), w.segmentSize(), o);
         }
 
         @Override

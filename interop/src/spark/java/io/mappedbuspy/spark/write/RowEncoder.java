@@ -1,7 +1,7 @@
-package io.mappedbuspy.spark;
+package io.mappedbuspy.spark.write;
 
 import io.mappedbuspy.MappedBusMessage;
-import io.mappedbuspy.MemoryMappedFile;
+import io.mappedbuspy.internal.MemoryMappedFile;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.types.DataType;
 import org.apache.spark.sql.types.DataTypes;
@@ -14,6 +14,8 @@ import java.nio.ByteOrder;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
+import io.mappedbuspy.spark.BusLayout;
+import io.mappedbuspy.spark.BusOptions;
 
 /**
  * Turns rows into records. Built (and its column checks made) on the driver; used by the tasks.
@@ -23,7 +25,7 @@ import java.util.List;
  * {@code layout}): one column per field, encoded little-endian at the field's offset, metadata the
  * layout's type id (or an optional {@code meta} column).
  */
-final class RowEncoder implements Serializable {
+public final class RowEncoder implements Serializable {
     private static final long serialVersionUID = 1L;
 
     private final int recordSize;
@@ -152,13 +154,13 @@ final class RowEncoder implements Serializable {
     }
 
     /** A record being written: payload bytes and metadata, reused for every row of a task. */
-    static final class Record implements MappedBusMessage {
-        final byte[] bytes;
+    public static final class Record implements MappedBusMessage {
+        public final byte[] bytes;
         final ByteBuffer le;
-        int length;
+        public int length;
         int meta;
         /** Whether the metadata is the length (byte-array record): write(byte[]) then. */
-        boolean metaIsLength;
+        public boolean metaIsLength;
 
         Record(int recordSize) {
             bytes = new byte[recordSize];
