@@ -8,9 +8,11 @@ import io.mappedbuspy.Layout;
  * The atomic accessors of a mapping, each named by its memory order and paired with the accessor that reads (or
  * writes) the other side, as Agrona's {@code AtomicBuffer} names them; the records' status field at any alignment;
  * and a writer's unchecked stores into a record it allocated. Aligned positions only, except for statuses.
- * <p>Internal: not a supported API.
+ * <p>Internal: not a supported API. Public so that its public accessors are called on it directly, never through
+ * the bridge methods javac adds to a public subclass of a package-private class (an extra frame in the path of a
+ * write, where a mapping fault's late report must surface: tests/jvm/test_java_safety.py).
  */
-abstract class MappedAtomics extends MappedWindows {
+public abstract class MappedAtomics extends MappedWindows {
     MappedAtomics(String path, boolean readOnly) {
         super(path, readOnly);
     }

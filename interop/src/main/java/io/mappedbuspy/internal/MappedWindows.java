@@ -22,9 +22,11 @@ import java.util.Objects;
  * <p>Every access is checked against {@code [0, size())}: a bad position throws {@link IndexOutOfBoundsException}
  * (or {@link IllegalStateException} once closed) instead of faulting, and keeps the windows' buffers reachable while
  * it runs ({@link Reference#reachabilityFence}), so it never touches memory outside a live mapping.
- * <p>Internal: not a supported API.
+ * <p>Internal: not a supported API. Public so that its public accessors are called on it directly, never through
+ * the bridge methods javac adds to a public subclass of a package-private class (an extra frame in the path of a
+ * write, where a mapping fault's late report must surface: tests/jvm/test_java_safety.py).
  */
-abstract class MappedWindows {
+public abstract class MappedWindows {
     /** Distance between window starts: 1 GiB. */
     public static final long WINDOW_SIZE = 1L << 30;
     /** How far each window extends past the next window's start (must be at least 8). */
