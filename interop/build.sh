@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the JVM side with plain javac/jar (no Maven), one jar per source root, by what ships:
-#   build/jvm/mappedbuspy.jar          the library: io.mappedbuspy and its messages (interop/src/main/java),
-#                                      no third-party libraries; the wheel carries it
+#   build/jvm/mappedbuspy.jar          the library: io.mappedbuspy (the API) with its messages and
+#                                      io.mappedbuspy.internal (interop/src/main/java), no third-party
+#                                      libraries; the wheel carries it
 #   build/jvm/mappedbuspy-tools.jar    the command-line tools, io.mappedbuspy.tools (interop/src/tools/java),
 #                                      which the Python side and the tests run; the wheel carries it
 #   build/jvm/mappedbuspy-samples.jar  the Java samples, io.mappedbuspy.samples (interop/src/samples/java):

@@ -51,7 +51,7 @@ CHECKOUT_JARS = {"io.mappedbuspy.samples.": "mappedbuspy-samples.jar",
                  "io.mappedbuspy.perf.": "mappedbuspy-perf.jar"}
 WAKE_LIB_NAME = "libmappedbuswake.so"
 CODEC_JAR_NAMES = ("zstd-jni.jar", "lz4-java.jar")
-#: The system property io.mappedbuspy.WakeFile loads its JNI library from.
+#: The system property io.mappedbuspy.internal.WakeFile loads its JNI library from.
 WAKE_LIB_PROPERTY = "mappedbus.wakeLib"
 
 

@@ -14,7 +14,7 @@ it at the end of its last committed batch, held by the driver while it runs.
 
 Real-time Mode (Spark 4.1+, per-record latency): ``realtime_passthrough`` and ``realtime_aggregate``
 start a query from one bus to another in one call, ``start_realtime`` writes any streaming DataFrame
-to a bus that way (through the JVM ``ForeachWriter`` ``io.mappedbuspy.spark.BusRealTimeSink``).
+to a bus that way (through the JVM ``ForeachWriter`` ``io.mappedbuspy.spark.write.BusRealTimeSink``).
 
 The data source is Java (``build/jvm/mappedbuspy-spark.jar`` on the core ``mappedbuspy.jar``); its
 options are described in ``interop/src/spark/README.md``. pyspark is imported only when a session is
@@ -88,11 +88,11 @@ def _opts(options):
 
 def realtime_sink(df, path, **options):
     """The JVM ``ForeachWriter`` that writes ``df``'s rows to the bus at ``path``, each as it comes
-    (``io.mappedbuspy.spark.BusRealTimeSink``). ``options`` are the ``mappedbus`` sink's (``fileSize``,
+    (``io.mappedbuspy.spark.write.BusRealTimeSink``). ``options`` are the ``mappedbus`` sink's (``fileSize``,
     ``layout``, ``segmentSize``, ...). Built on the driver: it checks the columns against the layout and
     creates the bus if it does not exist."""
     jvm = df.sparkSession._jvm
-    return jvm.io.mappedbuspy.spark.BusRealTimeSink(_opts(dict(options, path=path)), df._jdf.schema())
+    return jvm.io.mappedbuspy.spark.write.BusRealTimeSink(_opts(dict(options, path=path)), df._jdf.schema())
 
 
 def start_realtime(df, path, *, batch="1 minute", checkpoint=None, output_mode="update", query_name=None,

@@ -4,6 +4,9 @@ Java:
 
 - the library jar holds ``io.mappedbuspy`` and its messages, never the samples, the benchmark
   drivers or the tools (their own jars, see interop/build.sh);
+- ``io.mappedbuspy`` is the supported API, ``io.mappedbuspy.internal`` the rest (Chronicle's
+  convention): no public or protected signature of the API names an internal type, and the samples
+  (Python and Java) use the API alone;
 - no two public Java classes share a simple name, across every source root.
 
 Python (``mappedbus_py``), by layer, lowest first (``LAYERS``); a module imports modules of its
@@ -61,7 +64,7 @@ def test_library_jar_holds_the_library_only():
     assert "io/mappedbuspy/MappedBusWriter.class" in classes
     assert "io/mappedbuspy/messages/PriceUpdate.class" in classes
     packages = {os.path.dirname(n) for n in classes}
-    assert packages == {"io/mappedbuspy", "io/mappedbuspy/messages"}, sorted(packages)
+    assert packages == {"io/mappedbuspy", "io/mappedbuspy/internal", "io/mappedbuspy/messages"}, sorted(packages)
     for other in ("samples", "perf", "tools"):
         assert not [n for n in classes if f"/{other}/" in n], f"{other} classes in the library jar"
     # ... and each of those is in its own jar.
@@ -73,7 +76,88 @@ def test_library_jar_holds_the_library_only():
 def test_no_library_source_includes_samples_perf_or_tools():
     packages = {p.parent.relative_to(LIBRARY_SOURCES).as_posix()
                 for p in LIBRARY_SOURCES.rglob("*.java")}
-    assert packages == {"io/mappedbuspy", "io/mappedbuspy/messages"}, sorted(packages)
+    assert packages == {"io/mappedbuspy", "io/mappedbuspy/internal", "io/mappedbuspy/messages"}, sorted(packages)
+
+
+API_SOURCES = LIBRARY_SOURCES / "io" / "mappedbuspy"
+INTERNAL_SOURCES = API_SOURCES / "internal"
+_JAVA_NOISE = re.compile(r"//[^\n]*|/\*.*?\*/|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'", re.S)
+_TYPE_HEADER = re.compile(r"\b(?:class|interface|enum|record)\b")
+_ANNOTATION = re.compile(r"^(?:@[\w.]+(?:\([^()]*\))?\s*)*")
+
+
+def _exposed_headers(text):
+    """The public or protected declarations of a Java source that its users see: the headers (up to
+    the ``{`` or ``;``) of its public top-level type, of that type's public or protected members
+    (public or not: a package-private base's public methods are its public subclasses'), and of the
+    members of its public or protected nested types; comments and literals removed."""
+    text = _JAVA_NOISE.sub(" ", text)
+    headers = []
+    exposed = [True]         # per open brace: whether declarations directly inside it are seen
+    start = 0
+    for i, c in enumerate(text):
+        if c not in "{};":
+            continue
+        header = _ANNOTATION.sub("", " ".join(text[start:i].split()))
+        seen = exposed[-1] and re.match(r"(?:public|protected)\b", header) is not None
+        if seen:
+            headers.append(header)
+        if c == "{":
+            # Only a type's body shows its members (not a method's body, an anonymous class or an
+            # initializer): a seen nested type's, and the top-level type's even when package-private
+            # (a reader's package-private base: its public methods are the reader's).
+            is_type = _TYPE_HEADER.search(header.split("(")[0]) is not None
+            exposed.append(is_type and (seen or len(exposed) == 1))
+        elif c == "}" and len(exposed) > 1:
+            exposed.pop()
+        start = i + 1
+    return headers
+
+
+def internal_types_in_api(api_sources, internal_names):
+    """``["File.java: header", ...]``: the API's exposed declarations that name an internal type."""
+    found = []
+    for path in api_sources:
+        for header in _exposed_headers(path.read_text()):
+            named = set(re.findall(r"\b[A-Z]\w*", header)) & internal_names
+            if named:
+                found.append(f"{path.name}: {header} (names {', '.join(sorted(named))})")
+    return found
+
+
+def test_the_api_never_names_an_internal_type():
+    """A type in a public or protected signature of ``io.mappedbuspy`` (a parameter, a result, a
+    thrown exception, a field, a supertype) is API itself: what users must name is supported."""
+    internal = {p.stem for p in INTERNAL_SOURCES.glob("*.java")} - {"package-info"}
+    assert {"MemoryMappedFile", "WakeFile", "RollingDir", "BusMeta", "Liveness"} <= internal
+    api = sorted(API_SOURCES.glob("*.java"))
+    assert {"MappedBusWriter.java", "RollingBusReader.java", "GroupReader.java"} <= {p.name for p in api}
+    # Package-private bases count too: their public methods are the readers'.
+    found = internal_types_in_api(api, internal)
+    assert not found, "the API names internal types (make the type API or keep it out of the signature):\n" \
+        + "\n".join(found)
+
+
+def test_the_api_check_finds_an_internal_type(tmp_path):
+    src = tmp_path / "Api.java"
+    src.write_text("package io.mappedbuspy;\n/** A {@link Hidden}. */\npublic final class Api {\n"
+                   "    private Hidden ok;\n    void fine(Hidden h) { Runnable r = new Runnable() {\n"
+                   "        public void run() { Hidden x = null; } }; }\n"
+                   "    public static final class Nested {\n        public Hidden leak() { return null; }\n    }\n"
+                   "    public long size(String s) throws java.io.IOException { return 0; }\n"
+                   "    public Api(Hidden h) { }\n}\n")
+    found = internal_types_in_api([src], {"Hidden"})
+    assert [f.split(": ", 1)[1] for f in found] == ["public Hidden leak() (names Hidden)",
+                                                  "public Api(Hidden h) (names Hidden)"], found
+
+
+def test_the_samples_use_the_api_only():
+    """The samples show how to use the bus: through ``io.mappedbuspy`` (Java) and ``mappedbus_py``'s
+    public names (Python), never ``io.mappedbuspy.internal``."""
+    sources = [*sorted((ROOT / "samples").rglob("*.py")), *sorted((JAVA_ROOTS / "samples").rglob("*.java"))]
+    assert len(sources) > 8, "found too few samples"
+    using = [str(p.relative_to(ROOT)) for p in sources if "io.mappedbuspy.internal" in p.read_text()]
+    assert not using, f"samples using io.mappedbuspy.internal: {using}"
 
 
 PUBLIC_TYPE = re.compile(r"^public\s+(?:(?:final|abstract|sealed|non-sealed|static)\s+)*"

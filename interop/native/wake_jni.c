@@ -1,5 +1,5 @@
 /* The system calls the JDK lacks: those of the wake file's protocol, and posix_fallocate and madvise for a
- * rolling writer's next segment (io.mappedbuspy.DiskSpace). The Java port (io.mappedbuspy.WakeFile) runs
+ * rolling writer's next segment (io.mappedbuspy.internal.DiskSpace). The Java port (io.mappedbuspy.internal.WakeFile) runs
  * the protocol of mappedbus_py/_core/_wake.h itself, in Java: every load, store and read-modify-write of the
  * mapped file goes through the JVM's Unsafe, whose fault on a page past the end of a file truncated
  * under the mapping is an InternalError. Nothing here reads or writes the mapping (but the work groups'
@@ -38,7 +38,7 @@ typedef void JNIEnv;
 
 /* FUTEX_WAIT on the futex word of the file mapped at w while it holds v, at most ns: wake_wait_raw.
  * WakeFile checks `armed` first (wake_wait). */
-JNIEXPORT void JNICALL Java_io_mappedbuspy_WakeFile_nFutexWait(JNIEnv *env, jclass cls, jlong w, jint v,
+JNIEXPORT void JNICALL Java_io_mappedbuspy_internal_WakeFile_nFutexWait(JNIEnv *env, jclass cls, jlong w, jint v,
                                                                jlong ns) {
     (void)env; (void)cls;
     wake_wait_raw(BASE(w), (uint32_t)v, ns);
@@ -46,7 +46,7 @@ JNIEXPORT void JNICALL Java_io_mappedbuspy_WakeFile_nFutexWait(JNIEnv *env, jcla
 
 /* FUTEX_WAKE of every waiter on the futex word of the file mapped at w (the system call of wake_bump;
  * WakeFile moves the word first): how many the kernel woke, 0 on an error. */
-JNIEXPORT jint JNICALL Java_io_mappedbuspy_WakeFile_nFutexWake(JNIEnv *env, jclass cls, jlong w) {
+JNIEXPORT jint JNICALL Java_io_mappedbuspy_internal_WakeFile_nFutexWake(JNIEnv *env, jclass cls, jlong w) {
     (void)env; (void)cls;
     long n = syscall(SYS_futex, (uint32_t *)(BASE(w) + WAKE_SEQ_OFFSET), FUTEX_WAKE, INT_MAX,
                      NULL, NULL, 0);
@@ -55,7 +55,7 @@ JNIEXPORT jint JNICALL Java_io_mappedbuspy_WakeFile_nFutexWake(JNIEnv *env, jcla
 
 /* posix_fallocate of bytes [from, from + len) of the file open as fd (DiskSpace.preallocate: Java has no
  * fallocate; the descriptor is a FileChannel's): 0, or the error number. Nothing here touches a mapping. */
-JNIEXPORT jint JNICALL Java_io_mappedbuspy_DiskSpace_nFallocate(JNIEnv *env, jclass cls, jint fd, jlong from,
+JNIEXPORT jint JNICALL Java_io_mappedbuspy_internal_DiskSpace_nFallocate(JNIEnv *env, jclass cls, jint fd, jlong from,
                                                                 jlong len) {
     (void)env; (void)cls;
     return posix_fallocate(fd, (off_t)from, (off_t)len);
@@ -73,7 +73,7 @@ JNIEXPORT jint JNICALL Java_io_mappedbuspy_DiskSpace_nFallocate(JNIEnv *env, jcl
  * mapping the caller holds (DiskSpace.populate: a writer mapping the pages ahead of its records): 0, or the
  * error number. The kernel maps the pages without touching them from here; on a page past the end of a
  * truncated file it fails with EFAULT rather than raising SIGBUS, and an old kernel says EINVAL. */
-JNIEXPORT jint JNICALL Java_io_mappedbuspy_DiskSpace_nPopulate(JNIEnv *env, jclass cls, jlong address, jlong len,
+JNIEXPORT jint JNICALL Java_io_mappedbuspy_internal_DiskSpace_nPopulate(JNIEnv *env, jclass cls, jlong address, jlong len,
                                                                jboolean write) {
     (void)env; (void)cls;
     int advice = write ? MADV_POPULATE_WRITE : MADV_POPULATE_READ;
@@ -84,7 +84,7 @@ JNIEXPORT jint JNICALL Java_io_mappedbuspy_DiskSpace_nPopulate(JNIEnv *env, jcla
  * test checks Layout.java, whose offsets the Java protocol uses, against the _wake.h the Python side
  * runs and the futex calls above take WAKE_SEQ_OFFSET from (as _wake.pyx's C_CONSTANTS does for
  * Python). */
-JNIEXPORT jlong JNICALL Java_io_mappedbuspy_WakeFile_nConstant(JNIEnv *env, jclass cls, jint i) {
+JNIEXPORT jlong JNICALL Java_io_mappedbuspy_internal_WakeFile_nConstant(JNIEnv *env, jclass cls, jint i) {
     (void)env; (void)cls;
     static const jlong c[] = {
         WAKE_FILE_SIZE, WAKE_MAGIC, WAKE_VERSION, WAKE_MAGIC_OFFSET, WAKE_VERSION_OFFSET,
@@ -98,22 +98,22 @@ JNIEXPORT jlong JNICALL Java_io_mappedbuspy_WakeFile_nConstant(JNIEnv *env, jcla
 /* Liveness (mappedbus_py/_core/_liveness.h; docs/design/side-files.md): an OFD write lock on one byte of a side
  * file, through the descriptor of a FileChannel the holder opened itself (UnsafeAccess.descriptor). Each
  * returns _liveness.h's codes: LIVE_TAKEN/LIVE_BUSY, LIVE_DEAD/LIVE_ALIVE, or LIVE_ERROR. */
-JNIEXPORT jint JNICALL Java_io_mappedbuspy_Liveness_nHold(JNIEnv *env, jclass cls, jint fd, jlong byte) {
+JNIEXPORT jint JNICALL Java_io_mappedbuspy_internal_Liveness_nHold(JNIEnv *env, jclass cls, jint fd, jlong byte) {
     (void)env; (void)cls;
     return live_hold(fd, byte);
 }
 
-JNIEXPORT jint JNICALL Java_io_mappedbuspy_Liveness_nRelease(JNIEnv *env, jclass cls, jint fd, jlong byte) {
+JNIEXPORT jint JNICALL Java_io_mappedbuspy_internal_Liveness_nRelease(JNIEnv *env, jclass cls, jint fd, jlong byte) {
     (void)env; (void)cls;
     return live_release(fd, byte);
 }
 
-JNIEXPORT jint JNICALL Java_io_mappedbuspy_Liveness_nProbe(JNIEnv *env, jclass cls, jint fd, jlong byte) {
+JNIEXPORT jint JNICALL Java_io_mappedbuspy_internal_Liveness_nProbe(JNIEnv *env, jclass cls, jint fd, jlong byte) {
     (void)env; (void)cls;
     return live_probe(fd, byte);
 }
 
-/* Work groups (mappedbus_py/groups/_group.h; docs/groups.md, "Java members"): io.mappedbuspy.GroupProtocol
+/* Work groups (mappedbus_py/groups/_group.h; docs/groups.md, "Java members"): io.mappedbuspy.internal.GroupProtocol
  * runs the protocol through these, so that Python and Java members share one implementation of it. Unlike
  * the functions above, these read and write the group file's mapping from native code: `b` is the address
  * of a mapping of the whole group file (GroupReader's MemoryMappedFile, `size` bytes). Each first checks the
@@ -136,14 +136,14 @@ static int group_file_short(jint fd, jlong size) {
 
 #define GROUP_CHECK(fd, size) do { if (group_file_short(fd, size)) return GROUP_TRUNCATED; } while (0)
 
-JNIEXPORT jlong JNICALL Java_io_mappedbuspy_GroupProtocol_nNextNew(JNIEnv *env, jclass cls, jlong b, jint fd,
+JNIEXPORT jlong JNICALL Java_io_mappedbuspy_internal_GroupProtocol_nNextNew(JNIEnv *env, jclass cls, jlong b, jint fd,
                                                                    jlong size, jlong window, jint shift) {
     (void)env; (void)cls;
     GROUP_CHECK(fd, size);
     return group_next_new(BASE(b), window, shift);
 }
 
-JNIEXPORT jlong JNICALL Java_io_mappedbuspy_GroupProtocol_nTakeNew(JNIEnv *env, jclass cls, jlong b, jint fd,
+JNIEXPORT jlong JNICALL Java_io_mappedbuspy_internal_GroupProtocol_nTakeNew(JNIEnv *env, jclass cls, jlong b, jint fd,
                                                                    jlong size, jlong window, jint shift, jlong g,
                                                                    jint owner, jlong lease, jlong position) {
     (void)env; (void)cls;
@@ -151,7 +151,7 @@ JNIEXPORT jlong JNICALL Java_io_mappedbuspy_GroupProtocol_nTakeNew(JNIEnv *env, 
     return group_take_new(BASE(b), window, shift, g, owner, lease, position);
 }
 
-JNIEXPORT jlong JNICALL Java_io_mappedbuspy_GroupProtocol_nSkip(JNIEnv *env, jclass cls, jlong b, jint fd,
+JNIEXPORT jlong JNICALL Java_io_mappedbuspy_internal_GroupProtocol_nSkip(JNIEnv *env, jclass cls, jlong b, jint fd,
                                                                 jlong size, jlong window, jint shift, jlong g) {
     (void)env; (void)cls;
     GROUP_CHECK(fd, size);
@@ -159,14 +159,14 @@ JNIEXPORT jlong JNICALL Java_io_mappedbuspy_GroupProtocol_nSkip(JNIEnv *env, jcl
     return 0;
 }
 
-JNIEXPORT jlong JNICALL Java_io_mappedbuspy_GroupProtocol_nAdvance(JNIEnv *env, jclass cls, jlong b, jint fd,
+JNIEXPORT jlong JNICALL Java_io_mappedbuspy_internal_GroupProtocol_nAdvance(JNIEnv *env, jclass cls, jlong b, jint fd,
                                                                    jlong size, jlong window, jint shift) {
     (void)env; (void)cls;
     GROUP_CHECK(fd, size);
     return group_advance(BASE(b), window, shift);
 }
 
-JNIEXPORT jlong JNICALL Java_io_mappedbuspy_GroupProtocol_nFinish(JNIEnv *env, jclass cls, jlong b, jint fd,
+JNIEXPORT jlong JNICALL Java_io_mappedbuspy_internal_GroupProtocol_nFinish(JNIEnv *env, jclass cls, jlong b, jint fd,
                                                                   jlong size, jlong window, jlong g, jlong acquired,
                                                                   jint state) {
     (void)env; (void)cls;
@@ -176,7 +176,7 @@ JNIEXPORT jlong JNICALL Java_io_mappedbuspy_GroupProtocol_nFinish(JNIEnv *env, j
 
 /* An ack: group_finish to ACKED, then (if it was still this delivery) group_advance, under one length check:
  * 1 or 0 as group_finish. */
-JNIEXPORT jlong JNICALL Java_io_mappedbuspy_GroupProtocol_nAck(JNIEnv *env, jclass cls, jlong b, jint fd, jlong size,
+JNIEXPORT jlong JNICALL Java_io_mappedbuspy_internal_GroupProtocol_nAck(JNIEnv *env, jclass cls, jlong b, jint fd, jlong size,
                                                                jlong window, jint shift, jlong g, jlong acquired) {
     int ok;
     (void)env; (void)cls;
@@ -187,7 +187,7 @@ JNIEXPORT jlong JNICALL Java_io_mappedbuspy_GroupProtocol_nAck(JNIEnv *env, jcla
     return ok;
 }
 
-JNIEXPORT jlong JNICALL Java_io_mappedbuspy_GroupProtocol_nRedeliver(JNIEnv *env, jclass cls, jlong b, jint fd,
+JNIEXPORT jlong JNICALL Java_io_mappedbuspy_internal_GroupProtocol_nRedeliver(JNIEnv *env, jclass cls, jlong b, jint fd,
                                                                      jlong size, jlong window, jlong g, jlong seen,
                                                                      jint owner, jlong lease) {
     (void)env; (void)cls;
@@ -198,7 +198,7 @@ JNIEXPORT jlong JNICALL Java_io_mappedbuspy_GroupProtocol_nRedeliver(JNIEnv *env
 /* group_find_redelivery: g, or GROUP_NONE; the word seen is stored at `seen`, an 8-byte native buffer of
  * the caller's (GroupProtocol's, not the mapping). `fd` is also the descriptor other members are probed
  * through (the member's own: its own lock never conflicts with itself). */
-JNIEXPORT jlong JNICALL Java_io_mappedbuspy_GroupProtocol_nFindRedelivery(JNIEnv *env, jclass cls, jlong b, jint fd,
+JNIEXPORT jlong JNICALL Java_io_mappedbuspy_internal_GroupProtocol_nFindRedelivery(JNIEnv *env, jclass cls, jlong b, jint fd,
                                                                           jlong size, jlong window, jint shift,
                                                                           jlong now, jint me, jlong seen) {
     (void)env; (void)cls;
@@ -206,7 +206,7 @@ JNIEXPORT jlong JNICALL Java_io_mappedbuspy_GroupProtocol_nFindRedelivery(JNIEnv
     return group_find_redelivery(BASE(b), window, shift, now, me, fd, (int64_t *)(intptr_t)seen);
 }
 
-JNIEXPORT jlong JNICALL Java_io_mappedbuspy_GroupProtocol_nReleaseOwner(JNIEnv *env, jclass cls, jlong b, jint fd,
+JNIEXPORT jlong JNICALL Java_io_mappedbuspy_internal_GroupProtocol_nReleaseOwner(JNIEnv *env, jclass cls, jlong b, jint fd,
                                                                         jlong size, jlong window, jint shift,
                                                                         jint owner) {
     (void)env; (void)cls;
@@ -215,7 +215,7 @@ JNIEXPORT jlong JNICALL Java_io_mappedbuspy_GroupProtocol_nReleaseOwner(JNIEnv *
 }
 
 /* _group.h's constants as compiled, in the order GroupProtocol.expectedConstants() lists them. */
-JNIEXPORT jlong JNICALL Java_io_mappedbuspy_GroupProtocol_nConstant(JNIEnv *env, jclass cls, jint i) {
+JNIEXPORT jlong JNICALL Java_io_mappedbuspy_internal_GroupProtocol_nConstant(JNIEnv *env, jclass cls, jint i) {
     (void)env; (void)cls;
     static const jlong c[] = {
         GROUP_START_OFFSET, GROUP_END_OFFSET, GROUP_HINT_OFFSET, GROUP_MEMBERS_OFFSET, GROUP_MEMBER_SIZE,

@@ -166,7 +166,7 @@ def test_jpype_jvm_loads_the_wake_library(java):
     """A JVM started in-process (JPype) by jvm.start_jvm is told where the library is."""
     pytest.importorskip("jpype")
     code = ("from mappedbus_py import jvm; jpype = jvm.start_jvm(); "
-            "W = jpype.JClass('io.mappedbuspy.WakeFile'); "
+            "W = jpype.JClass('io.mappedbuspy.internal.WakeFile'); "
             "print(bool(W.nativeLoaded()), W.nativeLibrary())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
@@ -174,7 +174,7 @@ def test_jpype_jvm_loads_the_wake_library(java):
 
 
 def test_a_java_parker_killed_and_not_reaped_is_not_counted_and_is_reclaimed(java, bus):
-    # the Java parker holds its slot by an OFD lock (io.mappedbuspy.Liveness), as Python's do:
+    # the Java parker holds its slot by an OFD lock (io.mappedbuspy.internal.Liveness), as Python's do:
     # dead once killed, a zombie included
     from mappedbus_py.tools.metrics import parked_readers
     MappedBusWriter(bus, FILE_SIZE, RECORD_SIZE).open().close()

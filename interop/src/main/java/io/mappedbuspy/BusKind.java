@@ -19,12 +19,13 @@ public enum BusKind {
     }
 
     /**
-     * The kind a metadata value names.
+     * The kind a metadata value names. Internal: not a supported API (public for io.mappedbuspy.internal's
+     * metadata reader).
      *
      * @param text "single" or "rolling"
      * @return the kind, or null for another value (the caller names the file in its error)
      */
-    static BusKind ofText(String text) {
+    public static BusKind ofText(String text) {
         for (BusKind k : values()) {
             if (k.text.equals(text)) {
                 return k;

@@ -16,6 +16,12 @@ import java.util.EnumSet;
 import java.util.List;
 import java.util.NoSuchElementException;
 import java.util.Set;
+import io.mappedbuspy.internal.BusMeta;
+import io.mappedbuspy.internal.ConsumerEntry;
+import io.mappedbuspy.internal.ConsumerHold;
+import io.mappedbuspy.internal.ConsumerRegistry;
+import io.mappedbuspy.internal.RollingDir;
+import io.mappedbuspy.internal.RollingLayout;
 
 /**
  * Named consumers of a bus (docs/files-and-rolling.md, "Consumers: the registry file"): who reads it, where, and how

@@ -1,5 +1,8 @@
 package io.mappedbuspy;
 
+import io.mappedbuspy.internal.ConsumerEntry;
+import io.mappedbuspy.internal.ConsumerHold;
+
 /**
  * What both bus readers ({@link MappedBusReader}, {@link RollingBusReader}) share about being a named consumer: the
  * name and first start given before {@code open()}, the hold on the registry beside the bus once open

@@ -20,6 +20,14 @@ import java.util.OptionalInt;
 import java.util.OptionalLong;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.LockSupport;
+import io.mappedbuspy.internal.BusFiles;
+import io.mappedbuspy.internal.GroupProtocol;
+import io.mappedbuspy.internal.Liveness;
+import io.mappedbuspy.internal.MemoryMappedFile;
+import io.mappedbuspy.internal.RollingDir;
+import io.mappedbuspy.internal.RollingLayout;
+import io.mappedbuspy.internal.UnsafeAccess;
+import io.mappedbuspy.internal.WakeFile;
 
 /**
  * A member of a work group of a bus, in a JVM: each record of the bus from the group's start goes to one member at a

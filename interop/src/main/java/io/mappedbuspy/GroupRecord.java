@@ -1,5 +1,7 @@
 package io.mappedbuspy;
 
+import io.mappedbuspy.internal.GroupProtocol;
+
 /**
  * A record delivered to a work-group member ({@link GroupReader#current()}): its bus position and delivery count,
  * and the delivery it stands for, which {@link GroupReader#ack(GroupRecord)}, {@link GroupReader#release(GroupRecord)}

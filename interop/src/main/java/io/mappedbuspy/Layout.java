@@ -1,5 +1,10 @@
 package io.mappedbuspy;
 
+import io.mappedbuspy.internal.ConsumerRegistry;
+import io.mappedbuspy.internal.Liveness;
+import io.mappedbuspy.internal.WakeFile;
+import io.mappedbuspy.internal.WritersFile;
+
 /**
  * The Mappedbus 0.5.1 wire layout, written once for the JVM side.
  *

@@ -1,5 +1,7 @@
 package io.mappedbuspy;
 
+import io.mappedbuspy.internal.MemoryMappedFile;
+
 /**
  * A message with a fixed layout inside a record's payload. {@code pos} is the file offset of the payload.
  */

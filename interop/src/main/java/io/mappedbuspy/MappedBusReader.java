@@ -4,6 +4,10 @@ import java.io.EOFException;
 import java.io.IOException;
 import java.nio.file.NoSuchFileException;
 import java.util.Objects;
+import io.mappedbuspy.internal.BusMeta;
+import io.mappedbuspy.internal.BusOpen;
+import io.mappedbuspy.internal.MemoryMappedFile;
+import io.mappedbuspy.internal.WakeFile;
 
 /**
  * Reads the records of a bus file in allocation order, from the first record on.

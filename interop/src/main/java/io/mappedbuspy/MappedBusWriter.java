@@ -4,6 +4,13 @@ import java.io.EOFException;
 import java.io.IOException;
 import java.util.Objects;
 import java.util.function.BooleanSupplier;
+import io.mappedbuspy.internal.BusMeta;
+import io.mappedbuspy.internal.BusOpen;
+import io.mappedbuspy.internal.DiskSpace;
+import io.mappedbuspy.internal.FileWatch;
+import io.mappedbuspy.internal.MemoryMappedFile;
+import io.mappedbuspy.internal.WakeFile;
+import io.mappedbuspy.internal.WritersFile;
 
 /**
  * Appends records to a bus file. Any number of writers (in any processes) may share a file; each record
@@ -93,7 +100,8 @@ public final class MappedBusWriter implements AutoCloseable {
         this.maxLength = Layout.frameMaxLength(fileSize, recordSize);
     }
 
-    static void checkSizes(long fileSize, int recordSize) {
+    /** Refuses sizes no bus can have. Internal: not a supported API (public for io.mappedbuspy.internal). */
+    public static void checkSizes(long fileSize, int recordSize) {
         if (recordSize <= 0 || recordSize > Integer.MAX_VALUE - Layout.HEADER_SIZE) {
             throw new IllegalArgumentException("recordSize must be in 1.."
                     + (Integer.MAX_VALUE - Layout.HEADER_SIZE) + ", got " + recordSize);
@@ -105,7 +113,8 @@ public final class MappedBusWriter implements AutoCloseable {
         }
     }
 
-    static void checkLimit(long limit, int recordSize, String path) throws CorruptBusException {
+    /** Refuses a limit off a record boundary. Internal: not a supported API (public for io.mappedbuspy.internal). */
+    public static void checkLimit(long limit, int recordSize, String path) throws CorruptBusException {
         if (limit != 0 && !Layout.isRecordBoundary(limit, recordSize)) {
             throw new CorruptBusException("limit " + limit + " in " + path
                     + " is not on a record boundary for recordSize " + recordSize

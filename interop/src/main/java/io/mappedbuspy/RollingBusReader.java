@@ -4,6 +4,9 @@ import java.io.EOFException;
 import java.io.IOException;
 import java.nio.file.NoSuchFileException;
 import java.util.Objects;
+import io.mappedbuspy.internal.BusMeta;
+import io.mappedbuspy.internal.RollingDir;
+import io.mappedbuspy.internal.WakeFile;
 
 /**
  * Reads a rolling bus (docs/files-and-rolling.md, "Rolling bus") in its one total order: every record of

@@ -3,6 +3,13 @@ package io.mappedbuspy;
 import java.io.EOFException;
 import java.io.IOException;
 import java.util.Objects;
+import io.mappedbuspy.internal.BusMeta;
+import io.mappedbuspy.internal.ConsumerRetention;
+import io.mappedbuspy.internal.MemoryMappedFile;
+import io.mappedbuspy.internal.RollingDir;
+import io.mappedbuspy.internal.RollingLayout;
+import io.mappedbuspy.internal.WakeFile;
+import io.mappedbuspy.internal.WritersFile;
 
 /**
  * Appends records to a rolling bus: a directory of numbered segments, each a complete Mappedbus 0.5.1
@@ -501,8 +508,8 @@ public final class RollingBusWriter implements AutoCloseable {
      * Reserves up to {@code n} contiguous record slots in one segment for a caller that fills and commits
      * them itself (the Spark connector's exactly-once writes): all {@code n} if they fit in the current
      * segment, else the slots left in it, moving to the next segment first when none is left. The slots
-     * are the caller's alone and stay uncommitted until it commits (or rolls back) each of them, through
-     * {@link #mapSegment}; readers wait on them up to their timeout.
+     * are the caller's alone and stay uncommitted until it commits (or rolls back) each of them, through its own
+     * mapping of the segment; readers wait on them up to their timeout.
      *
      * @param n slots wanted, at least 1
      * @return the global position of the first slot and the slots reserved (1..n)
@@ -528,24 +535,6 @@ public final class RollingBusWriter implements AutoCloseable {
             }
             roll();
         }
-    }
-
-    /**
-     * Maps segment {@code index} of this bus for reading and writing, never creating it.
-     *
-     * @param index the segment
-     * @return its mapping, of {@link #segmentSize()} bytes; the caller closes it
-     * @throws java.nio.file.NoSuchFileException if the segment does not exist (never made, or removed by retention)
-     * @throws IOException                       if it cannot be opened or is not to be trusted
-     */
-    public MemoryMappedFile mapSegment(long index) throws IOException {
-        if (bus == null) {
-            throw new IllegalStateException("rolling writer for " + dir + " is not open");
-        }
-        MemoryMappedFile.OpenOptions o = new MemoryMappedFile.OpenOptions();
-        o.exclusive = true;
-        o.allowForeign = allowForeign;
-        return MemoryMappedFile.open(bus.segmentPath(index).toString(), segmentSize, o);
     }
 
     // Once every `every` writes: deferred work, then, past the middle of the segment, the spare.

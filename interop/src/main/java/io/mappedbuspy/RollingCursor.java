@@ -4,6 +4,9 @@ import java.io.EOFException;
 import java.io.IOException;
 import java.nio.file.NoSuchFileException;
 import java.util.function.Consumer;
+import io.mappedbuspy.internal.ConsumerHold;
+import io.mappedbuspy.internal.RollingDir;
+import io.mappedbuspy.internal.RollingLayout;
 
 /**
  * Where a {@link RollingBusReader} is in its bus: the segment it reads (through a {@link MappedBusReader}) or waits

@@ -14,6 +14,11 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.FutureTask;
+import io.mappedbuspy.internal.ConsumerRetention;
+import io.mappedbuspy.internal.MemoryMappedFile;
+import io.mappedbuspy.internal.RollingDir;
+import io.mappedbuspy.internal.WakeFile;
+import io.mappedbuspy.internal.WritersFile;
 
 /**
  * The segments of a {@link RollingBusWriter} and its moves between them (docs/files-and-rolling.md, "Rolling bus":

@@ -3,6 +3,10 @@ package io.mappedbuspy;
 import java.io.EOFException;
 import java.io.IOException;
 import java.nio.file.Path;
+import io.mappedbuspy.internal.ConsumerHold;
+import io.mappedbuspy.internal.Liveness;
+import io.mappedbuspy.internal.MemoryMappedFile;
+import io.mappedbuspy.internal.WritersFile;
 
 /**
  * A reader's walk over the slots of one bus file in allocation order ({@link MappedBusReader}'s {@code next}): the

@@ -3,6 +3,8 @@ package io.mappedbuspy;
 import java.io.EOFException;
 import java.io.IOException;
 import java.util.concurrent.TimeUnit;
+import io.mappedbuspy.internal.Waiter;
+import io.mappedbuspy.internal.WakeFile;
 
 /**
  * What both bus readers ({@link MappedBusReader}, {@link RollingBusReader}) share about waiting for a record:

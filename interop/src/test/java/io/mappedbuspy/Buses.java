@@ -5,6 +5,7 @@ import java.nio.file.Files;
 import java.nio.file.Paths;
 
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import io.mappedbuspy.internal.MemoryMappedFile;
 
 /** Helpers shared by the tests. */
 final class Buses {

@@ -8,6 +8,7 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.Path;
+import io.mappedbuspy.internal.BusMeta;
 
 /**
  * The other process of ConsumersTest and tests/jvm/test_consumers_java.py: a named consumer in another JVM. The bus is a

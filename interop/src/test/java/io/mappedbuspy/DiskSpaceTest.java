@@ -13,6 +13,10 @@ import org.junit.jupiter.api.Test;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import io.mappedbuspy.internal.BusMeta;
+import io.mappedbuspy.internal.DiskSpace;
+import io.mappedbuspy.internal.MemoryMappedFile;
+import io.mappedbuspy.internal.WakeLibrary;
 
 /** Preallocation through the JNI library's posix_fallocate, on the channel's own descriptor. */
 public final class DiskSpaceTest {

@@ -20,6 +20,8 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import io.mappedbuspy.internal.BusMeta;
+import io.mappedbuspy.internal.MemoryMappedFile;
 
 /** Opening a bus file safely (docs/files-and-rolling.md): what the Java reader and writer refuse. */
 public class FileSafetyTest {

@@ -22,6 +22,7 @@ import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import io.mappedbuspy.internal.MemoryMappedFile;
 
 /** Files written by the Java original (tests/data/golden) read exactly as manifest.json says. */
 public final class GoldenTest {

@@ -22,6 +22,8 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import io.mappedbuspy.internal.GroupProtocol;
+import io.mappedbuspy.internal.WakeLibrary;
 
 /**
  * The Java work-group member (issue 35) in one JVM: distinct records to distinct members, ack once, release and lease

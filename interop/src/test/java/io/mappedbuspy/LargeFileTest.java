@@ -17,6 +17,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import io.mappedbuspy.internal.MemoryMappedFile;
 
 /** A sparse 2.5 GiB bus: records across the 1 GiB and 2 GiB mapping-window boundaries and at the very end. */
 public final class LargeFileTest {

@@ -18,6 +18,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import io.mappedbuspy.internal.MemoryMappedFile;
 
 /** Bounds checks, misaligned statuses and read-only mappings. */
 public final class MemoryMappedFileTest {

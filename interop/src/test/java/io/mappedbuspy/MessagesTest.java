@@ -11,6 +11,7 @@ import org.junit.jupiter.api.io.TempDir;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import io.mappedbuspy.internal.MemoryMappedFile;
 
 /** The sample messages. */
 public final class MessagesTest {

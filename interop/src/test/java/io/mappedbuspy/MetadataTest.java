@@ -16,6 +16,7 @@ import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import io.mappedbuspy.internal.BusMeta;
 
 /** A single-file bus's metadata (PATH.meta): sizes on record, checked by everyone; an id per bus. */
 public class MetadataTest {

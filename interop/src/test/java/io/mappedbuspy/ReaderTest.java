@@ -18,6 +18,8 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import io.mappedbuspy.internal.Liveness;
+import io.mappedbuspy.internal.MemoryMappedFile;
 
 /** The reader's protocol: delivery, rollback, corruption checks, seeking and state. */
 public final class ReaderTest {

@@ -8,6 +8,7 @@ import org.junit.jupiter.api.io.TempDir;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import io.mappedbuspy.internal.MemoryMappedFile;
 
 /**
  * {@link MappedBusWriter#reserve}: the one fetch-and-add of many slots, which the rolling writer's reserve and the

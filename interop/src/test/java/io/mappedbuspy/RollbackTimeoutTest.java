@@ -14,6 +14,8 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import io.mappedbuspy.internal.BusMeta;
+import io.mappedbuspy.internal.MemoryMappedFile;
 
 /**
  * The rollback timeout has a floor ({@link Layout#MIN_ROLLBACK_TIMEOUT_MS}, the same in Python): a shorter

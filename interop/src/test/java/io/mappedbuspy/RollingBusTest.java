@@ -30,6 +30,9 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTimeoutPreemptively;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
+import io.mappedbuspy.internal.BusMeta;
+import io.mappedbuspy.internal.MemoryMappedFile;
+import io.mappedbuspy.internal.RollingDir;
 
 /** The rolling bus: rolling, following, retention, gaps, identity and size checks. */
 public final class RollingBusTest {

@@ -16,6 +16,8 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import io.mappedbuspy.internal.BusMeta;
+import io.mappedbuspy.internal.MemoryMappedFile;
 
 /**
  * Issue 26, one rule everywhere: sizes left out come from the bus's metadata ({@code PATH.meta},

@@ -22,6 +22,7 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
+import io.mappedbuspy.internal.MemoryMappedFile;
 
 /**
  * Record statuses over generated cases (each a seed, see {@link Seeds}), at every record size 1..64, so

@@ -25,6 +25,11 @@ import org.junit.jupiter.api.TestFactory;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import io.mappedbuspy.internal.BusMeta;
+import io.mappedbuspy.internal.ConsumerEntry;
+import io.mappedbuspy.internal.ConsumerRetention;
+import io.mappedbuspy.internal.Liveness;
+import io.mappedbuspy.internal.RollingLayout;
 
 /**
  * The language-neutral vectors of {@code tests/vectors/rolling.json}, run against the JVM side's pure functions

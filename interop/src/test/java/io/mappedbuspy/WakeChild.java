@@ -6,6 +6,7 @@ import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
 import java.util.concurrent.TimeUnit;
+import io.mappedbuspy.internal.WakeFile;
 
 /**
  * The Java side of tests/jvm/test_wake_java.py: a reader parked in waitNext that the Python writer must wake, and a writer

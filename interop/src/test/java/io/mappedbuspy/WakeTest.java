@@ -32,6 +32,9 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import io.mappedbuspy.internal.MemoryMappedFile;
+import io.mappedbuspy.internal.Waiter;
+import io.mappedbuspy.internal.WakeFile;
 
 /**
  * Parking readers and waking writers (the wake file, issue 22). Timing is asserted only loosely (a shared 2-core

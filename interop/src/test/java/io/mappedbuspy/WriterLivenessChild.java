@@ -6,6 +6,7 @@ import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
 import java.util.concurrent.TimeUnit;
+import io.mappedbuspy.internal.Liveness;
 
 /**
  * The Java side of tests/jvm/test_writer_liveness_java.py: a writer stopped between its reservation and its commit, and a

@@ -19,6 +19,8 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import io.mappedbuspy.internal.BusMeta;
+import io.mappedbuspy.internal.MemoryMappedFile;
 
 /** The writer's protocol and its argument and state checks. */
 public final class WriterTest {

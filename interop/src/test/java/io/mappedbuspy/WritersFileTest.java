@@ -13,6 +13,10 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import io.mappedbuspy.internal.Liveness;
+import io.mappedbuspy.internal.MemoryMappedFile;
+import io.mappedbuspy.internal.WakeFile;
+import io.mappedbuspy.internal.WritersFile;
 
 /**
  * The writers file (issue 33) in one JVM: a writer's claim is published after each reservation and cleared at close;

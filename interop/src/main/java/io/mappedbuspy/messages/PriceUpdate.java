@@ -1,7 +1,7 @@
 package io.mappedbuspy.messages;
 
 import io.mappedbuspy.MappedBusMessage;
-import io.mappedbuspy.MemoryMappedFile;
+import io.mappedbuspy.internal.MemoryMappedFile;
 
 /** Sample message, type 0: int32 source, price, quantity at payload offsets 0, 4, 8 (12 bytes). */
 public final class PriceUpdate implements MappedBusMessage {

@@ -1,7 +1,7 @@
 package io.mappedbuspy.messages;
 
 import io.mappedbuspy.MappedBusMessage;
-import io.mappedbuspy.MemoryMappedFile;
+import io.mappedbuspy.internal.MemoryMappedFile;
 
 /**
  * A record's whole payload as bytes, whatever its type or length: what a dump, a test or a

@@ -1,7 +1,7 @@
 package io.mappedbuspy.messages;
 
 import io.mappedbuspy.MappedBusMessage;
-import io.mappedbuspy.MemoryMappedFile;
+import io.mappedbuspy.internal.MemoryMappedFile;
 
 /** Sample message, type 0: int32 from, to at payload offsets 0, 4 (8 bytes). */
 public final class Token implements MappedBusMessage {

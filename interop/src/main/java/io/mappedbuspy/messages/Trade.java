@@ -1,7 +1,7 @@
 package io.mappedbuspy.messages;
 
 import io.mappedbuspy.MappedBusMessage;
-import io.mappedbuspy.MemoryMappedFile;
+import io.mappedbuspy.internal.MemoryMappedFile;
 
 /** Sample message, type 2: int64 id at payload offset 0, float64 price at 8, int32 quantity at 16 (20 bytes). */
 public final class Trade implements MappedBusMessage {

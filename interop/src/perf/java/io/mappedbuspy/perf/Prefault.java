@@ -1,6 +1,6 @@
 package io.mappedbuspy.perf;
 
-import io.mappedbuspy.MemoryMappedFile;
+import io.mappedbuspy.internal.MemoryMappedFile;
 
 import java.lang.reflect.Field;
 

@@ -1,7 +1,7 @@
 package io.mappedbuspy.perf;
 
 import io.mappedbuspy.MappedBusMessage;
-import io.mappedbuspy.MemoryMappedFile;
+import io.mappedbuspy.internal.MemoryMappedFile;
 import io.mappedbuspy.RollingBusReader;
 import io.mappedbuspy.RollingBusWriter;
 

@@ -3,7 +3,7 @@ package io.mappedbuspy.perf;
 import io.mappedbuspy.IdleStrategy;
 import io.mappedbuspy.MappedBusReader;
 import io.mappedbuspy.MappedBusWriter;
-import io.mappedbuspy.WakeFile;
+import io.mappedbuspy.internal.WakeFile;
 
 import java.io.IOException;
 import java.nio.ByteBuffer;

@@ -44,7 +44,7 @@ public final class BusOptionsTest {
             new MappedBusWriter(single, 4096, 12).open().close();
             legacy = shared.resolve("legacy-single.bus").toString();
             new MappedBusWriter(legacy, 4096, 12).open().close();
-            Files.delete(io.mappedbuspy.BusMeta.metaPath(legacy));
+            Files.delete(io.mappedbuspy.internal.BusMeta.metaPath(legacy));
             rolling = shared.resolve("rolling").toString();
             new RollingBusWriter(rolling, 4096, 8).open().close();
         }

@@ -4,7 +4,7 @@ import com.google.gson.JsonElement;
 import com.google.gson.JsonObject;
 import com.google.gson.JsonParser;
 import io.mappedbuspy.MappedBusMessage;
-import io.mappedbuspy.MemoryMappedFile;
+import io.mappedbuspy.internal.MemoryMappedFile;
 
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
@@ -28,6 +28,8 @@ import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.vectorized.ColumnarBatch;
+import io.mappedbuspy.spark.read.BusReaderFactory;
+import io.mappedbuspy.spark.read.BusScan;
 
 /**
  * What the connector tests share: options, the golden bus files of {@code tests/data/golden} (written by
@@ -35,13 +37,13 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
  * classes), records with payload bytes given as they are (hex), rows of both readers as text, and seeds
  * for generated cases.
  */
-final class Fixtures {
-    static final HexFormat HEX = HexFormat.of();
+public final class Fixtures {
+    public static final HexFormat HEX = HexFormat.of();
 
     private Fixtures() {
     }
 
-    static BusOptions options(String path, String... kv) {
+    public static BusOptions options(String path, String... kv) {
         Map<String, String> m = new HashMap<>();
         m.put("path", path);
         for (int i = 0; i < kv.length; i += 2) {
@@ -51,7 +53,7 @@ final class Fixtures {
     }
 
     /** The repository root: -Dmappedbuspy.root (interop/test.sh sets it), else found upwards from here. */
-    static Path goldenDir() {
+    public static Path goldenDir() {
         String prop = System.getProperty("mappedbuspy.root");
         if (prop != null) {
             return Paths.get(prop).toAbsolutePath().resolve("tests/data/golden");
@@ -65,7 +67,7 @@ final class Fixtures {
     }
 
     /** A golden file's manifest entry: file_size, record_size, limit, slots [{offset, status, meta, payload_hex}]. */
-    static JsonObject manifest(String name) throws IOException {
+    public static JsonObject manifest(String name) throws IOException {
         String text = new String(Files.readAllBytes(goldenDir().resolve("manifest.json")), StandardCharsets.UTF_8);
         for (JsonElement e : JsonParser.parseString(text).getAsJsonObject().getAsJsonArray("files")) {
             if (e.getAsJsonObject().get("file").getAsString().equals(name)) {
@@ -76,18 +78,18 @@ final class Fixtures {
     }
 
     /** A copy of a golden file in {@code dir} (the originals stay untouched). */
-    static String golden(Path dir, String name) throws IOException {
+    public static String golden(Path dir, String name) throws IOException {
         Path to = dir.resolve(name);
         Files.copy(goldenDir().resolve(name), to);
         return to.toString();
     }
 
     /** A record whose metadata and payload bytes are given as they are. */
-    static final class Raw implements MappedBusMessage {
+    public static final class Raw implements MappedBusMessage {
         final int type;
         final byte[] payload;
 
-        Raw(int type, String hex) {
+        public Raw(int type, String hex) {
             this.type = type;
             this.payload = HEX.parseHex(hex);
         }
@@ -109,7 +111,7 @@ final class Fixtures {
     }
 
     /** A row as "name=value,..." (binary as hex), from the getters Spark itself would use for each type. */
-    static String text(StructType schema, InternalRow row) {
+    public static String text(StructType schema, InternalRow row) {
         StringBuilder s = new StringBuilder();
         StructField[] fields = schema.fields();
         for (int i = 0; i < fields.length; i++) {
@@ -138,7 +140,7 @@ final class Fixtures {
     }
 
     /** Every row of the partitions, read by the row reader ({@code columnar=false}) or the columnar one. */
-    static List<String> read(BusReaderFactory f, InputPartition[] parts, boolean columnar) throws IOException {
+    public static List<String> read(BusReaderFactory f, InputPartition[] parts, boolean columnar) throws IOException {
         List<String> out = new ArrayList<>();
         for (InputPartition p : parts) {
             if (columnar) {
@@ -162,7 +164,7 @@ final class Fixtures {
     }
 
     /** Plans a batch read as the driver does (options must set recordsPerPartition or numPartitions). */
-    static InputPartition[] plan(BusOptions o) {
+    public static InputPartition[] plan(BusOptions o) {
         return new BusScan(o, o.readSchema()).planInputPartitions();
     }
 
@@ -171,7 +173,7 @@ final class Fixtures {
      * one (JAVA_TOOL_OPTIONS=-Dmappedbuspy.seed=... interop/test.sh spark --select-class ...), and
      * {@code -Dmappedbuspy.cases=N} sets how many.
      */
-    static Stream<String> seeds(int n) {
+    public static Stream<String> seeds(int n) {
         String replay = System.getProperty("mappedbuspy.seed");
         if (replay != null && !replay.isBlank()) {
             return Stream.of(String.format("%016x", Long.parseUnsignedLong(replay.trim().replaceFirst("^seed=", ""), 16)));
@@ -181,7 +183,7 @@ final class Fixtures {
                 .map(s -> String.format("%016x", s));
     }
 
-    static SplittableRandom random(String seed) {
+    public static SplittableRandom random(String seed) {
         return new SplittableRandom(Long.parseUnsignedLong(seed, 16));
     }
 }

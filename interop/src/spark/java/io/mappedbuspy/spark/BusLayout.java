@@ -45,10 +45,10 @@ public final class BusLayout implements Serializable {
     /** One field: name, wire type, payload offset and size in bytes. */
     public static final class Field implements Serializable {
         private static final long serialVersionUID = 1L;
-        final String name;
-        final Kind kind;
-        final int offset;
-        final int size;
+        public final String name;
+        public final Kind kind;
+        public final int offset;
+        public final int size;
 
         Field(String name, Kind kind, int offset, int size) {
             this.name = name;

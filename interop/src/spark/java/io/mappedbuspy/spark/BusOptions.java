@@ -1,7 +1,7 @@
 package io.mappedbuspy.spark;
 
 import io.mappedbuspy.Layout;
-import io.mappedbuspy.RollingLayout;
+import io.mappedbuspy.internal.RollingLayout;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
@@ -13,6 +13,8 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import io.mappedbuspy.spark.write.CommitLog;
+import io.mappedbuspy.spark.stream.MultiBusMicroBatchStream;
 
 /**
  * The data source options, parsed and checked once on the driver (names are case-insensitive).
@@ -32,55 +34,55 @@ public final class BusOptions implements Serializable {
     /** Column holding a framed message's topic (a framed bus: docs/design/frames.md). */
     public static final String TOPIC = "topic";
 
-    final String path;
-    final int recordSize;
+    public final String path;
+    public final int recordSize;
     /** Logical file size, or -1 for "the file's length". */
     final long fileSize;
     /** Null for untyped records (position, meta, payload). */
-    final BusLayout layout;
-    final boolean trimPayload;
-    final int timeoutMs;
-    final long recordsPerPartition;
-    final int numPartitions;
-    final String startingPosition;
+    public final BusLayout layout;
+    public final boolean trimPayload;
+    public final int timeoutMs;
+    public final long recordsPerPartition;
+    public final int numPartitions;
+    public final String startingPosition;
     /**
      * Where reads start by time (option {@code startingTime}: the bus's time index, docs/journal.md), Unix ns; null
      * when not given (a Long: options are serialized to executors).
      */
-    final Long startingTimeNs;
+    public final Long startingTimeNs;
     /** Batch reads: "latest" or a position (exclusive end of the read). */
     final String endingPosition;
-    final long maxRecordsPerTrigger;
-    final boolean columnar;
-    final int batchSize;
-    final boolean waitUncommitted;
-    final boolean checkHost;
+    public final long maxRecordsPerTrigger;
+    public final boolean columnar;
+    public final int batchSize;
+    public final boolean waitUncommitted;
+    public final boolean checkHost;
     /** True for a rolling bus: {@code path} is its directory (with a {@code bus.meta}, or to be created). */
     final boolean rolling;
     /** Rolling bus: every segment's logical size (from bus.meta, or the option for a new bus); else -1. */
-    final long segmentSize;
+    public final long segmentSize;
     /** Rolling bus creation: retention (0 = no limit), stored in bus.meta by the first writer. */
-    final long retainSegments;
-    final long retainBytes;
-    final long retainAgeMs;
+    public final long retainSegments;
+    public final long retainBytes;
+    public final long retainAgeMs;
     /** Streaming: fail the query when records it had not read are gone (default, as Kafka's option). */
-    final boolean failOnDataLoss;
+    public final boolean failOnDataLoss;
     /** The options as given (names lower-cased): what an executor re-parses to plan its own host's bus. */
-    final HashMap<String, String> raw;
+    public final HashMap<String, String> raw;
     /**
      * Batch reads: null (the driver plans on its own bus), or the hosts whose buses are read, each by
      * tasks on that host ("*": every executor host).
      */
-    final String[] hosts;
+    public final String[] hosts;
     /**
      * Several buses in one read, batch or stream ({@code path} a comma-separated list, or with glob
      * patterns in its last component): each bus's path, sorted within a pattern; null for one bus. The
      * other fields then describe the first bus (for the schema); each bus is planned with its own
      * options. A stream matches the patterns again at every trigger ({@link MultiBusMicroBatchStream}).
      */
-    String[] buses;
+    public String[] buses;
     /** Writes: null (the default: streaming yes, batch no), or the option's value. */
-    final Boolean exactlyOnce;
+    public final Boolean exactlyOnce;
     /** Streaming: the consumer name given (option {@code consumer}), or null (derived from the checkpoint). */
     final String consumer;
     /** Streaming: whether the query registers as a named consumer of the bus (option {@code registerConsumer}). */
@@ -105,8 +107,8 @@ public final class BusOptions implements Serializable {
         String spec = o.get("layout");
         layout = spec == null || spec.trim().isEmpty() || spec.trim().equalsIgnoreCase("raw")
                 ? null : BusLayout.parse(spec, typeId);
-        io.mappedbuspy.BusMeta rollingMeta = rollingMeta(path);
-        io.mappedbuspy.BusMeta fileMeta = null;
+        io.mappedbuspy.internal.BusMeta rollingMeta = rollingMeta(path);
+        io.mappedbuspy.internal.BusMeta fileMeta = null;
         long segOpt = longOpt(o, "segmentsize", -1, Layout.FIRST_RECORD_OFFSET + 1);
         rolling = rollingMeta != null || segOpt > 0;
         if (rollingMeta != null) {
@@ -246,7 +248,7 @@ public final class BusOptions implements Serializable {
      *
      * @param checkpointLocation what Spark passes to {@code toMicroBatchStream}: {@code ROOT/sources/N}
      */
-    String consumerName(String checkpointLocation) {
+    public String consumerName(String checkpointLocation) {
         if (!registerConsumer) {
             return null;
         }
@@ -275,7 +277,7 @@ public final class BusOptions implements Serializable {
      * Whether a query's consumer goes with the query: a derived name under a checkpoint Spark made for this run
      * only (a {@code temporary-*} directory, deleted when the query stops), which no restart can resume from.
      */
-    boolean ephemeralConsumer(String checkpointLocation) {
+    public boolean ephemeralConsumer(String checkpointLocation) {
         return registerConsumer && consumer == null && checkpointRootName(checkpointLocation).startsWith("temporary-");
     }
 
@@ -336,7 +338,7 @@ public final class BusOptions implements Serializable {
     }
 
     /** Batch reads: the first position to read (startingPosition; earliest is Long.MIN_VALUE). */
-    long batchStart() {
+    public long batchStart() {
         if (startingPosition.equals("earliest")) {
             return Long.MIN_VALUE;
         }
@@ -348,7 +350,7 @@ public final class BusOptions implements Serializable {
     }
 
     /** Batch reads: the position the read ends before (endingPosition; latest is Long.MAX_VALUE). */
-    long batchEnd() {
+    public long batchEnd() {
         return endingPosition.equals("latest") ? Long.MAX_VALUE : Long.parseLong(endingPosition);
     }
 
@@ -381,7 +383,7 @@ public final class BusOptions implements Serializable {
     }
 
     /** The options with another {@code path}: one bus of a multi-bus read. */
-    static Map<String, String> forBus(Map<String, String> options, String bus) {
+    public static Map<String, String> forBus(Map<String, String> options, String bus) {
         Map<String, String> o = new HashMap<>();
         for (Map.Entry<String, String> e : options.entrySet()) {
             if (!e.getKey().equalsIgnoreCase("path")) {
@@ -393,7 +395,7 @@ public final class BusOptions implements Serializable {
     }
 
     /** This bus's own options, in a multi-bus read. */
-    BusOptions forBus(String bus) {
+    public BusOptions forBus(String bus) {
         return new BusOptions(forBus(raw, bus));
     }
 
@@ -402,7 +404,7 @@ public final class BusOptions implements Serializable {
      * {@code * ? [} in an entry's last component match names in its directory, not the files beside
      * a bus, {@link #isSidecar}), else null.
      */
-    static String[] expandBuses(String path) {
+    public static String[] expandBuses(String path) {
         return expandBuses(path, false);
     }
 
@@ -410,7 +412,7 @@ public final class BusOptions implements Serializable {
      * As {@link #expandBuses(String)}; with {@code allowEmpty} (a stream looking for buses again), a
      * pattern that matches nothing now adds nothing instead of failing, and the result may be empty.
      */
-    static String[] expandBuses(String path, boolean allowEmpty) {
+    public static String[] expandBuses(String path, boolean allowEmpty) {
         boolean list = path.contains(",");
         boolean glob = path.contains("*") || path.contains("?") || path.contains("[");
         if (!list && !glob) {
@@ -474,15 +476,15 @@ public final class BusOptions implements Serializable {
      *
      * @throws IllegalArgumentException if it holds a metadata file that is not a rolling bus's or not trusted
      */
-    static io.mappedbuspy.BusMeta rollingMeta(String path) {
+    static io.mappedbuspy.internal.BusMeta rollingMeta(String path) {
         java.nio.file.Path dir = java.nio.file.Path.of(path);
         if (!java.nio.file.Files.isDirectory(dir, java.nio.file.LinkOption.NOFOLLOW_LINKS)) {
             return null;
         }
         java.nio.file.Path metaPath = dir.resolve(Layout.META_FILE);
-        io.mappedbuspy.BusMeta m;
+        io.mappedbuspy.internal.BusMeta m;
         try {
-            m = io.mappedbuspy.BusMeta.read(metaPath, false);
+            m = io.mappedbuspy.internal.BusMeta.read(metaPath, false);
         } catch (java.io.IOException e) {
             throw new IllegalArgumentException("mappedbus: cannot read " + metaPath + ": " + e.getMessage(), e);
         }
@@ -494,7 +496,7 @@ public final class BusOptions implements Serializable {
     }
 
     /** @return the read schema: position, meta, then payload or the layout's fields */
-    StructType readSchema() {
+    public StructType readSchema() {
         List<StructField> cols = new ArrayList<>();
         cols.add(DataTypes.createStructField(POSITION, DataTypes.LongType, false));
         if (frames) {
@@ -525,7 +527,7 @@ public final class BusOptions implements Serializable {
      * @param mustExist whether a missing file without a fileSize option is an error (else -1)
      * @return the size in bytes
      */
-    long resolveFileSize(boolean mustExist) {
+    public long resolveFileSize(boolean mustExist) {
         if (fileSize > 0) {
             return fileSize;
         }
@@ -571,7 +573,7 @@ public final class BusOptions implements Serializable {
     /** The file size recorded by the metadata of a bus this project created, or -1 (none, or not this file's). */
     private long metaFileSize() {
         try {
-            io.mappedbuspy.BusMeta meta = singleMeta(path);
+            io.mappedbuspy.internal.BusMeta meta = singleMeta(path);
             return meta == null ? -1 : meta.fileSize();
         } catch (RuntimeException e) {
             return -1; // unreadable or untrusted metadata: opening the bus reports it
@@ -585,16 +587,16 @@ public final class BusOptions implements Serializable {
      *
      * @throws IllegalArgumentException if the metadata file cannot be read or is not to be trusted
      */
-    static io.mappedbuspy.BusMeta singleMeta(String path) {
+    static io.mappedbuspy.internal.BusMeta singleMeta(String path) {
         java.nio.file.Path p = java.nio.file.Path.of(path);
         if (!java.nio.file.Files.isRegularFile(p, java.nio.file.LinkOption.NOFOLLOW_LINKS)) {
             return null;
         }
-        java.nio.file.Path metaPath = io.mappedbuspy.BusMeta.metaPath(path);
-        io.mappedbuspy.BusMeta m;
+        java.nio.file.Path metaPath = io.mappedbuspy.internal.BusMeta.metaPath(path);
+        io.mappedbuspy.internal.BusMeta m;
         Object ino;
         try {
-            m = io.mappedbuspy.BusMeta.read(metaPath, false);
+            m = io.mappedbuspy.internal.BusMeta.read(metaPath, false);
             if (m == null) {
                 return null;
             }

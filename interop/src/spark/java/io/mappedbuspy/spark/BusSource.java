@@ -1,6 +1,6 @@
 package io.mappedbuspy.spark;
 
-import io.mappedbuspy.BusMeta;
+import io.mappedbuspy.internal.BusMeta;
 import io.mappedbuspy.Consumers;
 import io.mappedbuspy.Layout;
 import io.mappedbuspy.MappedBusMessage;
@@ -8,8 +8,8 @@ import io.mappedbuspy.MappedBusReader;
 import io.mappedbuspy.MappedBusWriter;
 import io.mappedbuspy.RollingBusReader;
 import io.mappedbuspy.RollingBusWriter;
-import io.mappedbuspy.RollingDir;
-import io.mappedbuspy.RollingLayout;
+import io.mappedbuspy.internal.RollingDir;
+import io.mappedbuspy.internal.RollingLayout;
 
 import java.io.File;
 import java.io.IOException;
@@ -25,6 +25,10 @@ import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
+import io.mappedbuspy.spark.read.BusPartition;
+import io.mappedbuspy.spark.write.BusWriterFactory;
+import io.mappedbuspy.spark.write.CommitLog;
+import io.mappedbuspy.spark.write.RowEncoder;
 
 /**
  * A bus the connector reads or writes: a single file, or a rolling bus (a directory of segments, through the core's
@@ -35,7 +39,7 @@ import java.util.concurrent.TimeUnit;
  * offset}, {@link Layout#joinPosition}); a segment's end is the next segment's first record, as the rolling reader
  * reports it ({@link RollingLayout#readerPosition}).
  */
-abstract class BusSource {
+public abstract class BusSource {
     final BusOptions options;
 
     private BusSource(BusOptions options) {
@@ -43,17 +47,17 @@ abstract class BusSource {
     }
 
     /** The bus of {@code o} for reading on the driver: a single file must exist, or its fileSize be given. */
-    static BusSource forRead(BusOptions o) {
+    public static BusSource forRead(BusOptions o) {
         return o.rolling ? new Rolling(o) : new SingleFile(o, o.resolveFileSize(true));
     }
 
     /** The bus of {@code o} for writing: a single file's size from the options or its metadata. */
-    static BusSource forWrite(BusOptions o) {
+    public static BusSource forWrite(BusOptions o) {
         return o.rolling ? new Rolling(o) : new SingleFile(o, o.writeFileSize());
     }
 
     /** The bus of {@code o} on an executor, with the file size the driver planned with ({@link #fileSize()}). */
-    static BusSource of(BusOptions o, long fileSize) {
+    public static BusSource of(BusOptions o, long fileSize) {
         return o.rolling ? new Rolling(o) : new SingleFile(o, fileSize);
     }
 
@@ -63,10 +67,10 @@ abstract class BusSource {
     }
 
     /** @return a single file's logical size; a rolling bus: -1 (what partitions and sinks carry to executors) */
-    abstract long fileSize();
+    public abstract long fileSize();
 
     /** @return the position of the oldest record (a rolling bus's oldest retained one) */
-    abstract long earliest();
+    public abstract long earliest();
 
     /**
      * Where reads start for option {@code startingTime} (a rolling bus's time index; the check that the bus is one is
@@ -77,24 +81,24 @@ abstract class BusSource {
     }
 
     /** @return the position past the last slot allocated now (a slot that fits); -1 if there is no bus file */
-    abstract long end();
+    public abstract long end();
 
     /** @return the record slots in {@code [from, to)} (0 if {@code to <= from}) */
-    abstract long slots(long from, long to);
+    public abstract long slots(long from, long to);
 
     /** @return the id the bus at the path has now (its metadata's), or null: none, or no bus */
-    abstract String busIdNow();
+    public abstract String busIdNow();
 
     /** @return the commit log of the exactly-once sink, {@code PATH.commits} or {@code DIR/bus.commits} */
-    abstract CommitLog commitLog();
+    public abstract CommitLog commitLog();
 
     /**
      * @return how many polls that found nothing a running stream makes in one trigger before it ends the batch
      */
-    abstract int idlePolls();
+    public abstract int idlePolls();
 
     /** @return record slots from {@code consumed} to the end of the bus now (a consumer's lag); -1 if no bus */
-    long lag(long consumed) {
+    public long lag(long consumed) {
         long end = end();
         return end < 0 ? -1 : slots(consumed, end);
     }
@@ -103,13 +107,13 @@ abstract class BusSource {
      * The files holding the bus's records now, in position order: the file itself, or each segment present. Each
      * is read as a single file: partitions never span two.
      */
-    abstract List<BusFile> files();
+    public abstract List<BusFile> files();
 
     /**
      * Partitions of the settled slots {@code [from, to)} (a planned micro-batch), one file at a time; slots of a
      * segment retention removed are reported to {@code lost} and skipped.
      */
-    List<BusPartition> plan(long from, long to, Lost lost) {
+    public List<BusPartition> plan(long from, long to, Lost lost) {
         List<BusPartition> parts = new ArrayList<>();
         for (BusFile f : spanned(from, to)) {
             long lo = Math.max(from - f.base, Layout.FIRST_RECORD_OFFSET);
@@ -135,10 +139,10 @@ abstract class BusSource {
     abstract List<BusFile> spanned(long from, long to);
 
     /** Opens the bus, creating it as a writer would if it does not exist, then closes it (the driver, once). */
-    abstract void create() throws IOException;
+    public abstract void create() throws IOException;
 
     /** @return a writer on the bus (one per task) */
-    abstract Appender openWriter() throws IOException;
+    public abstract Appender openWriter() throws IOException;
 
     /**
      * Opens a reader of the bus at its first record (read-write, like any bus reader: it rolls back slots left
@@ -149,25 +153,25 @@ abstract class BusSource {
      * @param failOnGap a rolling bus: throw {@link io.mappedbuspy.BusGapException} at records retention removed
      *                  (else go on at the oldest retained one)
      */
-    abstract Reader openReader(String consumer, boolean failOnGap) throws IOException;
+    public abstract Reader openReader(String consumer, boolean failOnGap) throws IOException;
 
     /** Slots of a removed segment, met while planning. */
-    interface Lost {
+    public interface Lost {
         void lost(long from, long to, long slots);
     }
 
     /** A file of the bus. */
-    static final class BusFile {
+    public static final class BusFile {
         /** Its path. */
-        final String path;
+        public final String path;
         /** Its logical size. */
-        final long size;
+        public final long size;
         /** The position of its offset 0. */
-        final long base;
+        public final long base;
         /** The offset past its last slot that fits ({@link RollingLayout#endBoundary}). */
-        final long end;
+        public final long end;
         /** A rolling bus's segment (which retention may remove). */
-        final boolean segment;
+        public final boolean segment;
 
         BusFile(String path, long size, long base, long end, boolean segment) {
             this.path = path;
@@ -179,7 +183,7 @@ abstract class BusSource {
     }
 
     /** A reader of either kind of bus. */
-    interface Reader extends AutoCloseable {
+    public interface Reader extends AutoCloseable {
         String busId();
 
         long position();
@@ -208,7 +212,7 @@ abstract class BusSource {
     }
 
     /** A writer of either kind of bus. */
-    interface Appender extends AutoCloseable {
+    public interface Appender extends AutoCloseable {
         /** @return false if a reader rolled the record back (this writer was too slow to commit it) */
         boolean write(RowEncoder.Record rec) throws IOException;
 
@@ -233,7 +237,7 @@ abstract class BusSource {
         }
 
         @Override
-        long fileSize() {
+        public long fileSize() {
             return fileSize;
         }
 
@@ -243,17 +247,17 @@ abstract class BusSource {
         }
 
         @Override
-        long earliest() {
+        public long earliest() {
             return Layout.FIRST_RECORD_OFFSET;
         }
 
         @Override
-        int idlePolls() {
+        public int idlePolls() {
             return 0; // a single file's reader sees a new record at its next poll
         }
 
         @Override
-        long end() {
+        public long end() {
             ByteBuffer b = ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN);
             try (FileChannel ch = FileChannel.open(Path.of(options.path), StandardOpenOption.READ,
                     LinkOption.NOFOLLOW_LINKS)) {
@@ -267,12 +271,12 @@ abstract class BusSource {
         }
 
         @Override
-        long slots(long from, long to) {
+        public long slots(long from, long to) {
             return Math.max(0, (to - from) / slot);
         }
 
         @Override
-        String busIdNow() {
+        public String busIdNow() {
             try {
                 BusMeta m = BusMeta.read(BusMeta.metaPath(options.path), false);
                 if (m == null || m.kind() != io.mappedbuspy.BusKind.SINGLE) {
@@ -286,12 +290,12 @@ abstract class BusSource {
         }
 
         @Override
-        CommitLog commitLog() {
+        public CommitLog commitLog() {
             return new CommitLog(options.path, fileSize, options.recordSize);
         }
 
         @Override
-        List<BusFile> files() {
+        public List<BusFile> files() {
             return List.of(new BusFile(options.path, fileSize, 0, lastSlotEnd(), false));
         }
 
@@ -301,12 +305,12 @@ abstract class BusSource {
         }
 
         @Override
-        void create() throws IOException {
+        public void create() throws IOException {
             BusWriterFactory.open(options.path, fileSize, options.recordSize, options.frames).close();
         }
 
         @Override
-        Appender openWriter() throws IOException {
+        public Appender openWriter() throws IOException {
             MappedBusWriter w = BusWriterFactory.open(options.path, fileSize, options.recordSize, options.frames);
             return new Appender() {
                 @Override
@@ -327,7 +331,7 @@ abstract class BusSource {
         }
 
         @Override
-        Reader openReader(String consumer, boolean failOnGap) throws IOException {
+        public Reader openReader(String consumer, boolean failOnGap) throws IOException {
             if (!new File(options.path).exists()) {
                 // fileSize was given (resolveFileSize checked): a bus reader never creates its file, so the
                 // connector creates it as a writer does, for writers that come later.
@@ -450,17 +454,17 @@ abstract class BusSource {
         }
 
         @Override
-        long fileSize() {
+        public long fileSize() {
             return -1;
         }
 
         @Override
-        int idlePolls() {
+        public int idlePolls() {
             return IDLE_POLLS;
         }
 
         @Override
-        long earliest() {
+        public long earliest() {
             long[] segs = segments();
             return Layout.joinPosition(segs.length == 0 ? 0 : segs[0], Layout.FIRST_RECORD_OFFSET, segmentSize);
         }
@@ -486,7 +490,7 @@ abstract class BusSource {
         }
 
         @Override
-        long end() {
+        public long end() {
             RollingDir.Current at;
             try {
                 at = dir().chooseCurrent();
@@ -501,13 +505,13 @@ abstract class BusSource {
         }
 
         @Override
-        long slots(long from, long to) {
+        public long slots(long from, long to) {
             RollingLayout.SegmentOffset head = RollingLayout.locate(to, segmentSize, recordSize);
             return RollingLayout.recordsBetween(from, head.segment(), head.offset(), segmentSize, recordSize);
         }
 
         @Override
-        String busIdNow() {
+        public String busIdNow() {
             try {
                 BusMeta m = BusOptions.rollingMeta(options.path);
                 return m == null ? null : m.id();
@@ -517,12 +521,12 @@ abstract class BusSource {
         }
 
         @Override
-        CommitLog commitLog() {
+        public CommitLog commitLog() {
             return CommitLog.rolling(options.path, segmentSize, recordSize);
         }
 
         @Override
-        List<BusFile> files() {
+        public List<BusFile> files() {
             List<BusFile> out = new ArrayList<>();
             for (long k : segments()) {
                 out.add(file(k));
@@ -541,12 +545,12 @@ abstract class BusSource {
         }
 
         @Override
-        void create() throws IOException {
+        public void create() throws IOException {
             BusWriterFactory.openRolling(options).close();
         }
 
         @Override
-        Appender openWriter() throws IOException {
+        public Appender openWriter() throws IOException {
             RollingBusWriter w = BusWriterFactory.openRolling(options);
             return new Appender() {
                 @Override
@@ -567,7 +571,7 @@ abstract class BusSource {
         }
 
         @Override
-        Reader openReader(String consumer, boolean failOnGap) throws IOException {
+        public Reader openReader(String consumer, boolean failOnGap) throws IOException {
             RollingBusReader r = new RollingBusReader(options.path, segmentSize, recordSize);
             r.setTimeout(options.timeoutMs);
             r.setFailOnGap(failOnGap);

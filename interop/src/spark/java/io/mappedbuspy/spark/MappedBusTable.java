@@ -14,6 +14,8 @@ import java.util.EnumSet;
 import java.util.HashMap;
 import java.util.Map;
 import java.util.Set;
+import io.mappedbuspy.spark.read.BusScanBuilder;
+import io.mappedbuspy.spark.write.BusWriteBuilder;
 
 /** One bus file as a Spark table: readable in batch and micro-batch, appendable in batch and streaming. */
 final class MappedBusTable implements SupportsRead, SupportsWrite {

@@ -2,7 +2,7 @@ package io.mappedbuspy.reliability;
 
 import io.mappedbuspy.Layout;
 import io.mappedbuspy.MappedBusWriter;
-import io.mappedbuspy.MemoryMappedFile;
+import io.mappedbuspy.internal.MemoryMappedFile;
 
 /**
  * A writer process for the reliability tests (tests/reliability): the Java twin of

@@ -4,7 +4,7 @@ import io.mappedbuspy.Layout;
 import io.mappedbuspy.MappedBusMessage;
 import io.mappedbuspy.MappedBusReader;
 import io.mappedbuspy.MappedBusWriter;
-import io.mappedbuspy.MemoryMappedFile;
+import io.mappedbuspy.internal.MemoryMappedFile;
 import io.mappedbuspy.messages.PriceUpdate;
 import io.mappedbuspy.messages.RawPayload;
 import io.mappedbuspy.messages.Token;
