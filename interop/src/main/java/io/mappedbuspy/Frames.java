@@ -1,5 +1,7 @@
 package io.mappedbuspy;
 
+import io.mappedbuspy.internal.*;
+
 import java.nio.ByteBuffer;
 
 /**

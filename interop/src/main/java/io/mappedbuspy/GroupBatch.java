@@ -1,5 +1,7 @@
 package io.mappedbuspy;
 
+import io.mappedbuspy.internal.*;
+
 /**
  * Records a group member took at once ({@link GroupReader#readBatch}; Python's {@code read_batch}): up to
  * {@link #capacity()} deliveries with a copy of each record's payload and metadata, made once and reused for every

@@ -1,5 +1,7 @@
 package io.mappedbuspy;
 
+import io.mappedbuspy.internal.*;
+
 import java.io.IOException;
 import java.io.OutputStream;
 import java.nio.charset.StandardCharsets;

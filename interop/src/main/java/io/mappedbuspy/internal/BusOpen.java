@@ -1,5 +1,7 @@
 package io.mappedbuspy.internal;
 
+import io.mappedbuspy.*;
+
 import java.io.IOException;
 import java.nio.file.Path;
 import io.mappedbuspy.BusKind;

@@ -298,7 +298,7 @@ public final class ConsumerRegistry implements AutoCloseable {
      * @return its index
      * @throws ConsumerInUseException if a live process holds an entry of the name of another bus
      */
-    int ensureShared(String name, String busIdHex, long position) throws IOException {
+    public int ensureShared(String name, String busIdHex, long position) throws IOException {
         byte[] n = ConsumerEntry.nameBytes(name);
         byte[] id = ConsumerEntry.busIdBytes(busIdHex);
         return locked(() -> {
@@ -328,7 +328,7 @@ public final class ConsumerRegistry implements AutoCloseable {
     }
 
     /** Whether entry {@code i} is (still) the in-use entry named {@code name} ({@code is_entry}). */
-    boolean isEntry(int i, String name) {
+    public boolean isEntry(int i, String name) {
         if (closed || i < 0 || i >= Layout.CONSUMER_ENTRY_COUNT) {
             return false;
         }
@@ -345,7 +345,7 @@ public final class ConsumerRegistry implements AutoCloseable {
     }
 
     /** Commits {@code position} to entry {@code i}, held by nobody ({@code consumer_commit}): a shared entry's. */
-    void commitShared(int i, long position) {
+    public void commitShared(int i, long position) {
         try {
             ConsumerHold.store(entry(i), position, ConsumerEntry.nowNs());
             MemoryMappedFile.raiseFaultReports();

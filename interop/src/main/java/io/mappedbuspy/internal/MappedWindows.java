@@ -39,7 +39,7 @@ public abstract class MappedWindows {
     // The format is little-endian: on a big-endian host the accessors swap bytes.
     static final boolean SWAP = ByteOrder.nativeOrder() != ByteOrder.LITTLE_ENDIAN;
 
-    final String path;
+    public final String path;
     final boolean readOnly;
     // The address of each window's first byte (firstAddress: window 0), 0 when not mapped.
     long firstAddress;

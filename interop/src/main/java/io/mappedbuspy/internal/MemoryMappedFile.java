@@ -48,11 +48,11 @@ public final class MemoryMappedFile extends MappedAtomics implements AutoCloseab
     /** How a file is opened; see {@link #open(String, long, OpenOptions)} and {@link SafeOpen}. */
     public static final class OpenOptions {
         /** Create the file if absent (writers only), exactly rw-------. */
-        boolean create;
+        public boolean create;
         /** Open and map read-only. */
-        boolean readOnly;
+        public boolean readOnly;
         /** Grow a short file to the mapping (writers only). */
-        boolean grow;
+        public boolean grow;
         /** Map only what exists of a short file (read-only scans) instead of refusing it. */
         public boolean allowShort;
         /** Accept another owner, or group/other write permission. */
@@ -66,7 +66,7 @@ public final class MemoryMappedFile extends MappedAtomics implements AutoCloseab
          * file, {@link WritersFile}): the two kinds conflict, so a whole-file lock would wait for every holder.
          */
         public boolean lock = true;
-        long lockTimeoutMs = DEFAULT_LOCK_TIMEOUT_MS;
+        public long lockTimeoutMs = DEFAULT_LOCK_TIMEOUT_MS;
         /**
          * Take the open lock on this one byte instead of the whole file (-1): the side files whose slots carry OFD
          * liveness locks ({@link Liveness}), which a whole-file lock would wait on.
@@ -75,11 +75,11 @@ public final class MemoryMappedFile extends MappedAtomics implements AutoCloseab
         /** Runs under the open lock before the file is grown or mapped: checks that write nothing. */
         Step beforeGrow;
         /** Runs under the open lock once mapped: initialisation. */
-        Step afterMap;
+        public Step afterMap;
     }
 
     /** A step of opening, run under the open lock. */
-    interface Step {
+    public interface Step {
         void run(MemoryMappedFile m) throws IOException;
     }
 
@@ -152,7 +152,7 @@ public final class MemoryMappedFile extends MappedAtomics implements AutoCloseab
      * @param buf  a direct buffer, all of it the bytes
      * @return them
      */
-    static MemoryMappedFile inMemory(String path, ByteBuffer buf) {
+    public static MemoryMappedFile inMemory(String path, ByteBuffer buf) {
         if (!buf.isDirect()) {
             throw new IllegalArgumentException("not a direct buffer");
         }

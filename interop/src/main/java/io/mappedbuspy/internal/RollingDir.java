@@ -1,5 +1,7 @@
 package io.mappedbuspy.internal;
 
+import io.mappedbuspy.*;
+
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.ByteBuffer;
@@ -86,7 +88,7 @@ public final class RollingDir {
     }
 
     /** As above; {@code frames}: a framed bus (made with frames=1 in its bus.meta, or checked to have it). */
-    static RollingDir forWriter(String dir, long segmentSize, int recordSize, Retention retention,
+    public static RollingDir forWriter(String dir, long segmentSize, int recordSize, Retention retention,
                                 ConsumerPolicy policy, boolean allowForeign, boolean frames) throws IOException {
         MappedBusWriter.checkSizes(segmentSize, recordSize);
         Path d = Path.of(dir);

@@ -135,7 +135,7 @@ public final class UnsafeAccess {
     }
 
     // Unmaps a mapped buffer at once (or frees a direct one): no access through it may follow.
-    static void unmap(ByteBuffer b) {
+    public static void unmap(ByteBuffer b) {
         try {
             INVOKE_CLEANER.invokeExact(b);
         } catch (Throwable t) {

@@ -58,7 +58,7 @@ public final class BusOptions implements Serializable {
     public final boolean waitUncommitted;
     public final boolean checkHost;
     /** True for a rolling bus: {@code path} is its directory (with a {@code bus.meta}, or to be created). */
-    final boolean rolling;
+    public final boolean rolling;
     /** Rolling bus: every segment's logical size (from bus.meta, or the option for a new bus); else -1. */
     public final long segmentSize;
     /** Rolling bus creation: retention (0 = no limit), stored in bus.meta by the first writer. */
@@ -91,7 +91,7 @@ public final class BusOptions implements Serializable {
      * A framed bus (messages of any size with topics): what its metadata says ({@code frames=1}), or option
      * {@code frames} for a bus without metadata or one a write creates. Rows are position, topic, payload.
      */
-    final boolean frames;
+    public final boolean frames;
 
     private BusOptions(Map<String, String> raw) {
         Map<String, String> o = new HashMap<>();
@@ -197,7 +197,7 @@ public final class BusOptions implements Serializable {
         checkPosition("endingPosition", endingPosition, "latest", "latest", o.get("endingposition"));
         maxRecordsPerTrigger = longOpt(o, "maxrecordspertrigger", -1, 1);
         columnar = boolOpt(o, "columnar", true);
-        io.mappedbuspy.BusMeta meta = rollingMeta != null ? rollingMeta : fileMeta;
+        io.mappedbuspy.internal.BusMeta meta = rollingMeta != null ? rollingMeta : fileMeta;
         if (meta != null && o.containsKey("frames") && boolOpt(o, "frames", false) != meta.frames()) {
             throw new IllegalArgumentException("mappedbus: option frames=" + o.get("frames") + " but " + path + " is "
                     + (meta.frames() ? "" : "not ") + "a framed bus (its metadata, bus " + meta.id()

@@ -76,7 +76,7 @@ public abstract class BusSource {
      * Where reads start for option {@code startingTime} (a rolling bus's time index; the check that the bus is one is
      * BusOptions'): the first record allocated at or after {@code tNs}, or the end.
      */
-    long positionAtTime(long tNs) {
+    public long positionAtTime(long tNs) {
         throw new IllegalArgumentException("mappedbus: option 'startingTime' needs a rolling bus (its time index)");
     }
 
@@ -480,7 +480,7 @@ public abstract class BusSource {
         }
 
         @Override
-        long positionAtTime(long tNs) {
+        public long positionAtTime(long tNs) {
             try {
                 return dir().positionAtTime(tNs, end());
             } catch (IOException e) {

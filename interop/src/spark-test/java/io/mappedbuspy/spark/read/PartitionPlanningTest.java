@@ -93,7 +93,7 @@ public final class PartitionPlanningTest {
      */
     @Test
     public void waitPlanningWaitsForALiveWriterPastTheTimeout() throws Exception {
-        org.junit.jupiter.api.Assumptions.assumeTrue(io.mappedbuspy.Liveness.available(), "needs the JNI library");
+        org.junit.jupiter.api.Assumptions.assumeTrue(io.mappedbuspy.internal.Liveness.available(), "needs the JNI library");
         String path = tmp.resolve("live.bus").toString();
         java.util.concurrent.CountDownLatch inWrite = new java.util.concurrent.CountDownLatch(1);
         java.util.concurrent.CountDownLatch release = new java.util.concurrent.CountDownLatch(1);

@@ -130,7 +130,7 @@ public final class BusPartition implements InputPartition {
         if (!opened.path().equals(path)) {
             // The segment moved to its bus's archive since planning (ArchiveFiles.mapForRead): the same bytes; its
             // bus is the one planned if the hot directory's bus.meta still holds the planned id.
-            io.mappedbuspy.BusMeta m = io.mappedbuspy.BusMeta.read(
+            io.mappedbuspy.internal.BusMeta m = io.mappedbuspy.internal.BusMeta.read(
                     java.nio.file.Path.of(path).resolveSibling(Layout.META_FILE), false);
             if (busId != null && (m == null || !busId.equals(m.id()))) {
                 throw new java.io.IOException("mappedbus: " + path + " moved to its archive (" + opened.path()

@@ -55,7 +55,7 @@ public final class BusWriterFactory implements DataWriterFactory, StreamingDataW
     }
 
     /** As {@link #open(String, long, int)}; {@code frames}: a framed bus. */
-    static synchronized MappedBusWriter open(String path, long fileSize, int recordSize, boolean frames)
+    public static synchronized MappedBusWriter open(String path, long fileSize, int recordSize, boolean frames)
             throws IOException {
         return new MappedBusWriter(path, fileSize, recordSize).setFrames(frames).open();
     }

@@ -1,8 +1,10 @@
-package io.mappedbuspy.spark;
+package io.mappedbuspy.spark.read;
+
+import io.mappedbuspy.spark.*;
 
 import io.mappedbuspy.CorruptBusException;
 import io.mappedbuspy.Layout;
-import io.mappedbuspy.MemoryMappedFile;
+import io.mappedbuspy.internal.MemoryMappedFile;
 import org.apache.spark.SparkContext;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
