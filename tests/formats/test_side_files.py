@@ -32,7 +32,7 @@ def test_the_spark_connector_names_the_same_side_suffixes():
     for ref in re.findall(r"name\.endsWith\(([\w.]+)\)", body):
         cls, _, const = ref.rpartition(".")
         where = {"": source, "Layout": os.path.join(MAIN, "Layout.java"),
-                 "CommitLog": os.path.join(SPARK, "CommitLog.java")}[cls]
+                 "CommitLog": os.path.join(SPARK, "write", "CommitLog.java")}[cls]
         named.add(_java_string(where, const))
     assert named == set(layout.SIDE_SUFFIXES)
 

@@ -1,5 +1,7 @@
 package io.mappedbuspy;
 
+import io.mappedbuspy.internal.*;
+
 import java.io.EOFException;
 import java.io.IOException;
 import java.nio.file.NoSuchFileException;

@@ -1,6 +1,6 @@
 package io.mappedbuspy.spark.read;
 
-import io.mappedbuspy.ArchiveFiles;
+import io.mappedbuspy.internal.ArchiveFiles;
 import io.mappedbuspy.CorruptBusException;
 import io.mappedbuspy.Layout;
 import io.mappedbuspy.internal.MemoryMappedFile;

@@ -1,4 +1,6 @@
-package io.mappedbuspy;
+package io.mappedbuspy.internal;
+
+import io.mappedbuspy.*;
 
 import io.mappedbuspy.internal.*;
 
