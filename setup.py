@@ -81,7 +81,8 @@ DEPENDS = [f"{CORE}/{name}" for name in [
     "_atomic.h", "_atomic.pxd", "_guard.h", "_guard.pxd", "_wake.h", "_wakefd.h", "_consumers.h",
     "_consumers_clock.h", "_layout.pxd", "_background.h", "_liveness.h", "_liveness.pxd",
     "_watch.h", "_writers.h", "_writers.pxd", "_reader.pxd"]] + [
-    "mappedbus_py/groups/_group.h", "mappedbus_py/groups/_group.pxd"]
+    "mappedbus_py/groups/_group.h", "mappedbus_py/groups/_group_frames.h",
+    "mappedbus_py/groups/_group.pxd"]
 
 extensions = [
     Extension(

@@ -504,6 +504,8 @@ def join_position(index, offset, segment_size):
 #                           | owner u16 << 48 (a member slot)
 #        8 lease deadline i64 (CLOCK_MONOTONIC ns; written before the CAS that publishes it)
 #        16 position i64 (the record's bus position)
+#        24 slots i64 (a framed bus only: tag u32 << 32 | the message's slot count, written
+#           before the CAS that takes or skips its first slot; _group_frames.h)
 #
 # Records are named by their global slot index g: a single-file bus's record index, a
 # rolling bus's segment * slots_per_segment + slot.
@@ -547,6 +549,7 @@ GROUP_ENTRY_SIZE = 32
 GROUP_ENTRY_WORD_OFFSET = 0
 GROUP_ENTRY_LEASE_OFFSET = 8
 GROUP_ENTRY_POSITION_OFFSET = 16
+GROUP_ENTRY_SLOTS_OFFSET = 24
 # entry states (the word's bits 32..39)
 GROUP_EMPTY = 0
 GROUP_ACQUIRED = 1

@@ -62,6 +62,7 @@
 #define GROUP_ENTRY_WORD_OFFSET 0
 #define GROUP_ENTRY_LEASE_OFFSET 8
 #define GROUP_ENTRY_POSITION_OFFSET 16
+#define GROUP_ENTRY_SLOTS_OFFSET 24     /* framed bus only: _group_frames.h */
 
 /* entry states */
 #define GROUP_EMPTY 0

@@ -53,6 +53,17 @@ cdef extern from "_group.h" nogil:
     int64_t group_release_owner(char *base, int64_t window, int shift, int owner)
 
 
+cdef extern from "_group_frames.h" nogil:
+    int GROUP_ASK
+    int64_t group_f_next_new(char *base, int64_t window, int shift, int64_t *seen, int64_t *ask)
+    int64_t group_f_take_new(char *base, int64_t window, int shift, int64_t g, int64_t seen,
+                             int64_t n, int owner, int64_t lease_deadline, int64_t position)
+    void group_f_skip(char *base, int64_t window, int shift, int64_t g, int64_t seen, int64_t n)
+    int64_t group_f_advance(char *base, int64_t window, int shift, int64_t *ask)
+    void group_f_pass_end(char *base, int64_t g, int64_t n)
+    void group_f_pass_start(char *base, int64_t s, int64_t n)
+
+
 cdef class GroupRecord(Record):
     cdef readonly int deliveries
     """How many times this record was handed out, this delivery included (1: the first)."""
@@ -91,6 +102,9 @@ cdef class GroupReader:
     cdef readonly int32_t record_size
     """Payload bytes per record."""
     cdef object _reader_kw     # options of the segment readers
+    cdef bint _framed          # a framed bus: a message (its first slot) is the unit
+                               # (_group_frames.h)
+    cdef object _names         # framed: the bus's TopicNames (shared by segment readers)
     # the current record (the last acquired)
     cdef int64_t _cur_g        # its g, or -1
     cdef int64_t _cur_word     # the word acquired
@@ -120,6 +134,9 @@ cdef class GroupReader:
     cdef int _finish(self, int64_t g, int64_t word, int state) except -1
     cdef int _dead_letter(self, int64_t g, int64_t word, int counter) except -1
     cdef int _hold(self, int64_t start, bint now) except -1
+    cdef int64_t _advance(self) except -1
+    cdef int64_t _bus_slots(self, int64_t g) except -1
+    cdef int _acquire_new_framed(self) except -1
     cdef int64_t _g_of(self, rec) except -2
     cdef int64_t _word_of(self, rec, int64_t g)
     cdef int64_t _position(self, int64_t g)

@@ -22,6 +22,8 @@ from mappedbus_py._core._reader cimport MappedBusReader
 from mappedbus_py._core._slotscan cimport END
 from mappedbus_py._core._consumers cimport ConsumerRegistry, consumer_entry, consumer_commit
 from mappedbus_py._core._record cimport Record
+from mappedbus_py._core._frames cimport (TopicNames, frame_bytes, frame_skip, frame_meta_load,
+                                        frame_length, frame_topic, frame_flags)
 
 from .._core._liveness import Hold, LiveFile
 from .._core._reader import DEFAULT_TIMEOUT
@@ -29,6 +31,7 @@ from .._core._checks import check_timeout as _check_timeout
 from ..errors import (BusClosedError, BusFullError, BusGapError, BusMismatchError, CorruptBusError,
                       MappedBusError)
 from mappedbus_py._core._layout cimport FIRST_RECORD_OFFSET, HEADER_SIZE, PAYLOAD_OFFSET, METADATA_OFFSET
+from ..formats.layout import TOPICS_FILE
 from ..formats.layout import (GROUP_DEAD_HEADER_SIZE, GROUP_MEMBER_COUNT, GROUP_MEMBER_NAME_MAX,
                       GROUP_MEMBER_NAME_OFFSET, GROUP_NAME_MAX)
 from ._files import (BusKind, bus_kind, check_group_name, check_options, create_group,
@@ -73,12 +76,6 @@ def hold_name(group):
 
 class GroupFullError(MappedBusError):
     """Every member slot of the group (GROUP_MEMBER_COUNT) is held by a live member."""
-
-
-def _refuse_frames(path):
-    raise TypeError(f"{path!r} is a framed bus (messages over several slots): work groups "
-                    f"hand out single slots and do not take framed buses yet; read it with "
-                    f"a named consumer (consumer=) or one reader per topic (topics=)")
 
 
 cdef class GroupRecord(Record):
@@ -147,14 +144,17 @@ cdef class GroupReader:
         self._reader_kw = dict(timeout=timeout, allow_foreign=allow_foreign)
         self._r = None
         self._k = -1
+        self._framed = False
+        self._names = None
         if self._rolling:
             from ..rolling import read_bus_meta, slots_per_segment
             meta = read_bus_meta(path, allow_foreign=allow_foreign)
             if meta is None:
                 raise FileNotFoundError(f"{path!r}: a rolling bus without bus.meta (a group "
                                         f"needs the bus made by its first writer)")
-            if meta.frames:
-                _refuse_frames(path)
+            self._framed = bool(meta.frames)
+            if self._framed:
+                self._names = TopicNames(os.path.join(path, TOPICS_FILE), None, allow_foreign)
             self.record_size = meta.record_size
             self._segment_size = meta.segment_size
             self._sps = slots_per_segment(meta.segment_size, meta.record_size)
@@ -163,9 +163,7 @@ cdef class GroupReader:
             r = MappedBusReader(path, file_size, record_size, idle="busy_spin",
                                 **self._reader_kw)
             r.open()
-            if r.frames:
-                r.close()
-                _refuse_frames(path)
+            self._framed = r.frames
             self._r = r
             self._k = 0
             self.record_size = r.record_size
@@ -314,6 +312,8 @@ cdef class GroupReader:
                 return 2 if self._oldest_after(k) >= 0 else 0
             seg, temporary = found
             kw = dict(self._reader_kw, read_only=True)
+        if self._framed:
+            kw = dict(kw, frames=True, _topics=self._names)
         try:
             r = MappedBusReader(seg, self._segment_size, self.record_size, idle="busy_spin",
                                 _segment=True, **kw)
@@ -373,9 +373,17 @@ cdef class GroupReader:
     def _lose_new(self, int64_t g):
         # g (not yet taken) and the records after it in removed segments: skipped, as far
         # as the window lets; one BusGapError names them.
-        cdef int64_t first = g, stop, gg
+        cdef int64_t first = g, stop, gg, seen = 0, ask = 0
         oldest = self._oldest_after(g // self._sps)
         stop = oldest * self._sps
+        if self._framed:
+            # messages never span segments: the removed ones are one skip to ``stop``
+            if g < stop and group_f_next_new(self._base, self._window, self._shift, &seen,
+                                             &ask) == g:
+                group_f_skip(self._base, self._window, self._shift, g, seen, stop - g)
+                self._hold(self._advance(), True)
+                self._gap(first, stop)
+            return
         while g < stop:
             gg = group_next_new(self._base, self._window, self._shift)
             if gg != g:
@@ -383,7 +391,7 @@ cdef class GroupReader:
             group_skip(self._base, self._window, self._shift, g)
             g += 1
         if g > first:
-            self._hold(group_advance(self._base, self._window, self._shift), True)
+            self._hold(self._advance(), True)
             self._gap(first, g)
 
     def _lose_taken(self, int64_t g, int64_t seen):
@@ -391,7 +399,7 @@ cdef class GroupReader:
         # neither redelivered nor dead-lettered (its payload is gone): skipped, a gap.
         cdef int64_t w = seen
         if group_finish(self._base, self._window, g, w, GROUP_SKIP):
-            self._hold(group_advance(self._base, self._window, self._shift), True)
+            self._hold(self._advance(), True)
             self._gap(g, g + 1)
 
     # -- acquiring --------------------------------------------------------------------
@@ -412,6 +420,8 @@ cdef class GroupReader:
         cdef int64_t g, off, w
         cdef int found
         cdef MappedBusReader r
+        if self._framed:
+            return self._acquire_new_framed()
         while True:
             g = group_next_new(self._base, self._window, self._shift)
             if g < 0:
@@ -447,6 +457,78 @@ cdef class GroupReader:
                 continue               # another member took it
             self._cur_off = off
             return self._took(g, w)
+
+    cdef int _acquire_new_framed(self) except -1:
+        # _acquire_new on a framed bus (_group_frames.h): g is a message's first slot; the
+        # message is taken whole and `end` moves past all of its slots.
+        cdef int64_t g, off, w, seen = 0, ask = 0, n
+        cdef int found
+        cdef MappedBusReader r
+        while True:
+            g = group_f_next_new(self._base, self._window, self._shift, &seen, &ask)
+            if g < 0:
+                if g == GROUP_FULL:
+                    return 0
+                if g == GROUP_ASK:
+                    n = self._bus_slots(ask)
+                    if n <= 0:
+                        return 0
+                    group_f_pass_end(self._base, ask, n)
+                    continue
+                raise CorruptBusError(f"{self.group_path!r}: entry of record "
+                                      f"{load_acquire_i64(self._base + GROUP_END_OFFSET)} holds "
+                                      f"a word the protocol never writes there: corrupt file")
+            found = self._select(g)
+            if found == 2:
+                self._lose_new(g)       # raises BusGapError once it skipped any
+                continue
+            if not found:
+                return 0
+            r = self._r
+            off = FIRST + (g - self._k * self._sps) * self._slot
+            if r._scan.pos != off:
+                r._scan.pos = off
+            found = r._next_code()
+            if found == 0:
+                return 0
+            if found == END and not self._rolling:
+                return END              # past the last message
+            if found == END or r._scan.cur != off:
+                # g's message was rolled back (its writer died, or a timeout gave it up):
+                # skipped whole, by its final slot count (status 2: the meta is final)
+                group_f_skip(self._base, self._window, self._shift, g, seen,
+                             frame_skip(r._scan.base + off))
+                continue
+            w = group_f_take_new(self._base, self._window, self._shift, g, seen,
+                                 frame_meta_load(r._scan.base + off) & 0x7FFFFFFF,
+                                 self.member, coarse_ns() + self._lease_ns, self._position(g))
+            if w == 0:
+                continue               # another member took it
+            self._cur_off = off
+            return self._took(g, w)
+
+    cdef int64_t _bus_slots(self, int64_t g) except -1:
+        # The slot count of the settled message at g, read from the bus (its first slot's
+        # status left 0, so its meta is final); 0 if its segment is not there.
+        cdef int64_t off
+        if self._select(g) != 1:
+            return 0
+        off = FIRST + (g - self._k * self._sps) * self._slot
+        return frame_skip(self._r._scan.base + off)
+
+    cdef int64_t _advance(self) except -1:
+        # group_advance, or on a framed bus group_f_advance (moving `start` by messages).
+        cdef int64_t s, ask = 0, n
+        if not self._framed:
+            return group_advance(self._base, self._window, self._shift)
+        while True:
+            s = group_f_advance(self._base, self._window, self._shift, &ask)
+            if s != GROUP_ASK:
+                return s
+            n = self._bus_slots(ask)
+            if n <= 0:
+                return load_acquire_i64(self._base + GROUP_START_OFFSET)
+            group_f_pass_start(self._base, ask, n)
 
     cdef int _redeliver(self, int64_t now) except -1:
         # Take a record back from a dead or late member (or a released one): 1 if one is
@@ -557,7 +639,19 @@ cdef class GroupReader:
     cdef GroupRecord _record(self):
         cdef GroupRecord rec = GroupRecord.__new__(GroupRecord)
         cdef char *p = self._r._scan.base + self._cur_off
-        cdef int32_t meta
+        cdef int32_t meta, t
+        rec.deliveries = group_word_deliveries(self._cur_word)
+        rec._g = self._cur_g
+        rec._word = self._cur_word
+        if self._framed:
+            t = frame_topic(p)
+            rec.position = self._position(self._cur_g)
+            rec.meta = frame_meta_load(p)
+            rec.payload = frame_bytes(self._r._scan.base, self._cur_off)
+            rec.topic = (<TopicNames>self._r._names).name(t) if t != 0 else None
+            rec.flags = frame_flags(p)
+            rec.framed = True
+            return rec
         memcpy(&meta, p + METADATA_OFFSET, 4)
         rec.position = self._position(self._cur_g)
         rec.meta = meta
@@ -591,6 +685,9 @@ cdef class GroupReader:
     def read_into(self, message):
         """Take the next record if one is there now and copy its payload into ``message``:
         True if one was read; then ``ack()`` (or ``release()``, ``reject()``) settles it."""
+        if self._framed:
+            raise TypeError(f"{self.path!r} is a framed bus: read its messages with read() "
+                            f"(rec.payload, rec.object()); read_into takes fixed-size messages")
         check_message_fits(message, self.record_size, "read_into()")
         cdef MessageBase m = <MessageBase>message
         cdef int found = self._acquire()
@@ -652,7 +749,7 @@ cdef class GroupReader:
         if ok and state == GROUP_ACKED:
             self._acked += 1
             store_release_i64(self._mslot + GROUP_MEMBER_ACKED_OFFSET, self._acked)
-            self._hold(group_advance(self._base, self._window, self._shift), False)
+            self._hold(self._advance(), False)
         return ok
 
     cdef int _dead_letter(self, int64_t g, int64_t word, int counter) except -1:
@@ -673,10 +770,16 @@ cdef class GroupReader:
         r = self._r
         off = FIRST + (g - self._k * self._sps) * self._slot
         meta = struct.unpack_from("<i", r._scan.base[off + METADATA_OFFSET:off + METADATA_OFFSET + 4])[0]
-        letter = struct.pack("<qii", self._position(g), group_word_deliveries(word), meta) \
-            + self._name_bytes.ljust(GROUP_NAME_MAX, b"\0") \
-            + r._scan.base[off + PAYLOAD_OFFSET:off + PAYLOAD_OFFSET + self.record_size]
-        self._dead_writer().write(letter)
+        head = struct.pack("<qii", self._position(g), group_word_deliveries(word), meta) \
+            + self._name_bytes.ljust(GROUP_NAME_MAX, b"\0")
+        if self._framed:
+            # the whole message, its topic kept, on a framed dead-letter bus
+            t = frame_topic(r._scan.base + off)
+            self._dead_writer().write(head + frame_bytes(r._scan.base, off),
+                                      topic=(<TopicNames>r._names).name(t) if t != 0 else None)
+        else:
+            self._dead_writer().write(
+                head + r._scan.base[off + PAYLOAD_OFFSET:off + PAYLOAD_OFFSET + self.record_size])
         ok = group_finish(self._base, self._window, g, word, GROUP_DEAD)
         mine = &self._words[g & (self._window - 1)]
         if mine[0] == word:
@@ -688,7 +791,7 @@ cdef class GroupReader:
             fetch_add_i64(self._base + counter, 1)
             if counter != GROUP_DEAD_LETTERED_OFFSET:
                 fetch_add_i64(self._base + GROUP_DEAD_LETTERED_OFFSET, 1)
-            self._hold(group_advance(self._base, self._window, self._shift), False)
+            self._hold(self._advance(), False)
         return ok
 
     def _dead_writer(self):
@@ -697,9 +800,14 @@ cdef class GroupReader:
             record = GROUP_DEAD_HEADER_SIZE + self.record_size
             slot = HEADER_SIZE + record
             segment = max(1 << 20, -(-(FIRST + 64 * slot) // 4096) * 4096)
+            if self._framed:
+                # a message of the bus with its header fits one of its segments
+                size = self._segment_size if self._rolling else self._r.file_size
+                segment = max(segment, -(-(size + FIRST + 2 * slot) // 4096) * 4096)
             os.makedirs(os.path.dirname(self._dead_path), mode=0o700, exist_ok=True)
             w = RollingBusWriter(self._dead_path, None if os.path.lexists(self._dead_path) else
-                                 segment, record, allow_foreign=self._reader_kw["allow_foreign"])
+                                 segment, record, allow_foreign=self._reader_kw["allow_foreign"],
+                                 frames=self._framed)
             w.open()
             if w.record_size != record:
                 w.close()

@@ -472,6 +472,8 @@ public final class Layout {
     public static final int GROUP_ENTRY_LEASE_OFFSET = 8;
     /** Offset in an entry of its position. */
     public static final int GROUP_ENTRY_POSITION_OFFSET = 16;
+    /** Offset in an entry of a framed bus's message slot count (tag &lt;&lt; 32 | slots). */
+    public static final int GROUP_ENTRY_SLOTS_OFFSET = 24;
     /** Entry state: no record acquired in this lap. */
     public static final int GROUP_EMPTY = 0;
     /** Entry state: delivered to its owner, not settled. */
