@@ -310,6 +310,12 @@ public final class GroupReader implements AutoCloseable {
         rolling = Files.isDirectory(p, LinkOption.NOFOLLOW_LINKS);
         if (rolling) {
             dir = RollingDir.open(path, allowForeign);
+            if (dir.meta().frames()) {
+                dir.close();
+                dir = null;
+                throw new UnsupportedOperationException(path + " is a framed bus: Java group members do not take "
+                        + "framed buses yet (Python members do, docs/groups.md)");
+            }
             recordSize = dir.meta().recordSize();
             segmentSize = dir.meta().segmentSize();
             sps = RollingLayout.slotsPerSegment(segmentSize, recordSize);
