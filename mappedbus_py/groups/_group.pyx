@@ -92,7 +92,7 @@ cdef class GroupRecord(Record):
 
 
 cdef class GroupReader:
-    """GroupReader(path, group, *, start=None, lease=None, max_deliveries=None, max_in_flight=None, window=None, timeout=2.0, file_size=None, record_size=None, allow_foreign=False, name=None)
+    """GroupReader(path, group, *, start=None, lease=None, max_deliveries=None, max_in_flight=None, window=None, timeout=2.0, file_size=None, record_size=None, allow_foreign=False, name=None, topics=None)
 --
 
     A member of the work group ``group`` of the bus at ``path`` (a single-file bus or a
@@ -116,11 +116,18 @@ cdef class GroupReader:
     ``read_into(message)`` (then ``ack()``: the record read last), ``read_async``,
     ``read_batch(n, timeout)`` with ``ack_batch(records)``. Waiting follows the reader's
     rules (None: until a record comes, 0: not at all). A member holds up to 128 at a time.
+
+    **Framed buses** (docs/messages.md): a message, whatever its slot count, is what a member
+    takes, acks, releases or rejects whole (``rec.payload``, ``rec.object()``, ``rec.topic``;
+    its continuation slots are never handed out); a dead letter carries the whole message on
+    a framed dead-letter bus. ``topics=[...]`` (a framed bus) hands out only those topics'
+    messages: the others are skipped by whichever member meets them, so give every member of
+    a group the same ``topics``.
     """
 
     def __init__(self, path, group, *, start=None, lease=None, max_deliveries=None,
                  max_in_flight=None, window=None, timeout=DEFAULT_TIMEOUT, file_size=None,
-                 record_size=None, bint allow_foreign=False, name=None):
+                 record_size=None, bint allow_foreign=False, name=None, topics=None):
         self._base = NULL
         self._words = NULL
         self.member = -1
@@ -153,14 +160,16 @@ cdef class GroupReader:
                 raise FileNotFoundError(f"{path!r}: a rolling bus without bus.meta (a group "
                                         f"needs the bus made by its first writer)")
             self._framed = bool(meta.frames)
+            if topics is not None and not self._framed:
+                raise TypeError(f"topics= needs a framed bus: {path!r} has fixed-size records")
             if self._framed:
-                self._names = TopicNames(os.path.join(path, TOPICS_FILE), None, allow_foreign)
+                self._names = TopicNames(os.path.join(path, TOPICS_FILE), topics, allow_foreign)
             self.record_size = meta.record_size
             self._segment_size = meta.segment_size
             self._sps = slots_per_segment(meta.segment_size, meta.record_size)
             bus_id = bytes.fromhex(meta.id)
         else:
-            r = MappedBusReader(path, file_size, record_size, idle="busy_spin",
+            r = MappedBusReader(path, file_size, record_size, idle="busy_spin", topics=topics,
                                 **self._reader_kw)
             r.open()
             self._framed = r.frames
@@ -494,10 +503,12 @@ cdef class GroupReader:
             if found == END and not self._rolling:
                 return END              # past the last message
             if found == END or r._scan.cur != off:
-                # g's message was rolled back (its writer died, or a timeout gave it up):
-                # skipped whole, by its final slot count (status 2: the meta is final)
-                group_f_skip(self._base, self._window, self._shift, g, seen,
-                             frame_skip(r._scan.base + off))
+                # the scan passed messages from g on: rolled back (their writer died, or a
+                # timeout gave them up) or of topics this member does not read. Each is
+                # skipped whole, by its final slot count (its status left 0: the meta is
+                # final), up to the message the scan stopped at.
+                self._skip_passed(g, seen, off, r._scan.cur if found == 1 else
+                                  FIRST + self._sps * self._slot)
                 continue
             w = group_f_take_new(self._base, self._window, self._shift, g, seen,
                                  frame_meta_load(r._scan.base + off) & 0x7FFFFFFF,
@@ -506,6 +517,21 @@ cdef class GroupReader:
                 continue               # another member took it
             self._cur_off = off
             return self._took(g, w)
+
+    cdef int _skip_passed(self, int64_t g, int64_t seen, int64_t off, int64_t stop) except -1:
+        # Skip the messages of _r's mapping from off (record g, its entry seen as ``seen``)
+        # to stop, while `end` follows (another member may skip them too).
+        cdef char *base = self._r._scan.base
+        cdef int64_t n, ask = 0
+        while True:
+            n = frame_skip(base + off)
+            group_f_skip(self._base, self._window, self._shift, g, seen, n)
+            off += n * self._slot
+            g += n
+            if off >= stop:
+                return 0
+            if group_f_next_new(self._base, self._window, self._shift, &seen, &ask) != g:
+                return 0
 
     cdef int64_t _bus_slots(self, int64_t g) except -1:
         # The slot count of the settled message at g, read from the bus (its first slot's

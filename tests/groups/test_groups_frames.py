@@ -48,7 +48,8 @@ MEMBER = r"""
 import json, sys, hashlib
 from mappedbus_py.groups import GroupReader
 out = []
-with GroupReader(sys.argv[1], "g") as m:
+window = int(sys.argv[2]) if sys.argv[2] != "None" else None
+with GroupReader(sys.argv[1], "g", window=window) as m:
     print("ready", flush=True)
     sys.stdin.readline()
     while True:
@@ -66,13 +67,15 @@ def _env():
     return dict(os.environ, PYTHONPATH=os.path.abspath(ROOT))
 
 
-def test_three_member_processes_ack_every_message_once_whole(tmp_path):
+@pytest.mark.parametrize("window", [None, 16])
+def test_three_member_processes_ack_every_message_once_whole(tmp_path, window):
+    # window 16: messages of more slots than the window, entries lapped many times over
     bus = str(tmp_path / "bus")
     sizes = _sizes(300)
     expected = {}
     with MappedBusWriter(bus, file_size=48 << 20, record_size=RECORD, frames=True) as w:
         pass
-    procs = [subprocess.Popen([sys.executable, "-c", MEMBER, bus], stdin=subprocess.PIPE,
+    procs = [subprocess.Popen([sys.executable, "-c", MEMBER, bus, str(window)], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, env=_env(), text=True) for _ in range(3)]
     try:
         for p in procs:
@@ -235,3 +238,42 @@ def test_unframed_bus_still_hands_out_single_slots(tmp_path):
         assert [r.payload.rstrip(b"\0") for r in recs] == [b"%d" % i for i in range(5)]
         assert [r.topic for r in recs] == [None] * 5 and not recs[0].framed
         assert all(m.ack(r) for r in recs) and m.read(0) is None
+
+
+@pytest.mark.parametrize("rolling", [False, True])
+def test_topics_members_get_only_their_topics_once(tmp_path, rolling):
+    bus = str(tmp_path / "bus")
+    topics = ["a" if i % 7 == 0 else "b" if i % 3 else None for i in range(400)]
+    if rolling:
+        w = RollingBusWriter(bus, segment_size=1 << 20, record_size=RECORD, frames=True)
+    else:
+        w = MappedBusWriter(bus, file_size=8 << 20, record_size=RECORD, frames=True)
+    with w:
+        for i, t in enumerate(topics):
+            w.write(_message(i, (i * 37) % 3000 + 8), topic=t)
+    got = {}
+    with GroupReader(bus, "only-a", topics=["a"]) as m1, \
+            GroupReader(bus, "only-a", topics=["a"]) as m2, \
+            GroupReader(bus, "untagged-and-b", topics=[None, "b"]) as other:
+        for m in (m1, m2, m1, m2) * 40:
+            rec = m.read(0)
+            if rec is not None:
+                assert rec.topic == "a" and m.ack(rec)
+                i = struct.unpack_from("<q", rec.payload)[0]
+                assert i not in got and rec.payload == _message(i, (i * 37) % 3000 + 8)
+                got[i] = rec.topic
+        assert m1.read(0) is None and m2.read(0) is None
+        n_other = 0
+        while (rec := other.read(0)) is not None:
+            assert rec.topic in (None, "b") and other.ack(rec)
+            n_other += 1
+    assert sorted(got) == [i for i, t in enumerate(topics) if t == "a"]
+    assert n_other == sum(1 for t in topics if t != "a")
+
+
+def test_topics_need_a_framed_bus(tmp_path):
+    bus = str(tmp_path / "bus")
+    with MappedBusWriter(bus, file_size=1 << 20, record_size=32) as w:
+        w.write(b"x")
+    with pytest.raises(TypeError, match="framed"):
+        GroupReader(bus, "g", topics=["a"])
