@@ -53,8 +53,11 @@ with GroupReader(sys.argv[1], "g", window=window) as m:
     print("ready", flush=True)
     sys.stdin.readline()
     while True:
-        rec = m.read(timeout=1.0)
+        rec = m.read(timeout=60)
         if rec is None:
+            break
+        if rec.topic == "stop":                      # one stop per member: each takes one
+            m.ack(rec)
             break
         if m.ack(rec):
             out.append([rec.position, len(rec.payload),
@@ -88,6 +91,8 @@ def test_three_member_processes_ack_every_message_once_whole(tmp_path, window):
                 payload = _message(i, n)
                 w.write(payload)
                 expected[i] = (n, _digest(payload))
+            for _ in procs:
+                w.write(b"", topic="stop")
         results = [json.loads(p.communicate(timeout=120)[0]) for p in procs]
     finally:
         for p in procs:
