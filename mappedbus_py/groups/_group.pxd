@@ -136,6 +136,7 @@ cdef class GroupReader:
     cdef int _hold(self, int64_t start, bint now) except -1
     cdef int64_t _advance(self) except -1
     cdef int64_t _bus_slots(self, int64_t g) except -1
+    cdef int _pass_skipped(self) except -1
     cdef int _skip_passed(self, int64_t g, int64_t seen, int64_t off, int64_t stop) except -1
     cdef int _acquire_new_framed(self) except -1
     cdef int64_t _g_of(self, rec) except -2

@@ -435,6 +435,11 @@ cdef class GroupReader:
             g = group_next_new(self._base, self._window, self._shift)
             if g < 0:
                 if g == GROUP_FULL:
+                    # skipped entries (rolled back, other topics) are passed by `start` only
+                    # when something moves it: move it here, so a run of skips longer than
+                    # the window does not stop the group
+                    if self._pass_skipped():
+                        continue
                     return 0
                 raise CorruptBusError(f"{self.group_path!r}: entry of record "
                                       f"{load_acquire_i64(self._base + GROUP_END_OFFSET)} holds "
@@ -477,6 +482,11 @@ cdef class GroupReader:
             g = group_f_next_new(self._base, self._window, self._shift, &seen, &ask)
             if g < 0:
                 if g == GROUP_FULL:
+                    # skipped entries (rolled back, other topics) are passed by `start` only
+                    # when something moves it: move it here, so a run of skips longer than
+                    # the window does not stop the group
+                    if self._pass_skipped():
+                        continue
                     return 0
                 if g == GROUP_ASK:
                     n = self._bus_slots(ask)
@@ -532,6 +542,15 @@ cdef class GroupReader:
                 return 0
             if group_f_next_new(self._base, self._window, self._shift, &seen, &ask) != g:
                 return 0
+
+    cdef int _pass_skipped(self) except -1:
+        # 1 if `start` moved (over done entries) since this member last looked.
+        cdef int64_t before = load_acquire_i64(self._base + GROUP_START_OFFSET)
+        cdef int64_t after = self._advance()
+        if after != before:
+            self._hold(after, False)
+            return 1
+        return 0
 
     cdef int64_t _bus_slots(self, int64_t g) except -1:
         # The slot count of the settled message at g, read from the bus (its first slot's

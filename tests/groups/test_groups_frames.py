@@ -357,3 +357,33 @@ def test_writer_killed_mid_message_no_member_gets_part_of_it(tmp_path):
             i = struct.unpack_from("<q", payload)[0]
             n = random.Random(i).choice([0, 50, 3000, 200_000, 1 << 20])
             assert payload == _message(i, n)
+
+
+@pytest.mark.parametrize("frames", [True, False])
+def test_a_run_of_skips_longer_than_the_window_does_not_stop_the_group(tmp_path, frames):
+    bus = str(tmp_path / "bus")
+    with MappedBusWriter(bus, file_size=1 << 20, record_size=RECORD if frames else 32,
+                         frames=frames) as w:
+        for i in range(40):
+            w.write(b"rolled back %d" % i)
+        w.write(b"wanted")
+    slot = (RECORD if frames else 32) + 8
+    with open(bus, "r+b") as f:                      # 40 messages of one slot rolled back
+        for i in range(40):
+            f.seek(layout.FIRST_RECORD_OFFSET + i * slot)
+            f.write(struct.pack("<i", 2))
+    with GroupReader(bus, "g", window=16) as m:
+        rec = m.read(timeout=2)
+        assert rec is not None and rec.payload.rstrip(b"\0") == b"wanted" and m.ack(rec)
+
+
+def test_an_other_topic_message_longer_than_the_window_is_skipped(tmp_path):
+    bus = str(tmp_path / "bus")
+    with MappedBusWriter(bus, file_size=1 << 20, record_size=RECORD, frames=True) as w:
+        w.write(b"x" * 100 * 256, topic="b")        # 101 slots, the window 16
+        w.write(b"y" * 30 * 256, topic="b")
+        w.write(b"for a", topic="a")
+    with GroupReader(bus, "g", window=16, topics=["a"]) as m:
+        rec = m.read(timeout=2)
+        assert rec is not None and rec.payload == b"for a" and m.ack(rec)
+        assert m.read(0) is None
