@@ -315,9 +315,9 @@ def test_a_slot_count_lost_from_the_group_file_is_read_from_the_bus(tmp_path):
 
 
 WRITER = r"""
-import random, struct, sys
+import random, struct, sys, time
 from mappedbus_py import MappedBusWriter
-with MappedBusWriter(sys.argv[1], file_size=64 << 20, record_size=248, frames=True) as w:
+with MappedBusWriter(sys.argv[1], file_size=128 << 20, record_size=248, frames=True) as w:
     print("ready", flush=True)
     i = 0
     while True:
@@ -325,12 +325,13 @@ with MappedBusWriter(sys.argv[1], file_size=64 << 20, record_size=248, frames=Tr
         body = random.Random(i).randbytes(n)
         w.write((struct.pack("<q", i) + body[8:]) if n >= 8 else body)
         i += 1
+        time.sleep(0.002)           # room for 0.3 s of writing; a 1 MiB copy is often cut
 """
 
 
 def test_writer_killed_mid_message_no_member_gets_part_of_it(tmp_path):
     bus = str(tmp_path / "bus")
-    with MappedBusWriter(bus, file_size=64 << 20, record_size=RECORD, frames=True):
+    with MappedBusWriter(bus, file_size=128 << 20, record_size=RECORD, frames=True):
         pass
     p = subprocess.Popen([sys.executable, "-c", WRITER, bus], stdout=subprocess.PIPE,
                          env=_env(), text=True)
@@ -340,7 +341,7 @@ def test_writer_killed_mid_message_no_member_gets_part_of_it(tmp_path):
     finally:
         p.send_signal(signal.SIGKILL)
         p.wait()
-    with MappedBusWriter(bus, file_size=64 << 20, record_size=RECORD, frames=True) as w:
+    with MappedBusWriter(bus, file_size=128 << 20, record_size=RECORD, frames=True) as w:
         w.write(b"after the kill")
     with GroupReader(bus, "g", timeout=0.5) as a, GroupReader(bus, "g", timeout=0.5) as b:
         got = []
