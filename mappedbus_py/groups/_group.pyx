@@ -794,7 +794,8 @@ cdef class GroupReader:
         if ok and state == GROUP_ACKED:
             self._acked += 1
             store_release_i64(self._mslot + GROUP_MEMBER_ACKED_OFFSET, self._acked)
-            self._hold(self._advance(), False)
+            self._hold(self._advance() if self._framed else
+                       group_advance(self._base, self._window, self._shift), False)
         return ok
 
     cdef int _dead_letter(self, int64_t g, int64_t word, int counter) except -1:
