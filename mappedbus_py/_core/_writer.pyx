@@ -226,7 +226,7 @@ cdef class MappedBusWriter:
             if f.meta is not None:
                 f.meta.check_frames(self.frames, self.path)
             _check_limit(f.limit_at_open, self._slot, self.record_size, self.path)
-            if f.bus_id is None and not self._segment:
+            if f.bus_id is None and not self._segment and not self.frames:
                 f.check_slots(self.record_size)    # no metadata: nothing misaligned written
         except BaseException:
             f.close()

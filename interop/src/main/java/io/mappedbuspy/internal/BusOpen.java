@@ -47,7 +47,7 @@ public final class BusOpen {
         o.afterMap = f -> {
             limit[0] = f.getLongAcquire(Layout.LIMIT_OFFSET);
             MappedBusWriter.checkLimit(limit[0], recordSize, path);
-            if (!segment && matching[0] == null) {
+            if (!segment && !frames && matching[0] == null) { // a framed bus: continuation slots hold payload
                 checkSlots(f, recordSize, fileSize, path); // no metadata: nothing misaligned read
             }
         };
@@ -83,7 +83,7 @@ public final class BusOpen {
             f.compareAndSetLong(Layout.LIMIT_OFFSET, 0, Layout.FIRST_RECORD_OFFSET);
             limit[0] = f.getLongAcquire(Layout.LIMIT_OFFSET);
             MappedBusWriter.checkLimit(limit[0], recordSize, path);
-            if (!segment && matching[0] == null) {
+            if (!segment && !frames && matching[0] == null) { // a framed bus: continuation slots hold payload
                 checkSlots(f, recordSize, fileSize, path); // no metadata: nothing misaligned written
             }
         };
