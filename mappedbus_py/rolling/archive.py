@@ -52,6 +52,11 @@ class MoveState(enum.Enum):
     MOVE_UNLINKED = "the hot segment and its index are removed, the hot directory fsynced"
 
 
+for _state in MoveState:
+    _state.__doc__ = _state.value      # each state documented by what holds then
+del _state
+
+
 def _stall(state):
     if os.environ.get(ARCHIVE_STALL_ENV) == state.name:
         import sys

@@ -20,6 +20,11 @@ class Target(enum.Enum):
     END = "after every record indexed so far: the end of the bus"
 
 
+for _target in Target:
+    _target.__doc__ = _target.value    # each member documented by what it means
+del _target
+
+
 @dataclasses.dataclass(frozen=True)
 class TimeTarget:
     """``seek_position``'s answer: ``kind`` and, for ``Target.POSITION``, the ``position``."""
