@@ -173,6 +173,9 @@ def frames(d, start):
     position ``start``, across its segments."""
     size = d["segment_size"]
     k, off = split_position(start, size)
+    tier = None
+    if d.get("archive"):
+        tier = tier_of(read_bus_meta(d["path"], allow_foreign=True), d["path"])
     for s in d["segments"]:
         i = s["index"]
         if i < k:
