@@ -1,5 +1,5 @@
 """A Spark sink's output consumed by a work group works unchanged (issue 35): rows written with
-``df.write.format("mappedbus")`` go to three GroupReader member processes (tests/group_child.py),
+``df.write.format("mappedbus")`` go to three GroupReader member processes (tests/support/group_child.py),
 every row acked exactly once across them."""
 import collections
 import json
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.spark
 FILE_SIZE = 400_000
 RECORD = 12
 ROWS = 900
-CHILD = [sys.executable, str(pathlib.Path(__file__).resolve().parents[1] / "group_child.py")]
+CHILD = [sys.executable, str(pathlib.Path(__file__).resolve().parents[1] / "support" / "group_child.py")]
 
 
 def _member(bus, log, **opts):
