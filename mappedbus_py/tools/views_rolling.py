@@ -147,9 +147,9 @@ def check_start(d, start):
     return start
 
 
-def slots(d, start):
-    """``(position, segment, Slot)`` for every allocated slot of the rolling bus ``d``
-    from position ``start`` (from check_start), across its segments."""
+def _walk(d, start, scanner):
+    # (position, segment, item) for every item ``scanner`` (slots.scan or slots.scan_frames)
+    # finds in the segments of the rolling bus ``d`` from position ``start``, hot or archived.
     size = d["segment_size"]
     k, off = split_position(start, size)
     tier = None
@@ -161,29 +161,20 @@ def slots(d, start):
             continue
         try:
             with segment_file(d["path"], i, tier) as (p, _):
-                for slot in scan(p, d["record_size"], size,
-                                 start=off if i == k else FIRST_RECORD_OFFSET):
-                    yield join_position(i, slot.offset, size), i, slot
+                for item in scanner(p, d["record_size"], size,
+                                    start=off if i == k else FIRST_RECORD_OFFSET):
+                    yield join_position(i, item.offset, size), i, item
         except FileNotFoundError:
             continue            # removed by retention (or archived) meanwhile
+
+
+def slots(d, start):
+    """``(position, segment, Slot)`` for every allocated slot of the rolling bus ``d``
+    from position ``start`` (from check_start), across its segments."""
+    return _walk(d, start, scan)
 
 
 def frames(d, start):
     """``(position, segment, Frame)`` for every frame of the framed rolling bus ``d`` from
     position ``start``, across its segments."""
-    size = d["segment_size"]
-    k, off = split_position(start, size)
-    tier = None
-    if d.get("archive"):
-        tier = tier_of(read_bus_meta(d["path"], allow_foreign=True), d["path"])
-    for s in d["segments"]:
-        i = s["index"]
-        if i < k:
-            continue
-        try:
-            with segment_file(d["path"], i, tier) as (p, _):
-                for f in scan_frames(p, d["record_size"], size,
-                                     start=off if i == k else FIRST_RECORD_OFFSET):
-                    yield join_position(i, f.offset, size), i, f
-        except FileNotFoundError:
-            continue            # removed by retention (or archived) meanwhile
+    return _walk(d, start, scan_frames)
