@@ -248,10 +248,3 @@ def test_a_message_with_no_claim_times_out_whole(bus_path):
         assert r.rollbacks >= 1
     with MappedBusReader(bus_path, timeout=0.05) as r:     # a second reader agrees
         assert [rec.payload for rec in r.records(timeout=2)] == [b"before", b"after"]
-
-
-def test_a_work_group_refuses_a_framed_bus_clearly(bus_path):
-    with MappedBusWriter(bus_path, 1 << 16, 56, frames=True) as w:
-        w.write(b"x" * 500)
-    with pytest.raises(TypeError, match="framed bus"):
-        MappedBusReader(bus_path, group="g")
