@@ -67,7 +67,7 @@ def _check_complete(hot, arch, n):
     """The next writer completes the moves; then every record once, in order, each segment in
     one tier, no temporary file left in the archive."""
     with RollingBusWriter(hot, archive=arch) as w:
-        assert w.archiver.wait_idle(300)     # thousands of small segments after 50 kills
+        assert w.archiver.wait_idle(300)     # thousands of small segments after 100 kills
     archived = list_archived(arch)          # raises if a segment is there twice
     hot_segs = list_segments(hot)
     assert not set(archived) & set(hot_segs)
@@ -148,5 +148,5 @@ def test_random_kills_while_archiving_fast(dirs):
 
 
 @pytest.mark.slow
-def test_random_kills_while_archiving_50(dirs):
-    _campaign(dirs, 50, seed=3737)
+def test_random_kills_while_archiving_100(dirs):
+    _campaign(dirs, 100, seed=3737)
