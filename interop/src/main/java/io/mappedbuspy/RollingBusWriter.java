@@ -59,6 +59,14 @@ public final class RollingBusWriter implements AutoCloseable {
     // A framed bus (setFrames), and its topics file (opened at the first topic, shared by the segment writers).
     private boolean frames;
     private TopicsFile topics;
+    // The archive tier (docs/journal.md, "The archive tier"): what this writer asked (null: the bus's, if it has one),
+    // and the archiver running while the writer is open (null: the bus has no archive).
+    private String archiveDir;
+    private Long archiveAfter;
+    private Long archiveAgeMs;
+    private ArchiveCompression compress;
+    private Retention archiveRetention;
+    private Archiver archiver;
 
     /**
      * Creates a writer of an existing rolling bus with the sizes its {@code DIR/bus.meta} records (read now;
@@ -239,7 +247,8 @@ public final class RollingBusWriter implements AutoCloseable {
 
     /**
      * Sends every record committed so far by this writer to the disk before it returns: {@code fdatasync} of every
-     * segment it wrote since the last sync and of their time indexes, {@code fsync} of the bus's directory and its
+     * segment it wrote since the last sync and of their time indexes, of the consumers' registry and the work groups'
+     * files, {@code fsync} of the bus's directory and its
      * index directory (docs/journal.md, "Durability"). On {@code /dev/shm} the calls are made and do nothing.
      *
      * @throws IOException if a file cannot be synced, or an earlier sync of the policy's thread failed
@@ -249,6 +258,131 @@ public final class RollingBusWriter implements AutoCloseable {
             throw new IllegalStateException("rolling writer for " + dir + " is " + (closed ? "closed" : "not open"));
         }
         sync.sync();
+    }
+
+    /**
+     * Moves full segments of the bus into an archive directory in the background (Python: {@code archive=DIR};
+     * docs/journal.md, "The archive tier"): a segment moves once more than {@link #setArchiveAfter} full segments are
+     * hot (or it filled longer than {@link #setArchiveAge} ago) and every slot of it is settled; readers read on from
+     * the archive. The settings are stored in bus.meta when first set and fixed from then on; a writer of a bus that
+     * has an archive archives it whether it asked or not. With an archive the hot tier keeps no retention of its own
+     * ({@link #setRetention} is refused): the archive's is {@link #setArchiveRetention}. Call before {@link #open()}.
+     *
+     * @param dir the archive directory (made 0700 if absent; on a disk, when the hot directory is /dev/shm)
+     * @return this
+     */
+    public RollingBusWriter setArchive(String dir) {
+        openCheck();
+        java.nio.file.Path p = java.nio.file.Path.of(Objects.requireNonNull(dir, "archive")).toAbsolutePath();
+        if (p.toString().contains("\n")) {
+            throw new IllegalArgumentException("archive path '" + p + "' cannot be stored in bus.meta");
+        }
+        archiveDir = p.normalize().toString();
+        return this;
+    }
+
+    /**
+     * How many full segments stay hot (Python: {@code archive_after=}; default 1). Call before {@link #open()}.
+     *
+     * @param segments full segments kept in the hot directory, 0 or more
+     * @return this
+     */
+    public RollingBusWriter setArchiveAfter(long segments) {
+        openCheck();
+        if (segments < 0) {
+            throw new IllegalArgumentException("archiveAfter must be a non-negative number of segments, got " + segments);
+        }
+        archiveAfter = segments;
+        return this;
+    }
+
+    /**
+     * A full segment that filled longer ago than this moves even within {@link #setArchiveAfter} (Python:
+     * {@code archive_age=} seconds; default 0: no age). Call before {@link #open()}.
+     *
+     * @param age  the age, 0 or more
+     * @param unit its unit
+     * @return this
+     */
+    public RollingBusWriter setArchiveAge(long age, java.util.concurrent.TimeUnit unit) {
+        openCheck();
+        if (age < 0) {
+            throw new IllegalArgumentException("archiveAge must not be negative, got " + age + " " + unit);
+        }
+        archiveAgeMs = unit.toMillis(age);
+        return this;
+    }
+
+    /**
+     * How archived segments are stored (Python: {@code compress=}; default {@link ArchiveCompression#NONE}). Call
+     * before {@link #open()}.
+     *
+     * @param compression none, zstd or lz4
+     * @return this
+     */
+    public RollingBusWriter setCompress(ArchiveCompression compression) {
+        openCheck();
+        compress = Objects.requireNonNull(compression, "compress");
+        return this;
+    }
+
+    /**
+     * As {@link #setCompress(ArchiveCompression)}, by the name bus.meta stores (the py4j callers').
+     *
+     * @param compression "none", "zstd" or "lz4"
+     * @return this
+     */
+    public RollingBusWriter setCompress(String compression) {
+        return setCompress(ArchiveCompression.of(compression));
+    }
+
+    /**
+     * The archive's own retention (Python: {@code archive_retain_segments/bytes/age}); 0 means no limit. Call before
+     * {@link #open()}.
+     *
+     * @param segments most archived segments kept
+     * @param bytes    most bytes of archived segments (each counted as the segment size)
+     * @param ageMs    an archived segment is removed once it filled longer ago than this
+     * @return this
+     */
+    public RollingBusWriter setArchiveRetention(long segments, long bytes, long ageMs) {
+        return setArchiveRetention(new Retention(segments, bytes, ageMs));
+    }
+
+    /**
+     * The archive's own retention, as {@link #setArchiveRetention(long, long, long)}.
+     *
+     * @param retention the retention
+     * @return this
+     */
+    public RollingBusWriter setArchiveRetention(Retention retention) {
+        openCheck();
+        archiveRetention = Objects.requireNonNull(retention, "archiveRetention");
+        return this;
+    }
+
+    /**
+     * Waits until this writer's archiver holds the bus's archiver lock and no segment is due to move (Python:
+     * {@code archiver.wait_idle}).
+     *
+     * @param timeout the longest wait
+     * @param unit    its unit
+     * @return true if none is due; false at the timeout, or if the archiver failed
+     * @throws IllegalStateException if the writer is not open or the bus has no archive
+     * @throws IOException           if the hot directory cannot be listed
+     */
+    public boolean awaitArchived(long timeout, java.util.concurrent.TimeUnit unit) throws IOException {
+        Archiver a = archiver;
+        if (a == null) {
+            throw new IllegalStateException("rolling writer for " + dir + " has no archiver (not open, or no archive)");
+        }
+        return a.waitIdle(timeout, unit);
+    }
+
+    /** @return segments this writer's archiver moved so far (0 without one) */
+    public long archivedSegments() {
+        Archiver a = archiver;
+        return a == null ? 0 : a.moved;
     }
 
     /**
@@ -292,6 +426,7 @@ public final class RollingBusWriter implements AutoCloseable {
      */
     public RollingBusWriter open() throws IOException {
         openCheck();
+        ArchiveRequest asked = archiveRequest();
         RollingDir b = RollingDir.forWriter(dir, segmentSize, recordSize, retention, consumerPolicy, allowForeign,
                 frames);
         ConsumerRetention held = b.consumers();
@@ -316,7 +451,9 @@ public final class RollingBusWriter implements AutoCloseable {
             writers = WritersFile.NONE;
             throw e;
         }
+        ArchiveFiles.Config archiveCfg;
         try {
+            archiveCfg = settleArchive(b, asked);
             timeIndex = settleTimeIndex(b);
         } catch (IOException | RuntimeException e) {
             s.close();
@@ -332,7 +469,92 @@ public final class RollingBusWriter implements AutoCloseable {
         w = s.w;
         sync = new WriterSync(b.dir, syncPolicy, syncIntervalNs, s.segment);
         countdown = 1; // look ahead at the first write
+        if (archiveCfg != null) {
+            archiver = new Archiver(b.dir, b.meta, archiveCfg, allowForeign, Layout.DEFAULT_TIMEOUT_MS);
+            archiver.start();
+        }
         return this;
+    }
+
+    // What this writer asked of the archive, checked (Python's check_archive), or null when it asked nothing.
+    private record ArchiveRequest(ArchiveFiles.Config cfg, java.util.Set<String> given) { }
+
+    private ArchiveRequest archiveRequest() {
+        if (archiveDir == null) {
+            if (archiveAfter != null || archiveAgeMs != null || compress != null || archiveRetention != null) {
+                throw new IllegalArgumentException("setArchiveAfter, setArchiveAge, setCompress and "
+                        + "setArchiveRetention apply to an archive: setArchive(dir) too (" + dir + ")");
+            }
+            return null;
+        }
+        if (!retention.equals(Retention.NONE)) {
+            throw new IllegalArgumentException("setRetention would delete hot segments before they are archived: with "
+                    + "setArchive, the hot tier keeps archiveAfter segments (and archiveAge), and the archive's "
+                    + "retention is setArchiveRetention (" + dir + ")");
+        }
+        java.util.Set<String> given = new java.util.HashSet<>(java.util.List.of("dir"));
+        if (archiveAfter != null) {
+            given.add("after");
+        }
+        if (archiveAgeMs != null) {
+            given.add("ageMs");
+        }
+        if (compress != null) {
+            given.add("compress");
+        }
+        if (archiveRetention != null) {
+            given.add("retention");
+        }
+        Retention ar = archiveRetention == null ? Retention.NONE : archiveRetention;
+        return new ArchiveRequest(new ArchiveFiles.Config(java.nio.file.Path.of(archiveDir),
+                archiveAfter == null ? 1 : archiveAfter, archiveAgeMs == null ? 0 : archiveAgeMs,
+                (compress == null ? ArchiveCompression.NONE : compress).files(), ar.segments(), ar.bytes(),
+                ar.ageMs()), java.util.Set.copyOf(given));
+    }
+
+    // The archive this writer applies (Python's settle_meta, then prepare_archive): the request's, written into
+    // bus.meta if the bus has none yet, else the bus's own, which what it set must match; a writer that asks for none
+    // still archives a bus that has one. Null: no archive.
+    private ArchiveFiles.Config settleArchive(RollingDir b, ArchiveRequest asked) throws IOException {
+        java.nio.file.Path metaPath = b.dir.resolve(Layout.META_FILE);
+        BusMeta now = BusMeta.read(metaPath, allowForeign);
+        if (now == null || !now.id().equals(b.meta.id())) {
+            throw new BusReplacedException(metaPath + " no longer describes the bus this writer opened");
+        }
+        ArchiveFiles.Config have = ArchiveFiles.config(now, metaPath.toString());
+        ArchiveFiles.Config cfg = have;
+        if (asked != null) {
+            ArchiveFiles.Config want = asked.cfg();
+            if (have == null) {
+                BusMeta m = now.withExtra("archive_dir", want.dir().toString())
+                        .withExtra("archive_after", Long.toString(want.after()))
+                        .withExtra("archive_age_ms", Long.toString(want.ageMs()))
+                        .withExtra("archive_compress", want.compress().text())
+                        .withExtra("archive_retain_segments", Long.toString(want.retainSegments()))
+                        .withExtra("archive_retain_bytes", Long.toString(want.retainBytes()))
+                        .withExtra("archive_retain_age_ms", Long.toString(want.retainAgeMs()));
+                m.write(metaPath, "rw-------", false);
+                WriterSync.forceDir(b.dir);
+                now = m;
+                cfg = want;
+            } else {
+                java.util.Set<String> g = asked.given();
+                boolean same = have.dir().equals(want.dir())
+                        && (!g.contains("after") || have.after() == want.after())
+                        && (!g.contains("ageMs") || have.ageMs() == want.ageMs())
+                        && (!g.contains("compress") || have.compress() == want.compress())
+                        && (!g.contains("retention") || (have.retainSegments() == want.retainSegments()
+                        && have.retainBytes() == want.retainBytes() && have.retainAgeMs() == want.retainAgeMs()));
+                if (!same) {
+                    throw new IllegalArgumentException(metaPath + " has the archive " + have + "; this writer asked "
+                            + "for " + want + ": the archive settings are fixed once set");
+                }
+            }
+        }
+        if (cfg != null) {
+            Archiver.prepareArchive(b.dir, now, cfg, allowForeign);
+        }
+        return cfg;
     }
 
     // Whether this writer appends to the time index: the bus's setting; asked true adds it to a bus without one
@@ -558,6 +780,10 @@ public final class RollingBusWriter implements AutoCloseable {
             lastIndexMs = Long.MIN_VALUE; // the first record of a segment has an entry
         }
         sync.rolled(full, segments.segment);
+        Archiver a = archiver;
+        if (a != null) {
+            a.wake();
+        }
     }
 
     // The time index's entry for the record at `position`, allocated after `ms` (read before its allocation): to the
@@ -640,10 +866,21 @@ public final class RollingBusWriter implements AutoCloseable {
         return recordSize;
     }
 
-    /** Releases the current segment; later writes throw {@link IllegalStateException}. Idempotent. */
+    /**
+     * Stops the archiver (if any), releases the current segment; later writes throw {@link IllegalStateException}.
+     * Idempotent.
+     *
+     * @throws IllegalStateException after releasing everything, if the archiver met an error (kept since)
+     */
     @Override
     public void close() {
         closed = true;
+        Throwable archiveError = null;
+        if (archiver != null) {
+            archiver.stop();
+            archiveError = archiver.error;
+            archiver = null;
+        }
         if (sync != null) {
             sync.close();
         }
@@ -662,6 +899,10 @@ public final class RollingBusWriter implements AutoCloseable {
         wake.close();
         writers.close(); // clears this writer's claim, gives its slot back
         writers = WritersFile.NONE;
+        if (archiveError != null) {
+            throw new IllegalStateException("mappedbus: the archiver of " + dir + " failed: " + archiveError,
+                    archiveError);
+        }
     }
 
     // Our slot's last holder died with a claim: roll back its uncommitted slots in the segment it lies in (if

@@ -12,7 +12,8 @@ import java.util.concurrent.TimeUnit;
 
 /**
  * A {@link RollingBusWriter}'s durability (docs/design/journal.md, "Sync policies"): {@link #sync()} sends to the disk
- * every segment the writer wrote since the last sync and their time indexes ({@code fdatasync}), then the bus's
+ * every segment the writer wrote since the last sync and their time indexes, the consumers' registry and the work
+ * groups' files ({@code fdatasync}), then the bus's
  * directory and its index directory ({@code fsync}: the segments and index files made or renamed there). It works on
  * descriptors of its own, opened for each sync, so the policies' thread never touches the writer's mappings: a
  * segment gone meanwhile (moved to the archive, whose archiver syncs its copy; or removed by retention) is skipped.
@@ -91,6 +92,7 @@ final class WriterSync implements AutoCloseable {
                 force(dir.resolve(Layout.segmentName(k)));
                 force(TimeIndex.path(dir, k));
             }
+            forceSideFiles();
             forceDirs();
             from = to; // the current one again next time: it fills on
             syncs++;
@@ -102,6 +104,20 @@ final class WriterSync implements AutoCloseable {
             sync();
         } catch (IOException e) {
             failed = e;
+        }
+    }
+
+    // The consumers' registry and the work groups' files, memory-mapped side files the bus may have (docs/journal.md,
+    // "Durability": they follow the same rules as the segments).
+    private void forceSideFiles() throws IOException {
+        force(dir.resolve(Layout.CONSUMERS_FILE));
+        try (java.nio.file.DirectoryStream<Path> groups = java.nio.file.Files.newDirectoryStream(
+                dir.resolve(Layout.GROUP_DIR), "*" + Layout.GROUP_SUFFIX)) {
+            for (Path g : groups) {
+                force(g);
+            }
+        } catch (NoSuchFileException e) {
+            // no work group on this bus
         }
     }
 

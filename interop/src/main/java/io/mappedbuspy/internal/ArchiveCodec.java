@@ -53,6 +53,16 @@ final class ArchiveCodec {
         }
     }
 
+    /**
+     * Loads what a compression's library needs before the archiver compresses with it (zstd-jni's JNI library from
+     * beside its jar, as for decompressing).
+     */
+    static void ready(ArchiveFiles.Compression compression) {
+        if (compression == ArchiveFiles.Compression.ZSTD) {
+            Zstd.ready();
+        }
+    }
+
     // The library of a compression is absent (its class could not be loaded, or its JNI part not linked).
     private static IllegalStateException missing(ArchiveFiles.Compression compression, Throwable e) {
         String what = compression == ArchiveFiles.Compression.ZSTD ? "zstd-jni (Debian: libzstd-jni-java)"
@@ -96,6 +106,10 @@ final class ArchiveCodec {
     private static final class Zstd {
         static {
             loadBesideJar();
+        }
+
+        static void ready() {
+            // the static initializer did it
         }
 
         static void decompress(InputStream in, ByteBuffer dst, Path path) throws IOException {

@@ -73,6 +73,16 @@ public final class ArchiveFiles {
     }
 
     /**
+     * Loads what compressing as {@code compression} needs (zstd-jni's JNI library from beside its jar): what the
+     * archiver calls before it compresses.
+     *
+     * @param compression the compression
+     */
+    public static void codecReady(Compression compression) {
+        ArchiveCodec.ready(compression);
+    }
+
+    /**
      * A bus's archive tier as bus.meta stores it.
      *
      * @param dir            the archive directory (absolute)

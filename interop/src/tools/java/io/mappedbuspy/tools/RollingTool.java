@@ -24,7 +24,9 @@ import java.util.Arrays;
  * <pre>
  *  rolling-write dir segmentSize recordSize count writerId [--retain-segments n] [--retain-bytes n]
  *      [--retain-age-ms n] [--sync none|segment|interval] [--sync-interval-ms n] [--sync-at-end]
- *      [--pause-every n] [--time-index]: 8-byte records (int32 writerId, int32 i); prints "wrote N committed M"
+ *      [--pause-every n] [--time-index] [--archive dir] [--archive-after n] [--archive-age-ms n]
+ *      [--compress none|zstd|lz4] [--archive-retain-segments n] [--first i] [--archive-wait] [--hold]: 8-byte records
+ *      (int32 writerId, int32 i, i from --first); prints "wrote N committed M"
  *  rolling-write-objects dir segmentSize recordSize count price|token|trade writerId [--retain-...]
  *  rolling-read dir segmentSize recordSize count [--idle-exit ms] [--on-gap raise|skip] [--timeout ms]
  *      [--read-only] [--start pos|end] [--since epochNanos] [--consumer name]: "position meta payloadhex" per
@@ -43,7 +45,9 @@ public final class RollingTool {
             "      [--retain-bytes n] [--retain-age-ms n] [--sync none|segment|interval] [--sync-interval-ms n]",
             "      [--sync-at-end] [--pause-every n] [--time-index]: as write-bytes, on a rolling bus (--sync-at-end:",
             "      sync() before closing; --pause-every: a 2 ms sleep before every n-th record; --time-index: the",
-            "      bus keeps a time index)",
+            "      bus keeps a time index; --archive...: the archive tier, --archive-wait: wait for the archiver",
+            "      before closing; --first i: the first record's i; --hold: print OPEN once open, WRITTEN once",
+            "      written, then wait to be killed)",
             "  rolling-write-objects <dir> <segmentSize> <recordSize> <count> price|token|trade <writerId> [--retain-...]",
             "  rolling-read <dir> <segmentSize> <recordSize> <count> [--idle-exit ms] [--on-gap raise|skip]",
             "      [--timeout ms] [--read-only] [--start pos|end] [--since epochNanos] [--consumer name]: global",
@@ -107,6 +111,14 @@ public final class RollingTool {
         boolean syncAtEnd = false;
         long pauseEvery = 0;
         boolean timeIndex = false;
+        String archive = null;
+        long archiveAfter = -1;
+        long archiveAgeMs = -1;
+        String compress = null;
+        long archiveRetain = -1;
+        long first = 0;
+        boolean archiveWait = false;
+        boolean hold = false;
         for (int i = optsFrom; i < a.length; i++) {
             switch (a[i]) {
                 case "--retain-segments": retain[0] = num(value(a, ++i)); break;
@@ -117,6 +129,14 @@ public final class RollingTool {
                 case "--sync-at-end": syncAtEnd = true; break;
                 case "--pause-every": pauseEvery = num(value(a, ++i)); break;
                 case "--time-index": timeIndex = true; break;
+                case "--archive": archive = value(a, ++i); break;
+                case "--archive-after": archiveAfter = num(value(a, ++i)); break;
+                case "--archive-age-ms": archiveAgeMs = num(value(a, ++i)); break;
+                case "--compress": compress = value(a, ++i); break;
+                case "--archive-retain-segments": archiveRetain = num(value(a, ++i)); break;
+                case "--first": first = num(value(a, ++i)); break;
+                case "--archive-wait": archiveWait = true; break;
+                case "--hold": hold = true; break;
                 default: throw new BadArgs("unknown option " + a[i]);
             }
         }
@@ -132,8 +152,27 @@ public final class RollingTool {
         if (timeIndex) {
             w0.setTimeIndex(true);
         }
+        if (archive != null) {
+            w0.setArchive(archive);
+        }
+        if (archiveAfter >= 0) {
+            w0.setArchiveAfter(archiveAfter);
+        }
+        if (archiveAgeMs >= 0) {
+            w0.setArchiveAge(archiveAgeMs, java.util.concurrent.TimeUnit.MILLISECONDS);
+        }
+        if (compress != null) {
+            w0.setCompress(compress);
+        }
+        if (archiveRetain >= 0) {
+            w0.setArchiveRetention(archiveRetain, 0, 0);
+        }
         try (RollingBusWriter w = w0.open()) {
-            for (long i = 0; i < count; i++) {
+            if (hold) {
+                System.out.println("OPEN");
+                System.out.flush();
+            }
+            for (long i = first; i < first + count; i++) {
                 if (pauseEvery > 0 && i % pauseEvery == 0) {
                     try {
                         Thread.sleep(2);
@@ -176,6 +215,21 @@ public final class RollingTool {
             }
             if (syncAtEnd) {
                 w.sync();
+            }
+            if (archiveWait && !w.awaitArchived(120, java.util.concurrent.TimeUnit.SECONDS)) {
+                throw new IOException("the archiver of " + a[0] + " did not finish within 120 s");
+            }
+            if (hold) {
+                System.out.println("WRITTEN");
+                System.out.flush();
+                for (;;) {
+                    try {
+                        Thread.sleep(3_600_000L);
+                    } catch (InterruptedException e) {
+                        Thread.currentThread().interrupt();
+                        break;
+                    }
+                }
             }
         } finally {
             System.out.println("wrote " + wrote + " committed " + committed);

@@ -1,0 +1,701 @@
+package io.mappedbuspy;
+
+import io.mappedbuspy.internal.ArchiveFiles;
+import io.mappedbuspy.internal.BusFiles;
+import io.mappedbuspy.internal.BusMeta;
+import io.mappedbuspy.internal.Liveness;
+import io.mappedbuspy.internal.RollingLayout;
+import io.mappedbuspy.internal.UnsafeAccess;
+
+import java.io.EOFException;
+import java.io.IOException;
+import java.io.OutputStream;
+import java.io.UncheckedIOException;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.MappedByteBuffer;
+import java.nio.channels.Channels;
+import java.nio.channels.FileChannel;
+import java.nio.file.DirectoryStream;
+import java.nio.file.FileAlreadyExistsException;
+import java.nio.file.Files;
+import java.nio.file.LinkOption;
+import java.nio.file.NoSuchFileException;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.nio.file.StandardOpenOption;
+import java.nio.file.attribute.BasicFileAttributeView;
+import java.nio.file.attribute.BasicFileAttributes;
+import java.nio.file.attribute.FileTime;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.security.SecureRandom;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.LockSupport;
+
+/**
+ * The archiver of a rolling bus with an archive (docs/design/journal.md, "The move"; Python's
+ * {@code rolling.archive.Archiver}, whose steps, states and files these are, so that either language completes a move
+ * the other left): while it holds the bus's archiver lock (the OFD lock on {@link Layout#ARCHIVER_LOCK_BYTE} of
+ * {@code ARCHIVE/bus.meta}, {@link Liveness}), it completes what a killed archiver left, then moves each full, settled
+ * segment beyond {@code archive_after} full hot segments (or filled longer than {@code archive_age} ago) into the
+ * archive, oldest first, up to {@link #MOVE_BATCH} together, then applies the archive's retention.
+ *
+ * <p>It runs on a daemon thread of the writer's JVM (Python uses a child process so that moving and compressing never
+ * wait for the writer's GIL; a JVM has no such lock, and a second JVM would cost a start-up and its memory): the
+ * thread shares nothing with the write path, which only wakes it ({@link LockSupport#unpark}) when it rolls. The
+ * kernel drops the lock when the JVM dies, and another writer's archiver (of either language) takes over.
+ */
+final class Archiver {
+    /** Test hook: a {@link MoveState}'s name makes the archiver stop forever right after reaching it (tests SIGKILL). */
+    static final String ARCHIVE_STALL_ENV = "MAPPEDBUS_TEST_ARCHIVE_STALL";
+    /** How often an idle archiver looks (a writer's roll wakes it at once), ms. */
+    static final long POLL_MS = 50;
+    /** The most segments moved together (one fsync of the archive directory for all of them). */
+    static final int MOVE_BATCH = 8;
+    private static final String FILE_PERMS = "rw-------";
+    private static final SecureRandom RANDOM = new SecureRandom();
+    private static final String STALL = System.getenv(ARCHIVE_STALL_ENV);
+
+    private final Path hot;
+    private final BusMeta meta;
+    private final ArchiveFiles.Config cfg;
+    private final long segmentSize;
+    private final int recordSize;
+    private final boolean allowForeign;
+    private final int timeoutMs;
+    private FileChannel lock;         // ARCHIVE/bus.meta, holding the archiver's byte while `holding`
+    private volatile boolean holding;
+    private volatile boolean busy;
+    private volatile boolean stop;
+    private Thread thread;
+    private long settlingIndex = -1;  // the segment `settling` reads, rolling back dead writers' slots
+    private MappedBusReader settling;
+    /** The archiver's failure (kept; the writer's close throws it), or null. */
+    volatile Throwable error;
+    /** Segments moved by this archiver. */
+    volatile long moved;
+
+    Archiver(Path hot, BusMeta meta, ArchiveFiles.Config cfg, boolean allowForeign, int timeoutMs) {
+        this.hot = hot;
+        this.meta = meta;
+        this.cfg = cfg;
+        this.segmentSize = meta.segmentSize();
+        this.recordSize = meta.recordSize();
+        this.allowForeign = allowForeign;
+        this.timeoutMs = timeoutMs;
+    }
+
+    /** Starts the daemon thread. */
+    void start() {
+        thread = new Thread(this::run, "mappedbus-archiver " + hot.getFileName());
+        thread.setDaemon(true);
+        thread.start();
+    }
+
+    /** Look now (the writer rolled): one unpark, nothing else on the write path. */
+    void wake() {
+        Thread t = thread;
+        if (t != null) {
+            LockSupport.unpark(t);
+        }
+    }
+
+    /** Stops the thread and lets the lock go. */
+    void stop() {
+        stop = true;
+        Thread t = thread;
+        if (t != null) {
+            LockSupport.unpark(t);
+            try {
+                t.join();
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            thread = null;
+        }
+        closeSettling();
+        if (lock != null) {
+            try {
+                lock.close();
+            } catch (IOException e) {
+                // the lock goes with the descriptor anyway
+            }
+            lock = null;
+            holding = false;
+        }
+    }
+
+    /**
+     * Waits (waking the thread) until this archiver holds the lock and no segment is due to move, or the timeout.
+     *
+     * @return true if none is due
+     */
+    boolean waitIdle(long timeout, TimeUnit unit) throws IOException {
+        long deadline = System.nanoTime() + unit.toNanos(timeout);
+        for (;;) {
+            if (holding && !busy && candidates().length == 0) {
+                return true;
+            }
+            if (System.nanoTime() - deadline >= 0 || error != null) {
+                return false;
+            }
+            wake();
+            LockSupport.parkNanos(5_000_000L);
+        }
+    }
+
+    private void run() {
+        while (!stop) {
+            busy = true;
+            try {
+                runOnce();
+            } catch (IOException | RuntimeException e) {
+                error = e; // kept; the writer's close throws it; retried meanwhile
+            } finally {
+                busy = false;
+            }
+            if (!stop) {
+                LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(POLL_MS));
+            }
+        }
+    }
+
+    private boolean takeLock() throws IOException {
+        if (holding) {
+            return true;
+        }
+        if (lock == null) {
+            Path p = cfg.dir().resolve(Layout.META_FILE);
+            BusFiles.checkTrusted(p, allowForeign);
+            // the archive's bus.meta: never replaced (the hot one is, when keys are added)
+            lock = FileChannel.open(p, StandardOpenOption.READ, StandardOpenOption.WRITE, LinkOption.NOFOLLOW_LINKS);
+        }
+        Liveness.Hold h = Liveness.hold(lock, Layout.ARCHIVER_LOCK_BYTE);
+        if (h == Liveness.Hold.UNKNOWN) {
+            throw new IllegalStateException("mappedbus: the archiver of " + hot + " cannot take its lock (no JNI "
+                    + "library, or a file system without OFD locks): nothing is archived by this writer");
+        }
+        holding = h == Liveness.Hold.TAKEN;
+        if (holding) {
+            completeMoves(hot, cfg);
+        }
+        return holding;
+    }
+
+    /** One look: returns the segments moved. */
+    long[] runOnce() throws IOException {
+        if (!takeLock()) {
+            return new long[0];
+        }
+        List<Long> ready = new ArrayList<>();
+        for (long k : candidates()) {
+            if (stop || ready.size() >= MOVE_BATCH) {
+                break;
+            }
+            boolean ok;
+            try {
+                ok = settled(segmentPath(hot, k), segmentSize, recordSize) || settle(k);
+            } catch (NoSuchFileException e) {
+                continue;
+            }
+            if (!ok) {
+                break; // oldest first: a later segment waits for this one
+            }
+            ready.add(k);
+        }
+        long[] done = ready.stream().mapToLong(Long::longValue).toArray();
+        if (done.length > 0) {
+            moveSegments(hot, cfg, done, segmentSize, allowForeign);
+            moved += done.length;
+        }
+        applyArchiveRetention(cfg, meta, System.currentTimeMillis());
+        return done;
+    }
+
+    /** The hot segments due to move, oldest first (not yet checked to be settled). */
+    long[] candidates() throws IOException {
+        long[] segs = hotSegments(hot);
+        if (segs.length < 2) {
+            return new long[0];
+        }
+        long newest = segs[segs.length - 1];
+        int full = segs.length - 1;
+        // The newest may be a spare made ahead (limit 8): then the one before it is current.
+        if (limit(hot, newest) <= Layout.FIRST_RECORD_OFFSET && full > 0) {
+            full--;
+        }
+        int due = (int) Math.max(0, full - cfg.after());
+        if (cfg.ageMs() > 0) {
+            long now = System.currentTimeMillis();
+            while (due < full) {
+                FileTime t;
+                try {
+                    t = Files.getLastModifiedTime(segmentPath(hot, segs[due]), LinkOption.NOFOLLOW_LINKS);
+                } catch (NoSuchFileException e) {
+                    due++;
+                    continue;
+                }
+                if (now - t.toMillis() > cfg.ageMs()) {
+                    due++;
+                } else {
+                    break;
+                }
+            }
+        }
+        return Arrays.copyOf(segs, due);
+    }
+
+    // Reads segment k as a reader does (rolling back, after the timeout, the slots of writers that are gone): true
+    // once every slot is settled.
+    private boolean settle(long k) throws IOException {
+        if (settling != null && settlingIndex != k) {
+            closeSettling();
+        }
+        if (settling == null) {
+            settling = MappedBusReader.forSegment(segmentPath(hot, k).toString(), segmentSize, recordSize, false)
+                    .setAllowForeign(allowForeign)
+                    .askingWriters(hot.resolve(Layout.WRITERS_FILE).toString(),
+                            Layout.joinPosition(k, 0, segmentSize))
+                    .setFrames(meta.frames())
+                    .open();
+            settling.setTimeout(timeoutMs);
+            settlingIndex = k;
+        }
+        try {
+            while (settling.next()) {
+                // delivered: settled
+            }
+        } catch (EOFException e) {
+            closeSettling();
+            return settled(segmentPath(hot, k), segmentSize, recordSize);
+        }
+        return false;
+    }
+
+    private void closeSettling() {
+        if (settling != null) {
+            settling.close();
+            settling = null;
+            settlingIndex = -1;
+        }
+    }
+
+    // ---- the steps (static: the unit tests run them one by one) ----
+
+    static Path segmentPath(Path dir, long index) {
+        return dir.resolve(Layout.segmentName(index));
+    }
+
+    static long[] hotSegments(Path hot) throws IOException {
+        List<Long> out = new ArrayList<>();
+        try (DirectoryStream<Path> s = Files.newDirectoryStream(hot, "*" + Layout.SEGMENT_SUFFIX)) {
+            for (Path p : s) {
+                long i = Layout.segmentIndex(p.getFileName().toString());
+                if (i >= 0) {
+                    out.add(i);
+                }
+            }
+        }
+        return out.stream().mapToLong(Long::longValue).sorted().toArray();
+    }
+
+    private static long limit(Path hot, long k) throws IOException {
+        ByteBuffer b = ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN);
+        try (FileChannel ch = FileChannel.open(segmentPath(hot, k), StandardOpenOption.READ,
+                LinkOption.NOFOLLOW_LINKS)) {
+            ch.read(b, Layout.LIMIT_OFFSET);
+        } catch (NoSuchFileException e) {
+            return 0;
+        }
+        return b.getLong(0);
+    }
+
+    /**
+     * Whether a segment is full and every slot of it committed or rolled back (its limit and status words, read-only).
+     */
+    static boolean settled(Path path, long segmentSize, int recordSize) throws IOException {
+        long end = RollingLayout.endBoundary(segmentSize, recordSize);
+        long slot = Layout.slotSize(recordSize);
+        try (FileChannel ch = FileChannel.open(path, StandardOpenOption.READ, LinkOption.NOFOLLOW_LINKS)) {
+            if (ch.size() < end) {
+                return false;
+            }
+            MappedByteBuffer m = ch.map(FileChannel.MapMode.READ_ONLY, 0, end);
+            try {
+                m.order(ByteOrder.LITTLE_ENDIAN);
+                if (m.getLong(Layout.LIMIT_OFFSET) < end) {
+                    return false;
+                }
+                for (long p = Layout.FIRST_RECORD_OFFSET; p + slot <= end; p += slot) {
+                    if (m.getInt((int) p) == Layout.STATUS_NOT_SET) {
+                        return false;
+                    }
+                }
+                return true;
+            } finally {
+                UnsafeAccess.unmap(m);
+            }
+        }
+    }
+
+    private static void stall(MoveState state) {
+        if (state.name().equals(STALL)) {
+            System.err.println("stalled " + state.name());
+            System.err.flush();
+            for (;;) {
+                LockSupport.parkNanos(3_600_000_000_000L);
+            }
+        }
+    }
+
+    private static Path tmpPath(Path dir, String name) {
+        return dir.resolve(Layout.TMP_PREFIX + name + "-" + ProcessHandle.current().pid() + "-"
+                + Integer.toHexString(RANDOM.nextInt() | 0x10000000));
+    }
+
+    private static byte[] readAll(Path p, boolean allowForeign) throws IOException {
+        BusFiles.checkTrusted(p, allowForeign);
+        try (FileChannel ch = FileChannel.open(p, StandardOpenOption.READ, LinkOption.NOFOLLOW_LINKS)) {
+            return Channels.newInputStream(ch).readAllBytes();
+        }
+    }
+
+    private static FileChannel create(Path tmp) throws IOException {
+        return FileChannel.open(tmp, java.util.Set.of(StandardOpenOption.WRITE, StandardOpenOption.CREATE_NEW,
+                LinkOption.NOFOLLOW_LINKS), PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString(
+                FILE_PERMS)));
+    }
+
+    private static Path writeTmp(Path dir, String name, byte[] data, boolean sync) throws IOException {
+        Path tmp = tmpPath(dir, name);
+        try (FileChannel ch = create(tmp)) {
+            ByteBuffer b = ByteBuffer.wrap(data);
+            while (b.hasRemaining()) {
+                ch.write(b);
+            }
+            if (sync) {
+                ch.force(true);
+            }
+        } catch (IOException | RuntimeException e) {
+            Files.deleteIfExists(tmp);
+            throw e;
+        }
+        return tmp;
+    }
+
+    private static void rename(Path from, Path to) throws IOException {
+        Files.move(from, to, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
+    }
+
+    /**
+     * Moves settled segments from {@code hot} into the archive together, through the states of {@link MoveState} in
+     * order (the caller holds the archiver's lock and checked {@link #settled}): Python's {@code move_segments}.
+     */
+    static void moveSegments(Path hot, ArchiveFiles.Config cfg, long[] indices, long segmentSize,
+                             boolean allowForeign) throws IOException {
+        Path aix = cfg.dir().resolve(Layout.TIME_INDEX_DIR);
+        stall(MoveState.MOVE_SETTLED);
+        Map<Long, byte[]> indexBytes = new LinkedHashMap<>();
+        Map<Long, Path> copies = new LinkedHashMap<>();
+        for (long index : indices) {
+            Path hix = TimeIndex.path(hot, index);
+            byte[] ix;
+            try {
+                ix = readAll(hix, allowForeign);
+            } catch (NoSuchFileException e) {
+                ix = null;
+            }
+            if (ix != null) {
+                Files.createDirectories(aix);
+                rename(writeTmp(aix, TimeIndex.name(index), ix, false), aix.resolve(TimeIndex.name(index)));
+            }
+            indexBytes.put(index, ix);
+            stall(MoveState.MOVE_INDEX);
+            Path src = segmentPath(hot, index);
+            BusFiles.checkTrusted(src, allowForeign);
+            Path tmp = copy(src, cfg, index, segmentSize);
+            copies.put(index, tmp);
+            stall(MoveState.MOVE_COPIED);
+        }
+        for (Map.Entry<Long, Path> c : copies.entrySet()) {
+            rename(c.getValue(), cfg.dir().resolve(ArchiveFiles.name(c.getKey(), cfg.compress())));
+        }
+        WriterSync.forceDir(aix);
+        WriterSync.forceDir(cfg.dir());
+        stall(MoveState.MOVE_RENAMED);
+        for (Map.Entry<Long, byte[]> e : indexBytes.entrySet()) {
+            long index = e.getKey();
+            byte[] ix = e.getValue();
+            // A writer's entry appended after the copy (it appends after its commit): copy again.
+            if (ix != null) {
+                byte[] again;
+                try {
+                    again = readAll(TimeIndex.path(hot, index), allowForeign);
+                } catch (NoSuchFileException x) {
+                    again = ix;
+                }
+                if (again.length > ix.length) {
+                    rename(writeTmp(aix, TimeIndex.name(index), again, true), aix.resolve(TimeIndex.name(index)));
+                    WriterSync.forceDir(aix);
+                }
+            }
+            unlinkHot(hot, index, false);
+        }
+        WriterSync.forceDir(hot);
+        WriterSync.forceDir(hot.resolve(Layout.TIME_INDEX_DIR));
+        stall(MoveState.MOVE_UNLINKED);
+    }
+
+    // The segment's copy (compressed or not) in a temporary file of the archive, fsynced, with the hot file's times.
+    private static Path copy(Path src, ArchiveFiles.Config cfg, long index, long segmentSize) throws IOException {
+        long size = Layout.mappedSize(segmentSize);
+        BasicFileAttributes st = Files.readAttributes(src, BasicFileAttributes.class, LinkOption.NOFOLLOW_LINKS);
+        if (st.size() != size) {
+            throw new IOException(src + " is " + st.size() + " bytes, not " + size + ": not archived");
+        }
+        Path tmp = tmpPath(cfg.dir(), ArchiveFiles.name(index, cfg.compress()));
+        try (FileChannel in = FileChannel.open(src, StandardOpenOption.READ, LinkOption.NOFOLLOW_LINKS);
+             FileChannel out = create(tmp)) {
+            switch (cfg.compress()) {
+                case NONE -> {
+                    long done = 0;
+                    while (done < size) {
+                        long n = in.transferTo(done, size - done, out);
+                        if (n <= 0) {
+                            throw new IOException(src + " ended at " + done + " of " + size + " bytes while copied");
+                        }
+                        done += n;
+                    }
+                }
+                case ZSTD, LZ4 -> {
+                    if (size > Integer.MAX_VALUE) {
+                        throw new IllegalArgumentException("segments of " + size + " bytes cannot be compressed (at "
+                                + "most " + Integer.MAX_VALUE + "): archive such a bus uncompressed");
+                    }
+                    MappedByteBuffer m = in.map(FileChannel.MapMode.READ_ONLY, 0, size);
+                    try {
+                        ArchiveCompressor.compress(m, cfg.compress(), out, src);
+                    } finally {
+                        UnsafeAccess.unmap(m);
+                    }
+                }
+                default -> throw new IllegalStateException(cfg.compress().toString());
+            }
+            out.force(true);
+        } catch (IOException | RuntimeException e) {
+            Files.deleteIfExists(tmp);
+            throw e;
+        }
+        // its mtime stays when it filled (retention ages it by that; seek_time bounds it by it)
+        Files.getFileAttributeView(tmp, BasicFileAttributeView.class, LinkOption.NOFOLLOW_LINKS)
+                .setTimes(st.lastModifiedTime(), st.lastAccessTime(), null);
+        return tmp;
+    }
+
+    private static void unlinkHot(Path hot, long index, boolean sync) throws IOException {
+        Files.deleteIfExists(segmentPath(hot, index));
+        Files.deleteIfExists(TimeIndex.path(hot, index));
+        if (sync) {
+            WriterSync.forceDir(hot);
+            WriterSync.forceDir(hot.resolve(Layout.TIME_INDEX_DIR));
+        }
+    }
+
+    /**
+     * What a killed archiver left (the caller holds the archiver's lock): temporary files removed; a segment in both
+     * tiers (MOVE_RENAMED) removed from the hot one; a hot index whose segment is archived removed. Python's
+     * {@code complete_moves}.
+     *
+     * @return the segments it completed
+     */
+    static long[] completeMoves(Path hot, ArchiveFiles.Config cfg) throws IOException {
+        for (Path d : new Path[] {cfg.dir(), cfg.dir().resolve(Layout.TIME_INDEX_DIR)}) {
+            try (DirectoryStream<Path> s = Files.newDirectoryStream(d, Layout.TMP_PREFIX + "*")) {
+                for (Path p : s) {
+                    Files.deleteIfExists(p);
+                }
+            } catch (NoSuchFileException e) {
+                // no such directory yet
+            }
+        }
+        TreeMap<Long, ArchiveFiles.Archived> archived = ArchiveFiles.list(cfg.dir());
+        List<Long> done = new ArrayList<>();
+        for (long k : hotSegments(hot)) {
+            if (archived.containsKey(k)) {
+                unlinkHot(hot, k, true);
+                done.add(k);
+            }
+        }
+        Path hix = hot.resolve(Layout.TIME_INDEX_DIR);
+        try (DirectoryStream<Path> s = Files.newDirectoryStream(hix, "*" + Layout.TIME_INDEX_SUFFIX)) {
+            for (Path p : s) {
+                String n = p.getFileName().toString();
+                String digits = n.substring(0, n.length() - Layout.TIME_INDEX_SUFFIX.length());
+                long k = Layout.segmentIndex(digits + Layout.SEGMENT_SUFFIX);
+                if (k >= 0 && archived.containsKey(k) && !Files.exists(segmentPath(hot, k), LinkOption.NOFOLLOW_LINKS)) {
+                    Files.deleteIfExists(p);
+                }
+            }
+        } catch (NoSuchFileException e) {
+            // no hot index directory
+        }
+        return done.stream().mapToLong(Long::longValue).toArray();
+    }
+
+    /**
+     * The archive's own retention ({@code archive_retain_*}): the oldest archived segments beyond it removed, with their
+     * indices (the same plan as the hot tier's, over the archived segments, none held back as "current").
+     *
+     * @return the removed segments
+     */
+    static long[] applyArchiveRetention(ArchiveFiles.Config cfg, BusMeta meta, long nowMs) throws IOException {
+        if (cfg.retainSegments() == 0 && cfg.retainBytes() == 0 && cfg.retainAgeMs() == 0) {
+            return new long[0];
+        }
+        TreeMap<Long, ArchiveFiles.Archived> archived = ArchiveFiles.list(cfg.dir());
+        if (archived.isEmpty()) {
+            return new long[0];
+        }
+        long[] segs = archived.keySet().stream().mapToLong(Long::longValue).toArray();
+        BusMeta view = BusMeta.rolling(meta.recordSize(), meta.segmentSize(),
+                new Retention(cfg.retainSegments(), cfg.retainBytes(), cfg.retainAgeMs()));
+        long past = segs[segs.length - 1] + 1;
+        long[] plan;
+        try {
+            plan = RollingLayout.retentionPlan(segs, view, past, past, nowMs, i -> {
+                try {
+                    return Files.getLastModifiedTime(archived.get(i).path(), LinkOption.NOFOLLOW_LINKS).toMillis();
+                } catch (NoSuchFileException e) {
+                    return null;
+                } catch (IOException e) {
+                    throw new UncheckedIOException(e);
+                }
+            }, RollingLayout.NO_HOLD);
+        } catch (UncheckedIOException e) {
+            throw e.getCause();
+        }
+        for (long i : plan) {
+            Files.deleteIfExists(archived.get(i).path());
+            Files.deleteIfExists(cfg.dir().resolve(Layout.TIME_INDEX_DIR).resolve(TimeIndex.name(i)));
+        }
+        if (plan.length > 0) {
+            WriterSync.forceDir(cfg.dir());
+        }
+        return plan;
+    }
+
+    /**
+     * Makes the archive directory (0700, with its index directory) and its bus.meta (a copy of the hot one) if absent;
+     * Python's {@code prepare_archive}.
+     *
+     * @throws BusMismatchException if it holds another bus's
+     */
+    static void prepareArchive(Path hot, BusMeta meta, ArchiveFiles.Config cfg, boolean allowForeign)
+            throws IOException {
+        java.nio.file.attribute.FileAttribute<?> dirPerms = PosixFilePermissions.asFileAttribute(
+                PosixFilePermissions.fromString("rwx------"));
+        try {
+            Files.createDirectory(cfg.dir(), dirPerms);
+        } catch (FileAlreadyExistsException e) {
+            // there already
+        }
+        BusFiles.checkTrustedDirectory(cfg.dir(), allowForeign);
+        try {
+            Files.createDirectory(cfg.dir().resolve(Layout.TIME_INDEX_DIR), dirPerms);
+        } catch (FileAlreadyExistsException e) {
+            // there already
+        }
+        Path apath = cfg.dir().resolve(Layout.META_FILE);
+        BusMeta theirs = BusMeta.read(apath, allowForeign);
+        if (theirs == null) {
+            meta.write(apath, FILE_PERMS, true);
+            WriterSync.forceDir(cfg.dir());
+            theirs = BusMeta.read(apath, allowForeign);
+        }
+        if (theirs == null || !theirs.id().equals(meta.id())) {
+            throw new BusMismatchException(cfg.dir() + " is the archive of bus " + (theirs == null ? "?" : theirs.id())
+                    + ", not of bus " + meta.id() + " (" + hot + "): one archive directory per bus");
+        }
+    }
+
+    /** The compression of archived segments (a class of its own: the libraries are loaded only when compressing). */
+    static final class ArchiveCompressor {
+        private ArchiveCompressor() {
+        }
+
+        static void compress(ByteBuffer src, ArchiveFiles.Compression how, FileChannel out, Path path)
+                throws IOException {
+            try {
+                switch (how) {
+                    case ZSTD -> zstd(src, out);
+                    case LZ4 -> lz4(src, out);
+                    default -> throw new IllegalArgumentException("not compressed: " + how);
+                }
+            } catch (NoClassDefFoundError | UnsatisfiedLinkError e) {
+                throw new IllegalStateException("mappedbus: archiving " + path + " as " + how.text() + " needs "
+                        + (how == ArchiveFiles.Compression.ZSTD ? "zstd-jni (Debian: libzstd-jni-java)"
+                        : "lz4-java (Debian: liblz4-java)") + " on the class path (interop/codec-libs.sh): " + e, e);
+            }
+        }
+
+        // One zstd frame with the content size in its header (ZSTD_compress's one-shot frame), direct to direct.
+        private static void zstd(ByteBuffer src, FileChannel out) throws IOException {
+            ArchiveFiles.codecReady(ArchiveFiles.Compression.ZSTD); // zstd-jni's JNI library, as the readers
+            int n = src.remaining();
+            ByteBuffer dst = ByteBuffer.allocateDirect((int) com.github.luben.zstd.Zstd.compressBound(n));
+            try {
+                long got = com.github.luben.zstd.Zstd.compressDirectByteBuffer(dst, 0, dst.capacity(), src,
+                        src.position(), n, Layout.ARCHIVE_ZSTD_LEVEL);
+                if (com.github.luben.zstd.Zstd.isError(got)) {
+                    throw new IOException("zstd: " + com.github.luben.zstd.Zstd.getErrorName(got));
+                }
+                dst.limit((int) got);
+                while (dst.hasRemaining()) {
+                    out.write(dst);
+                }
+            } finally {
+                UnsafeAccess.unmap(dst);
+            }
+        }
+
+        // One LZ4 frame: independent blocks (lz4-java reads no linked ones), the content size in its header.
+        private static void lz4(ByteBuffer src, FileChannel out) throws IOException {
+            OutputStream os = Channels.newOutputStream(out);
+            net.jpountz.lz4.LZ4FrameOutputStream z = new net.jpountz.lz4.LZ4FrameOutputStream(
+                    new java.io.BufferedOutputStream(new NonClosing(os), 1 << 16),
+                    net.jpountz.lz4.LZ4FrameOutputStream.BLOCKSIZE.SIZE_4MB, src.remaining(),
+                    net.jpountz.lz4.LZ4FrameOutputStream.FLG.Bits.BLOCK_INDEPENDENCE,
+                    net.jpountz.lz4.LZ4FrameOutputStream.FLG.Bits.CONTENT_SIZE);
+            byte[] chunk = new byte[1 << 20];
+            ByteBuffer s = src.duplicate();
+            while (s.hasRemaining()) {
+                int n = Math.min(chunk.length, s.remaining());
+                s.get(chunk, 0, n);
+                z.write(chunk, 0, n);
+            }
+            z.close(); // the end mark, flushed to `out` (left open)
+        }
+    }
+
+    private static final class NonClosing extends java.io.FilterOutputStream {
+        NonClosing(OutputStream out) {
+            super(out);
+        }
+
+        @Override
+        public void write(byte[] b, int off, int len) throws IOException {
+            out.write(b, off, len);
+        }
+
+        @Override
+        public void close() throws IOException {
+            flush();
+        }
+    }
+}
