@@ -1,0 +1,173 @@
+package io.mappedbuspy;
+
+import io.mappedbuspy.internal.ArchiveFiles;
+
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.StandardCopyOption;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/**
+ * The Java archiver's pieces (docs/journal.md "From Java"; the move in docs/design/journal.md): a writer that archives
+ * with each compression and a reader that reads both tiers, what settles a segment, what completing a killed move
+ * does, the archive's retention, and the settings refused. Kills at each move state: tests/jvm/test_archive_java.py.
+ */
+public final class ArchiverTest {
+    private static final long SEGMENT = 4096;
+    private static final int RECORD = 24;
+    private static final int PER_SEGMENT = (int) ((SEGMENT - Layout.FIRST_RECORD_OFFSET) / Layout.slotSize(RECORD));
+
+    @TempDir
+    Path tmp;
+
+    private static void write(RollingBusWriter w, int from, int to) throws Exception {
+        for (int i = from; i < to; i++) {
+            byte[] p = ("rec-" + i).getBytes(StandardCharsets.UTF_8);
+            assertTrue(w.write(p, 0, p.length));
+        }
+    }
+
+    private static List<String> readAll(Path hot) throws Exception {
+        List<String> out = new ArrayList<>();
+        try (RollingBusReader r = new RollingBusReader(hot.toString(), SEGMENT, RECORD).open()) {
+            byte[] buf = new byte[RECORD];
+            while (r.next()) {
+                int len = r.readBuffer(buf, 0);
+                out.add(new String(buf, 0, len, StandardCharsets.UTF_8));
+            }
+        }
+        return out;
+    }
+
+    private static List<String> expected(int n) {
+        List<String> out = new ArrayList<>();
+        for (int i = 0; i < n; i++) {
+            out.add("rec-" + i);
+        }
+        return out;
+    }
+
+    @ParameterizedTest
+    @EnumSource(ArchiveCompression.class)
+    void aWriterArchivesFullSegmentsThatReadersReadOn(ArchiveCompression c) throws Exception {
+        Path hot = tmp.resolve("hot");
+        Path arch = tmp.resolve("archive");
+        int n = PER_SEGMENT * 4 + 3;
+        try (RollingBusWriter w = new RollingBusWriter(hot.toString(), SEGMENT, RECORD).setArchive(arch.toString())
+                .setArchiveAfter(1).setCompress(c).open()) {
+            write(w, 0, n);
+            assertTrue(w.awaitArchived(30, TimeUnit.SECONDS));
+            assertEquals(3, w.archivedSegments());
+        }
+        assertArrayEquals(new long[] {3, 4}, Archiver.hotSegments(hot));
+        var archived = ArchiveFiles.list(arch);
+        assertEquals(List.of(0L, 1L, 2L), new ArrayList<>(archived.keySet()));
+        for (ArchiveFiles.Archived a : archived.values()) {
+            assertEquals(c.files(), a.compression());
+        }
+        assertEquals(expected(n), readAll(hot));
+        // The settings are in bus.meta; a writer that asks for none archives on with them.
+        try (RollingBusWriter w = new RollingBusWriter(hot.toString()).open()) {
+            write(w, n, n + PER_SEGMENT);
+            assertTrue(w.awaitArchived(30, TimeUnit.SECONDS));
+        }
+        assertEquals(4, ArchiveFiles.list(arch).size());
+    }
+
+    @Test
+    void aSegmentIsSettledOnceFullAndEverySlotDecided() throws Exception {
+        Path hot = tmp.resolve("hot");
+        try (RollingBusWriter w = new RollingBusWriter(hot.toString(), SEGMENT, RECORD).open()) {
+            write(w, 0, PER_SEGMENT + 1);
+            assertTrue(Archiver.settled(Archiver.segmentPath(hot, 0), SEGMENT, RECORD));
+            assertFalse(Archiver.settled(Archiver.segmentPath(hot, 1), SEGMENT, RECORD)); // the current one
+        }
+        // A full segment with a slot never committed (its writer died) is not settled.
+        Path s0 = Archiver.segmentPath(hot, 0);
+        try (var ch = java.nio.channels.FileChannel.open(s0, java.nio.file.StandardOpenOption.WRITE)) {
+            ch.write(java.nio.ByteBuffer.allocate(4), Layout.FIRST_RECORD_OFFSET + Layout.slotSize(RECORD));
+        }
+        assertFalse(Archiver.settled(s0, SEGMENT, RECORD));
+    }
+
+    @Test
+    void completingAMoveRemovesTemporariesAndTheHotCopyOfAnArchivedSegment() throws Exception {
+        Path hot = tmp.resolve("hot");
+        Path arch = tmp.resolve("archive");
+        try (RollingBusWriter w = new RollingBusWriter(hot.toString(), SEGMENT, RECORD).setArchive(arch.toString())
+                .setArchiveAfter(100).setTimeIndex(true).open()) {
+            write(w, 0, PER_SEGMENT * 2 + 1);
+        }
+        var cfg = new ArchiveFiles.Config(arch, 100, 0, ArchiveFiles.Compression.NONE, 0, 0, 0);
+        // What an archiver killed after MOVE_RENAMED of segment 0 and during MOVE_COPIED of segment 1 leaves.
+        Files.copy(Archiver.segmentPath(hot, 0), arch.resolve(ArchiveFiles.name(0, ArchiveFiles.Compression.NONE)));
+        Files.write(arch.resolve(Layout.TMP_PREFIX + "00000000000000000001.bus-1-abc"), new byte[10]);
+        Files.write(arch.resolve(Layout.TIME_INDEX_DIR).resolve(Layout.TMP_PREFIX + "x"), new byte[10]);
+        assertArrayEquals(new long[] {0}, Archiver.completeMoves(hot, cfg));
+        assertArrayEquals(new long[] {1, 2}, Archiver.hotSegments(hot));
+        assertFalse(Files.exists(TimeIndex.path(hot, 0)));
+        try (var s = Files.list(arch)) {
+            assertTrue(s.noneMatch(p -> p.getFileName().toString().startsWith(Layout.TMP_PREFIX)));
+        }
+        assertEquals(expected(PER_SEGMENT * 2 + 1), readAll(hot));
+    }
+
+    @Test
+    void theArchivesRetentionRemovesTheOldestArchivedSegments() throws Exception {
+        Path hot = tmp.resolve("hot");
+        Path arch = tmp.resolve("archive");
+        try (RollingBusWriter w = new RollingBusWriter(hot.toString(), SEGMENT, RECORD).setArchive(arch.toString())
+                .setArchiveAfter(0).setArchiveRetention(2, 0, 0).open()) {
+            write(w, 0, PER_SEGMENT * 5 + 1);
+            assertTrue(w.awaitArchived(30, TimeUnit.SECONDS));
+            // retention runs after each look; wait for the one after the last move
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+            while (ArchiveFiles.list(arch).size() > 2 && System.nanoTime() < deadline) {
+                Thread.sleep(5);
+            }
+        }
+        assertEquals(List.of(3L, 4L), new ArrayList<>(ArchiveFiles.list(arch).keySet()));
+    }
+
+    @Test
+    void archiveSettingsAreCheckedAndFixedOnceSet() throws Exception {
+        Path hot = tmp.resolve("hot");
+        String arch = tmp.resolve("archive").toString();
+        assertThrows(IllegalArgumentException.class,
+                () -> new RollingBusWriter(hot.toString(), SEGMENT, RECORD).setArchiveAfter(2).open());
+        assertThrows(IllegalArgumentException.class,
+                () -> new RollingBusWriter(hot.toString(), SEGMENT, RECORD).setArchive(arch).setRetention(2, 0, 0)
+                        .open());
+        assertThrows(IllegalArgumentException.class, () -> new RollingBusWriter(hot.toString(), SEGMENT, RECORD)
+                .setArchiveAfter(-1));
+        assertThrows(IllegalArgumentException.class, () -> new RollingBusWriter(hot.toString(), SEGMENT, RECORD)
+                .setCompress("gzip"));
+        new RollingBusWriter(hot.toString(), SEGMENT, RECORD).setArchive(arch).setCompress(ArchiveCompression.LZ4)
+                .open().close();
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                () -> new RollingBusWriter(hot.toString(), SEGMENT, RECORD).setArchive(arch)
+                        .setCompress(ArchiveCompression.ZSTD).open());
+        assertTrue(e.getMessage().contains("fixed once set"), e.getMessage());
+        // Another bus's archive directory is refused.
+        Path other = tmp.resolve("other");
+        assertThrows(BusMismatchException.class,
+                () -> new RollingBusWriter(other.toString(), SEGMENT, RECORD).setArchive(arch).open());
+        assertEquals(Arrays.asList(MoveState.values()).toString(),
+                "[MOVE_SETTLED, MOVE_INDEX, MOVE_COPIED, MOVE_RENAMED, MOVE_UNLINKED]");
+    }
+}
