@@ -218,3 +218,25 @@ def test_random_kills_of_a_java_writer_while_archiving(jar, dirs):
     assert list_archived(arch)
     complete(hot, arch, "java")
     check_complete(hot, arch, len(got))
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace")
+def test_java_sync_covers_the_consumers_registry_and_group_files(jar, tmp_path):
+    """docs/journal.md "Durability": sync() fdatasyncs the registry and the group files too."""
+    from mappedbus_py.groups import GroupReader
+    hot = str(tmp_path / "hot")
+    with RollingBusWriter(hot, SEG, REC) as w:
+        w.write(struct.pack("<ii", 1, 0))
+    with RollingBusReader(hot, consumer="c") as r:
+        r.read(0.01)
+    with GroupReader(hot, "g"):
+        pass
+    assert os.path.exists(os.path.join(hot, "bus.consumers"))
+    log = str(tmp_path / "strace.log")
+    cmd = ["strace", "-f", "-y", "-o", log, "-e", "trace=fdatasync"] + jvm.java_command(
+        procs.BUS_TOOL, "rolling-write", hot, SEG, REC, 3, 1, "--sync-at-end", jvm_args=JVM_ARGS)
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    calls = open(log).read()
+    assert "bus.consumers>" in calls, calls[-3000:]
+    assert re.search(r"groups/g\.group>", calls), calls[-3000:]

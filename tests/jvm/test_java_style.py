@@ -38,6 +38,12 @@ ALLOWED = {
     ("WakeLibrary.java", "expectedConstants"): "the layout constants Layout.java holds, compared one for one",
     ("GroupProtocol.java", "nativeConstants"): "the _group.h constants the C library reports, compared one for one",
     ("GroupProtocol.java", "expectedConstants"): "the group constants Layout.java holds, compared one for one",
+    ("Archiver.java", "runOnce"): "the indices of the segments moved, ascending: one kind of value",
+    ("Archiver.java", "candidates"): "the indices of the segments due to move, oldest first",
+    ("Archiver.java", "hotSegments"): "the indices of the hot segments, ascending",
+    ("Archiver.java", "moveSegments"): "the indices of the segments to move together",
+    ("Archiver.java", "completeMoves"): "the indices of the segments whose move it completed",
+    ("Archiver.java", "applyArchiveRetention"): "the indices of the archived segments removed",
     ("GroupHold.java", "IV"): "BLAKE2b's initial hash words (RFC 7693): one kind of value",
     ("GroupHold.java", "g"): "BLAKE2b's working vector, 16 words the mixing function indexes (RFC 7693)",
 }
