@@ -11,6 +11,9 @@ Python side's; this one shares its setup):
    a watcher process reports the most hot segments with records (target archive_after + 1) and
    the most hot files. Also the Java writer's rate, and how long after its last write the
    archive held every full segment.
+1b. **The Java archiver keeps up with a Java writer**: the same, with the writer's own archiver
+   (a Java RollingBusWriter with setArchive: its daemon thread), for lz4 and zstd, and the
+   writer's rate without an archive beside it (what the archiver costs the write path).
 2. **Java reading from the archive against memory**: BusTool rolling-bench-read over the same
    records all hot, and archived (none, lz4, zstd): records/s, decompression included.
 3. **Java writer, sync="interval" (10 ms) against "none"** on a disk directory, and **the time
@@ -99,6 +102,31 @@ def keep_up(n, compress, disk):
                  "compressed_ratio": raw / stored if stored else None}
 
 
+def keep_up_java(n, compress, disk):
+    """1b: a Java writer archiving itself; a watcher as in 1."""
+    hot = f"/dev/shm/mbjournal-jbench-{os.getpid()}-j{compress}"
+    arch = os.path.join(disk, f"archive-j{compress}")
+    shutil.rmtree(hot, ignore_errors=True)
+    ctx = mp.get_context("spawn")
+    stop, wq = ctx.Event(), ctx.Queue()
+    watcher = ctx.Process(target=_watch, args=(hot, stop, wq))
+    watcher.start()
+    time.sleep(0.5)
+    lines = java("rolling-bench-write", hot, SEG, n, "--time-index", "on", "--archive", arch,
+                 "--archive-after", AFTER, "--compress", compress)
+    stop.set()
+    most_live, most_files = wq.get(timeout=60)
+    watcher.join()
+    archived_line = next(x for x in lines if x.startswith("archived "))
+    caught_up = float(archived_line.split("caught_up_s=")[1].split()[0])
+    archived = list_archived(arch)
+    shutil.rmtree(hot, ignore_errors=True)
+    return {"java_writer_msgs_per_s": rate(lines, "wrote"), "archive_caught_up_s": caught_up,
+            "caught_up": archived_line.endswith("ok=true"),
+            "most_hot_segments_with_records": most_live, "most_hot_segment_files": most_files,
+            "target": AFTER + 1, "segments_archived": len(archived)}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
@@ -116,6 +144,15 @@ def main():
             hots.append(hot)
             res[f"keep_up_{compress}"] = r
             print(compress, r, flush=True)
+        for compress in ("lz4", "zstd"):
+            r = keep_up_java(n, compress, disk)
+            res[f"java_archiver_{compress}"] = r
+            print("java archiver", compress, r, flush=True)
+        plain = f"/dev/shm/mbjournal-jbench-{os.getpid()}-plain"
+        shutil.rmtree(plain, ignore_errors=True)
+        res["java_writer_no_archive_msgs_per_s"] = rate(
+            java("rolling-bench-write", plain, SEG, n, "--time-index", "on"), "wrote")
+        shutil.rmtree(plain, ignore_errors=True)
         # 2. Java reading: all hot, and archived (none, lz4, zstd)
         mem = f"/dev/shm/mbjournal-jbench-{os.getpid()}-mem"
         shutil.rmtree(mem, ignore_errors=True)
@@ -174,7 +211,7 @@ def report(res, started):
              f"{m.get('machine_kernel', '?')}. Load average {res['load_average_start']:.2f} at "
              f"start, {res['load_average_end']:.2f} at end (a shared machine). "
              f"{res['records']:,} PriceUpdate records (12 bytes) a run, 1 MiB segments, "
-             f"archive_after={res['archive_after']}; the archiver is Python's.", "",
+             f"archive_after={res['archive_after']}; the archiver of the first table is Python's (a Python writer holding the bus open), of the second the Java writer's own.", "",
              "| Python archiver, Java writer | Java writer msgs/s | most hot segments with records "
              "(target archive_after+1) | most hot files | archive caught up after the last write "
              "| compressed ratio |", "| --- | ---: | ---: | ---: | ---: | ---: |"]
@@ -184,6 +221,15 @@ def report(res, started):
         lines.append(f"| {c} | {_f(r['java_writer_msgs_per_s'])} | "
                      f"{r['most_hot_segments_with_records']} | {r['most_hot_segment_files']} | "
                      f"{r['archive_caught_up_s'] * 1000:.0f} ms | {ratio} |")
+    lines += ["", "| Java archiver, Java writer | Java writer msgs/s | most hot segments with records "
+              "(target archive_after+1) | most hot files | archive caught up after the last write |",
+              "| --- | ---: | ---: | ---: | ---: |",
+              f"| no archive | {_f(res['java_writer_no_archive_msgs_per_s'])} | - | - | - |"]
+    for c in ("lz4", "zstd"):
+        r = res[f"java_archiver_{c}"]
+        lines.append(f"| {c} | {_f(r['java_writer_msgs_per_s'])} | "
+                     f"{r['most_hot_segments_with_records']} | {r['most_hot_segment_files']} | "
+                     f"{r['archive_caught_up_s'] * 1000:.0f} ms |")
     rd = res["java_read_msgs_per_s"]
     lines += ["", "| Java reader, every record | records/s | against memory |",
               "| --- | ---: | ---: |"]

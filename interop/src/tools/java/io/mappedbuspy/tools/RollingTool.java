@@ -57,7 +57,8 @@ public final class RollingTool {
             "  rolling-seek-time <dir> <epochNanos>...: per time, the position of the first record seekTime reads,",
             "      or 'END'",
             "  rolling-bench-write <dir> <segmentSize|0 for a single file> <count> [--sync policy]",
-            "      [--sync-interval-ms n] [--time-index on|off]: PriceUpdates;",
+            "      [--sync-interval-ms n] [--time-index on|off] [--archive dir --archive-after n --compress c]:",
+            "      PriceUpdates ('archived <segments> caught_up_s=<s> ok=<bool>' after the writes with --archive);",
             "      'wrote <n> <seconds>' and 'rolls <n> max_ns=<ns> mean_ns=<ns>'",
             "  rolling-bench-read <dir> <segmentSize|0> <count>: 'read <n> <seconds>' from the first record");
 
@@ -347,6 +348,9 @@ public final class RollingTool {
                         w0.setSyncInterval(num(value(opts, ++i)), java.util.concurrent.TimeUnit.MILLISECONDS);
                         break;
                     case "--time-index": w0.setTimeIndex(value(opts, ++i).equals("on")); break;
+                    case "--archive": w0.setArchive(value(opts, ++i)); break;
+                    case "--archive-after": w0.setArchiveAfter(num(value(opts, ++i))); break;
+                    case "--compress": w0.setCompress(value(opts, ++i)); break;
                     default: throw new BadArgs("unknown option " + opts[i]);
                 }
             }
@@ -359,6 +363,11 @@ public final class RollingTool {
                 t1 = System.nanoTime();
                 System.out.println("rolls " + w.rolls() + " max_ns=" + w.maxRollNanos() + " mean_ns="
                         + (w.rolls() == 0 ? 0 : w.rollNanos() / w.rolls()));
+                if (java.util.Arrays.asList(opts).contains("--archive")) {
+                    boolean ok = w.awaitArchived(120, java.util.concurrent.TimeUnit.SECONDS);
+                    System.out.printf("archived %d caught_up_s=%.6f ok=%b%n", w.archivedSegments(),
+                            (System.nanoTime() - t1) / 1e9, ok);
+                }
             }
         } else {
             try (MappedBusWriter w = new MappedBusWriter(singlePath(dir), singleSize(count), PriceUpdate.SIZE).open()) {
