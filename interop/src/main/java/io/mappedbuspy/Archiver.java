@@ -142,7 +142,7 @@ final class Archiver {
             if (holding && !busy && candidates().length == 0) {
                 return true;
             }
-            if (System.nanoTime() - deadline >= 0 || error != null) {
+            if (System.nanoTime() - deadline >= 0) {
                 return false;
             }
             wake();

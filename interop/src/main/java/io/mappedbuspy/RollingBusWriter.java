@@ -367,7 +367,7 @@ public final class RollingBusWriter implements AutoCloseable {
      *
      * @param timeout the longest wait
      * @param unit    its unit
-     * @return true if none is due; false at the timeout, or if the archiver failed
+     * @return true if none is due; false at the timeout
      * @throws IllegalStateException if the writer is not open or the bus has no archive
      * @throws IOException           if the hot directory cannot be listed
      */
