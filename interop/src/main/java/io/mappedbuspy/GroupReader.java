@@ -757,6 +757,7 @@ public final class GroupReader implements AutoCloseable {
                 // does not read): skipped whole; a single file is then read to its end
                 skipPassed(g, seen, off, FIRST + sps * slot);
                 if (!rolling) {
+                    advance(); // over the skipped ones: the group is done once the start meets the end
                     return Found.END;
                 }
                 continue;
@@ -1148,7 +1149,8 @@ public final class GroupReader implements AutoCloseable {
     private byte[] readFrame(MemoryMappedFile m, long off, long g) throws CorruptBusException {
         int meta = m.getInt(off + Layout.METADATA_OFFSET);
         long length = m.getLong(off + Layout.PAYLOAD_OFFSET + Layout.FRAME_LENGTH_OFFSET);
-        Frames.committedSlots(path, positionOf(g), meta, length, rolling ? segmentSize : r.fileSize(), slot);
+        Frames.committedSlots(rolling ? path + " (segment " + g / sps + ")" : path, off, meta, length,
+                rolling ? segmentSize : r.fileSize(), slot);
         if (length > Integer.MAX_VALUE - 8) {
             throw new IllegalStateException("the message at position " + positionOf(g) + " of " + path + " has "
                     + length + " bytes: more than a Java array holds");
