@@ -4,13 +4,15 @@ Python writers write messages of 0 bytes to several slots (and, on a rolling bus
 meet a segment's end) with topics; a Python member and a Java member (GroupFramesChild, in its own
 JVM) take them whole, each acked exactly once across both, byte-identical, with its topic; a Java
 member SIGKILLed while it holds multi-slot messages loses them whole to the Python member at once
-(its liveness lock, not the lease: the lease here is a minute)."""
+(its liveness lock, not the lease: the lease here is a minute), and a killed Python member's
+message goes whole to a Java member."""
 import hashlib
 import os
 import random
 import signal
 import struct
 import subprocess
+import sys
 import threading
 
 import pytest
@@ -202,3 +204,41 @@ def test_a_killed_java_members_messages_go_whole_to_a_python_member(tmp_path, ja
     finally:
         jm.kill()
         py.close()
+
+
+PY_CHILD = [sys.executable,
+            os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support", "group_child.py")]
+
+
+def test_a_killed_python_members_message_goes_whole_to_a_java_member(tmp_path, java):
+    bus = str(tmp_path / "bus")
+    msgs = [_message(0, 100_000), b"", _message(2, 3000), b"x"]       # the first: 391 slots
+    with _writer(bus, False) as w:
+        for i, m in enumerate(msgs):
+            w.write(m, topic=_topic(i))
+    holder = subprocess.Popen(PY_CHILD + [bus, "g", str(tmp_path / "log"), "stall",
+                                          '{"lease": %d}' % (LEASE_MS // 1000)],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().startswith("ready")
+        held = int(holder.stdout.readline().split()[1])              # "got POSITION"
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(10)
+    jm = JavaMember("consume", bus, "g", LEASE_MS)
+    jm.gather()
+    try:
+        for _ in range(1000):
+            if len(jm.acked()) >= len(msgs):
+                break
+            threading.Event().wait(0.005)
+    finally:
+        jm.stop()
+    got = {int(p): (int(n), sha, int(d), None if topic == "-" else topic)
+           for _, p, n, sha, d, topic in jm.acked()}
+    assert len(jm.acked()) == len(got) == len(msgs)                  # each once
+    assert got[held] == (len(msgs[0]), _sha(msgs[0]), 2, _topic(0))  # taken back whole
+    assert sorted((n, sha, t) for n, sha, _, t in got.values()) == \
+        sorted((len(m), _sha(m), _topic(i)) for i, m in enumerate(msgs))
+    info, = mappedbus_py.groups(bus)
+    assert (info.acked, info.pending) == (len(msgs), 0)
