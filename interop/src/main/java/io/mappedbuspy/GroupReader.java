@@ -791,6 +791,9 @@ public final class GroupReader implements AutoCloseable {
     // (another member may skip them too).
     private void skipPassed(long g, long seen, long off, long stop) {
         MemoryMappedFile m = r.mapped();
+        if (off >= stop) {
+            return; // g is the end of a single file: no slot there
+        }
         for (;;) {
             long n = Frames.skipSlots(m.getIntAcquire(off + Layout.METADATA_OFFSET));
             proto.skipFramed(g, seen, n);
@@ -1096,7 +1099,8 @@ public final class GroupReader implements AutoCloseable {
      * @param message the message to fill
      * @param <T>     the message class
      * @return {@code message}
-     * @throws IOException if its segment cannot be opened
+     * @throws IllegalStateException if the bus is framed (read a message with {@link #readPayload()})
+     * @throws IOException           if its segment cannot be opened
      */
     public <T extends MappedBusMessage> T readMessage(T message) throws IOException {
         unframed();
@@ -1111,8 +1115,9 @@ public final class GroupReader implements AutoCloseable {
      * @param dst    destination array
      * @param offset index of the first destination byte
      * @return the number of bytes copied
-     * @throws CorruptBusException if the stored length is negative or larger than the record size
-     * @throws IOException         if its segment cannot be opened
+     * @throws CorruptBusException   if the stored length is negative or larger than the record size
+     * @throws IllegalStateException if the bus is framed (read a message with {@link #readPayload()})
+     * @throws IOException           if its segment cannot be opened
      */
     public int readBuffer(byte[] dst, int offset) throws IOException {
         unframed();

@@ -318,6 +318,12 @@ public final class GroupFramesTest {
                 assertTrue(m.ack());
             }
             assertThrows(java.io.EOFException.class, m::next, "the b messages and the padding skipped to the end");
+            assertThrows(java.io.EOFException.class, m::next, "and again");
+            try (FileChannel f = FileChannel.open(m.groupPath(), StandardOpenOption.READ)) {
+                ByteBuffer b = ByteBuffer.allocate(8).order(ByteOrder.LITTLE_ENDIAN);
+                f.read(b, Layout.GROUP_END_OFFSET);
+                assertEquals(40, b.getLong(0), "`end` at the file's end, not past it");
+            }
         }
     }
 
