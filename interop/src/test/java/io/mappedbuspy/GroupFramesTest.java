@@ -80,7 +80,7 @@ public final class GroupFramesTest {
     /** Two members, one by next() and one by readBatch: every message once, byte-identical, with its topic. */
     @Test
     public void twoMembersTakeWholeMessagesOfAnySizeEachOnce() throws Exception {
-        int[] sizes = sizes(200, 40_000, 3);
+        int[] sizes = sizes(150, 40_000, 3);
         String p = single(sizes, 8 << 20);
         Map<Long, FrameMessage> got = new HashMap<>();
         try (GroupReader a = new GroupReader(p, "g").open(); GroupReader b = new GroupReader(p, "g").open()) {
