@@ -381,6 +381,10 @@ public final class GroupReader implements AutoCloseable {
 
     private void checkTopics() {
         if (topics != null && !framed) {
+            if (dir != null) {
+                dir.close();
+                dir = null;
+            }
             throw new IllegalArgumentException("setTopics needs a framed bus: " + path + " has fixed-size records");
         }
     }
