@@ -4,8 +4,8 @@
 # WakeFile.java; issue 22), and posix_fallocate and madvise(MADV_POPULATE_WRITE) for a rolling writer's next
 # segment (DiskSpace.java):
 #   build/jvm/libmappedbuswake.so   interop/native/wake_jni.c over mappedbus_py/_core/_wake.h and _atomic.h
-# and the work groups' protocol, mappedbus_py/groups/_group.h (issue 35: GroupProtocol.java calls it, so Python
-# and Java members share one implementation).
+# and the work groups' protocol, mappedbus_py/groups/_group.h and (framed buses) _group_frames.h (issues 35, 36:
+# GroupProtocol.java calls it, so Python and Java members share one implementation).
 # The JDK's JNI headers come from JAVA_HOME, else from the JDK that javac on PATH belongs to (its real
 # path); without them the file declares the few JNI types it needs itself. CC picks the compiler
 # (default gcc). Skips work when the library is newer than its sources and this script. Without the
@@ -20,6 +20,7 @@ out="$root/build/jvm"
 lib="$out/libmappedbuswake.so"
 sources=("$here/native/wake_jni.c" "$root/mappedbus_py/_core/_wake.h" "$root/mappedbus_py/_core/_atomic.h"
          "$root/mappedbus_py/_core/_liveness.h" "$root/mappedbus_py/groups/_group.h"
+         "$root/mappedbus_py/groups/_group_frames.h"
          "$here/build_native.sh")
 
 stale=0

@@ -214,6 +214,76 @@ JNIEXPORT jlong JNICALL Java_io_mappedbuspy_internal_GroupProtocol_nReleaseOwner
     return group_release_owner(BASE(b), window, shift, owner);
 }
 
+/* Work groups on a framed bus (mappedbus_py/groups/_group_frames.h; docs/groups.md, "Framed buses"): a message's
+ * first slot is the unit, `end` and `start` move by its slot count. `seen` and `ask` are 8-byte native buffers of
+ * the caller's (GroupProtocol's), as group_find_redelivery's `seen`. */
+#include "groups/_group_frames.h"
+
+/* GROUP_ASK as these calls answer it: GROUP_ASK is GROUP_TRUNCATED's -3 */
+#define GROUP_ASKED (-4)
+
+static jlong group_asked(int64_t r) { return r == GROUP_ASK ? GROUP_ASKED : r; }
+
+JNIEXPORT jlong JNICALL Java_io_mappedbuspy_internal_GroupProtocol_nFNextNew(JNIEnv *env, jclass cls, jlong b, jint fd,
+                                                                    jlong size, jlong window, jint shift, jlong seen,
+                                                                    jlong ask) {
+    (void)env; (void)cls;
+    GROUP_CHECK(fd, size);
+    return group_asked(group_f_next_new(BASE(b), window, shift, (int64_t *)(intptr_t)seen, (int64_t *)(intptr_t)ask));
+}
+
+JNIEXPORT jlong JNICALL Java_io_mappedbuspy_internal_GroupProtocol_nFTakeNew(JNIEnv *env, jclass cls, jlong b, jint fd,
+                                                                    jlong size, jlong window, jint shift, jlong g,
+                                                                    jlong seen, jlong n, jint owner, jlong lease,
+                                                                    jlong position) {
+    (void)env; (void)cls;
+    GROUP_CHECK(fd, size);
+    return group_f_take_new(BASE(b), window, shift, g, seen, n, owner, lease, position);
+}
+
+JNIEXPORT jlong JNICALL Java_io_mappedbuspy_internal_GroupProtocol_nFSkip(JNIEnv *env, jclass cls, jlong b, jint fd,
+                                                                 jlong size, jlong window, jint shift, jlong g,
+                                                                 jlong seen, jlong n) {
+    (void)env; (void)cls;
+    GROUP_CHECK(fd, size);
+    group_f_skip(BASE(b), window, shift, g, seen, n);
+    return 0;
+}
+
+JNIEXPORT jlong JNICALL Java_io_mappedbuspy_internal_GroupProtocol_nFAdvance(JNIEnv *env, jclass cls, jlong b, jint fd,
+                                                                    jlong size, jlong window, jint shift, jlong ask) {
+    (void)env; (void)cls;
+    GROUP_CHECK(fd, size);
+    return group_asked(group_f_advance(BASE(b), window, shift, (int64_t *)(intptr_t)ask));
+}
+
+/* group_f_pass_end (which 0) or group_f_pass_start (which 1): a slot count read from the bus after GROUP_ASK. */
+JNIEXPORT jlong JNICALL Java_io_mappedbuspy_internal_GroupProtocol_nFPass(JNIEnv *env, jclass cls, jlong b, jint fd,
+                                                                 jlong size, jint which, jlong g, jlong n) {
+    (void)env; (void)cls;
+    GROUP_CHECK(fd, size);
+    if (which == 0)
+        group_f_pass_end(BASE(b), g, n);
+    else
+        group_f_pass_start(BASE(b), g, n);
+    return 0;
+}
+
+/* An ack on a framed bus: group_finish to ACKED, then (if it was still this delivery) group_f_advance, under one
+ * length check: 1 or 0 as group_finish, or GROUP_ASKED when it was acked and `start` waits on a slot count to read
+ * from the bus (*ask). */
+JNIEXPORT jlong JNICALL Java_io_mappedbuspy_internal_GroupProtocol_nFAck(JNIEnv *env, jclass cls, jlong b, jint fd,
+                                                                jlong size, jlong window, jint shift, jlong g,
+                                                                jlong acquired, jlong ask) {
+    int ok;
+    (void)env; (void)cls;
+    GROUP_CHECK(fd, size);
+    ok = group_finish(BASE(b), window, g, acquired, GROUP_ACKED);
+    if (ok && group_f_advance(BASE(b), window, shift, (int64_t *)(intptr_t)ask) == GROUP_ASK)
+        return GROUP_ASKED;
+    return ok;
+}
+
 /* _group.h's constants as compiled, in the order GroupProtocol.expectedConstants() lists them. */
 JNIEXPORT jlong JNICALL Java_io_mappedbuspy_internal_GroupProtocol_nConstant(JNIEnv *env, jclass cls, jint i) {
     (void)env; (void)cls;
@@ -221,6 +291,7 @@ JNIEXPORT jlong JNICALL Java_io_mappedbuspy_internal_GroupProtocol_nConstant(JNI
         GROUP_START_OFFSET, GROUP_END_OFFSET, GROUP_HINT_OFFSET, GROUP_MEMBERS_OFFSET, GROUP_MEMBER_SIZE,
         GROUP_MEMBER_COUNT, GROUP_ENTRIES_OFFSET, GROUP_ENTRY_SIZE, GROUP_ACQUIRED, GROUP_RELEASED, GROUP_ACKED,
         GROUP_DEAD, GROUP_SKIP, GROUP_FULL, GROUP_CORRUPT, GROUP_NONE, GROUP_TRUNCATED,
+        GROUP_ENTRY_SLOTS_OFFSET, GROUP_ASKED,
     };
     return i >= 0 && i < (jint)(sizeof c / sizeof c[0]) ? c[i] : -1;
 }

@@ -6,6 +6,8 @@ import io.mappedbuspy.internal.*;
  * Records a group member took at once ({@link GroupReader#readBatch}; Python's {@code read_batch}): up to
  * {@link #capacity()} deliveries with a copy of each record's payload and metadata, made once and reused for every
  * batch. Settle them with {@link GroupReader#ackBatch} (or one by one: {@link #record} gives each delivery).
+ * On a framed bus each is a whole message, of any size: {@link #message}, {@link #readBuffer}, {@link #payload} and
+ * {@link #topic} read it.
  *
  * <pre>
  * GroupBatch batch = new GroupBatch(256, member.recordSize());
@@ -24,6 +26,9 @@ public final class GroupBatch {
     private final int[] metas;
     private final GroupRecord[] records;
     private int size;
+    // a framed bus's: each message's payload and flags (made at the first framed message)
+    private byte[][] frames;
+    private int[] flags;
 
     /**
      * An empty batch.
@@ -74,6 +79,36 @@ public final class GroupBatch {
     }
 
     /**
+     * @param i an index below {@link #size()}
+     * @return record {@code i}'s topic (a framed bus), or null: none
+     */
+    public String topic(int i) {
+        return records[checked(i)].topic();
+    }
+
+    /**
+     * Message {@code i} of a framed bus, whole.
+     *
+     * @param i an index below {@link #size()}
+     * @return its position, topic, flags and payload (the batch's array, not a copy)
+     * @throws IllegalStateException if the batch holds records of a bus without frames
+     */
+    public FrameMessage message(int i) {
+        byte[] b = frame(i);
+        return new FrameMessage(records[i].position(), records[i].topic(), flags[i], b);
+    }
+
+    // Message i's payload (a framed batch).
+    private byte[] frame(int i) {
+        checked(i);
+        if (frames == null || frames[i] == null) {
+            throw new IllegalStateException("record " + i + " is of a bus without frames: read it with readBuffer or"
+                    + " payload");
+        }
+        return frames[i];
+    }
+
+    /**
      * Copies record {@code i}'s bytes (its metadata holds their number), as {@link GroupReader#readBuffer}.
      *
      * @param i      an index below {@link #size()}
@@ -83,7 +118,17 @@ public final class GroupBatch {
      * @throws CorruptBusException if the stored length is negative or larger than the record size
      */
     public int readBuffer(int i, byte[] dst, int offset) throws CorruptBusException {
-        int length = metas[checked(i)];
+        checked(i);
+        if (frames != null && frames[i] != null) { // a framed bus: the whole message
+            byte[] b = frames[i];
+            if (offset < 0 || offset > dst.length - b.length) {
+                throw new IllegalArgumentException("no room for " + b.length + " bytes at offset " + offset
+                        + " in an array of length " + dst.length);
+            }
+            System.arraycopy(b, 0, dst, offset, b.length);
+            return b.length;
+        }
+        int length = metas[i];
         if (length < 0 || length > recordSize) {
             throw new CorruptBusException("record at position " + records[i].position() + " has length " + length
                     + " outside 0.." + recordSize + " (not a byte-array record)");
@@ -98,12 +143,17 @@ public final class GroupBatch {
 
     /**
      * The whole payload area of record {@code i} (the record size's bytes, whatever its metadata), as a read-only
-     * view of the batch's buffer: valid until the next batch is read into it.
+     * view of the batch's buffer: valid until the next batch is read into it. On a framed bus: the whole message's
+     * payload.
      *
      * @param i an index below {@link #size()}
      * @return the view
      */
     public java.nio.ByteBuffer payload(int i) {
+        checked(i);
+        if (frames != null && frames[i] != null) {
+            return java.nio.ByteBuffer.wrap(frames[i]).asReadOnlyBuffer().order(java.nio.ByteOrder.LITTLE_ENDIAN);
+        }
         return java.nio.ByteBuffer.wrap(payloads, checked(i) * recordSize, recordSize).slice().asReadOnlyBuffer()
                 .order(java.nio.ByteOrder.LITTLE_ENDIAN); // little-endian, as the bus
     }
@@ -118,6 +168,9 @@ public final class GroupBatch {
     void clear() {
         size = 0;
         java.util.Arrays.fill(records, null);
+        if (frames != null) {
+            java.util.Arrays.fill(frames, null);
+        }
     }
 
     boolean full() {
@@ -127,6 +180,18 @@ public final class GroupBatch {
     // Adds the delivery rec, its payload copied from m at payloadAt and its metadata.
     void add(GroupRecord rec, MemoryMappedFile m, long payloadAt, int meta) {
         m.getBytes(payloadAt, payloads, size * recordSize, recordSize);
+        metas[size] = meta;
+        records[size++] = rec;
+    }
+
+    // Adds the delivery rec of a framed message: its payload (taken, not copied), metadata and flags.
+    void addFramed(GroupRecord rec, byte[] payload, int meta, int messageFlags) {
+        if (frames == null) {
+            frames = new byte[records.length][];
+            flags = new int[records.length];
+        }
+        frames[size] = payload;
+        flags[size] = messageFlags;
         metas[size] = meta;
         records[size++] = rec;
     }

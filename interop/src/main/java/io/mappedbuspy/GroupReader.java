@@ -14,13 +14,16 @@ import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.time.Duration;
+import java.util.HashSet;
 import java.util.HexFormat;
 import java.util.Objects;
 import java.util.OptionalInt;
 import java.util.OptionalLong;
+import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.LockSupport;
 import io.mappedbuspy.internal.BusFiles;
+import io.mappedbuspy.internal.BusMeta;
 import io.mappedbuspy.internal.GroupProtocol;
 import io.mappedbuspy.internal.Liveness;
 import io.mappedbuspy.internal.MemoryMappedFile;
@@ -56,6 +59,21 @@ import io.mappedbuspy.internal.WakeFile;
  * {@link #deadLetterPath()}). The member's liveness is an OFD lock on its member slot's byte: the kernel drops it when
  * the JVM dies, and the other members take its records back at once.
  *
+ * <p><b>Framed buses</b> (docs/groups.md, "Framed buses"; protocol {@code _group_frames.h}): a message, whatever its
+ * slot count, is what a member takes, acks, releases or rejects whole; its continuation slots are never handed out.
+ * Read it with {@link #readPayload()} (any size), {@link #topic()}, {@link #flags()} or {@link #message()} (or a
+ * batch's {@link GroupBatch#message}); {@link GroupRecord#topic()} names its topic. A dead letter carries the whole
+ * message, with its topic, on a framed dead-letter bus. {@link #setTopics} hands out only some topics' messages.
+ *
+ * <pre>
+ * try (GroupReader member = new GroupReader("/dev/shm/jobs-framed", "resizers").setTopics("resize").open()) {
+ *     while (member.waitNext(1, TimeUnit.SECONDS)) {
+ *         handle(member.topic(), member.readPayload());
+ *         member.ack();
+ *     }
+ * }
+ * </pre>
+ *
  * <p>One member per instance; an instance is used by one thread at a time.
  */
 public final class GroupReader implements AutoCloseable {
@@ -83,9 +101,11 @@ public final class GroupReader implements AutoCloseable {
     private OptionalInt timeoutMs = OptionalInt.empty();
     private boolean allowForeign;
     private String name = "";
+    private Set<String> topics;         // setTopics: the topics handed out (null in it: untagged); null: all
 
     // the bus
     private boolean rolling;
+    private boolean framed;             // a framed bus: a message's first slot is the unit (_group_frames.h)
     private RollingDir dir;
     private String writersPath;
     private MappedBusReader r;          // the reader of segment k (or the file)
@@ -123,6 +143,7 @@ public final class GroupReader implements AutoCloseable {
     private boolean hasCurrent;
     private long curG;
     private long curWord;
+    private String curTopic;            // a framed bus's: the current message's topic (null: none)
 
     /**
      * A member of group {@code group} of the bus at {@code path} (a single-file bus or a rolling bus's directory,
@@ -259,6 +280,31 @@ public final class GroupReader implements AutoCloseable {
     }
 
     /**
+     * Hands out only the messages of these topics (a framed bus; Python's {@code topics=}): the others are skipped
+     * (settled, no member gets them) by whichever member meets them, so give every member of a group the same
+     * topics. A member's own option, not stored in the group file.
+     *
+     * @param names topic names; a null among them: messages without a topic too
+     * @return this
+     * @throws IllegalArgumentException if a name is not a topic name, or none is given
+     */
+    public GroupReader setTopics(String... names) {
+        if (names == null || names.length == 0) {
+            throw new IllegalArgumentException("setTopics takes one or more topic names (null: messages without a "
+                    + "topic)");
+        }
+        Set<String> set = new HashSet<>(); // a HashSet: contains(null) asks for untagged messages
+        for (String t : names) {
+            if (t != null) {
+                TopicsFile.checkName(t);
+            }
+            set.add(t);
+        }
+        topics = set;
+        return this;
+    }
+
+    /**
      * Joins the group (making its file if this is the first member) and takes a member slot.
      *
      * @return this
@@ -267,6 +313,7 @@ public final class GroupReader implements AutoCloseable {
      *                                  replaced bus
      * @throws CorruptBusException      if the group file is not one
      * @throws IllegalStateException    if the JNI library (with the group functions) is not loaded
+     * @throws IllegalArgumentException if topics were set for a bus that is not framed
      * @throws IOException              if the bus or the group file cannot be opened
      */
     public GroupReader open() throws IOException {
@@ -310,28 +357,36 @@ public final class GroupReader implements AutoCloseable {
         rolling = Files.isDirectory(p, LinkOption.NOFOLLOW_LINKS);
         if (rolling) {
             dir = RollingDir.open(path, allowForeign);
-            if (dir.meta().frames()) {
-                dir.close();
-                dir = null;
-                throw new UnsupportedOperationException(path + " is a framed bus: Java group members do not take "
-                        + "framed buses yet (Python members do, docs/groups.md)");
-            }
+            framed = dir.meta().frames();
+            checkTopics();
             recordSize = dir.meta().recordSize();
             segmentSize = dir.meta().segmentSize();
             sps = RollingLayout.slotsPerSegment(segmentSize, recordSize);
             writersPath = p.resolve(Layout.WRITERS_FILE).toString();
         } else {
-            MappedBusReader x = new MappedBusReader(path).setAllowForeign(allowForeign);
+            framed = BusMeta.ofFile(path, "GroupReader").frames();
+            checkTopics();
+            MappedBusReader x = new MappedBusReader(path).setAllowForeign(allowForeign).setFrames(framed);
             if (timeoutMs.isPresent()) {
                 x.setTimeout(timeoutMs.getAsInt());
             }
-            r = x.open();
+            r = x.filterTopics(topics).open();
             k = 0;
             recordSize = r.recordSize();
             segmentSize = 0;
             sps = (r.fileSize() - FIRST) / (Layout.HEADER_SIZE + recordSize);
         }
         slot = Layout.HEADER_SIZE + recordSize;
+    }
+
+    private void checkTopics() {
+        if (topics != null && !framed) {
+            if (dir != null) {
+                dir.close();
+                dir = null;
+            }
+            throw new IllegalArgumentException("setTopics needs a framed bus: " + path + " has fixed-size records");
+        }
     }
 
     private byte[] busId() {
@@ -591,6 +646,9 @@ public final class GroupReader implements AutoCloseable {
         if (timeoutMs.isPresent()) {
             x.setTimeout(timeoutMs.getAsInt());
         }
+        if (framed) {
+            x.setFrames(true).filterTopics(topics).topicsAt(Path.of(path).resolve(Layout.TOPICS_FILE));
+        }
         x.open();
         if (r != null) {
             r.close();
@@ -602,11 +660,12 @@ public final class GroupReader implements AutoCloseable {
 
     // -- acquiring ----------------------------------------------------------------------------------------------
 
-    private void took(long g, long w) {
+    private void took(long g, long w, String topic) {
         words.put((int) (g & (groupWindow - 1)), w);
         hasCurrent = true;
         curG = g;
         curWord = w;
+        curTopic = topic;
         inFlight++;
         delivered++;
         MemoryMappedFile.putLongReleaseAt(mslot + Layout.GROUP_MEMBER_DELIVERED_OFFSET, delivered);
@@ -614,15 +673,21 @@ public final class GroupReader implements AutoCloseable {
     }
 
     private Found acquireNew() throws IOException {
+        if (framed) {
+            return acquireNewFramed();
+        }
         for (;;) {
             long g = proto.nextNew();
             if (g < 0) {
                 if (g == GroupProtocol.FULL) {
+                    // skipped entries (rolled back) are passed by `start` only when something moves it: move it
+                    // here, so a run of skips longer than the window does not stop the group
+                    if (passSkipped()) {
+                        continue;
+                    }
                     return Found.NONE;
                 }
-                throw new CorruptBusException(groupPath + ": the entry of record "
-                        + mem.getLongAcquire(Layout.GROUP_END_OFFSET) + " holds a word the protocol never writes "
-                        + "there: corrupt file");
+                throw corruptEnd();
             }
             if (!select(g)) {
                 return Found.NONE;
@@ -652,9 +717,140 @@ public final class GroupReader implements AutoCloseable {
             if (w == 0) {
                 continue; // another member took it
             }
-            took(g, w);
+            took(g, w, null);
             return Found.TAKEN;
         }
+    }
+
+    // acquireNew on a framed bus (_group_frames.h): g is a message's first slot; the message is taken whole and `end`
+    // moves past all of its slots.
+    private Found acquireNewFramed() throws IOException {
+        for (;;) {
+            long g = proto.nextNewFramed();
+            if (g < 0) {
+                if (g == GroupProtocol.FULL) {
+                    if (passSkipped()) { // as in acquireNew: skipped messages (rolled back, other topics)
+                        continue;
+                    }
+                    return Found.NONE;
+                }
+                if (g == GroupProtocol.ASK) { // entry(end) taken, its slot count not trusted: read it from the bus
+                    long a = proto.askedSlot();
+                    long n = busSlots(a);
+                    if (n <= 0) {
+                        return Found.NONE;
+                    }
+                    proto.passEnd(a, n);
+                    continue;
+                }
+                throw corruptEnd();
+            }
+            long seen = proto.seenWord();
+            if (!select(g)) {
+                return Found.NONE;
+            }
+            long off = offsetOf(g);
+            if (r.position() != off) {
+                r.seek(off);
+            }
+            boolean found;
+            try {
+                found = r.next();
+            } catch (EOFException e) {
+                // the scan passed every message from g to the end of the file (rolled back, or of topics this member
+                // does not read): skipped whole; a single file is then read to its end
+                skipPassed(g, seen, off, FIRST + sps * slot);
+                if (!rolling) {
+                    advance(); // over the skipped ones: the group is done once the start meets the end
+                    return Found.END;
+                }
+                continue;
+            }
+            if (!found) {
+                return Found.NONE;
+            }
+            if (r.recordPosition() != off) {
+                // the scan passed messages from g on (rolled back, or of other topics): each skipped whole, by its
+                // final slot count (its status left 0: the meta is final), up to the message it stopped at
+                skipPassed(g, seen, off, r.recordPosition());
+                continue;
+            }
+            MemoryMappedFile m = r.mapped();
+            long n = Layout.frameMetaSlots(m.getInt(off + Layout.METADATA_OFFSET));
+            long w = proto.takeNewFramed(g, seen, n, member, System.nanoTime() + lease, positionOf(g));
+            if (w == 0) {
+                continue; // another member took it
+            }
+            took(g, w, topicAt(m, off, g));
+            return Found.TAKEN;
+        }
+    }
+
+    private CorruptBusException corruptEnd() {
+        return new CorruptBusException(groupPath + ": the entry of record " + mem.getLongAcquire(Layout.GROUP_END_OFFSET)
+                + " holds a word the protocol never writes there: corrupt file");
+    }
+
+    // Skips the messages of r's mapping from off (message g, its entry seen as `seen`) to stop, while `end` follows
+    // (another member may skip them too).
+    private void skipPassed(long g, long seen, long off, long stop) {
+        MemoryMappedFile m = r.mapped();
+        if (off >= stop) {
+            return; // g is the end of a single file: no slot there
+        }
+        for (;;) {
+            long n = Frames.skipSlots(m.getIntAcquire(off + Layout.METADATA_OFFSET));
+            proto.skipFramed(g, seen, n);
+            off += n * slot;
+            g += n;
+            if (off >= stop || proto.nextNewFramed() != g) {
+                return;
+            }
+            seen = proto.seenWord();
+        }
+    }
+
+    // True if `start` moved (over done entries) since this member last looked.
+    private boolean passSkipped() throws IOException {
+        long before = mem.getLongAcquire(Layout.GROUP_START_OFFSET);
+        if (advance() != before) {
+            hold(false);
+            return true;
+        }
+        return false;
+    }
+
+    // The slot count of the settled message at g, read from the bus (its first slot's status left 0, so its meta is
+    // final); 0 if its segment is not there.
+    private long busSlots(long g) throws IOException {
+        if (!select(g)) {
+            return 0;
+        }
+        return Frames.skipSlots(r.mapped().getIntAcquire(offsetOf(g) + Layout.METADATA_OFFSET));
+    }
+
+    // Moves `start` over done records: the group protocol's advance, or on a framed bus its advance by messages.
+    private long advance() throws IOException {
+        if (!framed) {
+            return proto.advance();
+        }
+        for (;;) {
+            long s = proto.advanceFramed();
+            if (s != GroupProtocol.ASK) {
+                return s;
+            }
+            long a = proto.askedSlot();
+            long n = busSlots(a);
+            if (n <= 0) {
+                return mem.getLongAcquire(Layout.GROUP_START_OFFSET);
+            }
+            proto.passStart(a, n);
+        }
+    }
+
+    // The topic of the framed message at off of r's mapping (message g): its name, or null for none.
+    private String topicAt(MemoryMappedFile m, long off, long g) throws CorruptBusException {
+        return r.topicName(m.getInt(off + Layout.PAYLOAD_OFFSET + Layout.FRAME_TOPIC_OFFSET), positionOf(g));
     }
 
     // Takes a record back from a dead or late member (or a released one); past maxDeliveries it goes to the
@@ -677,7 +873,7 @@ public final class GroupReader implements AutoCloseable {
             if (w == 0) {
                 continue;
             }
-            took(g, w);
+            took(g, w, framed ? topicAt(r.mapped(), offsetOf(g), g) : null);
             return true;
         }
     }
@@ -824,8 +1020,13 @@ public final class GroupReader implements AutoCloseable {
         do {
             MemoryMappedFile m = currentMapping();
             long off = offsetOf(curG);
-            batch.add(new GroupRecord(positionOf(curG), curG, curWord), m, off + Layout.PAYLOAD_OFFSET,
-                    m.getInt(off + Layout.METADATA_OFFSET));
+            if (framed) {
+                batch.addFramed(current(), readFrame(m, off, curG), m.getInt(off + Layout.METADATA_OFFSET),
+                        m.getInt(off + Layout.PAYLOAD_OFFSET + Layout.FRAME_FLAGS_OFFSET));
+            } else {
+                batch.add(new GroupRecord(positionOf(curG), curG, curWord, null), m, off + Layout.PAYLOAD_OFFSET,
+                        m.getInt(off + Layout.METADATA_OFFSET));
+            }
         } while (!batch.full() && acquire() == Found.TAKEN);
         return batch.size();
     }
@@ -869,7 +1070,7 @@ public final class GroupReader implements AutoCloseable {
         if (!hasCurrent) {
             throw new IllegalStateException("no current record: call next() or waitNext() first");
         }
-        return new GroupRecord(positionOf(curG), curG, curWord);
+        return new GroupRecord(positionOf(curG), curG, curWord, curTopic);
     }
 
     /** @return the current record's bus position */
@@ -902,9 +1103,11 @@ public final class GroupReader implements AutoCloseable {
      * @param message the message to fill
      * @param <T>     the message class
      * @return {@code message}
-     * @throws IOException if its segment cannot be opened
+     * @throws IllegalStateException if the bus is framed (read a message with {@link #readPayload()})
+     * @throws IOException           if its segment cannot be opened
      */
     public <T extends MappedBusMessage> T readMessage(T message) throws IOException {
+        unframed();
         MemoryMappedFile m = currentMapping();
         message.read(m, offsetOf(curG) + Layout.PAYLOAD_OFFSET);
         return message;
@@ -916,10 +1119,12 @@ public final class GroupReader implements AutoCloseable {
      * @param dst    destination array
      * @param offset index of the first destination byte
      * @return the number of bytes copied
-     * @throws CorruptBusException if the stored length is negative or larger than the record size
-     * @throws IOException         if its segment cannot be opened
+     * @throws CorruptBusException   if the stored length is negative or larger than the record size
+     * @throws IllegalStateException if the bus is framed (read a message with {@link #readPayload()})
+     * @throws IOException           if its segment cannot be opened
      */
     public int readBuffer(byte[] dst, int offset) throws IOException {
+        unframed();
         MemoryMappedFile m = currentMapping();
         long pos = offsetOf(curG);
         int length = m.getInt(pos + Layout.METADATA_OFFSET);
@@ -933,6 +1138,88 @@ public final class GroupReader implements AutoCloseable {
         }
         m.getBytes(pos + Layout.PAYLOAD_OFFSET, dst, offset, length);
         return length;
+    }
+
+    private void unframed() {
+        if (framed) {
+            throw new IllegalStateException(path + " is a framed bus: read its messages with readPayload() or "
+                    + "message(); readBuffer and readMessage take fixed-size records");
+        }
+    }
+
+    private void framedOnly() {
+        if (!framed) {
+            throw new IllegalStateException(path + " is not a framed bus: read its records with readBuffer or "
+                    + "readMessage");
+        }
+    }
+
+    // The payload of the framed message at off of m, checked (its slots and length as the readers check them).
+    private byte[] readFrame(MemoryMappedFile m, long off, long g) throws CorruptBusException {
+        int meta = m.getInt(off + Layout.METADATA_OFFSET);
+        long length = m.getLong(off + Layout.PAYLOAD_OFFSET + Layout.FRAME_LENGTH_OFFSET);
+        Frames.committedSlots(rolling ? path + " (segment " + g / sps + ")" : path, off, meta, length,
+                rolling ? segmentSize : r.fileSize(), slot);
+        if (length > Integer.MAX_VALUE - 8) {
+            throw new IllegalStateException("the message at position " + positionOf(g) + " of " + path + " has "
+                    + length + " bytes: more than a Java array holds");
+        }
+        byte[] b = new byte[(int) length];
+        m.getBytes(off + Layout.FRAME_PAYLOAD_OFFSET, b, 0, b.length);
+        return b;
+    }
+
+    /**
+     * The current message's payload, whole, of any size (a framed bus).
+     *
+     * @return its bytes, in a new array
+     * @throws IllegalStateException if the bus is not framed
+     * @throws CorruptBusException   if its slot count or length is not a committed message's
+     * @throws IOException           if its segment cannot be opened
+     */
+    public byte[] readPayload() throws IOException {
+        framedOnly();
+        MemoryMappedFile m = currentMapping();
+        return readFrame(m, offsetOf(curG), curG);
+    }
+
+    /**
+     * The current message's topic (a framed bus).
+     *
+     * @return its name, or null for a message without one
+     */
+    public String topic() {
+        framedOnly();
+        current();
+        return curTopic;
+    }
+
+    /**
+     * The current message's flags (a framed bus; bits 0..7: its encoding, {@link Layout#FRAME_ENCODING_BYTES}, ...).
+     *
+     * @return the flags
+     * @throws IOException if its segment cannot be opened
+     */
+    public int flags() throws IOException {
+        framedOnly();
+        MemoryMappedFile m = currentMapping();
+        return m.getInt(offsetOf(curG) + Layout.PAYLOAD_OFFSET + Layout.FRAME_FLAGS_OFFSET);
+    }
+
+    /**
+     * The current message, copied out whole: position, topic, flags and payload (a framed bus).
+     *
+     * @return the message
+     * @throws IOException as {@link #readPayload()}
+     */
+    public FrameMessage message() throws IOException {
+        byte[] payload = readPayload();
+        return new FrameMessage(positionOf(curG), curTopic, flags(), payload);
+    }
+
+    /** @return whether the bus is framed (set by {@link #open()}) */
+    public boolean framed() {
+        return framed;
     }
 
     // -- settling -----------------------------------------------------------------------------------------------
@@ -950,7 +1237,18 @@ public final class GroupReader implements AutoCloseable {
 
     private boolean finish(long g, long word, int state) throws IOException {
         boolean acking = state == Layout.GROUP_ACKED;
-        boolean ok = acking ? proto.ack(g, word) : proto.finish(g, word, state); // an ack moves the start on too
+        boolean ok;
+        if (!acking) {
+            ok = proto.finish(g, word, state);
+        } else if (!framed) {
+            ok = proto.ack(g, word); // an ack moves the start on too
+        } else {
+            long a = proto.ackFramed(g, word);
+            ok = a != 0;
+            if (a == GroupProtocol.ASK) {
+                advance(); // the start waits on a slot count to read from the bus
+            }
+        }
         forget(g, word);
         if (ok && acking) {
             acked++;
@@ -981,14 +1279,24 @@ public final class GroupReader implements AutoCloseable {
         }
         MemoryMappedFile m = r.mapped();
         long off = offsetOf(g);
-        ByteBuffer letter = ByteBuffer.allocate(Layout.GROUP_DEAD_HEADER_SIZE + recordSize)
+        byte[] frame = null;
+        if (framed) {
+            frame = readFrame(m, off, g);
+        }
+        ByteBuffer letter = ByteBuffer.allocate(Layout.GROUP_DEAD_HEADER_SIZE + (framed ? frame.length : recordSize))
                 .order(ByteOrder.LITTLE_ENDIAN);
         letter.putLong(Layout.GROUP_DEAD_POSITION_OFFSET, positionOf(g));
         letter.putInt(Layout.GROUP_DEAD_DELIVERIES_OFFSET, GroupProtocol.wordDeliveries(word));
         letter.putInt(Layout.GROUP_DEAD_META_OFFSET, m.getInt(off + Layout.METADATA_OFFSET));
         letter.put(Layout.GROUP_DEAD_NAME_OFFSET, groupName);
-        m.getBytes(off + Layout.PAYLOAD_OFFSET, letter.array(), Layout.GROUP_DEAD_HEADER_SIZE, recordSize);
-        deadWriter().write(letter.array(), 0, letter.capacity());
+        if (framed) {
+            // the whole message, its topic kept, on a framed dead-letter bus
+            System.arraycopy(frame, 0, letter.array(), Layout.GROUP_DEAD_HEADER_SIZE, frame.length);
+            deadWriter().write(letter.array(), 0, letter.capacity(), topicAt(m, off, g), Layout.FRAME_ENCODING_BYTES);
+        } else {
+            m.getBytes(off + Layout.PAYLOAD_OFFSET, letter.array(), Layout.GROUP_DEAD_HEADER_SIZE, recordSize);
+            deadWriter().write(letter.array(), 0, letter.capacity());
+        }
         boolean ok = proto.finish(g, word, Layout.GROUP_DEAD);
         forget(g, word);
         if (ok) {
@@ -996,7 +1304,7 @@ public final class GroupReader implements AutoCloseable {
             if (counter != Layout.GROUP_DEAD_LETTERED_OFFSET) {
                 mem.getAndAddLong(Layout.GROUP_DEAD_LETTERED_OFFSET, 1);
             }
-            proto.advance();
+            advance();
             hold(false);
         }
         return ok;
@@ -1007,10 +1315,15 @@ public final class GroupReader implements AutoCloseable {
             int record = Layout.GROUP_DEAD_HEADER_SIZE + recordSize;
             long slotBytes = Layout.HEADER_SIZE + record;
             long segment = Math.max(1L << 20, ((FIRST + 64 * slotBytes + 4095) / 4096) * 4096);
+            if (framed) {
+                // a message of the bus with its header fits one of its segments
+                long size = rolling ? segmentSize : r.fileSize();
+                segment = Math.max(segment, ((size + FIRST + 2 * slotBytes + 4095) / 4096) * 4096);
+            }
             RollingBusWriter w = Files.exists(deadPath, LinkOption.NOFOLLOW_LINKS)
                     ? new RollingBusWriter(deadPath.toString()) : new RollingBusWriter(deadPath.toString(), segment,
                     record);
-            w.setAllowForeign(allowForeign).open();
+            w.setAllowForeign(allowForeign).setFrames(framed).open();
             if (w.recordSize() != record) {
                 w.close();
                 throw new BusMismatchException(deadPath + " takes records of " + w.recordSize() + " bytes, not the "
@@ -1036,7 +1349,7 @@ public final class GroupReader implements AutoCloseable {
         if (!hasCurrent) {
             throw new IllegalStateException("nothing read yet: ack() without a record settles the record read last");
         }
-        return new GroupRecord(positionOf(curG), curG, curWord);
+        return new GroupRecord(positionOf(curG), curG, curWord, curTopic);
     }
 
     /**

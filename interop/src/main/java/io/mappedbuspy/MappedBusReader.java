@@ -434,6 +434,20 @@ public final class MappedBusReader extends ConsumingReader<MappedBusReader> impl
         return this;
     }
 
+    // A topic filter already checked (GroupReader's: null in it asks for messages without a topic too); null: none.
+    MappedBusReader filterTopics(java.util.Set<String> set) {
+        topicFilter = set;
+        if (scan.topics != null) {
+            scan.topics.filter(set);
+        }
+        return this;
+    }
+
+    // The name of topic id `id` of the committed framed message at (global) position `pos`: null for none.
+    String topicName(int id, long pos) throws CorruptBusException {
+        return scan.topics.name(id, pos);
+    }
+
     // The topics file of this bus (a rolling bus's segment: its bus's).
     void topicsAt(java.nio.file.Path file) {
         if (scan.topics != null) {

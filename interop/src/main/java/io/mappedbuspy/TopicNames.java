@@ -36,7 +36,10 @@ final class TopicNames implements AutoCloseable {
         return wanted != null;
     }
 
-    /** Whether a message of topic {@code id} passes the filter (no topic: only without a filter). */
+    /**
+     * Whether a message of topic {@code id} passes the filter (no topic: without a filter, or with null in it: a
+     * group member's filter, as Python's {@code topics=[None, ...]}).
+     */
     boolean wants(int id, long pos) throws CorruptBusException {
         if (wanted == null) {
             return true;
@@ -47,7 +50,7 @@ final class TopicNames implements AutoCloseable {
         }
         byte d = decided[id];
         if (d == UNKNOWN) {
-            d = id != Layout.FRAME_TOPIC_NONE && wanted.contains(name(id, pos)) ? WANTED : UNWANTED;
+            d = wanted.contains(id == Layout.FRAME_TOPIC_NONE ? null : name(id, pos)) ? WANTED : UNWANTED;
             decided[id] = d;
         }
         return d == WANTED;

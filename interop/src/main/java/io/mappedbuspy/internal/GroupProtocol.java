@@ -33,6 +33,12 @@ public final class GroupProtocol {
     static final long NONE = -1;
     /** wake_jni.c's answer when the group file is shorter than its mapping (nothing was touched). */
     static final long TRUNCATED = -3;
+    /**
+     * A framed bus's call found a message whose slot count is to be read from the bus ({@code _group_frames.h}'s
+     * GROUP_ASK, which wake_jni.c answers as -4: -3 is TRUNCATED's): its first slot in {@link #askedSlot()}. Never
+     * met by the calls of an unframed bus.
+     */
+    public static final long ASK = -4;
 
     static {
         boolean ok = false;
@@ -61,6 +67,9 @@ public final class GroupProtocol {
     // 8 bytes of native memory for group_find_redelivery's word seen (not in the mapping).
     private final ByteBuffer seen = ByteBuffer.allocateDirect(8).order(ByteOrder.nativeOrder());
     private final long seenAddress = MemoryMappedFile.addressOf(seen);
+    // 8 more for a framed bus's GROUP_ASK: the first slot of the message whose slot count is to be read from the bus.
+    private final ByteBuffer ask = ByteBuffer.allocateDirect(8).order(ByteOrder.nativeOrder());
+    private final long askAddress = MemoryMappedFile.addressOf(ask);
 
     /**
      * @param mem    the group file, mapped whole
@@ -124,6 +133,55 @@ public final class GroupProtocol {
         return seen.getLong(0);
     }
 
+    // -- a framed bus (_group_frames.h): a message's first slot is the unit; `end` and `start` move by its slots --
+
+    /**
+     * The next message's first slot to take as new (its entry's word then in {@link #seenWord()}), {@link #FULL},
+     * {@link #CORRUPT} or {@link #ASK} (the message at {@link #askedSlot()} was taken: its slot count is to be read
+     * from the bus and passed to {@link #passEnd}).
+     */
+    public long nextNewFramed() {
+        return checked(nFNextNew(base, fd, size, window, shift, seenAddress, askAddress));
+    }
+
+    /** Takes message g of n slots, its entry seen as {@code seenWord}: the acquired word, or 0 if another took it. */
+    public long takeNewFramed(long g, long seenWord, long n, int owner, long leaseDeadline, long position) {
+        return checked(nFTakeNew(base, fd, size, window, shift, g, seenWord, n, owner, leaseDeadline, position));
+    }
+
+    /** Message g of n slots, its entry seen as {@code seenWord}, goes to no member (rolled back, another topic). */
+    public void skipFramed(long g, long seenWord, long n) {
+        checked(nFSkip(base, fd, size, window, shift, g, seenWord, n));
+    }
+
+    /** Moves {@code start} over done messages: the new start, or {@link #ASK} (see {@link #passStart}). */
+    public long advanceFramed() {
+        return checked(nFAdvance(base, fd, size, window, shift, askAddress));
+    }
+
+    /**
+     * An ack of the delivery {@code acquired} of message g, and (if it was still current) the start moved on: 1 or
+     * 0 as {@link #ack}, or {@link #ASK} when it was acked and moving the start needs a slot count from the bus.
+     */
+    public long ackFramed(long g, long acquired) {
+        return checked(nFAck(base, fd, size, window, shift, g, acquired, askAddress));
+    }
+
+    /** The message whose slot count the last {@link #ASK} asked for. */
+    public long askedSlot() {
+        return ask.getLong(0);
+    }
+
+    /** Moves {@code end} from g past its message of n slots (read from the bus after an {@link #ASK}). */
+    public void passEnd(long g, long n) {
+        checked(nFPass(base, fd, size, 0, g, n));
+    }
+
+    /** Moves {@code start} from s past its done message of n slots (read from the bus after an {@link #ASK}). */
+    public void passStart(long s, long n) {
+        checked(nFPass(base, fd, size, 1, s, n));
+    }
+
     public long releaseOwner(int owner) {
         return checked(nReleaseOwner(base, fd, size, window, shift, owner));
     }
@@ -157,7 +215,7 @@ public final class GroupProtocol {
 
     /** The constants of {@code _group.h} as the library was compiled, in {@link #expectedConstants()}'s order. */
     public static long[] nativeConstants() {
-        long[] c = new long[17];
+        long[] c = new long[19];
         for (int i = 0; i < c.length; i++) {
             c[i] = nConstant(i);
         }
@@ -169,7 +227,8 @@ public final class GroupProtocol {
         return new long[] {Layout.GROUP_START_OFFSET, Layout.GROUP_END_OFFSET, Layout.GROUP_HINT_OFFSET,
             Layout.GROUP_MEMBERS_OFFSET, Layout.GROUP_MEMBER_SIZE, Layout.GROUP_MEMBER_COUNT,
             Layout.GROUP_ENTRIES_OFFSET, Layout.GROUP_ENTRY_SIZE, Layout.GROUP_ACQUIRED, Layout.GROUP_RELEASED,
-            Layout.GROUP_ACKED, Layout.GROUP_DEAD, Layout.GROUP_SKIP, FULL, CORRUPT, NONE, TRUNCATED};
+            Layout.GROUP_ACKED, Layout.GROUP_DEAD, Layout.GROUP_SKIP, FULL, CORRUPT, NONE, TRUNCATED,
+            Layout.GROUP_ENTRY_SLOTS_OFFSET, ASK};
     }
 
     private static native long nNextNew(long base, int fd, long size, long window, int shift);
@@ -192,6 +251,21 @@ public final class GroupProtocol {
                                                int me, long seenAddress);
 
     private static native long nReleaseOwner(long base, int fd, long size, long window, int shift, int owner);
+
+    private static native long nFNextNew(long base, int fd, long size, long window, int shift, long seenAddress,
+                                         long askAddress);
+
+    private static native long nFTakeNew(long base, int fd, long size, long window, int shift, long g, long seen,
+                                         long n, int owner, long lease, long position);
+
+    private static native long nFSkip(long base, int fd, long size, long window, int shift, long g, long seen, long n);
+
+    private static native long nFAdvance(long base, int fd, long size, long window, int shift, long askAddress);
+
+    private static native long nFPass(long base, int fd, long size, int which, long g, long n);
+
+    private static native long nFAck(long base, int fd, long size, long window, int shift, long g, long acquired,
+                                     long askAddress);
 
     private static native long nConstant(int i);
 }
