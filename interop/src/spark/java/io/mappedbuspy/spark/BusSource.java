@@ -317,7 +317,7 @@ public abstract class BusSource {
 
         @Override
         public CommitLog commitLog() {
-            return new CommitLog(options.path, fileSize, options.recordSize);
+            return new CommitLog(options.path, fileSize, options.recordSize, options.frames);
         }
 
         @Override
@@ -557,7 +557,7 @@ public abstract class BusSource {
 
         @Override
         public CommitLog commitLog() {
-            return CommitLog.rolling(options.path, segmentSize, recordSize);
+            return CommitLog.rolling(options.path, segmentSize, recordSize, options.frames);
         }
 
         @Override
