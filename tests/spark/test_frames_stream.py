@@ -130,6 +130,11 @@ def test_exactly_once_sink_onto_a_framed_bus_writes_a_replayed_batch_once(spark,
     assert os.path.exists(dst + ".commits")
     got = spark.read.format("mappedbus").option("path", dst).load().orderBy("position").collect()
     assert [(bytes(r.payload), r.topic) for r in got] == sent
+    # Option topics applies to batch reads too, with a pushed topic filter.
+    df = spark.read.format("mappedbus").option("path", dst).option("topics", "quotes, orders").load()
+    assert [bytes(r.payload) for r in df.where("topic = 'orders'").orderBy("position").collect()] == \
+        [p for p, t in sent if t == "orders"]
+    assert df.count() == sum(1 for _, t in sent if t is not None)
 
 
 @pytest.mark.slow          # Real-time Mode's start takes its time, as in test_realtime.py
