@@ -76,20 +76,26 @@ def _all(positions, sent):
 
 DIE = """
 import os, sys
-from mappedbus_py import MappedBusWriter
-w = MappedBusWriter(sys.argv[1], frames=True).open()
+from mappedbus_py import MappedBusWriter, RollingBusWriter
+rolling = sys.argv[2] == "rolling"
+w = (RollingBusWriter if rolling else MappedBusWriter)(sys.argv[1], frames=True).open()
 w.write(b"before", topic="t")
-w._frame_allocate_only(5000, 1000, publish=True)   # 70 slots reserved, count set, 1000 B written
+# 70 slots reserved, count set, 1000 B written, never committed (a rolling bus: in its segment's writer)
+(w._w if rolling else w)._frame_allocate_only(5000, 1000, publish=True)
 os.kill(os.getpid(), 9)
 """
 
 
-def test_a_writer_killed_mid_message_yields_no_row_and_the_stream_goes_on(spark, bus_root):
+@pytest.mark.parametrize("rolling", [False, True], ids=["single", "rolling"])
+def test_a_writer_killed_mid_message_yields_no_row_and_the_stream_goes_on(spark, bus_root, rolling):
     src = os.path.join(bus_root, "in")
-    MappedBusWriter(src, FILE_SIZE, RECORD, frames=True).open().close()
-    p = subprocess.run([sys.executable, "-c", DIE, src], timeout=60)
+    if rolling:
+        RollingBusWriter(src, 1 << 20, RECORD, frames=True).open().close()
+    else:
+        MappedBusWriter(src, FILE_SIZE, RECORD, frames=True).open().close()
+    p = subprocess.run([sys.executable, "-c", DIE, src, "rolling" if rolling else "single"], timeout=60)
     assert p.returncode == -signal.SIGKILL
-    with MappedBusWriter(src, frames=True) as w:
+    with (RollingBusWriter if rolling else MappedBusWriter)(src, frames=True) as w:
         w.write(b"after", topic="t")
         w.write(b"", topic=None)
     # timeoutMs of 10 minutes: only the writers file (the holder is dead) lets the stream pass at once.
