@@ -438,6 +438,23 @@ public final class MappedBusWriter implements AutoCloseable {
         }
     }
 
+    /**
+     * The id of a topic in this framed bus's topics file, published there if new: for a caller that fills the slots of
+     * {@link #reserve} with frames itself (the Spark connector's exactly-once writes).
+     *
+     * @param topic a topic name, or null
+     * @return its id, or {@link Layout#FRAME_TOPIC_NONE} for null
+     * @throws IllegalStateException    if this writer is not framed
+     * @throws IllegalArgumentException if the name is not a topic name
+     * @throws IOException              if the topics file cannot be opened, or is full
+     */
+    public int topicIdOf(String topic) throws IOException {
+        if (!frames) {
+            throw new IllegalStateException("topics are a framed bus's: setFrames(true) before open() (" + path + ")");
+        }
+        return topic == null ? Layout.FRAME_TOPIC_NONE : topicId(topic);
+    }
+
     // The id of a topic in the bus's topics file (opened at the first topic).
     private int topicId(String topic) throws IOException {
         TopicsFile.checkName(topic);

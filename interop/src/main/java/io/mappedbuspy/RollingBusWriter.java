@@ -713,6 +713,19 @@ public final class RollingBusWriter implements AutoCloseable {
         }
     }
 
+    /**
+     * The id of a topic in this framed bus's topics file ({@code DIR/bus.topics}), published there if new: for a caller
+     * that fills the slots of {@link #reserve} with frames itself (the Spark connector's exactly-once writes).
+     *
+     * @param topic a topic name, or null
+     * @return its id, or {@link Layout#FRAME_TOPIC_NONE} for null
+     * @throws IllegalStateException if this writer is not framed
+     * @throws IOException           if the topics file cannot be opened, or is full
+     */
+    public int topicIdOf(String topic) throws IOException {
+        return framedWriter().topicIdOf(topic);
+    }
+
     // The current segment's writer, framed, with the bus's topics file.
     private MappedBusWriter framedWriter() throws IOException {
         MappedBusWriter x = writer();

@@ -63,6 +63,22 @@ public final class BusOptionsTest {
         return m;
     }
 
+    /** Option topics: a framed bus's, names separated by commas (trimmed, each once); refused elsewhere. */
+    @Test
+    public void topicsAreAFramedBussNames() throws Exception {
+        String framed = shared.resolve("framed.bus").toString();
+        new MappedBusWriter(framed, 4096, 16).setFrames(true).open().close();
+        assertNull(BusOptions.parse(opts("path=" + framed)).topics, "every message");
+        assertEquals(java.util.List.of("quotes", "orders"), java.util.List.of(
+                BusOptions.parse(opts("path=" + framed, "Topics=quotes, orders,quotes")).topics));
+        assertTrue(BusOptions.parse(opts("path=" + framed)).topicsFile().endsWith("framed.bus.topics"));
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                () -> BusOptions.parse(opts("path=" + framed, "topics=a,,b")));
+        assertTrue(e.getMessage().contains("empty topic"), e.getMessage());
+        e = assertThrows(IllegalArgumentException.class, () -> BusOptions.parse(opts("path=$single", "topics=a")));
+        assertTrue(e.getMessage().contains("not one"), e.getMessage());
+    }
+
     /** Without options other than path and recordSize, every default is the README's. */
     @Test
     public void defaultsAreTheDocumentedOnes() throws Exception {

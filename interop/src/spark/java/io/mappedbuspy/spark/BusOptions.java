@@ -92,6 +92,11 @@ public final class BusOptions implements Serializable {
      * {@code frames} for a bus without metadata or one a write creates. Rows are position, topic, payload.
      */
     public final boolean frames;
+    /**
+     * A framed bus: the topics a read delivers (option {@code topics}, comma-separated names), or null for every
+     * message. A stream's filter: Spark pushes no filters into streaming scans, so {@code topic = 'x'} is a batch's.
+     */
+    public final String[] topics;
 
     private BusOptions(Map<String, String> raw) {
         Map<String, String> o = new HashMap<>();
@@ -212,6 +217,7 @@ public final class BusOptions implements Serializable {
             throw new IllegalArgumentException("mappedbus: a framed bus's recordSize must be a multiple of "
                     + Layout.FRAME_RECORD_ALIGN + " and at least " + Layout.FRAME_MIN_RECORD_SIZE + ", got " + recordSize);
         }
+        topics = topicsOpt(o.get("topics"), frames, path);
         batchSize = intOpt(o, "batchsize", 4096, 1);
         String unc = o.getOrDefault("uncommitted", "stop").trim().toLowerCase(Locale.ROOT);
         if (!unc.equals("stop") && !unc.equals("wait")) {
@@ -493,6 +499,32 @@ public final class BusOptions implements Serializable {
                     + " bus, not a rolling one");
         }
         return m;
+    }
+
+    // Option topics: names separated by commas, for a framed bus only.
+    private static String[] topicsOpt(String v, boolean frames, String path) {
+        if (v == null) {
+            return null;
+        }
+        if (!frames) {
+            throw new IllegalArgumentException("mappedbus: option 'topics' is a framed bus's, and " + path
+                    + " is not one");
+        }
+        java.util.LinkedHashSet<String> names = new java.util.LinkedHashSet<>();
+        for (String t : v.split(",")) {
+            String name = t.trim();
+            if (name.isEmpty()) {
+                throw new IllegalArgumentException("mappedbus: option topics='" + v + "' names an empty topic (names "
+                        + "are separated by commas)");
+            }
+            names.add(name); // the readers check each name as a topic name
+        }
+        return names.toArray(new String[0]);
+    }
+
+    /** @return the topics file of this framed bus: {@code PATH.topics}, or {@code DIR/bus.topics} */
+    public String topicsFile() {
+        return rolling ? path + java.io.File.separator + Layout.TOPICS_FILE : path + Layout.TOPICS_SUFFIX;
     }
 
     /** @return the read schema: position, meta, then payload or the layout's fields */

@@ -130,6 +130,29 @@ public abstract class BusSource {
         return parts;
     }
 
+    /**
+     * A framed bus's partitions of the settled messages {@code [from, to)} (a planned micro-batch; both are first
+     * slots), one file at a time, delivering {@code topics} (null: all); a removed segment's slots go to {@code lost}.
+     */
+    public List<org.apache.spark.sql.connector.read.InputPartition> planFrames(long from, long to, Lost lost,
+            String[] topics) {
+        List<org.apache.spark.sql.connector.read.InputPartition> parts = new ArrayList<>();
+        for (BusFile f : spanned(from, to)) {
+            long lo = Math.max(from - f.base, Layout.FIRST_RECORD_OFFSET);
+            long hi = Math.min(to - f.base, f.end);
+            if (hi <= lo) {
+                continue;
+            }
+            if (f.segment && !Files.exists(Path.of(f.path), LinkOption.NOFOLLOW_LINKS) && !archived(f)) {
+                lost.lost(f.base + lo, f.base + hi, slots(f.base + lo, f.base + hi));
+                continue;
+            }
+            parts.add(io.mappedbuspy.spark.read.FramePartition.settled(options, f.path, f.size, f.base, lo, hi,
+                    topics));
+        }
+        return parts;
+    }
+
     /** Whether a segment gone from the hot directory is in the bus's archive (its tasks read it there). */
     boolean archived(BusFile f) {
         return false;
@@ -206,6 +229,9 @@ public abstract class BusSource {
         int readType();
 
         void readMessage(MappedBusMessage m);
+
+        /** A framed bus: the current message, copied out whole (position, topic, flags, payload). */
+        io.mappedbuspy.FrameMessage message() throws IOException;
 
         @Override
         void close();
@@ -291,7 +317,7 @@ public abstract class BusSource {
 
         @Override
         public CommitLog commitLog() {
-            return new CommitLog(options.path, fileSize, options.recordSize);
+            return new CommitLog(options.path, fileSize, options.recordSize, options.frames);
         }
 
         @Override
@@ -341,9 +367,13 @@ public abstract class BusSource {
             if (consumer != null) {
                 r.setConsumer(consumer, Consumers.OLDEST);
             }
+            r.setFrames(options.frames);
             r.open();
             try {
                 r.setTimeout(options.timeoutMs);
+                if (options.topics != null) {
+                    r.setTopics(options.topics);
+                }
             } catch (RuntimeException e) {
                 r.close();
                 throw e;
@@ -398,6 +428,11 @@ public abstract class BusSource {
                 @Override
                 public void readMessage(MappedBusMessage m) {
                     r.readMessage(m);
+                }
+
+                @Override
+                public io.mappedbuspy.FrameMessage message() throws IOException {
+                    return r.message();
                 }
 
                 @Override
@@ -522,7 +557,7 @@ public abstract class BusSource {
 
         @Override
         public CommitLog commitLog() {
-            return CommitLog.rolling(options.path, segmentSize, recordSize);
+            return CommitLog.rolling(options.path, segmentSize, recordSize, options.frames);
         }
 
         @Override
@@ -578,6 +613,10 @@ public abstract class BusSource {
             if (consumer != null) {
                 r.setConsumer(consumer, Consumers.OLDEST);
             }
+            r.setFrames(options.frames);
+            if (options.topics != null) {
+                r.setTopics(options.topics);
+            }
             r.open();
             return new Reader() {
                 @Override
@@ -629,6 +668,11 @@ public abstract class BusSource {
                 @Override
                 public void readMessage(MappedBusMessage m) {
                     r.readMessage(m);
+                }
+
+                @Override
+                public io.mappedbuspy.FrameMessage message() throws IOException {
+                    return r.message();
                 }
 
                 @Override

@@ -41,6 +41,11 @@ public final class BusTool {
             "      or after --idle-exit ms without a new record",
             "  read-objects <path> <fileSize> <recordSize> <count> price|token|trade [--timeout ms] [--idle-exit ms]",
             "      [--read-only]: as read, but each record decoded: '<position> <meta> <message toString>'",
+            "  dump <path> [--max n]",
+            "      a bus with metadata (a file, or a rolling bus's directory), read-only: a framed bus's messages",
+            "      '<position> <status> <slots> <topic> <length> <payload hex preview>', else its slots",
+            "  stat <path>",
+            "      kind, sizes, counts by status; a framed bus: 'framed' and its topics",
             "  layout",
             "      prints the wire-layout constants as NAME=value",
             "  allocate-and-hang <path> <fileSize> <recordSize>",
@@ -117,6 +122,14 @@ public final class BusTool {
                 System.arraycopy(rest, 0, readArgs, 0, 4);
                 System.arraycopy(rest, 5, readArgs, 4, rest.length - 5);
                 return read(readArgs, kind);
+            case "dump":
+                if (rest.length != 1 && !(rest.length == 3 && rest[1].equals("--max"))) {
+                    throw new UsageException("dump needs <path> [--max n]");
+                }
+                return BusDump.dump(rest[0], rest.length == 3 ? longArg(rest[2], "max") : Long.MAX_VALUE, System.out);
+            case "stat":
+                expect(rest, 1);
+                return BusDump.stat(rest[0], System.out);
             case "layout":
                 expect(rest, 0);
                 System.out.print(Layout.describe());

@@ -28,7 +28,7 @@ public final class BusReaderFactory implements PartitionReaderFactory {
     static final int FIELD = 4;
     static final int BUS = 5;
     static final int COUNT = 6;
-    static final int TOPIC = 7;
+    public static final int TOPIC = 7;
 
     private static boolean hasField(BusLayout layout, String name) {
         for (BusLayout.Field f : layout.fields()) {

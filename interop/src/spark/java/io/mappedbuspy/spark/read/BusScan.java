@@ -92,9 +92,9 @@ public final class BusScan implements Scan, Batch {
 
     @Override
     public MicroBatchStream toMicroBatchStream(String checkpointLocation) {
-        if (options.frames) {
-            throw new UnsupportedOperationException("mappedbus: streaming reads of the framed bus " + options.path
-                    + " are not supported yet: read it as a batch");
+        if (options.frames && options.buses != null) {
+            throw new UnsupportedOperationException("mappedbus: a stream of several framed buses is not supported yet"
+                    + " (" + options.raw.get("path") + "): one query per bus");
         }
         if (pushed || counts != 0) {
             // Spark does not push filters into streaming scans; were it to, they must not be lost.
@@ -195,8 +195,8 @@ public final class BusScan implements Scan, Batch {
     /** A framed bus: each file's messages, cut into partitions at first slots ({@link FramePartition#plan}). */
     private InputPartition[] planFrames(BusSource bus) {
         List<InputPartition> parts = new ArrayList<>();
-        String topicsFile = options.rolling ? options.path + java.io.File.separator + Layout.TOPICS_FILE
-                : options.path + Layout.TOPICS_SUFFIX;
+        String topicsFile = options.topicsFile();
+        String[] topics = deliveredTopics(this.topics, options.topics);
         for (BusSource.BusFile f : bus.files()) {
             FramePartition.Planned planned;
             try {
@@ -215,6 +215,16 @@ public final class BusScan implements Scan, Batch {
             }
         }
         return parts.toArray(new InputPartition[0]);
+    }
+
+    /** The topics both the pushed filter and option {@code topics} let through (null: either's, or every one). */
+    static String[] deliveredTopics(String[] pushed, String[] option) {
+        if (pushed == null || option == null) {
+            return pushed == null ? option : pushed;
+        }
+        List<String> both = new ArrayList<>(Arrays.asList(pushed));
+        both.retainAll(Arrays.asList(option));
+        return both.toArray(new String[0]);
     }
 
     /**

@@ -23,7 +23,7 @@ import java.util.List;
  * (a message's count is final once its status is, so every walk skips the same) and cuts the ranges at first slots.
  * Every message in a range was settled when planned, so re-reading a partition gives the same rows.
  */
-final class FramePartition implements InputPartition {
+public final class FramePartition implements InputPartition {
     private static final long serialVersionUID = 1L;
 
     final String path;
@@ -133,22 +133,45 @@ final class FramePartition implements InputPartition {
             }
         }
         String[] names = io.mappedbuspy.TopicsFile.names(java.nio.file.Path.of(topicsFile), false);
-        int[] ids = null;
-        if (topics != null) {
-            List<Integer> want = new ArrayList<>();
-            for (int id = 1; id < names.length; id++) {
-                if (names[id] != null && Arrays.asList(topics).contains(names[id])) {
-                    want.add(id);
-                }
-            }
-            ids = want.stream().mapToInt(Integer::intValue).sorted().toArray();
-        }
+        int[] ids = topicIds(names, topics);
         String host = BusPartition.executorHost();
         List<FramePartition> parts = new ArrayList<>();
         for (Range c : cuts) {
             parts.add(new FramePartition(path, fileSize, o.recordSize, base, c.start(), c.end(), names, ids, host));
         }
         return new Planned(parts, stopped);
+    }
+
+    /** The ids of {@code topics} among {@code names} (by id), sorted; null when {@code topics} is (every message). */
+    private static int[] topicIds(String[] names, String[] topics) {
+        if (topics == null) {
+            return null;
+        }
+        List<Integer> want = new ArrayList<>();
+        for (int id = 1; id < names.length; id++) {
+            if (names[id] != null && Arrays.asList(topics).contains(names[id])) {
+                want.add(id);
+            }
+        }
+        return want.stream().mapToInt(Integer::intValue).sorted().toArray();
+    }
+
+    /**
+     * The partition of the messages {@code [start, end)} of one file (offsets in it, first slots), every one of them
+     * settled (a stream's driver reader went past them: committed, or rolled back with its count final), delivering
+     * {@code topics} (null: all). The topics file is read now: every topic of a committed message is in it.
+     */
+    public static FramePartition settled(BusOptions o, String path, long fileSize, long base, long start, long end,
+                                         String[] topics) {
+        String[] names;
+        try {
+            names = io.mappedbuspy.TopicsFile.names(java.nio.file.Path.of(o.topicsFile()), false);
+        } catch (IOException e) {
+            throw new java.io.UncheckedIOException("mappedbus: cannot read the topics of " + o.path + ": "
+                    + e.getMessage(), e);
+        }
+        return new FramePartition(path, fileSize, o.recordSize, base, start, end, names, topicIds(names, topics),
+                BusPartition.executorHost());
     }
 
     /** The slots of the committed message at pos, its meta and length checked. */

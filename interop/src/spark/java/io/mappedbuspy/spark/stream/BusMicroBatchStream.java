@@ -387,7 +387,7 @@ public final class BusMicroBatchStream implements MicroBatchStream, SupportsTrig
         }
         long from = s.busId != null && e.busId != null && !s.busId.equals(e.busId) ? bus.earliest() : s.position;
         commitConsumer(s); // the batch before this one is committed (a restart re-runs an uncommitted last one)
-        return bus.plan(from, e.position, (a, b, n) -> {
+        BusSource.Lost lost = (a, b, n) -> {
             String msg = "mappedbus: data lost on rolling bus " + options.path + " (bus " + readerId
                     + "): positions [" + a + ", " + b + ") (" + n + " record slots) of a "
                     + "planned batch were removed by retention before this query read them";
@@ -396,7 +396,12 @@ public final class BusMicroBatchStream implements MicroBatchStream, SupportsTrig
                         + "them in the lostSlots metric)");
             }
             countLost(a, b, msg + "; skipped (failOnDataLoss=false)");
-        }).toArray(new InputPartition[0]);
+        };
+        if (options.frames) {
+            // Whole messages, each settled by the driver's framed reader: offsets are first slots.
+            return bus.planFrames(from, e.position, lost, options.topics).toArray(new InputPartition[0]);
+        }
+        return bus.plan(from, e.position, lost).toArray(new InputPartition[0]);
     }
 
     // -- SupportsRealTimeMode ------------------------------------------------------------------------

@@ -237,6 +237,10 @@ public final class BusRealTimeReader implements SupportsRealTimeRead<InternalRow
     }
 
     private void decode() throws IOException {
+        if (p.options.frames) {
+            decodeFrame();
+            return;
+        }
         long pos = src.reader.recordPosition();
         int meta = src.reader.readType();
         src.reader.readMessage(payload);
@@ -265,6 +269,31 @@ public final class BusRealTimeReader implements SupportsRealTimeRead<InternalRow
                     break;
                 default:
                     values[c] = BusRowReader.decode(f.fieldKinds[c], b, off, f.sizes[c]);
+            }
+        }
+        row = new GenericInternalRow(values);
+    }
+
+    /** A framed bus's message as a row: position, topic, payload (the reader passed the filtered topics over). */
+    private void decodeFrame() throws IOException {
+        io.mappedbuspy.FrameMessage m;
+        try {
+            m = src.reader.message();
+        } catch (IOException | RuntimeException e) {
+            failed = true;
+            throw e;
+        }
+        Object[] values = new Object[f.kinds.length];
+        for (int c = 0; c < values.length; c++) {
+            switch (f.kinds[c]) {
+                case BusReaderFactory.POSITION:
+                    values[c] = m.position();
+                    break;
+                case BusReaderFactory.TOPIC:
+                    values[c] = m.topic() == null ? null : org.apache.spark.unsafe.types.UTF8String.fromString(m.topic());
+                    break;
+                default: // the payload
+                    values[c] = m.payload();
             }
         }
         row = new GenericInternalRow(values);

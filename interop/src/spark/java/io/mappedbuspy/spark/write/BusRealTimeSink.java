@@ -93,7 +93,7 @@ public final class BusRealTimeSink extends ForeachWriter<Row> {
         }
         try {
             for (int attempt = 1; ; attempt++) {
-                if (writer.write(rec)) {
+                if (rec.frame != null ? writer.writeFrame(rec.frame, rec.topic) : writer.write(rec)) {
                     break;
                 }
                 if (attempt == ATTEMPTS) {

@@ -96,6 +96,10 @@ public final class BusWriterFactory implements DataWriterFactory, StreamingDataW
         private final int slot = (int) io.mappedbuspy.Layout.slotSize(recordSize);
         private byte[] buf = new byte[slot * 64];
         private int rows;
+        /** A framed bus: the task's messages and their topics, and their bytes so far. */
+        private final java.util.List<byte[]> payloads = new java.util.ArrayList<>();
+        private final java.util.List<String> topics = new java.util.ArrayList<>();
+        private long frameHeld;
 
         ExactlyOnceWriter(int partitionId, long epochId) {
             this.partitionId = partitionId;
@@ -106,17 +110,23 @@ public final class BusWriterFactory implements DataWriterFactory, StreamingDataW
         public void write(InternalRow row) throws IOException {
             if (rows == 0) {
                 BusPartition.checkHost(path, requiredHost);
-                if (options.frames) {
-                    throw new UnsupportedOperationException("mappedbus: exactly-once writes (streaming, or "
-                            + "exactlyOnce=true) to the framed bus " + path + " are not supported yet: write a batch "
-                            + "(at least once, the default)");
-                }
             }
             try {
                 encoder.encode(row, rec);
             } catch (IllegalArgumentException e) {
                 throw new IllegalArgumentException(e.getMessage() + " (row " + rows + " of partition "
                         + partitionId + ")", e);
+            }
+            if (rec.frame != null) { // a framed bus: the messages, laid out in slots at commit (topic ids then)
+                frameHeld += rec.frame.length;
+                if (frameHeld > Integer.MAX_VALUE / 2) {
+                    throw new IOException("mappedbus: partition " + partitionId + " holds more message bytes than an "
+                            + "exactly-once task can (" + frameHeld + "); use more partitions, or exactlyOnce=false");
+                }
+                payloads.add(rec.frame);
+                topics.add(rec.topic);
+                rows++;
+                return;
             }
             if ((long) (rows + 1) * slot > buf.length) {
                 long grown = Math.max((long) buf.length * 2, (long) (rows + 1) * slot);
@@ -139,7 +149,9 @@ public final class BusWriterFactory implements DataWriterFactory, StreamingDataW
         public WriterCommitMessage commit() throws IOException {
             BusPartition.checkHost(path, requiredHost);
             CommitLog log = BusSource.of(options, fileSize).commitLog();
-            CommitLog.Outcome o = log.write(new CommitLog.Key(queryId, epochId, partitionId), buf, rows, null);
+            CommitLog.Key key = new CommitLog.Key(queryId, epochId, partitionId);
+            CommitLog.Outcome o = options.frames ? log.writeFrames(key, payloads, topics, null)
+                    : log.write(key, buf, rows, null);
             return new Written(o.committed());
         }
 
@@ -151,6 +163,8 @@ public final class BusWriterFactory implements DataWriterFactory, StreamingDataW
         @Override
         public void close() {
             buf = null;
+            payloads.clear();
+            topics.clear();
         }
     }
 

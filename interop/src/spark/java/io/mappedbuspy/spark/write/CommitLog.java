@@ -59,6 +59,16 @@ import java.util.zip.CRC32;
  * it, and a replay never adds records to a key that has any. A sealed group with a range in a segment
  * that retention removed cannot be finished (some of its records may have been committed and read, the
  * rest are gone): the write fails, naming the task, the range and the bus.
+ *
+ * <p>A framed bus (docs/design/frames.md): the log's unit stays the slot (INTENT and SEALED count slots), and a task's
+ * records are its messages, each the whole slots it takes. A range holds whole messages only (a rolling bus's segment
+ * end cuts none: the slots after the last message that fits are a padding, a rolled-back frame outside the group),
+ * and every message's slot count is set (meta CAS 0 -> count) and its header and payload written before SEALED, so
+ * what a reader gives up of a sealed group it skips by that count, and a repair copies the message from its slots.
+ * A reader that gives a message up before its count is set (its writer was slower than the readers' timeout) has
+ * cut it: the attempt voids its ranges and fails, and the task's next attempt writes it again (nothing was sealed).
+ * Commits are of each message's first slot, last message first; recovery, voids and repairs walk the ranges by the
+ * messages' counts, never looking at a continuation slot.
  */
 public final class CommitLog {
     // The layout of the log is Layout's (COMMIT_LOG_*, COMMIT_ENTRY_*: the diagram is there).
@@ -222,13 +232,21 @@ public final class CommitLog {
     private final int recordSize;
     private final long slot;
     private final boolean rolling;
+    /** A framed bus: records are messages of whole slots (the class comment). */
+    private final boolean framed;
 
     public CommitLog(String busPath, long fileSize, int recordSize) {
-        this(busPath, fileSize, recordSize, false);
+        this(busPath, fileSize, recordSize, false, false);
     }
 
-    private CommitLog(String busPath, long fileSize, int recordSize, boolean rolling) {
+    /** The log of a single-file bus; {@code framed}: a framed bus. */
+    public CommitLog(String busPath, long fileSize, int recordSize, boolean framed) {
+        this(busPath, fileSize, recordSize, false, framed);
+    }
+
+    private CommitLog(String busPath, long fileSize, int recordSize, boolean rolling, boolean framed) {
         this.busPath = busPath;
+        this.framed = framed;
         this.logPath = rolling ? Path.of(busPath, ROLLING_FILE) : Path.of(busPath + SUFFIX);
         this.fileSize = fileSize;
         this.recordSize = recordSize;
@@ -238,7 +256,12 @@ public final class CommitLog {
 
     /** The log of the rolling bus in directory {@code dir}, {@code dir/bus.commits}; positions are global. */
     public static CommitLog rolling(String dir, long segmentSize, int recordSize) {
-        return new CommitLog(dir, segmentSize, recordSize, true);
+        return new CommitLog(dir, segmentSize, recordSize, true, false);
+    }
+
+    /** As {@link #rolling(String, long, int)}; {@code framed}: a framed bus. */
+    public static CommitLog rolling(String dir, long segmentSize, int recordSize, boolean framed) {
+        return new CommitLog(dir, segmentSize, recordSize, true, framed);
     }
 
     Path path() {
@@ -255,13 +278,66 @@ public final class CommitLog {
      * @return what was done
      */
     Outcome write(Key key, byte[] records, int n, java.util.function.IntConsumer onEntry) throws IOException {
+        if (framed) {
+            throw new IllegalStateException("mappedbus: " + busPath + " is a framed bus: writeFrames");
+        }
+        return locked(key, onEntry, (s, slots) -> s.run(records, n));
+    }
+
+    /**
+     * Writes one task's messages to a framed bus exactly once (the class comment).
+     *
+     * @param key      the task
+     * @param payloads the messages' bytes, in order
+     * @param topics   their topics (null: none), as many
+     * @param onEntry  test hook run after each log entry (may be null)
+     * @return what was done ({@code committed}: messages)
+     */
+    Outcome writeFrames(Key key, List<byte[]> payloads, List<String> topics, java.util.function.IntConsumer onEntry)
+            throws IOException {
+        if (!framed) {
+            throw new IllegalStateException("mappedbus: " + busPath + " is not a framed bus: write");
+        }
+        return locked(key, onEntry, (s, slots) -> {
+            long total = 0;
+            for (byte[] p : payloads) {
+                total += Layout.frameSlots(p.length, recordSize);
+            }
+            if (total * slot > Integer.MAX_VALUE - 16) {
+                throw new IOException("mappedbus: a task's messages take " + total + " slots of " + busPath
+                        + ", more than an exactly-once task can hold; use more partitions, or exactlyOnce=false");
+            }
+            byte[] buf = new byte[(int) (total * slot)];
+            ByteBuffer b = ByteBuffer.wrap(buf).order(ByteOrder.LITTLE_ENDIAN);
+            int at = 0;
+            for (int i = 0; i < payloads.size(); i++) {
+                byte[] p = payloads.get(i);
+                long n = Layout.frameSlots(p.length, recordSize);
+                b.putInt(at + Layout.METADATA_OFFSET, Layout.frameMeta(n));
+                b.putLong(at + Layout.PAYLOAD_OFFSET + Layout.FRAME_LENGTH_OFFSET, p.length);
+                b.putInt(at + Layout.PAYLOAD_OFFSET + Layout.FRAME_TOPIC_OFFSET, slots.topicId(topics.get(i)));
+                b.putInt(at + Layout.PAYLOAD_OFFSET + Layout.FRAME_FLAGS_OFFSET, Layout.FRAME_ENCODING_BYTES);
+                System.arraycopy(p, 0, buf, at + Layout.FRAME_PAYLOAD_OFFSET, p.length);
+                at += (int) (n * slot);
+            }
+            return s.run(buf, (int) total);
+        });
+    }
+
+    /** A task's work on an open log and bus. */
+    private interface Work {
+        Outcome run(Session s, Slots slots) throws IOException;
+    }
+
+    /** Runs {@code work} under the log's locks (this JVM's, then the file's). */
+    private Outcome locked(Key key, java.util.function.IntConsumer onEntry, Work work) throws IOException {
         ReentrantLock jvm = JVM_LOCKS.computeIfAbsent(logPath.toAbsolutePath().toString(), p -> new ReentrantLock());
         jvm.lock();
         try (Slots slots = rolling ? new SegmentSlots() : new FileSlots();
              FileChannel ch = openLog(); FileLock held = ch.lock()) {
             assert held.isValid();
             Session s = new Session(ch, slots, key, onEntry);
-            return s.run(records, n);
+            return work.run(s, slots);
         } finally {
             jvm.unlock();
         }
@@ -302,6 +378,9 @@ public final class CommitLog {
         /** Wakes the bus's parked readers, if any (after slots were committed or rolled back here). */
         void wake();
 
+        /** A framed bus: the id of {@code topic} (null: none) in its topics file, published if new. */
+        int topicId(String topic) throws IOException;
+
         @Override
         void close();
     }
@@ -315,7 +394,7 @@ public final class CommitLog {
         private final MemoryMappedFile m;
 
         FileSlots() throws IOException {
-            w = BusWriterFactory.open(busPath, fileSize, recordSize); // opens serialised per JVM, as the writers'
+            w = BusWriterFactory.open(busPath, fileSize, recordSize, framed); // serialised per JVM, as the writers'
             try {
                 synchronized (BusWriterFactory.class) {
                     m = new MemoryMappedFile(busPath, fileSize);
@@ -366,6 +445,11 @@ public final class CommitLog {
         }
 
         @Override
+        public int topicId(String topic) throws IOException {
+            return w.topicIdOf(topic);
+        }
+
+        @Override
         public void close() {
             m.close();
             w.close();
@@ -381,7 +465,7 @@ public final class CommitLog {
         private final Map<Long, MemoryMappedFile> maps = new java.util.HashMap<>();
 
         SegmentSlots() throws IOException {
-            w = new RollingBusWriter(busPath, fileSize, recordSize).open(); // retention: the bus's own
+            w = new RollingBusWriter(busPath, fileSize, recordSize).setFrames(framed).open(); // retention: its own
         }
 
         @Override
@@ -427,6 +511,11 @@ public final class CommitLog {
         @Override
         public void wake() {
             w.wakeReaders();
+        }
+
+        @Override
+        public int topicId(String topic) throws IOException {
+            return w.topicIdOf(topic);
         }
 
         @Override
@@ -660,9 +749,13 @@ public final class CommitLog {
             }
             // Settle the chain: the group is committed, then its rolled-back slots repaired, and so on.
             while (true) {
-                List<Long> lost = commitGroup(current);
+                List<Long> lost = framed ? commitFrames(current) : commitGroup(current);
                 if (lost.isEmpty()) {
                     break;
+                }
+                if (framed) {
+                    current = repairFrames(lost, current.first);
+                    continue;
                 }
                 byte[] copy = new byte[(int) (lost.size() * slot)];
                 for (int i = 0; i < lost.size(); i++) {
@@ -692,6 +785,9 @@ public final class CommitLog {
          * for each, writes the records' bytes without committing them, then logs one SEALED for them all.
          */
         private Group writeGroup(byte[] src, int n, long source) throws IOException {
+            if (framed) {
+                return writeFrames(src, n, source);
+            }
             List<Range> parts = new ArrayList<>();
             int written = 0;
             try {
@@ -766,6 +862,168 @@ public final class CommitLog {
             return lost;
         }
 
+        // -- a framed bus: records are messages of whole slots (the class comment) -----------------------------
+
+        /** The slots of the message laid out at slot {@code at} of {@code src} (its meta, as writeFrames set it). */
+        private long slotsAt(byte[] src, long at) {
+            return Layout.frameMetaSlots(ByteBuffer.wrap(src).order(ByteOrder.LITTLE_ENDIAN)
+                    .getInt((int) (at * slot) + Layout.METADATA_OFFSET));
+        }
+
+        /**
+         * As {@link #writeGroup} for messages laid out as in the bus ({@code n} slots of them): each range holds whole
+         * messages, the slots after the last that fits in a segment are padded outside the group; each message's
+         * count is set by CAS (a reader that gave it up first cut it: the ranges are voided and the attempt fails).
+         */
+        private Group writeFrames(byte[] src, int n, long source) throws IOException {
+            List<Range> parts = new ArrayList<>();
+            long written = 0; // slots of src written
+            try {
+                while (written < n) {
+                    Reservation got = slots.reserve(n - written, key);
+                    long fit = 0; // slots of the whole messages that fit in got
+                    while (written + fit < n && fit + slotsAt(src, written + fit) <= got.count()) {
+                        fit += slotsAt(src, written + fit);
+                    }
+                    MemoryMappedFile m = slots.map(got.first());
+                    long base = slots.offset(got.first());
+                    if (fit < got.count()) {
+                        // A segment's end: the rest is a padding (these slots are ours alone, never in the log).
+                        pad(m, base + fit * slot, got.count() - fit);
+                    }
+                    if (fit == 0) {
+                        if (base == Layout.FIRST_RECORD_OFFSET) {
+                            throw new IOException("mappedbus: a message of " + slotsAt(src, written) + " slots of task "
+                                    + key + " does not fit in a segment of " + busPath + " (" + got.count()
+                                    + " slots): a message never spans files");
+                        }
+                        continue; // the next reservation is in the next segment
+                    }
+                    Range r = new Range(got.first(), fit, source);
+                    append(INTENT, r.first, r.count, source);
+                    parts.add(r);
+                    for (long i = 0; i < fit; ) {
+                        long k = slotsAt(src, written + i);
+                        long pos = base + i * slot;
+                        if (!m.compareAndSetInt(pos + Layout.METADATA_OFFSET, 0, Layout.frameMeta(k))) {
+                            throw new IOException("mappedbus: a reader gave up the message at position "
+                                    + (r.first + i * slot) + " of " + busPath + " before task " + key + " wrote it "
+                                    + "(this task was slower than the readers' timeout); the task's next attempt "
+                                    + "writes its rows again");
+                        }
+                        m.putBytes(pos + Layout.PAYLOAD_OFFSET, src, (int) ((written + i) * slot)
+                                + Layout.PAYLOAD_OFFSET, (int) (k * slot) - Layout.PAYLOAD_OFFSET);
+                        i += k;
+                    }
+                    written += fit;
+                }
+            } catch (IOException e) {
+                for (Range r : parts) {
+                    try {
+                        voidRange(r);
+                    } catch (IOException | RuntimeException x) {
+                        e.addSuppressed(x);
+                    }
+                }
+                throw e;
+            }
+            Group g = new Group(parts.get(0).first, source);
+            append(SEALED, g.first, n, source);
+            for (Range r : parts) {
+                r.sealed = true;
+                g.parts.add(r);
+            }
+            return g;
+        }
+
+        /** {@code count} slots at {@code pos} (offsets in {@code m}) become rolled-back frames, as a writer pads. */
+        private void pad(MemoryMappedFile m, long pos, long count) {
+            for (long left = count; left > 0; ) {
+                m.compareAndSetInt(pos + Layout.METADATA_OFFSET, 0,
+                        Layout.frameMeta(Math.min(left, Layout.FRAME_MAX_SLOTS)));
+                m.casStatus(pos, Layout.STATUS_NOT_SET, Layout.STATUS_ROLLED_BACK);
+                int meta = m.getIntAcquire(pos + Layout.METADATA_OFFSET);
+                long k = Math.max(1, Layout.frameMetaSlots(meta));
+                left -= k;
+                pos += k * slot;
+            }
+        }
+
+        /** The first slots (positions) of a sealed range's messages, walked by their counts. */
+        private List<Long> messages(MemoryMappedFile m, Range r) throws IOException {
+            List<Long> out = new ArrayList<>();
+            long base = slots.offset(r.first);
+            for (long i = 0; i < r.count; ) {
+                int meta = m.getIntAcquire(base + i * slot + Layout.METADATA_OFFSET);
+                int k = Layout.frameMetaSlots(meta);
+                if (k < 1 || i + k > r.count) {
+                    throw new IOException("mappedbus: the message at position " + (r.first + i * slot) + " of "
+                            + busPath + " sealed by task " + key + " has meta " + meta + ": not a frame within its "
+                            + "range of " + r.count + " slots (a corrupt bus or commit log)");
+                }
+                out.add(r.first + i * slot);
+                i += k;
+            }
+            return out;
+        }
+
+        /** As {@link #commitGroup}: commits each message's first slot, last first; returns those rolled back. */
+        private List<Long> commitFrames(Group g) throws IOException {
+            List<MemoryMappedFile> maps = new ArrayList<>();
+            List<List<Long>> firsts = new ArrayList<>();
+            for (Range r : g.parts) {
+                try {
+                    maps.add(slots.map(r.first));
+                } catch (java.nio.file.NoSuchFileException e) {
+                    throw removed(r, e);
+                }
+                firsts.add(messages(maps.get(maps.size() - 1), r));
+            }
+            for (int p = maps.size() - 1; p >= 0; p--) {
+                List<Long> f = firsts.get(p);
+                for (int i = f.size() - 1; i >= 0; i--) {
+                    if (maps.get(p).casStatus(slots.offset(f.get(i)), Layout.STATUS_NOT_SET, Layout.STATUS_COMMITTED)) {
+                        committed++;
+                    }
+                }
+            }
+            slots.wake();
+            List<Long> lost = new ArrayList<>();
+            for (int p = 0; p < maps.size(); p++) {
+                for (long pos : firsts.get(p)) {
+                    int st = maps.get(p).getStatus(slots.offset(pos));
+                    if (st == Layout.STATUS_ROLLED_BACK) {
+                        lost.add(pos);
+                    } else if (st != Layout.STATUS_COMMITTED) {
+                        throw new IOException("mappedbus: message " + pos + " of " + busPath + " has status " + st
+                                + " after its commit (a corrupt bus?)");
+                    }
+                }
+            }
+            return lost;
+        }
+
+        /** The messages a reader gave up after they were sealed, copied from their slots into a repair group. */
+        private Group repairFrames(List<Long> lost, long source) throws IOException {
+            long total = 0;
+            List<Long> sizes = new ArrayList<>();
+            for (long pos : lost) {
+                long k = Layout.frameMetaSlots(slots.map(pos).getIntAcquire(slots.offset(pos) + Layout.METADATA_OFFSET));
+                sizes.add(k);
+                total += k;
+            }
+            byte[] copy = new byte[(int) (total * slot)];
+            long at = 0;
+            for (int i = 0; i < lost.size(); i++) {
+                long pos = lost.get(i);
+                slots.map(pos).getBytes(slots.offset(pos) + Layout.METADATA_OFFSET, copy,
+                        (int) (at * slot) + Layout.METADATA_OFFSET, (int) (sizes.get(i) * slot) - Layout.METADATA_OFFSET);
+                at += sizes.get(i);
+            }
+            repaired += lost.size();
+            return writeFrames(copy, (int) total, source);
+        }
+
         private void voidRange(Range r) throws IOException {
             MemoryMappedFile m = null;
             try {
@@ -775,8 +1033,12 @@ public final class CommitLog {
             }
             if (m != null) {
                 long base = slots.offset(r.first);
-                for (long i = 0; i < r.count; i++) {
-                    m.casStatus(base + i * slot, Layout.STATUS_NOT_SET, Layout.STATUS_ROLLED_BACK);
+                if (framed) {
+                    pad(m, base, r.count); // by the messages' counts, those set; one frame of the rest
+                } else {
+                    for (long i = 0; i < r.count; i++) {
+                        m.casStatus(base + i * slot, Layout.STATUS_NOT_SET, Layout.STATUS_ROLLED_BACK);
+                    }
                 }
                 slots.wake(); // readers parked on these slots skip them now
             }
