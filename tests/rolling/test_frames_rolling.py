@@ -101,3 +101,28 @@ def test_racing_writers_on_a_rolling_bus(rolling_dir):
     assert t0["bad"] == []
     with_ids = [x for x in a["order"] if x[0] >= 0]
     assert [x for x in t0["order"] if x[0] >= 0] == [x for x in with_ids if x[1] % 3 == 0]
+
+
+def test_large_messages_move_the_spare_on_by_their_slots_not_their_count(rolling_dir):
+    # 1 KiB slots, 1 MiB segments: about ten 100 kB messages a segment. The look-ahead
+    # countdown counts slots, so once the spare's file is made (in the background, from the
+    # message over the middle) the next message links it: long before the roll, where a
+    # countdown of messages (64 between looks while a spare is made) would only get to it.
+    from mappedbus_py.rolling import segment_path
+    import time
+    msg = b"m" * 100_000
+    with RollingBusWriter(rolling_dir, 1 << 20, 1016, frames=True) as w:
+        i = 0
+        while w._job is None:
+            assert w.write(msg)
+            i += 1
+            assert i < 8, "no spare started by the message over the middle"
+        deadline = time.monotonic() + 30
+        while not w._job.call.done:
+            assert time.monotonic() < deadline
+            time.sleep(0.005)
+        assert not os.path.exists(segment_path(rolling_dir, 1))
+        assert w.write(msg)
+        assert w.write(msg)
+        assert w._k == 0, "the segment rolled before the test could look"
+        assert os.path.exists(segment_path(rolling_dir, 1))
