@@ -12,6 +12,7 @@ segment passes through, for one writer:
 
     absent --claim, make (background)--> made --link--> linked --map (background)--> spare
     spare --roll--> current --roll--> retired --next look-ahead--> closed
+    linked, still mapping --roll--> current (the call goes on ahead of the writes; ``_step``)
 
 The contract is docs/files-and-rolling.md ("Spare segment", "Retention").
 """
