@@ -6,7 +6,8 @@ framed vs fixed, a topic filter, and objects.
 
 Every figure is timed in the receiving process, from the first message after a 10 % warm-up
 to the last, one writer process -> one reader process on fresh /dev/shm files, the median of
-``--runs`` runs; peers get the same payloads:
+``--runs`` runs, run in interleaved rounds (each round runs every figure of a group once, so
+the figures a ratio compares come from the same minutes); peers get the same payloads:
 
 - 1 MiB messages (a numpy array's bytes, written as the array: no conversion to bytes),
   GB/s: the bus read three ways: ``read_view`` (a memoryview of the mapping, no copy: the
@@ -388,27 +389,33 @@ def main():
 
     figures = {}
 
-    def fig(name, fn, *a):
-        vals = [fn(*a) for _ in range(runs)]
-        figures[name] = round(statistics.median(vals), 3 if "gbs" in name else 0)
-        print(f"{name:<40} {figures[name]:>14,}", flush=True)
+    def group(*specs):
+        # Interleaved rounds: each round runs every figure of the group once, so the figures
+        # a ratio compares come from the same minutes on a machine whose speed drifts.
+        vals = {name: [] for name, *_ in specs}
+        for _ in range(runs):
+            for name, fn, *a in specs:
+                vals[name].append(fn(*a))
+        for name, *_ in specs:
+            figures[name] = round(statistics.median(vals[name]), 3 if "gbs" in name else 0)
+            print(f"{name:<40} {figures[name]:>14,}", flush=True)
 
-    fig("big_bus_single_read_view_gbs", bus_big, big, big // 10, False, "read_view")
-    fig("big_bus_single_read_into_gbs", bus_big, big, big // 10, False, "read_into")
-    fig("big_bus_single_read_gbs", bus_big, big, big // 10, False, "read")
-    fig("big_bus_rolling_read_into_gbs", bus_big, big, big // 10, True, "read_into")
-    fig("big_pipe_gbs", pipe_big, big, big // 10)
-    fig("big_zmq_ipc_gbs", zmq_big, big, big // 10)
-    fig("big_mp_queue_numpy_gbs", queue_big, max(big // 4, 50), max(big // 40, 5))
-    fig("small_framed_msgs_per_s", bus_small, small, small // 10, True)
-    fig("small_fixed_msgs_per_s", bus_small, small, small // 10, False)
-    fig("small_framed_writer_msgs_per_s", bus_small, small, small // 10, True, True)
-    fig("small_fixed_writer_msgs_per_s", bus_small, small, small // 10, False, True)
-    fig("filter_one_in_100_msgs_per_s", bus_filter, filt, True)
-    fig("filter_in_python_msgs_per_s", bus_filter, filt, False)
-    fig("objects_bus_per_s", bus_objects, objs, objs // 10)
-    fig("objects_mp_queue_per_s", queue_objects, objs, objs // 10)
-    fig("objects_zmq_pyobj_per_s", zmq_objects, objs, objs // 10)
+    group(("big_bus_single_read_view_gbs", bus_big, big, big // 10, False, "read_view"),
+          ("big_bus_single_read_into_gbs", bus_big, big, big // 10, False, "read_into"),
+          ("big_bus_single_read_gbs", bus_big, big, big // 10, False, "read"),
+          ("big_bus_rolling_read_into_gbs", bus_big, big, big // 10, True, "read_into"),
+          ("big_pipe_gbs", pipe_big, big, big // 10),
+          ("big_zmq_ipc_gbs", zmq_big, big, big // 10),
+          ("big_mp_queue_numpy_gbs", queue_big, max(big // 4, 50), max(big // 40, 5)))
+    group(("small_framed_msgs_per_s", bus_small, small, small // 10, True),
+          ("small_fixed_msgs_per_s", bus_small, small, small // 10, False))
+    group(("small_framed_writer_msgs_per_s", bus_small, small, small // 10, True, True),
+          ("small_fixed_writer_msgs_per_s", bus_small, small, small // 10, False, True))
+    group(("filter_one_in_100_msgs_per_s", bus_filter, filt, True),
+          ("filter_in_python_msgs_per_s", bus_filter, filt, False))
+    group(("objects_bus_per_s", bus_objects, objs, objs // 10),
+          ("objects_mp_queue_per_s", queue_objects, objs, objs // 10),
+          ("objects_zmq_pyobj_per_s", zmq_objects, objs, objs // 10))
 
     import segment_memory
     cost = segment_memory.measure(64 * MIB, reps=3)
@@ -442,7 +449,7 @@ def main():
               f"Linux {platform.release()}, CPython {platform.python_version()}, " \
               f"load {os.getloadavg()[0]:.2f}"
     lines = [f"# bench_frames: {stamp}", "", f"`python3 perf/bench_frames.py"
-             f"{' --quick' if args.quick else ''}` (median of {runs} run(s)); {machine}.", "",
+             f"{' --quick' if args.quick else ''}` (median of {runs} interleaved round(s)); {machine}.", "",
              "| figure | value |", "|---|---|"]
     lines += [f"| {k} | {v:,} |" for k, v in figures.items()]
     lines += ["", "| ratio | value | target |", "|---|---|---|"]
