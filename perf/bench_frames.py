@@ -6,13 +6,21 @@ framed vs fixed, a topic filter, and objects.
 
 Every figure is timed in the receiving process, from the first message after a 10 % warm-up
 to the last, one writer process -> one reader process on fresh /dev/shm files, the median of
-``--runs`` runs; peers get the same payloads:
+``--runs`` runs, run in interleaved rounds (each round runs every figure of a group once, so
+the figures a ratio compares come from the same minutes); peers get the same payloads:
 
-- 1 MiB messages (a numpy array's bytes), GB/s: the bus (single file; rolling, 64 MiB
-  segments, with what its fresh segments' memory costs, perf/segment_memory.py, as
-  bench_rolling reports it) read with ``read_into`` into one buffer, and with ``read()``;
+- 1 MiB messages (a numpy array's bytes, written as the array: no conversion to bytes),
+  GB/s: the bus read three ways: ``read_view`` (a memoryview of the mapping, no copy: the
+  receiving side of pyzmq's copy=False), ``read_into`` one buffer (a copy: the receiving side
+  of Pipe's recv_bytes_into) and ``read()`` (a new bytes object each). The single file is
+  made ``preallocate=True, prefault=True`` and opened with ``prefault=True``: its memory is
+  paid before the run, and what that costs is measured and reported beside it (as a share of
+  the run's time per MiB), as the rolling bus (64 MiB segments) reports what its fresh
+  segments' memory costs (perf/segment_memory.py, as bench_rolling does). Peers:
   ``multiprocessing.Pipe`` (send_bytes / recv_bytes_into one buffer), pyzmq PUSH/PULL over
   ipc (send copy=False, recv copy=False), ``multiprocessing.Queue`` of the numpy array.
+  Every process runs with OPENBLAS/OMP/MKL threads at 1: numpy's BLAS threads otherwise spin
+  beside the measured ones (10 % of the samples of a rolling run in ``perf record``).
 - 12-byte messages, msgs/s: a framed bus against a fixed one (record_size 12), ``read()`` a
   message in Python on both, and the writer alone.
 - a topic filter: a pre-written bus where one message in 100 is of topic "rare"; a reader
@@ -30,6 +38,10 @@ import statistics
 import sys
 import tempfile
 import time
+
+# Before numpy: its BLAS thread pool would otherwise spin beside the measured processes.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -94,6 +106,8 @@ def _pair(reader_fn, writer_fn, n, warmup):
 # -- the bus -----------------------------------------------------------------------------
 
 def bus_big(n, warmup, rolling, how):
+    """GB/s of 1 MiB messages; a single file is made and opened with prefault (single_cost
+    measures what that costs), a rolling bus as it comes (segment_memory measures that)."""
     path = _shm("big")
     size = MIB
     rec = 4088                       # 4 KiB slots
@@ -101,23 +115,28 @@ def bus_big(n, warmup, rolling, how):
         RollingBusWriter(path, 64 * MIB, rec, frames=True).open().close()
     else:
         MappedBusWriter(path, (n + 4) * (size + 4096) + 8, rec, frames=True,
-                        preallocate=True).open().close()
+                        preallocate=True, prefault=True).open().close()
     payload = np.random.default_rng(0).integers(0, 256, size, dtype=np.uint8)
 
     def writer(n):
         w = (RollingBusWriter(path, frames=True) if rolling else
-             MappedBusWriter(path, frames=True)).open()
+             MappedBusWriter(path, frames=True, prefault=True)).open()
         for _ in range(n):
             w.write(payload)
         w.close()
 
     def reader(n, warmup, ready):
-        r = (RollingBusReader(path) if rolling else MappedBusReader(path)).open()
+        r = (RollingBusReader(path) if rolling else
+             MappedBusReader(path, prefault=True)).open()
         ready.set()
         if how == "read_into":
             buf = bytearray(size)
             def recv():
                 r.read_into(buf, timeout=None)
+        elif how == "read_view":
+            read_view = r.read_view
+            def recv():
+                read_view(None)
         else:
             def recv():
                 r.read(timeout=None)
@@ -130,6 +149,25 @@ def bus_big(n, warmup, rolling, how):
     finally:
         _cleanup(path)
     return (n - warmup) * size / dt / 1e9
+
+
+def single_cost(mib=256, reps=3):
+    """CPU ms a MiB of a single-file bus made preallocate=True, prefault=True and opened by
+    one writer and one reader with prefault=True costs (make, both opens, both closes,
+    unlink): the memory bus_big's single file paid before its run. The median of reps."""
+    vals = []
+    for _ in range(reps):
+        path = _shm("cost")
+        t = time.process_time()
+        MappedBusWriter(path, mib * MIB + 8, 4088, frames=True, preallocate=True,
+                        prefault=True).open().close()
+        w = MappedBusWriter(path, frames=True, prefault=True).open()
+        r = MappedBusReader(path, prefault=True).open()
+        r.close()
+        w.close()
+        _cleanup(path)
+        vals.append((time.process_time() - t) * 1e3 / mib)
+    return statistics.median(vals)
 
 
 def bus_small(n, warmup, framed, writer_only=False):
@@ -351,26 +389,33 @@ def main():
 
     figures = {}
 
-    def fig(name, fn, *a):
-        vals = [fn(*a) for _ in range(runs)]
-        figures[name] = round(statistics.median(vals), 3 if "gbs" in name else 0)
-        print(f"{name:<40} {figures[name]:>14,}", flush=True)
+    def group(*specs):
+        # Interleaved rounds: each round runs every figure of the group once, so the figures
+        # a ratio compares come from the same minutes on a machine whose speed drifts.
+        vals = {name: [] for name, *_ in specs}
+        for _ in range(runs):
+            for name, fn, *a in specs:
+                vals[name].append(fn(*a))
+        for name, *_ in specs:
+            figures[name] = round(statistics.median(vals[name]), 3 if "gbs" in name else 0)
+            print(f"{name:<40} {figures[name]:>14,}", flush=True)
 
-    fig("big_bus_single_read_into_gbs", bus_big, big, big // 10, False, "read_into")
-    fig("big_bus_single_read_gbs", bus_big, big, big // 10, False, "read")
-    fig("big_bus_rolling_read_into_gbs", bus_big, big, big // 10, True, "read_into")
-    fig("big_pipe_gbs", pipe_big, big, big // 10)
-    fig("big_zmq_ipc_gbs", zmq_big, big, big // 10)
-    fig("big_mp_queue_numpy_gbs", queue_big, max(big // 4, 50), max(big // 40, 5))
-    fig("small_framed_msgs_per_s", bus_small, small, small // 10, True)
-    fig("small_fixed_msgs_per_s", bus_small, small, small // 10, False)
-    fig("small_framed_writer_msgs_per_s", bus_small, small, small // 10, True, True)
-    fig("small_fixed_writer_msgs_per_s", bus_small, small, small // 10, False, True)
-    fig("filter_one_in_100_msgs_per_s", bus_filter, filt, True)
-    fig("filter_in_python_msgs_per_s", bus_filter, filt, False)
-    fig("objects_bus_per_s", bus_objects, objs, objs // 10)
-    fig("objects_mp_queue_per_s", queue_objects, objs, objs // 10)
-    fig("objects_zmq_pyobj_per_s", zmq_objects, objs, objs // 10)
+    group(("big_bus_single_read_view_gbs", bus_big, big, big // 10, False, "read_view"),
+          ("big_bus_single_read_into_gbs", bus_big, big, big // 10, False, "read_into"),
+          ("big_bus_single_read_gbs", bus_big, big, big // 10, False, "read"),
+          ("big_bus_rolling_read_into_gbs", bus_big, big, big // 10, True, "read_into"),
+          ("big_pipe_gbs", pipe_big, big, big // 10),
+          ("big_zmq_ipc_gbs", zmq_big, big, big // 10),
+          ("big_mp_queue_numpy_gbs", queue_big, max(big // 4, 50), max(big // 40, 5)))
+    group(("small_framed_msgs_per_s", bus_small, small, small // 10, True),
+          ("small_fixed_msgs_per_s", bus_small, small, small // 10, False))
+    group(("small_framed_writer_msgs_per_s", bus_small, small, small // 10, True, True),
+          ("small_fixed_writer_msgs_per_s", bus_small, small, small // 10, False, True))
+    group(("filter_one_in_100_msgs_per_s", bus_filter, filt, True),
+          ("filter_in_python_msgs_per_s", bus_filter, filt, False))
+    group(("objects_bus_per_s", bus_objects, objs, objs // 10),
+          ("objects_mp_queue_per_s", queue_objects, objs, objs // 10),
+          ("objects_zmq_pyobj_per_s", zmq_objects, objs, objs // 10))
 
     import segment_memory
     cost = segment_memory.measure(64 * MIB, reps=3)
@@ -378,8 +423,10 @@ def main():
         + cost["unmap"] * 2 + cost["unlink"]
     f = figures
     ratios = {
-        "single_vs_pipe": f["big_bus_single_read_into_gbs"] / f["big_pipe_gbs"],
-        "single_vs_zmq": f["big_bus_single_read_into_gbs"] / f["big_zmq_ipc_gbs"],
+        "single_view_vs_pipe": f["big_bus_single_read_view_gbs"] / f["big_pipe_gbs"],
+        "single_view_vs_zmq": f["big_bus_single_read_view_gbs"] / f["big_zmq_ipc_gbs"],
+        "single_into_vs_pipe": f["big_bus_single_read_into_gbs"] / f["big_pipe_gbs"],
+        "single_into_vs_zmq": f["big_bus_single_read_into_gbs"] / f["big_zmq_ipc_gbs"],
         "rolling_vs_pipe": f["big_bus_rolling_read_into_gbs"] / f["big_pipe_gbs"],
         "rolling_vs_zmq": f["big_bus_rolling_read_into_gbs"] / f["big_zmq_ipc_gbs"],
         "small_framed_vs_fixed": f["small_framed_msgs_per_s"] / f["small_fixed_msgs_per_s"],
@@ -393,16 +440,22 @@ def main():
     # One 64 MiB segment's fresh memory per 64 MiB written: its CPU ms, as a share of the
     # time the rolling pair takes to move those 64 MiB.
     seg_share = seg_ms / 1e3 / (64 * MIB / (f["big_bus_rolling_read_into_gbs"] * 1e9))
+    # The single file's prefaulted memory, per MiB, as a share of the time the pair takes to
+    # move a MiB at the read_view figure.
+    single_ms = single_cost()
+    single_share = single_ms / 1e3 / (MIB / (f["big_bus_single_read_view_gbs"] * 1e9))
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     machine = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, " \
               f"Linux {platform.release()}, CPython {platform.python_version()}, " \
               f"load {os.getloadavg()[0]:.2f}"
     lines = [f"# bench_frames: {stamp}", "", f"`python3 perf/bench_frames.py"
-             f"{' --quick' if args.quick else ''}` (median of {runs} run(s)); {machine}.", "",
+             f"{' --quick' if args.quick else ''}` (median of {runs} interleaved round(s)); {machine}.", "",
              "| figure | value |", "|---|---|"]
     lines += [f"| {k} | {v:,} |" for k, v in figures.items()]
     lines += ["", "| ratio | value | target |", "|---|---|---|"]
-    targets = {"single_vs_pipe": ">= 3", "single_vs_zmq": ">= 5", "rolling_vs_pipe": ">= 3",
+    targets = {"single_view_vs_pipe": ">= 3", "single_view_vs_zmq": ">= 5",
+               "single_into_vs_pipe": ">= 3", "single_into_vs_zmq": ">= 5",
+               "rolling_vs_pipe": ">= 3",
                "rolling_vs_zmq": ">= 5", "small_framed_vs_fixed": ">= 0.9",
                "small_writer_framed_vs_fixed": "", "filter_vs_python": ">= 5",
                "objects_vs_mp_queue": "", "objects_vs_zmq_pyobj": ""}
@@ -410,7 +463,12 @@ def main():
     lines += ["", f"Rolling bus: a 64 MiB segment's fresh memory costs {seg_ms:.1f} ms of CPU "
                   f"(perf/segment_memory.py: fallocate, populate by its maker and by the other "
                   f"process, unmaps, unlink), {100 * seg_share:.0f} % of the time the pair "
-                  f"takes to move 64 MiB at the rolling figure."]
+                  f"takes to move 64 MiB at the rolling figure.",
+              "", f"Single file: made preallocate=True, prefault=True and opened with "
+                  f"prefault=True by the writer and the reader, a MiB of it costs "
+                  f"{single_ms:.2f} ms of CPU before the run (make, both opens and closes, "
+                  f"unlink), {100 * single_share:.0f} % of the time the pair takes to move a "
+                  f"MiB at the read_view figure."]
     text = "\n".join(lines) + "\n"
     print(text)
     os.makedirs(args.out, exist_ok=True)
@@ -419,7 +477,7 @@ def main():
         fh.write(text)
     with open(os.path.join(args.out, name + ".json"), "w") as fh:
         json.dump({"figures": figures, "ratios": ratios, "segment_memory_ms": cost,
-                   "segment_ms": seg_ms, "machine": machine, "stamp": stamp, "runs": runs},
+                   "segment_ms": seg_ms, "single_file_ms_per_mib": single_ms, "machine": machine, "stamp": stamp, "runs": runs},
                   fh, indent=1)
 
 

@@ -47,5 +47,6 @@ cdef bytes frame_bytes(char *base, int64_t rec)
 cdef Record frame_record(char *base, int64_t rec, int64_t position, TopicNames names,
                          object serializer)
 cdef object frame_object(char *base, int64_t rec, int64_t position, object serializer)
+cdef object frame_view(object mapping, char *base, int64_t rec)
 cdef int64_t frame_into(char *base, int64_t rec, object buffer) except -1
 cdef int check_into_buffer(object buffer) except -1

@@ -173,6 +173,16 @@ cdef object frame_object(char *base, int64_t rec, int64_t position, object seria
                   where=f"the message at {position}")
 
 
+cdef object frame_view(object mapping, char *base, int64_t rec):
+    # The message as a read-only memoryview of ``mapping`` (the MappedFile at ``base``): no
+    # copy. The view holds one of the mapping's exports, so the mapping cannot be unmapped
+    # under it (MappedFile.close refuses while it lives); frame_check bounded the span.
+    cdef int64_t n = frame_length(base + rec)
+    cdef int64_t p = rec + FRAME_PAYLOAD_OFFSET
+    _map_ahead(base, p, n)
+    return memoryview(mapping)[p:p + n].toreadonly()
+
+
 cdef int64_t frame_into(char *base, int64_t rec, object buffer) except -1:
     # Copy the message into ``buffer`` (writable, C-contiguous): its length.
     # MessageTooSmallBufferError (nothing copied) if it does not fit.

@@ -35,6 +35,7 @@ cdef class MappedBusReader:
     cdef object _topics_opt    # topics= as given (a frozenset of names), or None
     cdef object _serializer    # the serializer for objects (dumps/loads); None: pickle
     cdef TopicNames _names     # framed: topic names and filter (a rolling reader shares its own)
+    cdef object _view          # framed: the memoryview read_view() handed out last, or None
 
     cdef int _truncated(self) except -1
     # final: called directly (inlinable), not through the vtable, on every read
@@ -52,3 +53,4 @@ cdef class MappedBusReader:
     cdef _place(self, MappedFile f)
     cdef bint _read_into(self, object message) except -1
     cdef int _frame_next(self, object timeout) except -1
+    cdef int _release_view(self) except -1

@@ -26,7 +26,8 @@ from ._waiter cimport Waiter
 from ._wake cimport WakeFile
 from ._wakefd cimport WakeFd
 from ._consumerhold cimport ConsumerHold, hold_commit
-from ._frames cimport TopicNames, frame_record, frame_object, frame_into, check_into_buffer
+from ._frames cimport (TopicNames, frame_record, frame_object, frame_into, frame_view,
+                       check_into_buffer)
 from ._consumers cimport ConsumerRegistry
 
 from ._mapping import DEFAULT_LOCK_TIMEOUT, check_lock_timeout
@@ -351,6 +352,7 @@ cdef class MappedBusReader:
             hold, self._hold = self._hold, None
             hold.release()
         self._waiter.close()        # before the mapping: the fd's thread may read it
+        self._release_view()
         self._scan.closed()
         if self._names is not None and not self._segment:
             self._names.close()
@@ -617,6 +619,38 @@ cdef class MappedBusReader:
         if guard_is_dead(s.dead):
             s.truncated()
         return obj
+
+    def read_view(self, timeout=None):
+        """The next message of a framed bus as a read-only ``memoryview`` of the mapping
+        itself (no copy: the fastest read of large messages), waiting up to ``timeout``
+        seconds (None: until one comes, 0: not at all); None if none came.
+
+        The view is valid until the next ``read_view()`` or ``close()``, which release it
+        (using it then raises ValueError): copy out what must outlive it. A buffer made from
+        it (``numpy.frombuffer(view)``) cannot be released: it stays valid (a message's bytes
+        never change once committed) and keeps the file mapped, so ``close()`` raises
+        BufferError while it lives."""
+        if not self._scan.frames:
+            raise TypeError("read_view() reads a framed bus (frames=True)")
+        self._release_view()
+        if self._frame_next(timeout) != 1:
+            return None
+        cdef SlotScan s = self._scan
+        view = frame_view(s.file, s.base, s.cur)
+        if guard_is_dead(s.dead):
+            view.release()
+            s.truncated()
+        self._view = view
+        return view
+
+    cdef int _release_view(self) except -1:
+        if self._view is not None:
+            view, self._view = self._view, None
+            try:
+                view.release()
+            except BufferError:
+                pass    # a buffer made from it lives on: it keeps the mapping (see read_view)
+        return 0
 
     @property
     def topics(self):

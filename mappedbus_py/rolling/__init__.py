@@ -28,7 +28,10 @@ Choices this implementation makes where the contract leaves room:
   the writer that took the trigger starts making segment k+1 in that write (``_make_spare``),
   its two slow system calls on a C thread (``BackgroundCall``: the preallocation, then the
   mapping of every page), the rest at look-aheads (``_step``); a writer looks at the limit
-  once every ``max(1, min(4096, slots_per_segment // 8))`` writes, every 64 while a call runs.
+  once every ``max(1, min(4096, slots_per_segment // 8))`` writes, every 64 while a call runs
+  (on a framed bus the countdown counts slots: a message of n slots counts n). A roll waits
+  for a spare's preallocation, never for its mapping: it enters a segment whose pages are
+  still being mapped, and its writes map what they reach before the call does.
 - **Retention** is applied by the writer that creates a segment, counting the new segment as
   the newest; it never removes the new segment nor the one being written (so
   ``retain_segments=1`` keeps two). Expired ``.tmp-*`` files (older than 60 s) go then too.

@@ -200,6 +200,12 @@ cdef class RollingWriterBase:
                 self._roll()
                 continue
             if w.frames:
+                # The look-ahead countdown counts slots, not messages: a 1 MiB message of
+                # 4 KiB slots moves the segment on as far as 256 one-slot records do, and the
+                # spare's steps must keep pace with it (else its make and map wait for the
+                # roll, whose write then maps the new segment's pages one by one).
+                if w._last_span != w._slot:      # no division for one-slot messages
+                    self._countdown -= w._last_span // w._slot - 1
                 # A message's slots may pass over the trigger slot: the one that covers it
                 # makes the spare.
                 if w._last_off <= self._trigger < w._last_off + w._last_span:

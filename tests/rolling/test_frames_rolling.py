@@ -101,3 +101,86 @@ def test_racing_writers_on_a_rolling_bus(rolling_dir):
     assert t0["bad"] == []
     with_ids = [x for x in a["order"] if x[0] >= 0]
     assert [x for x in t0["order"] if x[0] >= 0] == [x for x in with_ids if x[1] % 3 == 0]
+
+
+def test_large_messages_move_the_spare_on_by_their_slots_not_their_count(rolling_dir):
+    # 1 KiB slots, 1 MiB segments: about ten 100 kB messages a segment. The look-ahead
+    # countdown counts slots, so once the spare's file is made (in the background, from the
+    # message over the middle) the next message links it: long before the roll, where a
+    # countdown of messages (64 between looks while a spare is made) would only get to it.
+    from mappedbus_py.rolling import segment_path
+    import time
+    msg = b"m" * 100_000
+    with RollingBusWriter(rolling_dir, 1 << 20, 1016, frames=True) as w:
+        i = 0
+        while w._job is None:
+            assert w.write(msg)
+            i += 1
+            assert i < 8, "no spare started by the message over the middle"
+        deadline = time.monotonic() + 30
+        while not w._job.call.done:
+            assert time.monotonic() < deadline
+            time.sleep(0.005)
+        assert not os.path.exists(segment_path(rolling_dir, 1))
+        assert w.write(msg)
+        assert w.write(msg)
+        assert w._k == 0, "the segment rolled before the test could look"
+        assert os.path.exists(segment_path(rolling_dir, 1))
+
+
+class _HeldMapping:
+    """A spare's background mapping that is not done until the test says so, and refuses to
+    be waited for before that (a roll that waited for it would fail the write)."""
+
+    def __init__(self, call):
+        self.call = call
+        self.released = False
+
+    @property
+    def done(self):
+        return self.released and self.call.done
+
+    def wait(self):
+        assert self.released, "a write waited for the next segment's pages to be mapped"
+        return self.call.wait()
+
+
+def test_a_roll_enters_the_next_segment_while_its_pages_are_still_being_mapped(rolling_dir,
+                                                                              monkeypatch):
+    from mappedbus_py.rolling import roller
+    real = roller.BackgroundCall
+    held = []
+
+    class Calls:
+        fallocate = staticmethod(real.fallocate)
+
+        @staticmethod
+        def populate(w, made):
+            call = real.populate(w, made)
+            if call is not None:
+                held.append(_HeldMapping(call))
+                return held[-1]
+            return call
+
+    monkeypatch.setattr(roller, "BackgroundCall", Calls)
+    msgs = [bytes([i % 251]) * 100_000 for i in range(25)]
+    w = RollingBusWriter(rolling_dir, 1 << 20, 1016, frames=True).open()
+    try:
+        i = 0
+        while w._k == 0:
+            assert w.write(msgs[i])
+            i += 1
+        assert held and not held[0].released     # entered with its mapping still running
+        for h in held:
+            h.released = True
+        while i < len(msgs):
+            for h in held:
+                h.released = True
+            assert w.write(msgs[i])
+            i += 1
+    finally:
+        for h in held:
+            h.released = True
+        w.close()
+    with RollingBusReader(rolling_dir) as r:
+        assert [rec.payload for rec in r.records(timeout=0)] == msgs
