@@ -61,6 +61,7 @@ def _fill(w, n, seed=1):
 
 def _watch(hot, stop, out):
     most_live = most_files = 0
+    counts = {}
     while not stop.is_set():
         try:
             segs = list_segments(hot)
@@ -68,8 +69,9 @@ def _watch(hot, stop, out):
             segs = []
         live = sum(1 for k in segs if (segment_limit(hot, k, allow_foreign=True) or 0) > 8)
         most_live, most_files = max(most_live, live), max(most_files, len(segs))
+        counts[live] = counts.get(live, 0) + 1
         time.sleep(0.002)
-    out.put((most_live, most_files))
+    out.put((most_live, most_files, counts))
 
 
 def _writer_run(hot, arch, n, compress, q):
@@ -99,7 +101,7 @@ def keep_up(n, compress, disk):
     rate, caught_up, ok = rq.get(timeout=900)
     writer.join()
     stop.set()
-    most_live, most_files = wq.get(timeout=60)
+    most_live, most_files, counts = wq.get(timeout=60)
     watcher.join()
     archived = list_archived(arch)
     raw = len(archived) * SEG
@@ -107,6 +109,7 @@ def keep_up(n, compress, disk):
     return hot, arch, {"writer_msgs_per_s": rate, "archive_caught_up_s": caught_up,
                        "caught_up": ok, "most_hot_segments_with_records": most_live,
                        "most_hot_segment_files": most_files, "target": AFTER + 1,
+                       "samples_by_hot_segments": {str(k): v for k, v in sorted(counts.items())},
                        "segments_archived": len(archived),
                        "compressed_ratio": raw / stored if stored else None,
                        "stored_bytes": stored, "segment_bytes": raw}
