@@ -33,7 +33,8 @@ from .retention import retention_plan
 
 __all__ = ("Archiver", "ArchiveTier", "ArchivedSegment", "MoveState", "move_segment", "move_segments",
            "complete_moves",
-           "settled", "prepare_archive", "ARCHIVE_STALL_ENV", "ARCHIVE_POLL_S")
+           "settled", "prepare_archive", "ARCHIVE_STALL_ENV", "ARCHIVE_POLL_S",
+           "ARCHIVE_BEHIND_WARN")
 
 #: Test hook: a MoveState's name makes the archiver stop forever right after reaching it
 #: (the tests SIGKILL it there).
@@ -43,6 +44,8 @@ ARCHIVE_POLL_S = 0.05
 #: How long a writer's open() waits for its archiver process to run.
 ARCHIVER_START_TIMEOUT_S = 60.0
 _READY = b"\x06"          # the archiver process's first byte on its stdout: it runs
+#: A writer warns (once) when more segments than this are due to move at a roll.
+ARCHIVE_BEHIND_WARN = 8
 #: The most segments moved together (one fsync of the archive directory for all of them).
 MOVE_BATCH = 8
 
@@ -757,6 +760,9 @@ class ArchiverProcess:
         self._mode, self._allow_foreign = mode, allow_foreign
         self._proc = None
         self.error = None
+        self.behind = 0             # segments due to move at the writer's last roll
+        self.most_behind = 0        # the most seen at a roll
+        self._warned = False
 
     def start(self):
         """Start the child."""
@@ -805,6 +811,24 @@ class ArchiverProcess:
             os.write(self._proc.stdin.fileno(), b"w")
         except (BlockingIOError, BrokenPipeError, OSError):
             pass
+
+    def rolled(self):
+        """The writer rolled: ``wake()``, then the policy when the archiver falls behind (a
+        writer faster than the archiver can copy, compress and fsync on this machine): the
+        segments due to move are counted (``behind``, the most in ``most_behind``) and, the
+        first time more than ``ARCHIVE_BEHIND_WARN`` are due, a ``RuntimeWarning`` says so.
+        The writer never waits for the archiver; the hot directory grows meanwhile."""
+        self.wake()
+        self.behind = len(Archiver(self.hot, self.meta, self.cfg).candidates())
+        self.most_behind = max(self.most_behind, self.behind)
+        if self.behind > ARCHIVE_BEHIND_WARN and not self._warned:
+            import warnings
+            self._warned = True
+            warnings.warn(f"the archiver of {self.hot!r} is {self.behind} segments behind "
+                          f"(archive_after={self.cfg.after}): this writer fills segments "
+                          f"faster than they are archived on this machine, and the hot "
+                          f"directory grows until it catches up (docs/journal.md, Costs)",
+                          RuntimeWarning, stacklevel=4)
 
     def candidates(self):
         """The hot segments due to move (as the child sees them)."""

@@ -403,3 +403,28 @@ def test_a_reader_killed_inside_an_archived_segment_leaves_nothing(dirs, compres
         except FileNotFoundError:
             pass
     assert left == []
+
+
+def test_a_writer_warns_once_when_its_archiver_falls_behind(dirs, monkeypatch):
+    # The archiver stalls at its first move (the test hook): every roll leaves one more
+    # segment due; past ARCHIVE_BEHIND_WARN of them the writer says so, once, and counts.
+    from mappedbus_py.rolling.archive import ARCHIVE_BEHIND_WARN, ARCHIVE_STALL_ENV
+    import signal
+    import warnings
+    hot, arch = dirs
+    monkeypatch.setenv(ARCHIVE_STALL_ENV, "MOVE_SETTLED")
+    w = RollingBusWriter(hot, SEG, RS, archive=arch, archive_after=1).open()
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for i in range(ARCHIVE_BEHIND_WARN + 6):       # a segment at a time
+                _write(w, 0, PER_SEG)
+                behind = [c for c in caught if "behind" in str(c.message)]
+                # quiet up to ARCHIVE_BEHIND_WARN due, then one warning
+                assert len(behind) == int(w.archiver.most_behind > ARCHIVE_BEHIND_WARN), i
+        assert w.archiver.most_behind > ARCHIVE_BEHIND_WARN
+        assert behind[0].category is RuntimeWarning and "segments behind" in str(behind[0].message)
+        assert len(list_segments(hot)) > ARCHIVE_BEHIND_WARN + 2    # nothing moved
+    finally:
+        os.kill(w.archiver._proc.pid, signal.SIGKILL)
+        w.close()
