@@ -32,7 +32,6 @@ from .journal import fsync_dir
 from .retention import retention_plan
 
 __all__ = ("Archiver", "ArchiveTier", "ArchivedSegment", "MoveState", "move_segment", "move_segments",
-           "archive_copies", "unlink_moved",
            "complete_moves",
            "settled", "prepare_archive", "ARCHIVE_STALL_ENV", "ARCHIVE_POLL_S",
            "ARCHIVE_BEHIND_WARN")
@@ -153,20 +152,10 @@ def move_segment(hot, cfg, index, segment_size, *, mode=0o600, allow_foreign=Fal
 def move_segments(hot, cfg, indices, segment_size, *, mode=0o600, allow_foreign=False):
     """Move settled segments ``indices`` from ``hot`` into the archive together, through the
     states of ``MoveState`` in order (the caller holds the archiver's lock and checked
-    ``settled``): ``archive_copies``, then ``unlink_moved``."""
-    moved = archive_copies(hot, cfg, indices, segment_size, mode=mode,
-                           allow_foreign=allow_foreign)
-    unlink_moved(hot, cfg, moved, mode=mode, allow_foreign=allow_foreign)
-
-
-def archive_copies(hot, cfg, indices, segment_size, *, mode=0o600, allow_foreign=False):
-    """The states of a move up to MOVE_RENAMED, of settled segments ``indices``: each copy
-    fsynced, then all renamed and the archive directory fsynced once; the segments are then
-    in both tiers (readers read the hot ones). A time index is renamed into the archive
-    without an fsync of its own (the directory's covers its name): one lost to a power loss
-    makes ``seek_time`` place its segment by the segment's mtime, which the copy keeps, never
-    skip a record. Returns ``{index: its time index's bytes as copied, or None}`` for
-    ``unlink_moved``."""
+    ``settled``): each copy fsynced, then all renamed and the archive directory fsynced once,
+    then the hot files removed. A time index is renamed into the archive without an fsync of
+    its own (the directory's covers its name): one lost to a power loss makes ``seek_time``
+    place its segment by the segment's mtime, which the copy keeps, never skip a record."""
     aix_dir = os.path.join(cfg.dir, TIME_INDEX_DIR)
     _stall(MoveState.MOVE_SETTLED)
     copied = {}             # index -> (its index bytes or None, tmp path of the segment)
@@ -197,15 +186,7 @@ def archive_copies(hot, cfg, indices, segment_size, *, mode=0o600, allow_foreign
     fsync_dir(aix_dir)
     fsync_dir(cfg.dir)
     _stall(MoveState.MOVE_RENAMED)
-    return {index: index_bytes for index, (index_bytes, _) in copied.items()}
-
-
-def unlink_moved(hot, cfg, moved, *, mode=0o600, allow_foreign=False):
-    """The last state of a move, MOVE_UNLINKED, of the segments ``moved``
-    (``archive_copies``' result): a time index grown since its copy copied again, the hot
-    files removed, the hot directory fsynced."""
-    aix_dir = os.path.join(cfg.dir, TIME_INDEX_DIR)
-    for index, index_bytes in moved.items():
+    for index, (index_bytes, _) in copied.items():
         # A writer's entry appended after the copy (it appends after its commit): copy again.
         if index_bytes is not None:
             hix = os.path.join(hot, TIME_INDEX_DIR, time_index_name(index))
@@ -330,10 +311,6 @@ class Archiver:
         self._busy = False          # run_once is running
         self.error = None
         self.moved = 0
-        # {index: its time index's bytes as copied}: the full segment the next roll makes due,
-        # archived ahead to MOVE_RENAMED (in both tiers; readers read the hot one) while the
-        # writer fills the current one, so that after the roll only its unlink is left.
-        self._moved_ahead = {}
 
     def start(self):
         """Start the thread (the archive directory is made first, in the caller)."""
@@ -397,8 +374,8 @@ class Archiver:
             complete_moves(self.hot, self.cfg)
         return self._holding
 
-    def _full(self):
-        """The full hot segments, oldest first."""
+    def candidates(self):
+        """The hot segments due to move, oldest first (not yet checked to be settled)."""
         segs = list_segments(self.hot)
         if len(segs) < 2:
             return []
@@ -407,11 +384,6 @@ class Archiver:
         # The newest may be a spare made ahead (limit 8): then the one before it is current.
         if _limit(self.hot, newest) <= FIRST_RECORD_OFFSET and full:
             full = full[:-1]
-        return full
-
-    def candidates(self):
-        """The hot segments due to move, oldest first (not yet checked to be settled)."""
-        full = self._full()
         due = full[:max(0, len(full) - self.cfg.after)]
         if self.cfg.age_ms:
             now = time.time_ns()
@@ -443,45 +415,11 @@ class Archiver:
                 break       # oldest first: a later segment waits for this one
             ready.append(k)
         if ready:
-            # moved ahead: only the unlink is left (unless the archive's retention took it)
-            ahead = {k: self._moved_ahead.pop(k) for k in ready if k in self._moved_ahead
-                     and os.path.exists(archived_path(self.cfg.dir, k, self.cfg.compress))}
-            rest = [k for k in ready if k not in ahead]
-            moved = archive_copies(self.hot, self.cfg, rest, self.meta.segment_size,
-                                   mode=self._mode, allow_foreign=self._allow_foreign) \
-                if rest else {}
-            unlink_moved(self.hot, self.cfg, {**ahead, **moved}, mode=self._mode,
-                         allow_foreign=self._allow_foreign)
+            move_segments(self.hot, self.cfg, ready, self.meta.segment_size, mode=self._mode,
+                          allow_foreign=self._allow_foreign)
             self.moved += len(ready)
         apply_archive_retention(self.cfg, self.meta)
-        if not self._stop and len(ready) < MOVE_BATCH:
-            self._move_ahead()
         return ready
-
-    def _move_ahead(self):
-        """Archive to MOVE_RENAMED the full, settled segment that the next roll makes due
-        (the oldest of the ``cfg.after`` kept hot), unless done already."""
-        nxt = self.next_due()
-        for k in [k for k in self._moved_ahead if k != nxt]:
-            del self._moved_ahead[k]        # moved since, or to be moved again in full
-        if nxt is None or nxt in self._moved_ahead:
-            return
-        try:
-            if settled(segment_path(self.hot, nxt), self.meta.segment_size,
-                       self.meta.record_size):
-                self._moved_ahead.update(archive_copies(
-                    self.hot, self.cfg, [nxt], self.meta.segment_size, mode=self._mode,
-                    allow_foreign=self._allow_foreign))
-        except FileNotFoundError:
-            pass
-
-    def next_due(self):
-        """The full hot segment the next roll makes due (the oldest of those ``cfg.after``
-        keeps hot), or None."""
-        if self.cfg.after < 1 or self.cfg.age_ms:
-            return None
-        full = self._full()
-        return full[-self.cfg.after] if len(full) >= self.cfg.after else None
 
     def _settle(self, k):
         """Read segment ``k`` as a reader does (rolling back, after the timeout, the slots of
