@@ -428,3 +428,23 @@ def test_a_writer_warns_once_when_its_archiver_falls_behind(dirs, monkeypatch):
     finally:
         os.kill(w.archiver._proc.pid, signal.SIGKILL)
         w.close()
+
+
+def test_a_descriptor_is_mapped_only_as_a_segment_read_as_it_is(tmp_path):
+    # MappedBusReader(_fd=) / MappedFile(fd=) map an archived segment's memory file: never a
+    # bus of its own, never created, grown or watched.
+    from mappedbus_py._core._mapping import MappedFile
+    from mappedbus_py._core._reader import MappedBusReader
+    fd = os.memfd_create("t", os.MFD_CLOEXEC)
+    try:
+        os.ftruncate(fd, SEG)
+        with pytest.raises(ValueError, match="_segment"):
+            MappedBusReader(str(tmp_path / "x"), SEG, RS, _fd=fd)
+        for kw in (dict(create=True, segment=True), dict(read_only=True, segment=False)):
+            with pytest.raises(ValueError, match="fd="):
+                MappedFile(str(tmp_path / "x"), SEG, fd=fd, **kw)
+        f = MappedFile(str(tmp_path / "x"), SEG, read_only=True, segment=True, fd=fd)
+        assert f.from_fd and f.check_file(False) == 0     # no path to look at
+        f.close()
+    finally:
+        os.close(fd)
