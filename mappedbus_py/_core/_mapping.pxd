@@ -32,6 +32,8 @@ cdef class MappedFile:
     cdef readonly int64_t mapped_size   # bytes mapped: file_size rounded up to a page
     cdef readonly int64_t file_size     # the logical size that end-of-file checks use
     cdef readonly object path
+    cdef readonly bint from_fd          # mapped from a descriptor given (a memory file with
+                                        # no path: an archived segment): no path to check
     cdef readonly bint read_only        # mapped PROT_READ: nothing may be stored
     cdef readonly object bus_id         # the metadata's id; None for a file without one
     cdef readonly object meta           # the metadata (BusMeta) found or written; None without
@@ -44,7 +46,7 @@ cdef class MappedFile:
     cpdef close(self)
     cdef _open(self, int64_t record_size, bint create, bint init, int mode, bint preallocate,
                bint prefault, bint allow_foreign, double lock_timeout, bint segment,
-               int64_t lock_offset, bint frames)
+               int64_t lock_offset, bint frames, int given_fd)
     cdef _grow(self, int fd, int64_t size, bint preallocate)
     cdef _map(self, int fd, int64_t size, bint prefault)
     cdef _unmap(self)

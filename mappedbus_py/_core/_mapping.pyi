@@ -22,7 +22,8 @@ class MappedFile:
                  read_only: bool = ..., mode: int = ..., preallocate: bool = ...,
                  prefault: bool = ..., create: Optional[bool] = ..., record_size: int = ...,
                  init: bool = ..., allow_foreign: bool = ..., lock_timeout: float = ...,
-                 segment: bool = ..., watch: bool = ...) -> None: ...
+                 segment: bool = ..., watch: bool = ..., frames: bool = ...,
+                 fd: int = ...) -> None: ...
     @property
     def closed(self) -> bool: ...
     @property

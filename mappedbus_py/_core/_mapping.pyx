@@ -151,8 +151,15 @@ cdef class MappedFile:
                   bint preallocate=True, bint prefault=False, create=None,
                   int64_t record_size=0, bint init=False, bint allow_foreign=False,
                   lock_timeout=DEFAULT_LOCK_TIMEOUT, bint segment=False,
-                  int64_t lock_offset=-1, bint watch=False, bint frames=False):
+                  int64_t lock_offset=-1, bint watch=False, bint frames=False, int fd=-1):
+        # fd: map this open descriptor (duplicated; the caller keeps its own) instead of
+        # opening ``path``, which then only names it in messages: a segment decompressed into
+        # a memory file (os.memfd_create) that the kernel frees with its last user.
         self.base = NULL
+        self.from_fd = fd >= 0
+        if self.from_fd and (create or watch or not segment):
+            raise ValueError("fd= maps an existing segment read as it is (segment=True, "
+                             "create=False, no watch)")
         self.dead = 0
         self._guard_slot = -1
         self._watch_slot = -1
@@ -178,7 +185,7 @@ cdef class MappedFile:
                     f"more than {lock_timeout:g} s", os.getpid())
             try:
                 self._open(record_size, create, init, mode, preallocate, prefault,
-                           allow_foreign, lock_timeout, segment, lock_offset, frames)
+                           allow_foreign, lock_timeout, segment, lock_offset, frames, fd)
                 if watch:
                     self._watch(record_size, segment)
                 return
@@ -200,7 +207,7 @@ cdef class MappedFile:
 
     cdef _open(self, int64_t record_size, bint create, bint init, int mode, bint preallocate,
                bint prefault, bint allow_foreign, double lock_timeout, bint segment,
-               int64_t lock_offset, bint frames):
+               int64_t lock_offset, bint frames, int given_fd):
         path = self.path
         cdef int64_t size = self.mapped_size
         cdef bint created, meta_written
@@ -209,7 +216,11 @@ cdef class MappedFile:
         for _ in range(_REOPEN_ATTEMPTS):
             created = meta_written = False
             try:
-                fd, st = open_file(path, flags, allow_foreign=allow_foreign)
+                if given_fd >= 0:
+                    fd = os.dup(given_fd)
+                    st = os.fstat(fd)
+                else:
+                    fd, st = open_file(path, flags, allow_foreign=allow_foreign)
             except FileNotFoundError:
                 if segment:
                     raise FileNotFoundError(errno.ENOENT, "no such segment file (segments are "
@@ -225,7 +236,7 @@ cdef class MappedFile:
                 created = True
             try:
                 _lock(fd, create, lock_timeout, path, lock_offset)
-                if not _same_file(path, st):
+                if given_fd < 0 and not _same_file(path, st):
                     # Its creator removed it after a failed open, or it was replaced.
                     created = False
                     continue
@@ -369,6 +380,8 @@ cdef class MappedFile:
 
     cpdef check_path(self):
         """BusReplacedError if the path no longer names the mapped file."""
+        if self.from_fd:
+            return
         try:
             now = os.lstat(self.path)
         except FileNotFoundError:
@@ -383,6 +396,8 @@ cdef class MappedFile:
         file, or no file unless ``removal_ok`` (a rolling bus's segment, which retention may
         remove while it is read); BusTruncatedError (the mapping marked dead) if the file
         is shorter than the mapping, even with the pages read so far still in it."""
+        if self.from_fd:
+            return 0            # a memory file of this process's own: nobody changes it
         try:
             now = os.lstat(self.path)
         except FileNotFoundError:
@@ -434,6 +449,8 @@ cdef class MappedFile:
         new bytes were written over its first pages, so no SIGBUS told us), that is the
         real story: mark the mapping dead and raise BusTruncatedError; if the path names
         another file now, BusReplacedError. Otherwise return, and the caller reports."""
+        if self.from_fd:
+            return
         try:
             now = os.lstat(self.path)
         except OSError:

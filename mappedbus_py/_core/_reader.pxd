@@ -26,6 +26,8 @@ cdef class MappedBusReader:
     cdef bint _allow_foreign   # accept a file of another owner, or group/other-writable
     cdef double _lock_timeout  # seconds to wait for the open lock
     cdef bint _segment         # a rolling bus's segment: exists already, no sidecar
+    cdef int _fd               # a descriptor to map instead of opening path (an archived
+                               # segment's memory file), or -1
                                # metadata, may be unlinked by retention while mapped
     cdef readonly object consumer
     """The name this reader holds in the bus's consumer registry, or None."""

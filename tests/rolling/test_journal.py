@@ -15,7 +15,7 @@ import pytest
 
 from mappedbus_py import RollingBusReader, RollingBusWriter
 from mappedbus_py.errors import BusMismatchError, CorruptBusError, UnsafeBusFileError
-from mappedbus_py.formats.archive import list_archived
+from mappedbus_py.formats.archive import list_archived, read_archived
 from mappedbus_py.formats.layout import TIME_INDEX_DIR, time_index_name
 from mappedbus_py.formats.timeindex import floor_ms
 from mappedbus_py.rolling.directory import list_segments
@@ -352,3 +352,99 @@ def test_archive_age_moves_full_segments_kept_by_archive_after(dirs):
             time.sleep(0.05)
     assert sorted(list_archived(arch)) == [0, 1, 2]
     assert _read_all(hot) == list(range(PER_SEG * 3 + 1))
+
+
+_KILLED_READER = """
+import struct, sys, time
+from mappedbus_py import RollingBusReader
+r = RollingBusReader(sys.argv[1]).open()
+for _ in range(int(sys.argv[2])):
+    struct.unpack_from("<q", r.read(0).data)
+print("mid", flush=True)
+time.sleep(60)
+"""
+
+
+def _shm_archived():
+    return {n for n in os.listdir("/dev/shm") if n.startswith("mappedbus-archived-")}
+
+
+@pytest.mark.parametrize("compress", ["zstd", "lz4"])
+def test_a_reader_killed_inside_an_archived_segment_leaves_nothing(dirs, compress):
+    # The decompressed segment (and the next, decompressed ahead) live in memory files the
+    # kernel frees with the process: a SIGKILL leaves no file behind, in /dev/shm or anywhere.
+    hot, arch = dirs
+    n = PER_SEG * 4
+    with RollingBusWriter(hot, SEG, RS, archive=arch, archive_after=0, compress=compress) as w:
+        _write(w, 0, n)
+        assert w.archiver.wait_idle(10)
+    assert {0, 1, 2} <= set(list_archived(arch))
+    before = _shm_archived()
+    p = subprocess.Popen([sys.executable, "-c", _KILLED_READER, hot, str(PER_SEG // 2)],
+                         stdout=subprocess.PIPE, env=dict(os.environ, PYTHONPATH=ROOT))
+    try:
+        assert p.stdout.readline() == b"mid\n"
+        with open(f"/proc/{p.pid}/maps") as f:
+            maps = f.read()
+        # it is reading archived segment 0, mapped from a memory file (and 1 ahead)
+        assert "memfd:mappedbus-archived-00000000000000000000" in maps, maps
+    finally:
+        p.kill()
+        p.wait()
+        p.stdout.close()
+    # Other processes of the machine may make such files meanwhile: ours hold our bytes.
+    ours = {read_archived(arch, k, name, SEG) for k, name in list_archived(arch).items()}
+    left = []
+    for name in _shm_archived() - before:
+        try:
+            with open(os.path.join("/dev/shm", name), "rb") as f:
+                if f.read() in ours:
+                    left.append(name)
+        except FileNotFoundError:
+            pass
+    assert left == []
+
+
+def test_a_writer_warns_once_when_its_archiver_falls_behind(dirs, monkeypatch):
+    # The archiver stalls at its first move (the test hook): every roll leaves one more
+    # segment due; past ARCHIVE_BEHIND_WARN of them the writer says so, once, and counts.
+    from mappedbus_py.rolling.archive import ARCHIVE_BEHIND_WARN, ARCHIVE_STALL_ENV
+    import signal
+    import warnings
+    hot, arch = dirs
+    monkeypatch.setenv(ARCHIVE_STALL_ENV, "MOVE_SETTLED")
+    w = RollingBusWriter(hot, SEG, RS, archive=arch, archive_after=1).open()
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for i in range(ARCHIVE_BEHIND_WARN + 6):       # a segment at a time
+                _write(w, 0, PER_SEG)
+                behind = [c for c in caught if "behind" in str(c.message)]
+                # quiet up to ARCHIVE_BEHIND_WARN due, then one warning
+                assert len(behind) == int(w.archiver.most_behind > ARCHIVE_BEHIND_WARN), i
+        assert w.archiver.most_behind > ARCHIVE_BEHIND_WARN
+        assert behind[0].category is RuntimeWarning and "segments behind" in str(behind[0].message)
+        assert len(list_segments(hot)) > ARCHIVE_BEHIND_WARN + 2    # nothing moved
+    finally:
+        os.kill(w.archiver._proc.pid, signal.SIGKILL)
+        w.close()
+
+
+def test_a_descriptor_is_mapped_only_as_a_segment_read_as_it_is(tmp_path):
+    # MappedBusReader(_fd=) / MappedFile(fd=) map an archived segment's memory file: never a
+    # bus of its own, never created, grown or watched.
+    from mappedbus_py._core._mapping import MappedFile
+    from mappedbus_py._core._reader import MappedBusReader
+    fd = os.memfd_create("t", os.MFD_CLOEXEC)
+    try:
+        os.ftruncate(fd, SEG)
+        with pytest.raises(ValueError, match="_segment"):
+            MappedBusReader(str(tmp_path / "x"), SEG, RS, _fd=fd)
+        for kw in (dict(create=True, segment=True), dict(read_only=True, segment=False)):
+            with pytest.raises(ValueError, match="fd="):
+                MappedFile(str(tmp_path / "x"), SEG, fd=fd, **kw)
+        f = MappedFile(str(tmp_path / "x"), SEG, read_only=True, segment=True, fd=fd)
+        assert f.from_fd and f.check_file(False) == 0     # no path to look at
+        f.close()
+    finally:
+        os.close(fd)
