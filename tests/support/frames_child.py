@@ -97,7 +97,13 @@ def main(argv):
         top = math.log2(maxsize + 1)
         seq = 0
         while True:
-            size = int(2 ** rng.uniform(0, top)) - 1
+            # Sizes spread evenly in log scale, and every other message a large one, so that a
+            # good part of the writer's time is spent inside a message: a kill at a random
+            # moment lands mid-message often, never rarely enough to miss in a campaign.
+            if seq % 2:
+                size = rng.randint(maxsize // 2, maxsize)
+            else:
+                size = int(2 ** rng.uniform(0, top)) - 1
             w.write(message(wid, seq, size))
             if seq == 0:
                 print("ready", flush=True)
