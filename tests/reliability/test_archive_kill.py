@@ -126,8 +126,8 @@ def _campaign(dirs, kills, seed):
             # and the campaign's thousands of segments (not millions of records) bound its time.
             child = _child(hot, arch, len(got), -1, compress="lz4", pace=PER_SEG // 8)
             assert child.stdout.readline().strip() == "OPEN"
-            # writing, and (its archiver process started: ~1 s here) archiving meanwhile
-            time.sleep(rnd.uniform(0.2, 2.5))
+            # writing, and archiving meanwhile (open() returns once its archiver process runs)
+            time.sleep(rnd.uniform(0.05, 1.2))
             child.send_signal(signal.SIGKILL)
             child.wait()
             while True:

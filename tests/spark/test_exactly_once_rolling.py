@@ -111,7 +111,9 @@ def test_a_task_whose_rows_span_segments_commits_them_all_once(spark, tmp_path):
 
 
 @pytest.mark.slow
-def test_stopped_and_killed_query_into_a_rolling_bus_restarted_ten_times_writes_each_record_once(tmp_path):
+def test_stopped_and_killed_query_into_a_rolling_bus_restarted_five_times_writes_each_record_once(tmp_path):
+    # Five rounds (each a Spark start: ~35 s on CI), the single-file test ten: the sink's protocol
+    # is the same; what the rolling bus adds (ranges across segment ends) every round exercises.
     n = 300_000
     size = 8 + n * SLOT + 4096
     seg = segment_size(1000)     # a task of 1500 rows takes two or three segments; ~300 segments in all
@@ -119,7 +121,8 @@ def test_stopped_and_killed_query_into_a_rolling_bus_restarted_ten_times_writes_
     write_ids(src, size, range(n))
     seed = int(os.environ.get("EOS_SEED", time.time()))
     rng = random.Random(seed)
-    kinds = strike_and_drain([CHILD, src, dst, str(size), ckpt, "run", str(seg)], lambda: extent(dst), rng)
+    kinds = strike_and_drain([CHILD, src, dst, str(size), ckpt, "run", str(seg)], lambda: extent(dst), rng,
+                             rounds=5)
     ids = rolling_ids(dst)
     dup = [i for i, c in collections.Counter(ids).items() if c > 1]
     assert not dup, f"{len(dup)} ids written twice after {kinds} (EOS_SEED={seed}): {dup[:10]}"
