@@ -5,7 +5,9 @@ import io.mappedbuspy.internal.BusFiles;
 import io.mappedbuspy.internal.BusMeta;
 import io.mappedbuspy.internal.Liveness;
 import io.mappedbuspy.internal.RollingLayout;
+import io.mappedbuspy.internal.TimeIndex;
 import io.mappedbuspy.internal.UnsafeAccess;
+import io.mappedbuspy.internal.WriterSync;
 
 import java.io.EOFException;
 import java.io.IOException;
