@@ -1,6 +1,7 @@
 package io.mappedbuspy;
 
 import io.mappedbuspy.internal.ArchiveFiles;
+import io.mappedbuspy.internal.Archiver;
 import io.mappedbuspy.internal.TimeIndex;
 
 import java.nio.charset.StandardCharsets;
