@@ -24,11 +24,14 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.LockSupport;
 import io.mappedbuspy.internal.BusFiles;
 import io.mappedbuspy.internal.BusMeta;
+import io.mappedbuspy.internal.Frames;
+import io.mappedbuspy.internal.GroupHold;
 import io.mappedbuspy.internal.GroupProtocol;
 import io.mappedbuspy.internal.Liveness;
 import io.mappedbuspy.internal.MemoryMappedFile;
 import io.mappedbuspy.internal.RollingDir;
 import io.mappedbuspy.internal.RollingLayout;
+import io.mappedbuspy.internal.TopicsFile;
 import io.mappedbuspy.internal.UnsafeAccess;
 import io.mappedbuspy.internal.WakeFile;
 
@@ -336,7 +339,8 @@ public final class GroupReader implements AutoCloseable {
             attach();
             if (rolling) {
                 long s = mem.getLongAcquire(Layout.GROUP_START_OFFSET);
-                hold = GroupHold.open(p, group, dir.meta().id(), positionOf(s), allowForeign);
+                hold = GroupHold.open(Consumers.openFor(p, true, allowForeign), group, dir.meta().id(),
+                        positionOf(s));
                 hold(true);
             }
         } catch (IOException | RuntimeException e) {

@@ -8,7 +8,9 @@ import io.mappedbuspy.internal.BusMeta;
 import io.mappedbuspy.internal.BusOpen;
 import io.mappedbuspy.internal.DiskSpace;
 import io.mappedbuspy.internal.FileWatch;
+import io.mappedbuspy.internal.Frames;
 import io.mappedbuspy.internal.MemoryMappedFile;
+import io.mappedbuspy.internal.TopicsFile;
 import io.mappedbuspy.internal.WakeFile;
 import io.mappedbuspy.internal.WritersFile;
 

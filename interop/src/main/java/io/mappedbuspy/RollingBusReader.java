@@ -5,7 +5,9 @@ import java.io.IOException;
 import java.nio.file.NoSuchFileException;
 import java.util.Objects;
 import io.mappedbuspy.internal.BusMeta;
+import io.mappedbuspy.internal.Frames;
 import io.mappedbuspy.internal.RollingDir;
+import io.mappedbuspy.internal.TopicsFile;
 import io.mappedbuspy.internal.WakeFile;
 
 /**

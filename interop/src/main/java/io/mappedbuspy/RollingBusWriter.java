@@ -382,7 +382,7 @@ public final class RollingBusWriter implements AutoCloseable {
     /** @return segments this writer's archiver moved so far (0 without one) */
     public long archivedSegments() {
         Archiver a = archiver;
-        return a == null ? 0 : a.moved;
+        return a == null ? 0 : a.moved();
     }
 
     /**
@@ -470,7 +470,15 @@ public final class RollingBusWriter implements AutoCloseable {
         sync = new WriterSync(b.dir, syncPolicy, syncIntervalNs, s.segment);
         countdown = 1; // look ahead at the first write
         if (archiveCfg != null) {
-            archiver = new Archiver(b.dir, b.meta, archiveCfg, allowForeign, Layout.DEFAULT_TIMEOUT_MS);
+            boolean framed = b.meta.frames();
+            boolean foreign = allowForeign;
+            archiver = new Archiver(b.dir, b.meta, archiveCfg, allowForeign, Layout.DEFAULT_TIMEOUT_MS,
+                    (segment, segmentSize, recordSize, writers, first) -> MappedBusReader
+                            .forSegment(segment.toString(), segmentSize, recordSize, false)
+                            .setAllowForeign(foreign)
+                            .askingWriters(writers.toString(), first)
+                            .setFrames(framed)
+                            .open());
             archiver.start();
         }
         return this;
@@ -891,7 +899,7 @@ public final class RollingBusWriter implements AutoCloseable {
         Throwable archiveError = null;
         if (archiver != null) {
             archiver.stop();
-            archiveError = archiver.error;
+            archiveError = archiver.error();
             archiver = null;
         }
         if (sync != null) {

@@ -4,8 +4,10 @@ import java.io.EOFException;
 import java.io.IOException;
 import java.nio.file.Path;
 import io.mappedbuspy.internal.ConsumerHold;
+import io.mappedbuspy.internal.Frames;
 import io.mappedbuspy.internal.Liveness;
 import io.mappedbuspy.internal.MemoryMappedFile;
+import io.mappedbuspy.internal.TopicNames;
 import io.mappedbuspy.internal.WritersFile;
 
 /**

@@ -1,6 +1,8 @@
 package io.mappedbuspy;
 
 import io.mappedbuspy.internal.ArchiveFiles;
+import io.mappedbuspy.internal.Archiver;
+import io.mappedbuspy.internal.TimeIndex;
 
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;

@@ -2,10 +2,10 @@ package io.mappedbuspy.tools;
 
 import io.mappedbuspy.BusKind;
 import io.mappedbuspy.Layout;
-import io.mappedbuspy.TopicsFile;
 import io.mappedbuspy.internal.BusMeta;
 import io.mappedbuspy.internal.MemoryMappedFile;
 import io.mappedbuspy.internal.RollingDir;
+import io.mappedbuspy.internal.TopicsFile;
 
 import java.io.IOException;
 import java.io.PrintStream;

@@ -5,6 +5,7 @@ import io.mappedbuspy.spark.*;
 import io.mappedbuspy.CorruptBusException;
 import io.mappedbuspy.Layout;
 import io.mappedbuspy.internal.MemoryMappedFile;
+import io.mappedbuspy.internal.TopicsFile;
 import org.apache.spark.SparkContext;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
@@ -132,7 +133,7 @@ public final class FramePartition implements InputPartition {
                 cuts.add(new Range(partStart, pos));
             }
         }
-        String[] names = io.mappedbuspy.TopicsFile.names(java.nio.file.Path.of(topicsFile), false);
+        String[] names = TopicsFile.names(java.nio.file.Path.of(topicsFile), false);
         int[] ids = topicIds(names, topics);
         String host = BusPartition.executorHost();
         List<FramePartition> parts = new ArrayList<>();
@@ -165,7 +166,7 @@ public final class FramePartition implements InputPartition {
                                          String[] topics) {
         String[] names;
         try {
-            names = io.mappedbuspy.TopicsFile.names(java.nio.file.Path.of(o.topicsFile()), false);
+            names = TopicsFile.names(java.nio.file.Path.of(o.topicsFile()), false);
         } catch (IOException e) {
             throw new java.io.UncheckedIOException("mappedbus: cannot read the topics of " + o.path + ": "
                     + e.getMessage(), e);

@@ -1,11 +1,6 @@
-package io.mappedbuspy;
+package io.mappedbuspy.internal;
 
-import io.mappedbuspy.internal.ArchiveFiles;
-import io.mappedbuspy.internal.BusFiles;
-import io.mappedbuspy.internal.BusMeta;
-import io.mappedbuspy.internal.Liveness;
-import io.mappedbuspy.internal.RollingLayout;
-import io.mappedbuspy.internal.UnsafeAccess;
+import io.mappedbuspy.*;
 
 import java.io.EOFException;
 import java.io.IOException;
@@ -50,14 +45,16 @@ import java.util.concurrent.locks.LockSupport;
  * wait for the writer's GIL; a JVM has no such lock, and a second JVM would cost a start-up and its memory): the
  * thread shares nothing with the write path, which only wakes it ({@link LockSupport#unpark}) when it rolls. The
  * kernel drops the lock when the JVM dies, and another writer's archiver (of either language) takes over.
+ * <p>Internal: not a supported API. Public only for the library's own packages (io.mappedbuspy and the
+ * Spark connector); it may change in any release.
  */
-final class Archiver {
+public final class Archiver {
     /** Test hook: a {@link MoveState}'s name makes the archiver stop forever right after reaching it (tests SIGKILL). */
-    static final String ARCHIVE_STALL_ENV = "MAPPEDBUS_TEST_ARCHIVE_STALL";
+    public static final String ARCHIVE_STALL_ENV = "MAPPEDBUS_TEST_ARCHIVE_STALL";
     /** How often an idle archiver looks (a writer's roll wakes it at once), ms. */
-    static final long POLL_MS = 50;
+    public static final long POLL_MS = 50;
     /** The most segments moved together (one fsync of the archive directory for all of them). */
-    static final int MOVE_BATCH = 8;
+    public static final int MOVE_BATCH = 8;
     private static final String FILE_PERMS = "rw-------";
     private static final SecureRandom RANDOM = new SecureRandom();
     private static final String STALL = System.getenv(ARCHIVE_STALL_ENV);
@@ -76,12 +73,26 @@ final class Archiver {
     private Thread thread;
     private long settlingIndex = -1;  // the segment `settling` reads, rolling back dead writers' slots
     private MappedBusReader settling;
-    /** The archiver's failure (kept; the writer's close throws it), or null. */
-    volatile Throwable error;
+    private volatile Throwable error;
     /** Segments moved by this archiver. */
-    volatile long moved;
+    private volatile long moved;
 
-    Archiver(Path hot, BusMeta meta, ArchiveFiles.Config cfg, boolean allowForeign, int timeoutMs) {
+    /**
+     * Opens a reader of one hot segment that rolls back, after its timeout, the slots of writers that are gone, asking
+     * the bus's writers file {@code writers} about the holders (the API's {@code MappedBusReader.forSegment}, which
+     * only its package calls): what the archiver reads a segment with until every slot is settled.
+     */
+    @FunctionalInterface
+    public interface SettlingReaders {
+        MappedBusReader open(Path segment, long segmentSize, int recordSize, Path writers, long firstPosition)
+                throws IOException;
+    }
+
+    private final SettlingReaders settlingReaders;
+
+    public Archiver(Path hot, BusMeta meta, ArchiveFiles.Config cfg, boolean allowForeign, int timeoutMs,
+            SettlingReaders settlingReaders) {
+        this.settlingReaders = settlingReaders;
         this.hot = hot;
         this.meta = meta;
         this.cfg = cfg;
@@ -91,15 +102,25 @@ final class Archiver {
         this.timeoutMs = timeoutMs;
     }
 
+    /** The archiver's failure (kept; the writer's close throws it), or null. */
+    public Throwable error() {
+        return error;
+    }
+
+    /** Segments moved by this archiver. */
+    public long moved() {
+        return moved;
+    }
+
     /** Starts the daemon thread. */
-    void start() {
+    public void start() {
         thread = new Thread(this::run, "mappedbus-archiver " + hot.getFileName());
         thread.setDaemon(true);
         thread.start();
     }
 
     /** Look now (the writer rolled): one unpark, nothing else on the write path. */
-    void wake() {
+    public void wake() {
         Thread t = thread;
         if (t != null) {
             LockSupport.unpark(t);
@@ -107,7 +128,7 @@ final class Archiver {
     }
 
     /** Stops the thread and lets the lock go. */
-    void stop() {
+    public void stop() {
         stop = true;
         Thread t = thread;
         if (t != null) {
@@ -136,7 +157,7 @@ final class Archiver {
      *
      * @return true if none is due
      */
-    boolean waitIdle(long timeout, TimeUnit unit) throws IOException {
+    public boolean waitIdle(long timeout, TimeUnit unit) throws IOException {
         long deadline = System.nanoTime() + unit.toNanos(timeout);
         for (;;) {
             if (holding && !busy && candidates().length == 0) {
@@ -189,7 +210,7 @@ final class Archiver {
     }
 
     /** One look: returns the segments moved. */
-    long[] runOnce() throws IOException {
+    public long[] runOnce() throws IOException {
         if (!takeLock()) {
             return new long[0];
         }
@@ -219,7 +240,7 @@ final class Archiver {
     }
 
     /** The hot segments due to move, oldest first (not yet checked to be settled). */
-    long[] candidates() throws IOException {
+    public long[] candidates() throws IOException {
         long[] segs = hotSegments(hot);
         if (segs.length < 2) {
             return new long[0];
@@ -258,12 +279,8 @@ final class Archiver {
             closeSettling();
         }
         if (settling == null) {
-            settling = MappedBusReader.forSegment(segmentPath(hot, k).toString(), segmentSize, recordSize, false)
-                    .setAllowForeign(allowForeign)
-                    .askingWriters(hot.resolve(Layout.WRITERS_FILE).toString(),
-                            Layout.joinPosition(k, 0, segmentSize))
-                    .setFrames(meta.frames())
-                    .open();
+            settling = settlingReaders.open(segmentPath(hot, k), segmentSize, recordSize,
+                    hot.resolve(Layout.WRITERS_FILE), Layout.joinPosition(k, 0, segmentSize));
             settling.setTimeout(timeoutMs);
             settlingIndex = k;
         }
@@ -288,11 +305,11 @@ final class Archiver {
 
     // ---- the steps (static: the unit tests run them one by one) ----
 
-    static Path segmentPath(Path dir, long index) {
+    public static Path segmentPath(Path dir, long index) {
         return dir.resolve(Layout.segmentName(index));
     }
 
-    static long[] hotSegments(Path hot) throws IOException {
+    public static long[] hotSegments(Path hot) throws IOException {
         List<Long> out = new ArrayList<>();
         try (DirectoryStream<Path> s = Files.newDirectoryStream(hot, "*" + Layout.SEGMENT_SUFFIX)) {
             for (Path p : s) {
@@ -319,7 +336,7 @@ final class Archiver {
     /**
      * Whether a segment is full and every slot of it committed or rolled back (its limit and status words, read-only).
      */
-    static boolean settled(Path path, long segmentSize, int recordSize) throws IOException {
+    public static boolean settled(Path path, long segmentSize, int recordSize) throws IOException {
         long end = RollingLayout.endBoundary(segmentSize, recordSize);
         long slot = Layout.slotSize(recordSize);
         try (FileChannel ch = FileChannel.open(path, StandardOpenOption.READ, LinkOption.NOFOLLOW_LINKS)) {
@@ -397,7 +414,7 @@ final class Archiver {
      * Moves settled segments from {@code hot} into the archive together, through the states of {@link MoveState} in
      * order (the caller holds the archiver's lock and checked {@link #settled}): Python's {@code move_segments}.
      */
-    static void moveSegments(Path hot, ArchiveFiles.Config cfg, long[] indices, long segmentSize,
+    public static void moveSegments(Path hot, ArchiveFiles.Config cfg, long[] indices, long segmentSize,
                              boolean allowForeign) throws IOException {
         Path aix = cfg.dir().resolve(Layout.TIME_INDEX_DIR);
         stall(MoveState.MOVE_SETTLED);
@@ -514,7 +531,7 @@ final class Archiver {
      *
      * @return the segments it completed
      */
-    static long[] completeMoves(Path hot, ArchiveFiles.Config cfg) throws IOException {
+    public static long[] completeMoves(Path hot, ArchiveFiles.Config cfg) throws IOException {
         for (Path d : new Path[] {cfg.dir(), cfg.dir().resolve(Layout.TIME_INDEX_DIR)}) {
             try (DirectoryStream<Path> s = Files.newDirectoryStream(d, Layout.TMP_PREFIX + "*")) {
                 for (Path p : s) {
@@ -554,7 +571,7 @@ final class Archiver {
      *
      * @return the removed segments
      */
-    static long[] applyArchiveRetention(ArchiveFiles.Config cfg, BusMeta meta, long nowMs) throws IOException {
+    public static long[] applyArchiveRetention(ArchiveFiles.Config cfg, BusMeta meta, long nowMs) throws IOException {
         if (cfg.retainSegments() == 0 && cfg.retainBytes() == 0 && cfg.retainAgeMs() == 0) {
             return new long[0];
         }
@@ -596,7 +613,7 @@ final class Archiver {
      *
      * @throws BusMismatchException if it holds another bus's
      */
-    static void prepareArchive(Path hot, BusMeta meta, ArchiveFiles.Config cfg, boolean allowForeign)
+    public static void prepareArchive(Path hot, BusMeta meta, ArchiveFiles.Config cfg, boolean allowForeign)
             throws IOException {
         java.nio.file.attribute.FileAttribute<?> dirPerms = PosixFilePermissions.asFileAttribute(
                 PosixFilePermissions.fromString("rwx------"));
@@ -625,7 +642,7 @@ final class Archiver {
     }
 
     /** The compression of archived segments (a class of its own: the libraries are loaded only when compressing). */
-    static final class ArchiveCompressor {
+    public static final class ArchiveCompressor {
         private ArchiveCompressor() {
         }
 

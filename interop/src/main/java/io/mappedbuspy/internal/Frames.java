@@ -1,20 +1,23 @@
-package io.mappedbuspy;
+package io.mappedbuspy.internal;
 
-import io.mappedbuspy.internal.*;
+import io.mappedbuspy.*;
 
 import java.nio.ByteBuffer;
 
 /**
  * The steps of the frame protocol on a mapped file (docs/design/frames.md; layout in {@link Layout}, FRAME_*), written
- * once for the writers ({@link MappedBusWriter}, the Spark connector), the readers ({@link SlotScan}) and the writer
- * that takes over a dead one's claim. Positions are offsets in the file; the caller checked they lie on the grid.
+ * once for the writers ({@link MappedBusWriter}, the Spark connector), the readers ({@code io.mappedbuspy.SlotScan})
+ * and the writer that takes over a dead one's claim. Positions are offsets in the file; the caller checked they lie
+ * on the grid.
+ * <p>Internal: not a supported API. Public only for the library's own packages (io.mappedbuspy and the
+ * Spark connector); it may change in any release.
  */
-final class Frames {
+public final class Frames {
     private Frames() {
     }
 
     /** A framed bus's record size: a multiple of {@link Layout#FRAME_RECORD_ALIGN}, at least the frame header. */
-    static void checkRecordSize(int recordSize) {
+    public static void checkRecordSize(int recordSize) {
         if (recordSize < Layout.FRAME_MIN_RECORD_SIZE || recordSize % Layout.FRAME_RECORD_ALIGN != 0) {
             throw new IllegalArgumentException("a framed bus's recordSize must be a multiple of "
                     + Layout.FRAME_RECORD_ALIGN + " and at least " + Layout.FRAME_MIN_RECORD_SIZE + ", got " + recordSize);
@@ -22,7 +25,7 @@ final class Frames {
     }
 
     /** The slots of the file from {@code pos} on (pos a slot boundary). */
-    static long slotsLeft(long pos, long fileSize, long slot) {
+    public static long slotsLeft(long pos, long fileSize, long slot) {
         return pos > fileSize - slot ? 0 : (fileSize - pos) / slot;
     }
 
@@ -34,7 +37,7 @@ final class Frames {
      * @return true if committed; false if a reader had rolled the message back first (nothing more was written
      *         after a lost count CAS)
      */
-    static boolean fill(MemoryMappedFile m, long pos, long n, int length, int topic, int flags, byte[] src, int offset,
+    public static boolean fill(MemoryMappedFile m, long pos, long n, int length, int topic, int flags, byte[] src, int offset,
                         ByteBuffer buf) {
         if (n == 1) {
             // One slot: a plain store will do, as a reader's rollback writes the same count (docs/design/frames.md).
@@ -58,7 +61,7 @@ final class Frames {
      * A reservation at {@code pos} that runs past the end of the file: the slots inside it become a padding, a
      * rolled-back frame of the slots left (meta CAS, then status CAS 0 -> 2).
      */
-    static void pad(MemoryMappedFile m, long pos, long fileSize, long slot) {
+    public static void pad(MemoryMappedFile m, long pos, long fileSize, long slot) {
         long left = slotsLeft(pos, fileSize, slot);
         m.compareAndSetInt(pos + Layout.METADATA_OFFSET, 0, Layout.frameMeta(Math.min(left, Layout.FRAME_MAX_SLOTS)));
         m.casStatus(pos, Layout.STATUS_NOT_SET, Layout.STATUS_ROLLED_BACK);
@@ -70,14 +73,14 @@ final class Frames {
      *
      * @return true if this call rolled it back (false: the writer committed, or another reader rolled it back)
      */
-    static boolean giveUp(MemoryMappedFile m, long pos, long k) {
+    public static boolean giveUp(MemoryMappedFile m, long pos, long k) {
         m.compareAndSetInt(pos + Layout.METADATA_OFFSET, 0, Layout.frameMeta(Math.max(1, Math.min(k,
                 Layout.FRAME_MAX_SLOTS))));
         return m.casStatus(pos, Layout.STATUS_NOT_SET, Layout.STATUS_ROLLED_BACK);
     }
 
     /** The slots a rolled-back frame (status 2) takes: its count, or 1 when the meta holds none. */
-    static long skipSlots(int meta) {
+    public static long skipSlots(int meta) {
         int n = Layout.frameMetaSlots(meta);
         return n >= 1 ? n : 1;
     }
@@ -88,7 +91,7 @@ final class Frames {
      *
      * @throws CorruptBusException naming the position otherwise
      */
-    static long committedSlots(String path, long pos, int meta, long length, long fileSize, long slot)
+    public static long committedSlots(String path, long pos, int meta, long length, long fileSize, long slot)
             throws CorruptBusException {
         int n = Layout.frameMetaSlots(meta);
         if (n < 1 || n > slotsLeft(pos, fileSize, slot)) {

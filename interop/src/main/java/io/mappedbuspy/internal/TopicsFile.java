@@ -1,6 +1,6 @@
-package io.mappedbuspy;
+package io.mappedbuspy.internal;
 
-import io.mappedbuspy.internal.*;
+import io.mappedbuspy.*;
 
 import java.io.IOException;
 import java.nio.charset.CharacterCodingException;
@@ -21,6 +21,8 @@ import java.util.Map;
  *
  * <p>Opened with the side files' safe-open rules (no links, a regular file of this user, exactly its size, its
  * magic and version). Not thread-safe.
+ * <p>Internal: not a supported API. Public only for the library's own packages (io.mappedbuspy and the
+ * Spark connector); it may change in any release.
  */
 public final class TopicsFile implements AutoCloseable {
     private final MemoryMappedFile mem;
@@ -33,7 +35,7 @@ public final class TopicsFile implements AutoCloseable {
     }
 
     /** The topics file of a bus for a writer: made, all zero, if absent. */
-    static TopicsFile forWriter(Path file, boolean allowForeign) throws IOException {
+    public static TopicsFile forWriter(Path file, boolean allowForeign) throws IOException {
         MemoryMappedFile.OpenOptions o = new MemoryMappedFile.OpenOptions();
         o.create = true;
         o.grow = true;
@@ -44,7 +46,7 @@ public final class TopicsFile implements AutoCloseable {
     }
 
     /** The topics file of a bus for a reader: read-only; it must exist (NoSuchFileException: no topic named yet). */
-    static TopicsFile forReader(Path file, boolean allowForeign) throws IOException {
+    public static TopicsFile forReader(Path file, boolean allowForeign) throws IOException {
         MemoryMappedFile.OpenOptions o = new MemoryMappedFile.OpenOptions();
         o.readOnly = true;
         o.lock = false;
@@ -77,7 +79,7 @@ public final class TopicsFile implements AutoCloseable {
      * The UTF-8 bytes of a topic name, checked: 1 to {@link Layout#TOPIC_NAME_MAX} bytes, no NUL or control
      * characters.
      */
-    static byte[] checkName(String name) {
+    public static byte[] checkName(String name) {
         if (name == null) {
             throw new IllegalArgumentException("a topic name is a string, not null (no topic: write without one)");
         }
@@ -90,7 +92,7 @@ public final class TopicsFile implements AutoCloseable {
     }
 
     /** Reads the entries published since the last look (acquire loads of their lengths). */
-    void refresh() throws CorruptBusException {
+    public void refresh() throws CorruptBusException {
         int count = Math.min(mem.getIntAcquire(Layout.TOPICS_COUNT_OFFSET), Layout.TOPICS_MAX);
         for (int id = 1; id <= count; id++) {
             if (names[id] != null) {
@@ -124,7 +126,7 @@ public final class TopicsFile implements AutoCloseable {
      *
      * @return the name, or null if the entry is not published
      */
-    String name(int id) throws CorruptBusException {
+    public String name(int id) throws CorruptBusException {
         if (id < 1 || id > Layout.TOPICS_MAX) {
             return null;
         }
@@ -135,7 +137,7 @@ public final class TopicsFile implements AutoCloseable {
     }
 
     /** Every published id of {@code name} (a topic is the set of its ids), as of now. */
-    List<Integer> idsOf(String name) throws CorruptBusException {
+    public List<Integer> idsOf(String name) throws CorruptBusException {
         refresh();
         List<Integer> out = new ArrayList<>();
         for (int id = 1; id <= Layout.TOPICS_MAX; id++) {
@@ -152,7 +154,7 @@ public final class TopicsFile implements AutoCloseable {
      *
      * @throws TopicsFullException if all {@link Layout#TOPICS_MAX} entries are taken
      */
-    int idFor(String name) throws CorruptBusException {
+    public int idFor(String name) throws CorruptBusException {
         Integer known = ids.get(name);
         if (known != null) {
             return known;

@@ -1,4 +1,6 @@
-package io.mappedbuspy;
+package io.mappedbuspy.internal;
+
+import io.mappedbuspy.*;
 
 import java.io.IOException;
 import java.nio.channels.FileChannel;
@@ -20,8 +22,10 @@ import java.util.concurrent.TimeUnit;
  * Under {@link SyncPolicy#SEGMENT} a full segment is synced when the writer rolls out of it, under
  * {@link SyncPolicy#INTERVAL} everything every interval: both on one daemon thread of this writer, off its writes. A
  * failure there is kept and thrown by the next {@link #sync()} (or {@link #close()}'s caller's sync).
+ * <p>Internal: not a supported API. Public only for the library's own packages (io.mappedbuspy and the
+ * Spark connector); it may change in any release.
  */
-final class WriterSync implements AutoCloseable {
+public final class WriterSync implements AutoCloseable {
     private final Path dir;
     private final SyncPolicy policy;
     private final long intervalNs;
@@ -32,9 +36,9 @@ final class WriterSync implements AutoCloseable {
     private ScheduledExecutorService thread;
     private volatile IOException failed;
     /** sync() calls completed, for tests and the benchmark. */
-    volatile long syncs;
+    private volatile long syncs;
 
-    WriterSync(Path dir, SyncPolicy policy, long intervalNs, long segment) {
+    public WriterSync(Path dir, SyncPolicy policy, long intervalNs, long segment) {
         this.dir = dir;
         this.policy = policy;
         this.intervalNs = intervalNs;
@@ -57,7 +61,7 @@ final class WriterSync implements AutoCloseable {
     }
 
     /** The writer moved from segment {@code full} (full now) to {@code segment}. */
-    void rolled(long full, long segment) {
+    public void rolled(long full, long segment) {
         current = segment;
         if (policy == SyncPolicy.SEGMENT) {
             thread().execute(() -> {
@@ -79,7 +83,7 @@ final class WriterSync implements AutoCloseable {
      *
      * @throws IOException if a file or directory cannot be synced (or the policy's thread failed to)
      */
-    void sync() throws IOException {
+    public void sync() throws IOException {
         IOException e = failed;
         if (e != null) {
             failed = null;
@@ -136,7 +140,7 @@ final class WriterSync implements AutoCloseable {
     }
 
     // fsync of a directory (its entries: files made, linked, renamed or removed there); nothing if it is gone.
-    static void forceDir(Path d) throws IOException {
+    public static void forceDir(Path d) throws IOException {
         try (FileChannel ch = FileChannel.open(d, StandardOpenOption.READ)) {
             ch.force(true);
         } catch (NoSuchFileException e) {
@@ -159,11 +163,11 @@ final class WriterSync implements AutoCloseable {
         }
     }
 
-    SyncPolicy policy() {
+    public SyncPolicy policy() {
         return policy;
     }
 
-    long intervalNs() {
+    public long intervalNs() {
         return intervalNs;
     }
 }

@@ -1,4 +1,6 @@
-package io.mappedbuspy;
+package io.mappedbuspy.internal;
+
+import io.mappedbuspy.*;
 
 import java.io.IOException;
 import java.nio.file.NoSuchFileException;
@@ -8,8 +10,10 @@ import java.util.Set;
 /**
  * A reader's view of its framed bus's topics: the names of the ids its messages carry (the topics file opened at the
  * first id met, read again once per id not seen yet) and its topic filter, decided once per id.
+ * <p>Internal: not a supported API. Public only for the library's own packages (io.mappedbuspy and the
+ * Spark connector); it may change in any release.
  */
-final class TopicNames implements AutoCloseable {
+public final class TopicNames implements AutoCloseable {
     private static final byte UNKNOWN = 0;
     private static final byte WANTED = 1;
     private static final byte UNWANTED = 2;
@@ -21,18 +25,18 @@ final class TopicNames implements AutoCloseable {
     private Set<String> wanted;
     private final byte[] decided = new byte[Layout.TOPICS_MAX + 1];
 
-    TopicNames(Path path, boolean allowForeign) {
+    public TopicNames(Path path, boolean allowForeign) {
         this.path = path;
         this.allowForeign = allowForeign;
     }
 
     /** Delivers only messages of these topics (null: all). */
-    void filter(Set<String> topics) {
+    public void filter(Set<String> topics) {
         wanted = topics;
         java.util.Arrays.fill(decided, UNKNOWN);
     }
 
-    boolean filtering() {
+    public boolean filtering() {
         return wanted != null;
     }
 
@@ -40,7 +44,7 @@ final class TopicNames implements AutoCloseable {
      * Whether a message of topic {@code id} passes the filter (no topic: without a filter, or with null in it: a
      * group member's filter, as Python's {@code topics=[None, ...]}).
      */
-    boolean wants(int id, long pos) throws CorruptBusException {
+    public boolean wants(int id, long pos) throws CorruptBusException {
         if (wanted == null) {
             return true;
         }
@@ -61,7 +65,7 @@ final class TopicNames implements AutoCloseable {
      *
      * @throws CorruptBusException if the id's entry is not published (a committed message's always is)
      */
-    String name(int id, long pos) throws CorruptBusException {
+    public String name(int id, long pos) throws CorruptBusException {
         if (id == Layout.FRAME_TOPIC_NONE) {
             return null;
         }

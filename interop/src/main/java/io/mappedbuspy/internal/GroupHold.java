@@ -1,6 +1,6 @@
-package io.mappedbuspy;
+package io.mappedbuspy.internal;
 
-import io.mappedbuspy.internal.*;
+import io.mappedbuspy.*;
 
 import java.io.IOException;
 import java.nio.ByteBuffer;
@@ -9,7 +9,6 @@ import java.nio.charset.CharacterCodingException;
 import java.nio.charset.CharsetDecoder;
 import java.nio.charset.CodingErrorAction;
 import java.nio.charset.StandardCharsets;
-import java.nio.file.Path;
 import java.util.HexFormat;
 
 /**
@@ -19,10 +18,12 @@ import java.util.HexFormat;
  * done). Retention keeps that position's segment as it keeps a named consumer's, under the same
  * {@code max_consumer_lag} and {@code on_consumer_lag}. A member commits the start when it moved: at most every
  * {@link #HOLD_NS} while acking, at once when it waits or closes.
+ * <p>Internal: not a supported API. Public only for the library's own packages (io.mappedbuspy and the
+ * Spark connector); it may change in any release.
  */
-final class GroupHold implements AutoCloseable {
+public final class GroupHold implements AutoCloseable {
     /** A member commits the entry at most this often while acking (as HOLD_NS of _group.pyx). */
-    static final long HOLD_NS = 1_000_000;
+    public static final long HOLD_NS = 1_000_000;
     private static final int NAME_MAX = Layout.CONSUMER_NAME_MAX;
     private static final int CUT = 41; // bytes of a long group name kept before "~" and its hash
 
@@ -41,12 +42,11 @@ final class GroupHold implements AutoCloseable {
     }
 
     /**
-     * The entry of {@code group} in the registry of the rolling bus {@code dir} (made with the registry if absent, at
-     * {@code position}).
+     * The entry of {@code group} in {@code reg}, the registry of its rolling bus (made if absent, at
+     * {@code position}). The hold owns {@code reg} from then on: it closes it, at once if this fails.
      */
-    static GroupHold open(Path dir, String group, String busIdHex, long position, boolean allowForeign)
+    public static GroupHold open(ConsumerRegistry reg, String group, String busIdHex, long position)
             throws IOException {
-        ConsumerRegistry reg = Consumers.openFor(dir, true, allowForeign);
         try {
             String n = holdName(group);
             return new GroupHold(reg, n, busIdHex, reg.ensureShared(n, busIdHex, position));
@@ -62,7 +62,7 @@ final class GroupHold implements AutoCloseable {
      *
      * @return whether it committed
      */
-    boolean hold(long start, long position, boolean now) throws IOException {
+    public boolean hold(long start, long position, boolean now) throws IOException {
         if (start == committed) {
             return false;
         }
@@ -81,7 +81,7 @@ final class GroupHold implements AutoCloseable {
 
     /** The registry name of a group's entry, as {@code hold_name} of _group.pyx: {@code group:NAME}, a name too long
      * for an entry cut and given an 8-byte BLAKE2b hash of the whole group name. */
-    static String holdName(String group) {
+    public static String holdName(String group) {
         String n = "group:" + group;
         byte[] whole = group.getBytes(StandardCharsets.UTF_8);
         if (n.getBytes(StandardCharsets.UTF_8).length <= NAME_MAX) {
@@ -122,7 +122,7 @@ final class GroupHold implements AutoCloseable {
         {10, 2, 8, 4, 7, 6, 1, 5, 15, 11, 9, 14, 3, 12, 13, 0},
     };
 
-    static byte[] blake2b8(byte[] data) {
+    public static byte[] blake2b8(byte[] data) {
         if (data.length > 128) {
             throw new IllegalArgumentException("one block at most");
         }

@@ -1,6 +1,6 @@
-package io.mappedbuspy;
+package io.mappedbuspy.internal;
 
-import io.mappedbuspy.internal.*;
+import io.mappedbuspy.*;
 
 import java.io.IOException;
 import java.nio.ByteBuffer;
@@ -28,6 +28,8 @@ import java.util.OptionalLong;
  *
  * <p>An instance is an index as read: its entries sorted by time, all-zero entries dropped, a torn last entry (shorter
  * than 16 bytes: a power loss) ignored. {@link Appender} is a writer's descriptor for appending.
+ * <p>Internal: not a supported API. Public only for the library's own packages (io.mappedbuspy and the
+ * Spark connector); it may change in any release.
  */
 public final class TimeIndex {
     private static final SecureRandom RANDOM = new SecureRandom();
@@ -235,7 +237,7 @@ public final class TimeIndex {
     }
 
     /** {@link #read}'s checks on the bytes of an index file. */
-    static TimeIndex parse(Path path, byte[] data, String busId, long segment, long segmentSize, int recordSize)
+    public static TimeIndex parse(Path path, byte[] data, String busId, long segment, long segmentSize, int recordSize)
             throws CorruptBusException {
         if (data.length < Layout.TIME_INDEX_ENTRIES_OFFSET) {
             throw bad(path, busId, segment, data.length + " bytes, shorter than its "
