@@ -42,6 +42,10 @@ __all__ = ("SegmentRoller", "Claim", "SegmentClaims", "OpenSegment", "Spare", "F
 # every _every): its next step (the link, which the creator's retention follows) comes soon.
 SPARE_POLL_WRITES = 64
 
+# A spare made early (short of the current segment's middle) is also prefaulted: its pages
+# zeroed in the background before it is linked (``BackgroundCall.fallocate(prefault=True)``).
+PREFAULT_EARLY = False
+
 
 class _HoldUnknown(enum.Enum):
     """``_hold_or_defer``'s outcome when the consumers' holds are not known."""
@@ -487,9 +491,9 @@ class SegmentRoller:
         size = mapped_size(self.segment_size)
         if claim is Claim.TAKEN:      # the call releases the claim once it is done
             call = BackgroundCall.fallocate(fd, size, self._claims.fd, SEGMENT_CLAIM_BASE + nxt,
-                                            prefault=early)
+                                            prefault=early and PREFAULT_EARLY)
         else:
-            call = BackgroundCall.fallocate(fd, size, prefault=early)
+            call = BackgroundCall.fallocate(fd, size, prefault=early and PREFAULT_EARLY)
         self._job = _SpareJob(nxt, call, tmp, fd, early)
         self._countdown = min(self._every, SPARE_POLL_WRITES)
 
@@ -558,4 +562,4 @@ class SegmentRoller:
             self._after_create(job.index, self._k)
         if job.index == self._k + 1 and (then_map or not wait):
             # Prefaulted (made early): its pages only mapped (MADV_POPULATE_READ, cheaper).
-            self._start_mapping(job.index, made=linked and not job.early)
+            self._start_mapping(job.index, made=linked and not (job.early and PREFAULT_EARLY))

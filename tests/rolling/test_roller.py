@@ -132,11 +132,13 @@ def _has_data_at(fd, offset):
         raise
 
 
-def test_the_spare_is_made_and_prefaulted_early_and_linked_from_the_middle():
+def test_the_spare_is_made_and_prefaulted_early_and_linked_from_the_middle(monkeypatch):
     import pytest
     import tempfile
+    from mappedbus_py.rolling import roller
     if not os.path.isdir("/dev/shm"):
         pytest.skip("needs tmpfs at /dev/shm")
+    monkeypatch.setattr(roller, "PREFAULT_EARLY", True)
     with tempfile.TemporaryDirectory(dir="/dev/shm") as d:
         path = os.path.join(d, "bus.d")
         seg = 1 << 20
@@ -161,6 +163,27 @@ def test_the_spare_is_made_and_prefaulted_early_and_linked_from_the_middle():
             assert not _tmp_files(path, 1)
         finally:
             w.close()
+
+
+def test_without_prefault_the_early_spare_is_only_preallocated(monkeypatch):
+    import pytest
+    import tempfile
+    from mappedbus_py.rolling import roller
+    if not os.path.isdir("/dev/shm"):
+        pytest.skip("needs tmpfs at /dev/shm")
+    monkeypatch.setattr(roller, "PREFAULT_EARLY", False)
+    with tempfile.TemporaryDirectory(dir="/dev/shm") as d:
+        path = os.path.join(d, "bus.d")
+        seg = 1 << 20
+        with RollingBusWriter(path, seg, 12) as w:
+            w.write(PriceUpdate(1, 2, 3))
+            assert w._job is not None and w._job.early
+            assert w._job.call.wait() == 0
+            fd = os.open(os.path.join(path, _tmp_files(path, 1)[0]), os.O_RDONLY)
+            try:
+                assert not _has_data_at(fd, seg - 4096)   # what the prefault test tells apart
+            finally:
+                os.close(fd)
 
 
 def test_a_writer_closed_short_of_the_middle_leaves_no_next_segment(tmp_path):
