@@ -27,7 +27,7 @@
 #define MADV_POPULATE_WRITE 23
 #endif
 
-enum { MB_BG_FALLOCATE = 1, MB_BG_MADVISE = 2 };
+enum { MB_BG_FALLOCATE = 1, MB_BG_MADVISE = 2, MB_BG_MUNMAP = 3 };
 
 typedef struct {
     pthread_t thread;
@@ -39,15 +39,38 @@ typedef struct {
     void *addr;         /* MB_BG_MADVISE: [addr, addr + len) with `advice` */
     size_t len;
     int advice;
+    int prefault;       /* MB_BG_FALLOCATE: then its pages made up to date (zeroed) */
     int rc;             /* 0, or the error number */
     int done;
 } mb_bg;
+
+/* A made file's pages written once, through a mapping of its own (then unmapped), so that
+ * the writes into the segment find them up to date: MADV_POPULATE_WRITE (Linux 5.14), else
+ * each page's first byte read and written back (the file is nobody else's yet). Best
+ * effort: a failure leaves the pages to the writes, as without it. */
+static void mb_bg_prefault(int fd, size_t len) {
+    long page = sysconf(_SC_PAGESIZE);
+    char *base = (char *)mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED) {
+        return;
+    }
+    if (madvise(base, len, MADV_POPULATE_WRITE) != 0 && page > 0) {
+        volatile char *p = (volatile char *)base;
+        for (size_t off = 0; off < len; off += (size_t)page) {
+            p[off] = p[off];
+        }
+    }
+    munmap(base, len);
+}
 
 static void *mb_bg_run(void *arg) {
     mb_bg *j = (mb_bg *)arg;
     int rc;
     if (j->kind == MB_BG_FALLOCATE) {
         rc = posix_fallocate(j->fd, 0, (off_t)j->len);
+        if (rc == 0 && j->prefault) {
+            mb_bg_prefault(j->fd, j->len);
+        }
         if (j->unlock_fd >= 0) {
             struct flock fl;
             memset(&fl, 0, sizeof fl);
@@ -57,6 +80,8 @@ static void *mb_bg_run(void *arg) {
             fl.l_len = 1;
             fcntl(j->unlock_fd, F_SETLK, &fl);  /* POSIX locks are the process's: any thread */
         }
+    } else if (j->kind == MB_BG_MUNMAP) {
+        rc = munmap(j->addr, j->len) == 0 ? 0 : errno;
     } else {
         rc = madvise(j->addr, j->len, j->advice) == 0 ? 0 : errno;
     }

@@ -50,6 +50,7 @@ cdef class MappedFile:
     cdef _grow(self, int fd, int64_t size, bint preallocate)
     cdef _map(self, int fd, int64_t size, bint prefault)
     cdef _unmap(self)
+    cdef char *_detach(self)
     cdef _watch(self, int64_t record_size, bint segment)
     cpdef int check_file(self, bint removal_ok=*) except -1
     cdef int raise_dead(self) except -1

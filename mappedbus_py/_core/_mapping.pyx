@@ -355,6 +355,20 @@ cdef class MappedFile:
             munmap(self.base, <size_t>self.mapped_size)
             self.base = NULL
 
+    cdef char *_detach(self):
+        # _unmap's bookkeeping without the munmap: the range, returned (NULL if none), is
+        # the caller's to unmap (a rolling writer's retired segment, unmapped off its
+        # writing thread: rolling/_rolling.pyx, BackgroundCall.unmap). Never with exports.
+        cdef char *base = self.base
+        if self._watch_slot >= 0:
+            watch_unregister(self._watch_slot)
+            self._watch_slot = -1
+        if base != NULL:
+            guard_unregister(self._guard_slot)
+            self._guard_slot = -1
+            self.base = NULL
+        return base
+
     @property
     def closed(self):
         return self.base == NULL

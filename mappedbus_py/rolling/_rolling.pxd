@@ -17,9 +17,11 @@ cdef extern from "_background.h" nogil:
         void *addr
         size_t len
         int advice
+        int prefault
         int rc
     int MB_BG_FALLOCATE
     int MB_BG_MADVISE
+    int MB_BG_MUNMAP
     int MADV_POPULATE_READ
     int MADV_POPULATE_WRITE
     void *mb_bg_run(void *arg)

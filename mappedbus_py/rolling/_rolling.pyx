@@ -37,6 +37,7 @@ from .._core._clock cimport coarse_ns
 from .._core._reader cimport MappedBusReader
 from .._core._slotscan cimport SlotScan, END, scan_meta
 from .._core._writer cimport MappedBusWriter
+from .._core._mapping cimport MappedFile
 from .._core._layout cimport (LIMIT_OFFSET, FIRST_RECORD_OFFSET, STATUS_OFFSET, METADATA_OFFSET,
                        PAYLOAD_OFFSET, HEADER_SIZE)
 from .._core._guard cimport guard_is_dead
@@ -74,17 +75,41 @@ cdef class BackgroundCall:
                 mb_bg_join(&self._job)   # never leave its thread writing into freed memory
 
     @staticmethod
-    def fallocate(int fd, int64_t size, int unlock_fd=-1, int64_t unlock_at=0):
-        """posix_fallocate(fd, 0, size) in the background; then, given ``unlock_fd``, the
-        POSIX lock on its byte ``unlock_at`` released (a segment's claim lapses with its file
-        made, as the Java writer's does: a writer that must roll never waits on one that went
-        quiet before linking it)."""
+    def fallocate(int fd, int64_t size, int unlock_fd=-1, int64_t unlock_at=0,
+                  bint prefault=False):
+        """posix_fallocate(fd, 0, size) in the background; with ``prefault``, then its pages
+        made up to date through a mapping of the thread's own (MADV_POPULATE_WRITE, else a
+        write a page: the zeroing a segment's first writes would pay, 64 MiB in 35-45 ms);
+        then, given ``unlock_fd``, the POSIX lock on its byte ``unlock_at`` released (a
+        segment's claim lapses with its file made, as the Java writer's does: a writer that
+        must roll never waits on one that went quiet before linking it)."""
         cdef BackgroundCall c = BackgroundCall.__new__(BackgroundCall)
         c._job.kind = MB_BG_FALLOCATE
         c._job.fd = fd
         c._job.len = <size_t>size
+        c._job.prefault = prefault
         c._job.unlock_fd = unlock_fd
         c._job.unlock_at = unlock_at
+        c._start()
+        return c
+
+    @staticmethod
+    def unmap(MappedBusWriter w):
+        """Close ``w`` with its mapping unmapped in the background (a retired segment's:
+        4-17 ms for 64 MiB populated, off the writing thread). None when ``w`` was closed
+        here and then (nothing mapped, or a buffer still exported, which ``close`` reports)."""
+        cdef MappedFile f = w._file
+        if f is None or f.base == NULL or f._exports > 0:
+            w.close()
+            return None
+        cdef size_t length = <size_t>f.mapped_size
+        cdef char *base = f._detach()
+        w.close()                       # the mapping is detached: this unmaps nothing
+        cdef BackgroundCall c = BackgroundCall.__new__(BackgroundCall)
+        c._job.unlock_fd = -1
+        c._job.kind = MB_BG_MUNMAP
+        c._job.addr = base
+        c._job.len = length
         c._start()
         return c
 

@@ -216,6 +216,14 @@ def link_temporary(path, index, tmp):
             pass
 
 
+def temporary_exists(path, index):
+    """Whether a temporary file of segment ``index`` (``open_temporary``) is in the
+    directory: being made by some writer, or left by a killed one."""
+    prefix = f"{TMP_PREFIX}{segment_name(index)}-"
+    with os.scandir(os.fspath(path)) as it:
+        return any(entry.name.startswith(prefix) for entry in it)
+
+
 def remove_stale_tmp(path, max_age_s=TMP_MAX_AGE_S):
     """Remove temporary files older than ``max_age_s`` (left by killed creators)."""
     now = time.time()

@@ -11,7 +11,7 @@ from ..formats.layout import TOPICS_FILE, WRITERS_FILE, slot_size
 from ..formats.positions import slots_per_segment
 from ._rolling import RollingWriterBase
 from .directory import (choose_current, create_or_open_meta, create_segment, list_segments,
-                        open_dir, open_wake, writer_sizes)
+                        open_dir, open_wake, read_limit, writer_sizes)
 from .options import check_consumer_policy, check_retention, check_segment_sizes, reopen
 from .roller import OpenSegment, SegmentClaims, SegmentRoller
 from .journal import WriterJournal, check_sync, settle_time_index
@@ -47,7 +47,7 @@ class RollingBusWriter(SegmentRoller, RollingWriterBase):
                  '_k', '_kwargs', '_mark', '_mode', '_prefault', '_registry', '_registry_error',
                  '_retention', '_retired', '_slot', '_spare', '_wake', '_writers',
                  '_journal', '_archiver', '_archive_cfg', '_time_index', '_frames',
-                 '_serializer', '_topics', '_topic_ids')
+                 '_serializer', '_topics', '_topic_ids', '_unmaps', '_early')
 
 
     def __init__(self, path, segment_size=None, record_size=None, *, retain_segments=0,
@@ -115,6 +115,9 @@ class RollingBusWriter(SegmentRoller, RollingWriterBase):
         self._job = None          # _SpareJob: the spare being made or mapped in the background
         self._fd = -1             # the current segment, read-only: to look at its limit
         self._retired = []        # OpenSegments left behind, closed later
+        self._unmaps = []         # BackgroundCalls unmapping retired segments
+        self._early = -1          # the segment whose spare a look-ahead last tried to make
+                                  # early (short of the current one's middle)
         self._mark = None         # FullMark: the last roll, its time to set as the mtime
         self._countdown = 0
         self._wake = None         # DIR/bus.wake, shared by this writer's segment writers
@@ -225,6 +228,9 @@ class RollingBusWriter(SegmentRoller, RollingWriterBase):
             except BaseException as e:      # released below in any case, raised after
                 errors.append(e)
 
+        if self._job is not None and self._job.early and self._w is not None \
+                and read_limit(self._fd) < self._half:
+            attempt(self._drop_early)
         if self._job is not None:
             attempt(self._step, True)
         if self._mark is not None:
@@ -239,6 +245,7 @@ class RollingBusWriter(SegmentRoller, RollingWriterBase):
         retired, self._retired = self._retired, []
         for segment in retired:
             attempt(segment.close)
+        attempt(self._wait_unmaps)
         self._w, self._spare, self._fd = None, None, -1
         if self._wake is not None:
             attempt(self._wake.close)

@@ -80,3 +80,117 @@ def test_the_writer_holds_its_spare_and_retired_segments_as_named_state(tmp_path
         assert all(isinstance(s.segment, OpenSegment) for s in spares)
         assert w._retired and all(isinstance(s, OpenSegment) for s in w._retired)
         assert all(isinstance(s.fd, int) and s.fd >= 0 for s in w._retired)
+
+
+def _mapped_paths():
+    with open("/proc/self/maps") as f:
+        return {line.split(None, 5)[5].strip() for line in f if len(line.split(None, 5)) == 6}
+
+
+def test_a_retired_segment_is_unmapped_by_a_background_call(tmp_path):
+    from mappedbus_py import MappedBusWriter
+    from mappedbus_py.rolling._rolling import BackgroundCall
+    path = str(tmp_path / "seg.bus")
+    w = MappedBusWriter(path, 1 << 16, 12).open()
+    w.write(PriceUpdate(1, 2, 3))
+    assert os.path.realpath(path) in _mapped_paths()
+    call = BackgroundCall.unmap(w)
+    assert call is not None and w.closed
+    assert call.wait() == 0
+    assert os.path.realpath(path) not in _mapped_paths()
+    w.close()                                   # closing again unmaps nothing twice
+
+
+def test_the_roller_unmaps_the_retired_segment_off_the_writing_thread(tmp_path):
+    path = str(tmp_path / "bus.d")
+    w = RollingBusWriter(path, 1 << 16, 12).open()
+    try:
+        while w.segment < 2:
+            w.write(PriceUpdate(1, 2, 3))
+        for _ in range(1000):
+            w.write(PriceUpdate(1, 2, 3))
+        assert w._unmaps                        # the calls unmapping segments 0 and 1
+        w._wait_unmaps()
+        seg0 = os.path.realpath(os.path.join(path, "00000000000000000000.bus"))
+        assert seg0 not in _mapped_paths()
+    finally:
+        w.close()
+
+
+def _tmp_files(path, index):
+    return [n for n in os.listdir(path) if n.startswith(".tmp-") and f"{index:020d}" in n]
+
+
+def _has_data_at(fd, offset):
+    # tmpfs reports fallocated pages nobody wrote yet as holes: written (zeroed) pages are data.
+    import errno
+    try:
+        return os.lseek(fd, offset, os.SEEK_DATA) == offset
+    except OSError as e:
+        if e.errno == errno.ENXIO:
+            return False
+        raise
+
+
+def test_the_spare_is_made_and_prefaulted_early_and_linked_from_the_middle(monkeypatch):
+    import pytest
+    import tempfile
+    from mappedbus_py.rolling import roller
+    if not os.path.isdir("/dev/shm"):
+        pytest.skip("needs tmpfs at /dev/shm")
+    monkeypatch.setattr(roller, "PREFAULT_EARLY", True)
+    with tempfile.TemporaryDirectory(dir="/dev/shm") as d:
+        path = os.path.join(d, "bus.d")
+        seg = 1 << 20
+        w = RollingBusWriter(path, seg, 12).open()
+        try:
+            w.write(PriceUpdate(1, 2, 3))       # the first look-ahead: segment 0's start
+            job = w._job
+            assert job is not None and job.early and job.index == 1
+            assert job.call.wait() == 0
+            assert len(_tmp_files(path, 1)) == 1
+            assert not os.path.exists(os.path.join(path, "00000000000000000001.bus"))
+            fd = os.open(os.path.join(path, _tmp_files(path, 1)[0]), os.O_RDONLY)
+            try:
+                assert _has_data_at(fd, seg - 4096)   # its last page already zeroed
+            finally:
+                os.close(fd)
+            for _ in range(100):
+                w.write(PriceUpdate(1, 2, 3))
+            assert not os.path.exists(os.path.join(path, "00000000000000000001.bus"))
+            while w.segment == 0:
+                w.write(PriceUpdate(1, 2, 3))
+            assert not _tmp_files(path, 1)
+        finally:
+            w.close()
+
+
+def test_without_prefault_the_early_spare_is_only_preallocated(monkeypatch):
+    import pytest
+    import tempfile
+    from mappedbus_py.rolling import roller
+    if not os.path.isdir("/dev/shm"):
+        pytest.skip("needs tmpfs at /dev/shm")
+    monkeypatch.setattr(roller, "PREFAULT_EARLY", False)
+    with tempfile.TemporaryDirectory(dir="/dev/shm") as d:
+        path = os.path.join(d, "bus.d")
+        seg = 1 << 20
+        with RollingBusWriter(path, seg, 12) as w:
+            w.write(PriceUpdate(1, 2, 3))
+            assert w._job is not None and w._job.early
+            assert w._job.call.wait() == 0
+            fd = os.open(os.path.join(path, _tmp_files(path, 1)[0]), os.O_RDONLY)
+            try:
+                assert not _has_data_at(fd, seg - 4096)   # what the prefault test tells apart
+            finally:
+                os.close(fd)
+
+
+def test_a_writer_closed_short_of_the_middle_leaves_no_next_segment(tmp_path):
+    path = str(tmp_path / "bus.d")
+    w = RollingBusWriter(path, 1 << 16, 12).open()
+    w.write(PriceUpdate(1, 2, 3))
+    assert w._job is not None and w._job.early
+    w.close()
+    assert sorted(n for n in os.listdir(path) if n.endswith(".bus") or n.startswith(".tmp")) \
+        == ["00000000000000000000.bus"]
