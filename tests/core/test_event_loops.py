@@ -237,12 +237,14 @@ def test_a_forced_thread_descriptor_and_a_ring_one_deliver_the_same_records(bus_
     async def collect(r):
         return [rec.data async for rec in r.records_async(timeout=0.3)]
     with MappedBusWriter(bus_path, SIZE, 8) as w, MappedBusReader(bus_path, SIZE, 8) as r:
-        timers = [threading.Timer(0.02 * i, lambda i=i: w.write(b"%d" % i)) for i in range(10)]
-        for t in timers:
-            t.start()
+        def write_spaced():       # one thread: ten timers could fire out of order under load
+            for i in range(10):
+                time.sleep(0.02)
+                w.write(b"%d" % i)
+        writer = threading.Thread(target=write_spaced)
+        writer.start()
         try:
             assert asyncio.run(collect(r)) == [b"%d" % i for i in range(10)]
         finally:
-            for t in timers:
-                t.join()
+            writer.join()
         assert _fd_is(r.fileno(), kind)

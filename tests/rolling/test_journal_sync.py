@@ -69,12 +69,26 @@ def _trace(tmp_path, kw, n, pause=0.0, call_sync=False):
     subprocess.run(["strace", "-f", "-y", "-e", "trace=msync,fdatasync,fsync", "-o", log,
                     sys.executable, "-c", code], check=True, timeout=120, capture_output=True,
                    env=dict(os.environ, PYTHONPATH=ROOT))
-    calls = []
+    return path, _successful_calls(log)
+
+
+def _successful_calls(log):
+    """(call, path) of each msync/fdatasync/fsync that returned 0 in strace -f -y's ``log``. A
+    call that overlapped another thread's is split in two lines, "<unfinished ...>" (with the
+    path) and "<... resumed>" (with the result): joined by the thread's id."""
+    calls, unfinished = [], {}
     for line in open(log):
+        tid = line.split(None, 1)[0]
         m = re.search(r"\b(msync|fdatasync|fsync)\((\d+)<([^>]*)>", line)
-        if m and "= 0" in line:
+        if m and "<unfinished ...>" in line:
+            unfinished[tid] = (m.group(1), m.group(3))
+        elif m and re.search(r"= 0$", line.rstrip()):
             calls.append((m.group(1), m.group(3)))
-    return path, calls
+        elif "resumed>" in line and tid in unfinished:
+            call = unfinished.pop(tid)
+            if re.search(r"= 0$", line.rstrip()):
+                calls.append(call)
+    return calls
 
 
 @pytest.mark.slow
