@@ -115,18 +115,8 @@ public abstract class BusSource {
      */
     public List<BusPartition> plan(long from, long to, Lost lost) {
         List<BusPartition> parts = new ArrayList<>();
-        for (BusFile f : spanned(from, to)) {
-            long lo = Math.max(from - f.base, Layout.FIRST_RECORD_OFFSET);
-            long hi = Math.min(to - f.base, f.end);
-            if (hi <= lo) {
-                continue;
-            }
-            if (f.segment && !Files.exists(Path.of(f.path), LinkOption.NOFOLLOW_LINKS) && !archived(f)) {
-                lost.lost(f.base + lo, f.base + hi, slots(f.base + lo, f.base + hi));
-                continue;
-            }
-            parts.addAll(List.of(BusPartition.split(options, f.path, f.size, f.base, lo, hi, false)));
-        }
+        forEachPresent(from, to, lost, (f, lo, hi) ->
+                parts.addAll(List.of(BusPartition.split(options, f.path, f.size, f.base, lo, hi, false))));
         return parts;
     }
 
@@ -137,6 +127,21 @@ public abstract class BusSource {
     public List<org.apache.spark.sql.connector.read.InputPartition> planFrames(long from, long to, Lost lost,
             String[] topics) {
         List<org.apache.spark.sql.connector.read.InputPartition> parts = new ArrayList<>();
+        forEachPresent(from, to, lost, (f, lo, hi) ->
+                parts.add(io.mappedbuspy.spark.read.FramePartition.settled(options, f.path, f.size, f.base, lo, hi,
+                        topics)));
+        return parts;
+    }
+
+    /** What a plan makes of a file's part {@code [lo, hi)} (offsets in file {@code f}). */
+    @FunctionalInterface
+    private interface FilePart {
+        void accept(BusFile f, long lo, long hi);
+    }
+
+    // The part of each file within [from, to), in position order: to `part`, or, for a segment retention removed
+    // (neither hot nor archived), its slots to `lost`.
+    private void forEachPresent(long from, long to, Lost lost, FilePart part) {
         for (BusFile f : spanned(from, to)) {
             long lo = Math.max(from - f.base, Layout.FIRST_RECORD_OFFSET);
             long hi = Math.min(to - f.base, f.end);
@@ -147,10 +152,8 @@ public abstract class BusSource {
                 lost.lost(f.base + lo, f.base + hi, slots(f.base + lo, f.base + hi));
                 continue;
             }
-            parts.add(io.mappedbuspy.spark.read.FramePartition.settled(options, f.path, f.size, f.base, lo, hi,
-                    topics));
+            part.accept(f, lo, hi);
         }
-        return parts;
     }
 
     /** Whether a segment gone from the hot directory is in the bus's archive (its tasks read it there). */

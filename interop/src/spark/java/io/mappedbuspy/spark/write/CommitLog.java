@@ -805,16 +805,26 @@ public final class CommitLog {
                     written += (int) r.count;
                 }
             } catch (IOException e) {
-                // This attempt cannot seal them: readers get its slots rolled back now, not after their timeout.
-                for (Range r : parts) {
-                    try {
-                        voidRange(r);
-                    } catch (IOException | RuntimeException x) {
-                        e.addSuppressed(x);
-                    }
-                }
-                throw e;
+                throw voidUnsealed(parts, e);
             }
+            return seal(parts, n, source);
+        }
+
+        // This attempt cannot seal `parts`: readers get their slots rolled back now, not after their timeout.
+        // Returns `e`, with what voiding them met suppressed in it, for the caller to throw.
+        private IOException voidUnsealed(List<Range> parts, IOException e) {
+            for (Range r : parts) {
+                try {
+                    voidRange(r);
+                } catch (IOException | RuntimeException x) {
+                    e.addSuppressed(x);
+                }
+            }
+            return e;
+        }
+
+        // One SEALED for the `n` records written in `parts` (the group's ranges, in order).
+        private Group seal(List<Range> parts, long n, long source) throws IOException {
             Group g = new Group(parts.get(0).first, source);
             append(SEALED, g.first, n, source);
             for (Range r : parts) {
@@ -918,22 +928,9 @@ public final class CommitLog {
                     written += fit;
                 }
             } catch (IOException e) {
-                for (Range r : parts) {
-                    try {
-                        voidRange(r);
-                    } catch (IOException | RuntimeException x) {
-                        e.addSuppressed(x);
-                    }
-                }
-                throw e;
+                throw voidUnsealed(parts, e);
             }
-            Group g = new Group(parts.get(0).first, source);
-            append(SEALED, g.first, n, source);
-            for (Range r : parts) {
-                r.sealed = true;
-                g.parts.add(r);
-            }
-            return g;
+            return seal(parts, n, source);
         }
 
         /** {@code count} slots at {@code pos} (offsets in {@code m}) become rolled-back frames, as a writer pads. */
