@@ -65,6 +65,28 @@ def parse_objects(out):
 @pytest.mark.slow
 def test_python_and_java_writer_processes_share_a_bus_and_both_readers_see_one_order(
         bus_path, tmp_path):
+    # Every race must give both readers one order, whole and intact; the writers must also have
+    # overlapped in one of them (the two languages' records not two solid blocks). Whether they
+    # do is up to the scheduler (a warm JVM can write its 40,000 records before the Python
+    # processes see their gate on a loaded machine): up to three races, each on a fresh bus.
+    switches = []
+    for attempt in range(3):
+        path = f"{bus_path}-{attempt}"
+        try:
+            switches.append(_race_python_and_java_writers(path, tmp_path / f"race{attempt}"))
+        finally:
+            if os.path.exists(path):
+                os.unlink(path)
+        if switches[-1] >= 2:
+            break
+    assert switches[-1] >= 2, f"Python and Java writers did not run at the same time: {switches}"
+
+
+def _race_python_and_java_writers(bus_path, gates):
+    """Four Python and four Java writer processes race on a new bus, read by a Python and a
+    Java reader; asserts one order and intact records. Returns how often the records switch
+    language along the bus."""
+    gates.mkdir()
     per, py_ids, java_ids = 10_000, range(0, 4), range(4, 8)
     total = per * (len(py_ids) + len(java_ids))
     fsize = 8 + (total + 10) * 16
@@ -73,7 +95,7 @@ def test_python_and_java_writer_processes_share_a_bus_and_both_readers_see_one_o
                start_java("read", bus_path, fsize, 8, total, "--idle-exit", 60000)]
     # A cold JVM writes far slower than Python, whose 10,000 records take milliseconds: gated,
     # the Java writers start first and the Python ones join once Java records are arriving.
-    go_java, go_py = str(tmp_path / "go-java"), str(tmp_path / "go-py")
+    go_java, go_py = str(gates / "go-java"), str(gates / "go-py")
     java_writers = [start_java("write-bytes", bus_path, fsize, 8, per, wid, go=go_java)
                     for wid in java_ids]
     py_writers = [start("write", bus_path, fsize, 8, per, wid, go=go_py) for wid in py_ids]
@@ -88,10 +110,8 @@ def test_python_and_java_writer_processes_share_a_bus_and_both_readers_see_one_o
         assert end_counts(end) == (total, 0, 0)
         check_integrity(recs, list(py_ids) + list(java_ids), per)
     assert py_recs == java_recs           # position, meta and payload, record by record
-    # The writers really overlapped: the two languages' records are not two solid blocks.
     lang = [struct.unpack_from("<i", p)[0] in java_ids for _, _, p in py_recs]
-    switches = sum(a != b for a, b in zip(lang, lang[1:]))
-    assert switches >= 2, "Python and Java writers did not run at the same time"
+    return sum(a != b for a, b in zip(lang, lang[1:]))
 
 
 # --- byte arrays ------------------------------------------------------------------------------
