@@ -632,6 +632,15 @@ public final class GroupReader implements AutoCloseable {
         return FIRST + (g - k * sps) * slot;
     }
 
+    // Puts the scan of g's segment (select(g) made it r) at g's slot, framed or not: @return g's offset in it
+    private long seekTo(long g) throws IOException {
+        long off = offsetOf(g);
+        if (r.position() != off) {
+            r.seek(off);
+        }
+        return off;
+    }
+
     // Makes r the reader of g's segment: false if that segment is not made yet.
     private boolean select(long g) throws IOException {
         if (!rolling) {
@@ -696,10 +705,7 @@ public final class GroupReader implements AutoCloseable {
             if (!select(g)) {
                 return Found.NONE;
             }
-            long off = offsetOf(g);
-            if (r.position() != off) {
-                r.seek(off);
-            }
+            long off = seekTo(g);
             boolean found;
             try {
                 found = r.next();
@@ -753,10 +759,7 @@ public final class GroupReader implements AutoCloseable {
             if (!select(g)) {
                 return Found.NONE;
             }
-            long off = offsetOf(g);
-            if (r.position() != off) {
-                r.seek(off);
-            }
+            long off = seekTo(g);
             boolean found;
             try {
                 found = r.next();
