@@ -669,6 +669,17 @@ CONSTANTS.update({name: value for name, value in globals().items()
 #   MOVE_RENAMED   rename to ARCHIVE/<k>.bus[.zst|.lz4], fsync ARCHIVE      (both tiers hold k)
 #   MOVE_UNLINKED  unlink DIR/<k>.bus, then DIR/index/<k>.time, fsync DIR    (archive only)
 #
+# WHEN a segment moves: each full hot segment beyond archive_after (oldest first), and each
+# filled longer than archive_age_ms ago (0: no age). So that the hot directory never holds more
+# than archive_after + 1 segments with records (archive_after full ones and the current one),
+# not even at a roll: when archive_after >= 1 full segments are hot and the current segment's
+# limit is past ARCHIVER_EARLY_FILL_PERCENT % of the segment, the oldest full one is due too
+# (it moves while the current one fills; at the roll the segment that filled takes its place).
+# With archive_after = 0 the segment that filled is hot beside the current one until it moves.
+# An archiver looks at every roll its writer makes and, while the bus moves, every
+# ARCHIVER_ACTIVE_POLL_MS (a writer in another process or language does not wake it); after
+# ARCHIVER_IDLE_AFTER_MS without a change it looks every ARCHIVER_IDLE_POLL_MS.
+#
 # A kill leaves one of these states; a segment present in both tiers holds the same records
 # in both, and readers take the HOT one (HOT_WINS); the next archiver resumes at
 # MOVE_UNLINKED for it and removes the temporary files. Never both forms of one segment
@@ -700,6 +711,13 @@ ARCHIVE_ZSTD_LEVEL = 3
 #: The archiver's lock: an OFD lock (_liveness.h) on this byte of ARCHIVE/bus.meta (the
 #: archive's copy, never replaced), far past its end.
 ARCHIVER_LOCK_BYTE = SEGMENT_CLAIM_BASE - 1
+#: The oldest full hot segment is due once the current one is this full (WHEN, above).
+ARCHIVER_EARLY_FILL_PERCENT = 50
+#: How often an archiver looks while the bus moves, and while it is idle (WHEN, above).
+ARCHIVER_ACTIVE_POLL_MS = 1
+ARCHIVER_IDLE_POLL_MS = 50
+#: An archiver is idle after this long without a change of the current segment's limit.
+ARCHIVER_IDLE_AFTER_MS = 200
 #: The move's states (above), in order.
 MOVE_STATES = ("MOVE_SETTLED", "MOVE_INDEX", "MOVE_COPIED", "MOVE_RENAMED", "MOVE_UNLINKED")
 #: A segment in both tiers: the hot one is read.

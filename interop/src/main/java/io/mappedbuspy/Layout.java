@@ -576,6 +576,18 @@ public final class Layout {
     public static final String TIME_INDEX_META_KEY = "time_index";
     /** The archiver's lock: an OFD lock on this byte of DIR/bus.meta. */
     public static final long ARCHIVER_LOCK_BYTE = SEGMENT_CLAIM_BASE - 1;
+    /**
+     * The oldest full hot segment is due to move once the current one's limit is past this share (percent) of
+     * the segment, when {@code archive_after >= 1} full segments are hot: the hot directory never holds more than
+     * {@code archive_after + 1} segments with records, not even at a roll (layout.py, WHEN a segment moves).
+     */
+    public static final int ARCHIVER_EARLY_FILL_PERCENT = 50;
+    /** How often an archiver looks at the current segment while the bus moves (ms). */
+    public static final int ARCHIVER_ACTIVE_POLL_MS = 1;
+    /** How often an idle archiver looks (ms); a roll of its own writer wakes it at once. */
+    public static final int ARCHIVER_IDLE_POLL_MS = 50;
+    /** An archiver is idle after this long (ms) without a change of the current segment's limit. */
+    public static final int ARCHIVER_IDLE_AFTER_MS = 200;
     // -- frames and topics (issue 36): layout.py FRAME_*/TOPICS_*/TOPIC_*, docs/design/frames.md -----------
     //
     //   pos (first slot)                                                    pos + n * slot
