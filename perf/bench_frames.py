@@ -19,6 +19,8 @@ the figures a ratio compares come from the same minutes); peers get the same pay
   segments' memory costs (perf/segment_memory.py, as bench_rolling does). Peers:
   ``multiprocessing.Pipe`` (send_bytes / recv_bytes_into one buffer), pyzmq PUSH/PULL over
   ipc (send copy=False, recv copy=False), ``multiprocessing.Queue`` of the numpy array.
+  Ceilings beside them: one process copying the array into one cached buffer, and into
+  consecutive MiBs of prefaulted /dev/shm memory (copy_ceiling).
   Every process runs with OPENBLAS/OMP/MKL threads at 1: numpy's BLAS threads otherwise spin
   beside the measured ones (10 % of the samples of a rolling run in ``perf record``).
 - 12-byte messages, msgs/s: a framed bus against a fixed one (record_size 12), ``read()`` a
@@ -168,6 +170,38 @@ def single_cost(mib=256, reps=3):
         _cleanup(path)
         vals.append((time.process_time() - t) * 1e3 / mib)
     return statistics.median(vals)
+
+
+def copy_ceiling(n, warmup, fresh):
+    """GB/s of one process copying a 1 MiB numpy array n times, timed after warmup copies:
+    into one 1 MiB buffer (``fresh=False``: the copy stays in the caches, the fastest a
+    message can be copied once on this machine), or into consecutive MiBs of a /dev/shm file
+    whose pages are written once before the timing (``fresh=True``: what a single-file bus's
+    writer does, its prefault paid before the run)."""
+    import mmap
+    payload = np.random.default_rng(0).integers(0, 256, MIB, dtype=np.uint8)
+    if not fresh:
+        dst = np.empty(MIB, dtype=np.uint8)
+        return (n - warmup) * MIB / _timed(lambda: np.copyto(dst, payload), n, warmup) / 1e9
+    path = _shm("copy")
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.posix_fallocate(fd, 0, n * MIB)
+        m = mmap.mmap(fd, n * MIB)
+        dst = np.frombuffer(m, dtype=np.uint8)
+        dst[::4096] = 0                         # every page written once: mapped, allocated
+        at = iter(range(n))
+
+        def copy():
+            i = next(at)
+            np.copyto(dst[i * MIB:(i + 1) * MIB], payload)
+        gbs = (n - warmup) * MIB / _timed(copy, n, warmup) / 1e9
+        del dst
+        m.close()
+        return gbs
+    finally:
+        os.close(fd)
+        os.unlink(path)
 
 
 def bus_small(n, warmup, framed, writer_only=False):
@@ -406,7 +440,9 @@ def main():
           ("big_bus_rolling_read_into_gbs", bus_big, big, big // 10, True, "read_into"),
           ("big_pipe_gbs", pipe_big, big, big // 10),
           ("big_zmq_ipc_gbs", zmq_big, big, big // 10),
-          ("big_mp_queue_numpy_gbs", queue_big, max(big // 4, 50), max(big // 40, 5)))
+          ("big_mp_queue_numpy_gbs", queue_big, max(big // 4, 50), max(big // 40, 5)),
+          ("copy_1mib_cached_gbs", copy_ceiling, big, big // 10, False),
+          ("copy_1mib_fresh_gbs", copy_ceiling, big, big // 10, True))
     group(("small_framed_msgs_per_s", bus_small, small, small // 10, True),
           ("small_fixed_msgs_per_s", bus_small, small, small // 10, False))
     group(("small_framed_writer_msgs_per_s", bus_small, small, small // 10, True, True),
@@ -468,7 +504,17 @@ def main():
                   f"prefault=True by the writer and the reader, a MiB of it costs "
                   f"{single_ms:.2f} ms of CPU before the run (make, both opens and closes, "
                   f"unlink), {100 * single_share:.0f} % of the time the pair takes to move a "
-                  f"MiB at the read_view figure."]
+                  f"MiB at the read_view figure.",
+              "", f"Ceilings, measured in the same rounds: one process copies a 1 MiB array "
+                  f"into one buffer that stays in the caches at {f['copy_1mib_cached_gbs']:.2f} "
+                  f"GB/s and into consecutive MiBs of prefaulted /dev/shm memory (the "
+                  f"single-file writer's copy) at {f['copy_1mib_fresh_gbs']:.2f} GB/s. "
+                  f"5 x pyzmq is {5 * f['big_zmq_ipc_gbs']:.2f} GB/s: "
+                  + ("above" if 5 * f["big_zmq_ipc_gbs"] > f["copy_1mib_cached_gbs"] else "below")
+                  + " the cached copy, the bound of any bus that copies each message once. "
+                  f"The single-file bus (read_view) moves "
+                  f"{100 * f['big_bus_single_read_view_gbs'] / f['copy_1mib_fresh_gbs']:.0f} % of "
+                  f"its writer's copy rate."]
     text = "\n".join(lines) + "\n"
     print(text)
     os.makedirs(args.out, exist_ok=True)
