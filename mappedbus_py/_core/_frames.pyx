@@ -9,7 +9,10 @@ from libc.string cimport memset
 from ..errors import CorruptBusError
 from ..formats.layout import TOPICS_MAX as _TOPICS_MAX
 
-__all__ = ("TopicNames", "C_CONSTANTS")
+from ._atomic cimport load_acquire_i32
+from ._layout cimport FIRST_RECORD_OFFSET
+
+__all__ = ("TopicNames", "C_CONSTANTS", "frames_settled")
 
 #: The header's constants as compiled, for the test that checks them against layout.py.
 C_CONSTANTS = {
@@ -23,6 +26,39 @@ C_CONSTANTS = {
     "FRAME_ENCODING_SERIALIZED": FRAME_ENCODING_SERIALIZED, "TOPICS_MAX": TOPICS_MAX,
 }
 assert TOPICS_MAX == _TOPICS_MAX and TOPICS_MAX < 256
+
+
+def frames_settled(const unsigned char[::1] mapping, int64_t end, int64_t slot, path=None):
+    """Whether every frame of a full framed segment is settled: its first slots, from
+    FIRST_RECORD_OFFSET while a slot fits below ``end`` (the segment's end boundary), each
+    committed (status 1, a frame whose header fits) or rolled back / padding (status 2,
+    frame_skip slots passed); False at the first message not committed yet. Continuation
+    slots are never read as statuses (they hold payload). ``mapping``: the segment's bytes
+    (read-only is fine). CorruptBusError naming ``path`` and the position for any other
+    status or an impossible committed frame. The archiver's check before a move."""
+    cdef const char *base
+    cdef int64_t pos = FIRST_RECORD_OFFSET, n
+    cdef int32_t status
+    if slot <= 0 or end > <int64_t>mapping.shape[0]:
+        raise ValueError(f"frames_settled: end {end} past the mapping "
+                         f"({mapping.shape[0]} bytes) or slot {slot} not positive")
+    base = <const char *>&mapping[0]
+    while pos + slot <= end:
+        status = load_acquire_i32(base + pos)
+        if status == 0:
+            return False
+        if status == 1:
+            n = frame_check(base + pos, pos, slot, end)
+            if n == 0:
+                raise CorruptBusError(f"{path!r}: the committed frame at offset {pos} has an "
+                                      f"impossible header (slot count, length or topic)")
+        elif status == 2:
+            n = frame_skip(base + pos)
+        else:
+            raise CorruptBusError(f"{path!r}: the frame at offset {pos} has status {status} "
+                                  f"(0, 1 or 2 expected)")
+        pos += n * slot
+    return True
 
 
 def check_topics(topics):

@@ -16,6 +16,7 @@ import typing
 
 import numpy
 
+from .._core._frames import TopicNames, frames_settled
 from .._core._liveness import Hold, LiveFile
 from .._core._reader import MappedBusReader
 from ..errors import BusFullError, BusMismatchError, MappedBusError
@@ -24,7 +25,8 @@ from ..formats.archive import (ArchiveConfig, archived_path, compress as _compre
 from ..formats.busmeta import read_meta, write_meta
 from ..formats.files import open_file
 from ..formats.layout import (ARCHIVER_LOCK_BYTE, archive_index, FIRST_RECORD_OFFSET, META_FILE,
-                              STATUS_NOT_SET, TIME_INDEX_DIR, TMP_PREFIX, WRITERS_FILE,
+                              STATUS_NOT_SET, TIME_INDEX_DIR, TMP_PREFIX, TOPICS_FILE,
+                              WRITERS_FILE,
                               join_position, mapped_size, slot_size, time_index_name)
 from ..formats.positions import end_boundary
 from .directory import list_segments, open_dir, segment_path
@@ -88,9 +90,10 @@ def prepare_archive(hot, meta, cfg, *, mode=0o600, allow_foreign=False):
                                f"{meta.id} ({hot!r}): one archive directory per bus")
 
 
-def settled(path, segment_size, record_size):
+def settled(path, segment_size, record_size, frames=False):
     """Whether segment ``path`` is full and every slot of it committed or rolled back (a
-    look at its limit and status words, read-only)."""
+    look at its limit and status words, read-only). On a framed bus (``frames``), every
+    message's first slot (``frames_settled``: continuation slots hold payload, not a status)."""
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
         size = mapped_size(segment_size)
@@ -100,6 +103,8 @@ def settled(path, segment_size, record_size):
             if limit < end:
                 return False
             slot = slot_size(record_size)
+            if frames:
+                return frames_settled(m, end, slot, path)
             n = (end - FIRST_RECORD_OFFSET) // slot
             status = numpy.frombuffer(m, dtype="<i4", count=n * slot // 4,
                                       offset=FIRST_RECORD_OFFSET)[::slot // 4] \
@@ -408,7 +413,8 @@ class Archiver:
                 break
             p = segment_path(self.hot, k)
             try:
-                ok = settled(p, self.meta.segment_size, self.meta.record_size) or self._settle(k)
+                ok = settled(p, self.meta.segment_size, self.meta.record_size,
+                             bool(self.meta.frames)) or self._settle(k)
             except FileNotFoundError:
                 continue
             if not ok:
@@ -428,12 +434,17 @@ class Archiver:
             self._settling[1].close()
             self._settling = None
         if self._settling is None:
+            framed = {}
+            if self.meta.frames:      # whole messages: continuation slots are not records
+                framed = dict(frames=True, _topics=TopicNames(
+                    os.path.join(self.hot, TOPICS_FILE), None, self._allow_foreign))
             r = MappedBusReader(segment_path(self.hot, k), self.meta.segment_size,
                                 self.meta.record_size, timeout=self._timeout,
                                 start=FIRST_RECORD_OFFSET, allow_foreign=self._allow_foreign,
                                 _segment=True, idle="busy_spin",
                                 _writers_path=os.path.join(self.hot, WRITERS_FILE),
-                                _position_base=join_position(k, 0, self.meta.segment_size))
+                                _position_base=join_position(k, 0, self.meta.segment_size),
+                                **framed)
             r.open()
             self._settling = (k, r)
         r = self._settling[1]
@@ -444,7 +455,7 @@ class Archiver:
             r.close()
             self._settling = None
             return settled(segment_path(self.hot, k), self.meta.segment_size,
-                           self.meta.record_size)
+                           self.meta.record_size, bool(self.meta.frames))
         return False
 
 

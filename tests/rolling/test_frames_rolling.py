@@ -184,3 +184,27 @@ def test_a_roll_enters_the_next_segment_while_its_pages_are_still_being_mapped(r
         w.close()
     with RollingBusReader(rolling_dir) as r:
         assert [rec.payload for rec in r.records(timeout=0)] == msgs
+
+
+@pytest.mark.parametrize("payload", ["zeros", "random"])
+@pytest.mark.parametrize("compress", [None, "zstd"])
+def test_the_archiver_moves_framed_segments_of_multi_slot_messages(rolling_dir, tmp_path,
+                                                                   payload, compress):
+    # A continuation slot holds payload, not a status: read as one, zeros looked uncommitted
+    # for ever (nothing moved) and random bytes an impossible status (the archiver stopped).
+    from mappedbus_py.formats.archive import list_archived
+    rng = np.random.default_rng(5)
+    sizes = [int(x) for x in rng.integers(0, 6_000, 120)] + [0, 1]
+    msgs = [bytes(n) if payload == "zeros" else rng.integers(0, 256, n, np.uint8).tobytes()
+            for n in sizes]
+    arch = str(tmp_path / "archive")
+    with RollingBusWriter(rolling_dir, SEG, REC, frames=True, archive=arch, archive_after=0,
+                          compress=compress) as w:
+        for i, m in enumerate(msgs):
+            assert w.write(m, topic="odd" if i % 2 else None)
+        assert w.segment >= 3
+        assert w.archiver.wait_idle(20), "full framed segments stayed hot"
+        assert sorted(list_archived(arch)) == list(range(w.segment))
+    with RollingBusReader(rolling_dir) as r:
+        got = [(bytes(rec.data), rec.topic) for rec in r.records(0)]
+    assert got == [(m, "odd" if i % 2 else None) for i, m in enumerate(msgs)]
