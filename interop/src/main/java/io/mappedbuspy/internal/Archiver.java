@@ -221,7 +221,7 @@ public final class Archiver {
             }
             boolean ok;
             try {
-                ok = settled(segmentPath(hot, k), segmentSize, recordSize) || settle(k);
+                ok = settled(segmentPath(hot, k), segmentSize, recordSize, meta.frames()) || settle(k);
             } catch (NoSuchFileException e) {
                 continue;
             }
@@ -290,7 +290,7 @@ public final class Archiver {
             }
         } catch (EOFException e) {
             closeSettling();
-            return settled(segmentPath(hot, k), segmentSize, recordSize);
+            return settled(segmentPath(hot, k), segmentSize, recordSize, meta.frames());
         }
         return false;
     }
@@ -337,6 +337,17 @@ public final class Archiver {
      * Whether a segment is full and every slot of it committed or rolled back (its limit and status words, read-only).
      */
     public static boolean settled(Path path, long segmentSize, int recordSize) throws IOException {
+        return settled(path, segmentSize, recordSize, false);
+    }
+
+    /**
+     * Whether segment {@code path} is full and every slot of it committed or rolled back; on a framed bus
+     * ({@code frames}) every message's first slot, passing each message's slots: a continuation slot holds payload,
+     * never a status (Python's {@code frames_settled}).
+     *
+     * @throws CorruptBusException for a framed segment whose first slot holds another status or an impossible frame
+     */
+    public static boolean settled(Path path, long segmentSize, int recordSize, boolean frames) throws IOException {
         long end = RollingLayout.endBoundary(segmentSize, recordSize);
         long slot = Layout.slotSize(recordSize);
         try (FileChannel ch = FileChannel.open(path, StandardOpenOption.READ, LinkOption.NOFOLLOW_LINKS)) {
@@ -349,6 +360,9 @@ public final class Archiver {
                 if (m.getLong(Layout.LIMIT_OFFSET) < end) {
                     return false;
                 }
+                if (frames) {
+                    return framesSettled(m, path.toString(), end, slot);
+                }
                 for (long p = Layout.FIRST_RECORD_OFFSET; p + slot <= end; p += slot) {
                     if (m.getInt((int) p) == Layout.STATUS_NOT_SET) {
                         return false;
@@ -359,6 +373,26 @@ public final class Archiver {
                 UnsafeAccess.unmap(m);
             }
         }
+    }
+
+    private static boolean framesSettled(MappedByteBuffer m, String path, long end, long slot)
+            throws CorruptBusException {
+        for (long p = Layout.FIRST_RECORD_OFFSET; p + slot <= end; ) {
+            int status = m.getInt((int) p);
+            int frameMeta = m.getInt((int) (p + Layout.METADATA_OFFSET));
+            if (status == Layout.STATUS_NOT_SET) {
+                return false;
+            } else if (status == Layout.STATUS_COMMITTED) {
+                long length = m.getLong((int) (p + Layout.PAYLOAD_OFFSET + Layout.FRAME_LENGTH_OFFSET));
+                p += Frames.committedSlots(path, p, frameMeta, length, end, slot) * slot;
+            } else if (status == Layout.STATUS_ROLLED_BACK) {
+                p += Frames.skipSlots(frameMeta) * slot;
+            } else {
+                throw new CorruptBusException("framed message at position " + p + " in " + path + " has status "
+                        + status + " (0, 1 or 2 expected): a corrupt segment, not archived");
+            }
+        }
+        return true;
     }
 
     private static void stall(MoveState state) {
