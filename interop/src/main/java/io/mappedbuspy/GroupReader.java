@@ -22,6 +22,7 @@ import java.util.OptionalLong;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.LockSupport;
+import io.mappedbuspy.internal.ArchiveFiles;
 import io.mappedbuspy.internal.BusFiles;
 import io.mappedbuspy.internal.BusMeta;
 import io.mappedbuspy.internal.Frames;
@@ -92,6 +93,15 @@ public final class GroupReader implements AutoCloseable {
     /** What one attempt to take a record found. */
     private enum Found { TAKEN, NONE, END }
 
+    /**
+     * Where the segment of a record is, for {@link #select} (a rolling bus): read from the hot directory or the
+     * archive; not made yet; or gone from both tiers (retention removed it: a later segment exists).
+     */
+    private enum Segment { READY, NOT_YET, GONE }
+
+    // Looks at a segment not made yet between listings of the hot directory (for a segment gone meanwhile).
+    private static final int LIST_EVERY = 64;
+
     private final String path;
     private final String group;
     private final byte[] groupName;
@@ -113,6 +123,10 @@ public final class GroupReader implements AutoCloseable {
     private String writersPath;
     private MappedBusReader r;          // the reader of segment k (or the file)
     private long k = -1;
+    private MappedBusReader prev;       // a rolling bus's: the reader of the segment read before k (or null)
+    private long prevK = -1;
+    private long newest = -1;           // a rolling bus's: the newest segment seen (select)
+    private int absentPolls;            // select's looks at a segment not made yet since the last listing
     private long sps;
     private long slot;
     private long segmentSize;
@@ -427,9 +441,9 @@ public final class GroupReader implements AutoCloseable {
             pos = startPosition;
             g0 = gOf(pos);
         } else if (rolling) {
-            long[] segs = dir.segments();
+            long[] segs = start == Start.FIRST_RECORD ? dir.readableSegments() : dir.segments();
             if (start == Start.FIRST_RECORD || segs.length == 0) {
-                long first = segs.length == 0 ? 0 : segs[0];
+                long first = segs.length == 0 ? 0 : segs[0]; // the oldest record of either tier (the archive's)
                 pos = start == Start.FIRST_RECORD ? first * segmentSize + FIRST : FIRST;
                 g0 = start == Start.FIRST_RECORD ? first * sps : 0;
             } else {
@@ -641,34 +655,153 @@ public final class GroupReader implements AutoCloseable {
         return off;
     }
 
-    // Makes r the reader of g's segment: false if that segment is not made yet.
-    private boolean select(long g) throws IOException {
+    // Makes r the reader of g's segment (docs/journal.md: from the hot directory, else, moved, from the archive;
+    // the segment read before stays open, so going back to it, as redeliveries and a framed start do, opens nothing).
+    private Segment select(long g) throws IOException {
         if (!rolling) {
-            return true;
+            return Segment.READY;
         }
         long kk = g / sps;
         if (kk == k) {
-            return true;
+            return Segment.READY;
         }
+        if (kk == prevK) {
+            MappedBusReader x = prev;
+            prev = r;
+            prevK = k;
+            r = x;
+            k = kk;
+            return Segment.READY;
+        }
+        MappedBusReader x = openSegment(kk);
+        if (x == null) {
+            return gone(kk) ? Segment.GONE : Segment.NOT_YET;
+        }
+        if (prev != null) {
+            prev.close();
+        }
+        prev = r;
+        prevK = k;
+        r = x;
+        k = kk;
+        newest = Math.max(newest, kk);
+        return Segment.READY;
+    }
+
+    // Segment kk's reader, from the hot directory or the archive; null if it is in neither.
+    private MappedBusReader openSegment(long kk) throws IOException {
         Path seg = dir.segmentPath(kk);
-        if (!Files.exists(seg, LinkOption.NOFOLLOW_LINKS)) {
-            return false;
+        if (kk > newest && !Files.exists(seg, LinkOption.NOFOLLOW_LINKS)) {
+            return null; // not made yet (the common case of a member at the end: one look), or gone: gone(kk) says
         }
-        MappedBusReader x = MappedBusReader.forSegment(seg.toString(), segmentSize, recordSize, false)
-                .setAllowForeign(allowForeign).askingWriters(writersPath, Layout.joinPosition(kk, 0, segmentSize));
+        try {
+            MappedBusReader x = MappedBusReader.forSegment(seg.toString(), segmentSize, recordSize, false)
+                    .setAllowForeign(allowForeign).askingWriters(writersPath, Layout.joinPosition(kk, 0, segmentSize));
+            configure(x).open();
+            return x;
+        } catch (NoSuchFileException e) {
+            // moved to the archive (or removed) since
+        }
+        ArchiveFiles.Archived a = dir.archived(kk);
+        if (a == null) {
+            return null;
+        }
+        MemoryMappedFile m;
+        try {
+            m = ArchiveFiles.open(a, segmentSize, recordSize, allowForeign);
+        } catch (NoSuchFileException e) {
+            return null; // the archive's retention removed it since
+        }
+        try {
+            return configure(MappedBusReader.forSegment(m.path, segmentSize, recordSize, true)).openArchived(m);
+        } catch (RuntimeException e) {
+            m.closeAndUnmap();
+            throw e;
+        }
+    }
+
+    private MappedBusReader configure(MappedBusReader x) {
         if (timeoutMs.isPresent()) {
             x.setTimeout(timeoutMs.getAsInt());
         }
         if (framed) {
             x.setFrames(true).filterTopics(topics).topicsAt(Path.of(path).resolve(Layout.TOPICS_FILE));
         }
-        x.open();
-        if (r != null) {
-            r.close();
+        return x;
+    }
+
+    // Segment kk is in neither tier: true if it is gone (a later one exists: the newest segment is always hot), false
+    // if it is not made yet. The hot directory is listed once in LIST_EVERY looks at a segment past the newest seen.
+    private boolean gone(long kk) throws IOException {
+        if (kk > newest) {
+            if (absentPolls++ % LIST_EVERY != 0) {
+                return false;
+            }
+            long[] hot = dir.segments();
+            if (hot.length > 0) {
+                newest = Math.max(newest, hot[hot.length - 1]);
+            }
+            if (kk > newest) {
+                return false;
+            }
         }
-        r = x;
-        k = kk;
-        return true;
+        absentPolls = 0;
+        return Files.notExists(dir.segmentPath(kk), LinkOption.NOFOLLOW_LINKS) && dir.archived(kk) == null;
+    }
+
+    // The oldest segment after kk in either tier (kk is gone, so there is one).
+    private long oldestAfter(long kk) throws IOException {
+        for (long i : dir.readableSegments()) {
+            if (i > kk) {
+                return i;
+            }
+        }
+        throw new IllegalStateException("no segment after " + kk + " in " + path + ": it is not gone");
+    }
+
+    // -- gaps (retention removed segments the group still needs: docs/groups.md) --------------------------------
+
+    private BusGapException gap(long from, long to) {
+        return new BusGapException(path + ": group " + group + " lost records " + positionOf(from) + " to "
+                + positionOf(to) + " (exclusive, " + (to - from) + " slots): retention removed their segments (the "
+                + "group lagged past max_consumer_lag with on_consumer_lag='expire', or the archive's retention "
+                + "removed them); reading goes on after them", positionOf(from), positionOf(to), to - from);
+    }
+
+    // g (not yet taken) and the records after it in removed segments: skipped, as far as the window lets; one
+    // BusGapException names them (Python's _lose_new).
+    private void loseNew(long g) throws IOException {
+        long first = g;
+        long stop = oldestAfter(g / sps) * sps;
+        if (framed) {
+            // messages never span segments: the removed ones are one skip to stop
+            if (g < stop && proto.nextNewFramed() == g) {
+                proto.skipFramed(g, proto.seenWord(), stop - g);
+                advance();
+                hold(true);
+                throw gap(first, stop);
+            }
+            return;
+        }
+        while (g < stop && proto.nextNew() == g) { // else another member moved on, or the window is full
+            proto.skip(g);
+            g++;
+        }
+        if (g > first) {
+            advance();
+            hold(true);
+            throw gap(first, g);
+        }
+    }
+
+    // g, seen as `seen` (another's, takeable), lies in a removed segment: neither redelivered nor dead-lettered (its
+    // payload is gone): skipped, a gap (Python's _lose_taken).
+    private void loseTaken(long g, long seen) throws IOException {
+        if (proto.finish(g, seen, Layout.GROUP_SKIP)) {
+            advance();
+            hold(true);
+            throw gap(g, g + 1);
+        }
     }
 
     // -- acquiring ----------------------------------------------------------------------------------------------
@@ -702,7 +835,12 @@ public final class GroupReader implements AutoCloseable {
                 }
                 throw corruptEnd();
             }
-            if (!select(g)) {
+            Segment at = select(g);
+            if (at == Segment.GONE) {
+                loseNew(g); // throws BusGapException once it skipped any
+                continue;
+            }
+            if (at == Segment.NOT_YET) {
                 return Found.NONE;
             }
             long off = seekTo(g);
@@ -756,7 +894,12 @@ public final class GroupReader implements AutoCloseable {
                 throw corruptEnd();
             }
             long seen = proto.seenWord();
-            if (!select(g)) {
+            Segment at = select(g);
+            if (at == Segment.GONE) {
+                loseNew(g); // throws BusGapException once it skipped any
+                continue;
+            }
+            if (at == Segment.NOT_YET) {
                 return Found.NONE;
             }
             long off = seekTo(g);
@@ -830,7 +973,7 @@ public final class GroupReader implements AutoCloseable {
     // The slot count of the settled message at g, read from the bus (its first slot's status left 0, so its meta is
     // final); 0 if its segment is not there.
     private long busSlots(long g) throws IOException {
-        if (!select(g)) {
+        if (select(g) != Segment.READY) {
             return 0;
         }
         return Frames.skipSlots(r.mapped().getIntAcquire(offsetOf(g) + Layout.METADATA_OFFSET));
@@ -869,11 +1012,16 @@ public final class GroupReader implements AutoCloseable {
                 return false;
             }
             long seen = proto.seenWord();
+            Segment at = select(g);
+            if (at == Segment.GONE) {
+                loseTaken(g, seen); // throws BusGapException if it skipped g
+                continue;
+            }
             if (GroupProtocol.wordDeliveries(seen) >= maxDel) {
                 deadLetter(g, seen, Layout.GROUP_DEAD_LETTERED_OFFSET);
                 continue;
             }
-            if (!select(g)) {
+            if (at == Segment.NOT_YET) {
                 return false;
             }
             long w = proto.redeliver(g, seen, member, System.nanoTime() + lease);
@@ -1062,8 +1210,8 @@ public final class GroupReader implements AutoCloseable {
             throw new IllegalStateException("no current record: call next() or waitNext() first");
         }
         checkOpen();
-        if (!select(curG)) {
-            throw new BusReplacedException("the segment of record " + positionOf(curG) + " is gone");
+        if (select(curG) != Segment.READY) {
+            throw new BusReplacedException("the segment of record " + positionOf(curG) + " is gone from both tiers");
         }
         return r.mapped();
     }
@@ -1281,7 +1429,12 @@ public final class GroupReader implements AutoCloseable {
                 + (g & (groupWindow - 1)) * Layout.GROUP_ENTRY_SIZE) != word) {
             return false;
         }
-        if (!select(g)) {
+        Segment at = select(g);
+        if (at == Segment.GONE) {
+            loseTaken(g, word);
+            return false;
+        }
+        if (at == Segment.NOT_YET) {
             return false;
         }
         MemoryMappedFile m = r.mapped();
@@ -1547,6 +1700,10 @@ public final class GroupReader implements AutoCloseable {
         if (r != null) {
             r.close();
             r = null;
+        }
+        if (prev != null) {
+            prev.close();
+            prev = null;
         }
         if (dead != null) {
             dead.close();
