@@ -381,6 +381,8 @@ public final class GroupReader implements AutoCloseable {
             segmentSize = dir.meta().segmentSize();
             sps = RollingLayout.slotsPerSegment(segmentSize, recordSize);
             writersPath = p.resolve(Layout.WRITERS_FILE).toString();
+            long[] hot = dir.segments();
+            newest = hot.length == 0 ? -1 : hot[hot.length - 1];
         } else {
             framed = BusMeta.ofFile(path, "GroupReader").frames();
             checkTopics();
@@ -691,16 +693,18 @@ public final class GroupReader implements AutoCloseable {
     // Segment kk's reader, from the hot directory or the archive; null if it is in neither.
     private MappedBusReader openSegment(long kk) throws IOException {
         Path seg = dir.segmentPath(kk);
-        if (kk > newest && !Files.exists(seg, LinkOption.NOFOLLOW_LINKS)) {
-            return null; // not made yet (the common case of a member at the end: one look), or gone: gone(kk) says
-        }
-        try {
-            MappedBusReader x = MappedBusReader.forSegment(seg.toString(), segmentSize, recordSize, false)
-                    .setAllowForeign(allowForeign).askingWriters(writersPath, Layout.joinPosition(kk, 0, segmentSize));
-            configure(x).open();
-            return x;
-        } catch (NoSuchFileException e) {
-            // moved to the archive (or removed) since
+        if (Files.exists(seg, LinkOption.NOFOLLOW_LINKS)) {
+            try {
+                MappedBusReader x = MappedBusReader.forSegment(seg.toString(), segmentSize, recordSize, false)
+                        .setAllowForeign(allowForeign)
+                        .askingWriters(writersPath, Layout.joinPosition(kk, 0, segmentSize));
+                configure(x).open();
+                return x;
+            } catch (NoSuchFileException e) {
+                // moved to the archive (or removed) since
+            }
+        } else if (kk > newest) {
+            return null; // past the newest segment seen: not made yet (a member at the end: one look), or gone(kk)
         }
         ArchiveFiles.Archived a = dir.archived(kk);
         if (a == null) {
