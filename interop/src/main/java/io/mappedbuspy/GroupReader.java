@@ -78,6 +78,11 @@ import io.mappedbuspy.internal.WakeFile;
  * }
  * </pre>
  *
+ * <p><b>Archived segments</b> (docs/journal.md): on a rolling bus with an archive, a record whose segment moved there
+ * (as it was, zstd or LZ4) is read from it, framed or not, and settled as any other (the group's state is in its file,
+ * not in the segment). Records whose segments retention removed from both tiers before they were done are skipped,
+ * once, with a {@link BusGapException} naming them; reading goes on after them.
+ *
  * <p>One member per instance; an instance is used by one thread at a time.
  */
 public final class GroupReader implements AutoCloseable {
@@ -127,6 +132,7 @@ public final class GroupReader implements AutoCloseable {
     private long prevK = -1;
     private long newest = -1;           // a rolling bus's: the newest segment seen (select)
     private int absentPolls;            // select's looks at a segment not made yet since the last listing
+    private BusGapException pendingGap; // a gap met by readBatch after it took records: thrown by the next take
     private long sps;
     private long slot;
     private long segmentSize;
@@ -1039,6 +1045,11 @@ public final class GroupReader implements AutoCloseable {
 
     private Found acquire() throws IOException {
         checkOpen();
+        if (pendingGap != null) {
+            BusGapException gap = pendingGap;
+            pendingGap = null;
+            throw gap;
+        }
         if (inFlight >= maxHeld) {
             return Found.NONE;
         }
@@ -1094,6 +1105,9 @@ public final class GroupReader implements AutoCloseable {
      * @return true if a record is current now; false if none is there now (or this member holds
      *         {@code maxInFlight})
      * @throws EOFException          once a single-file bus is read to its end and every record of it is done
+     * @throws BusGapException       once for records retention removed (their segments gone from the hot directory
+     *                               and the archive) before they were done: they are skipped, its {@code lostFrom},
+     *                               {@code lostTo} and {@code lost} name them, and the next call reads on after them
      * @throws BusTruncatedException if the group file or the bus was truncated
      * @throws IOException           if a segment cannot be opened or the dead-letter bus written
      */
@@ -1164,6 +1178,8 @@ public final class GroupReader implements AutoCloseable {
      * @return how many it took (0: none came in time)
      * @throws EOFException         once a single-file bus is read to its end and every record of it is done (with none
      *                              taken by this call)
+     * @throws BusGapException      as {@link #next()}, with none taken by this call (a gap met after some were taken
+     *                              is thrown by the next call)
      * @throws InterruptedException if the thread is interrupted while waiting
      * @throws IOException          as {@link #next()}
      */
@@ -1186,8 +1202,19 @@ public final class GroupReader implements AutoCloseable {
                 batch.add(new GroupRecord(positionOf(curG), curG, curWord, null), m, off + Layout.PAYLOAD_OFFSET,
                         m.getInt(off + Layout.METADATA_OFFSET));
             }
-        } while (!batch.full() && acquire() == Found.TAKEN);
+        } while (!batch.full() && takeMore());
         return batch.size();
+    }
+
+    // One more record for a batch that holds some: a gap met now is the next take's to throw, after the caller has
+    // the records taken (which it settles).
+    private boolean takeMore() throws IOException {
+        try {
+            return acquire() == Found.TAKEN;
+        } catch (BusGapException gap) {
+            pendingGap = gap;
+            return false;
+        }
     }
 
     /**
