@@ -382,7 +382,8 @@ cdef class GroupReader:
             f"{self.path!r}: group {self.group!r} lost records {self._position(g_from)} to "
             f"{self._position(g_to)} (exclusive, {g_to - g_from} slots): retention removed "
             f"their segments (the group lagged past max_consumer_lag with "
-            f"on_consumer_lag='expire'); reading goes on after them",
+            f"on_consumer_lag='expire', or the archive's retention removed them); reading "
+            f"goes on after them",
             self._position(g_from), self._position(g_to), g_to - g_from)
 
     def _lose_new(self, int64_t g):

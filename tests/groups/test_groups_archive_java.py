@@ -250,5 +250,6 @@ def test_a_java_member_gets_the_gap_python_gets_for_segments_gone_from_both_tier
     assert (e.lost_from, e.lost_to, e.lost) == (FIRST, 4 * SEG + FIRST, 4 * PER_SEG)
     assert [[int(x) for x in line[1:]] for line in jm.of("gap")] == \
         [[e.lost_from, e.lost_to, e.lost]]
+    assert "archive's retention" in str(e)
     got = sorted(_java_acked(jm))
     assert [sha for _, _, sha, _, _ in got] == [_sha(_record(i)) for i in range(4 * PER_SEG, n)]
