@@ -121,6 +121,48 @@ public final class GroupArchiveTest {
     }
 
     @Test
+    public void twoMembersCrossTheTierBoundaryWhileAJavaArchiverMovesSegments() throws Exception {
+        Path hot = tmp.resolve("bus");
+        long n = PER_SEGMENT * 12;
+        try (RollingBusWriter w = writer(hot, ArchiveCompression.LZ4).open();
+             GroupReader a = new GroupReader(hot.toString(), "g").open();
+             GroupReader b = new GroupReader(hot.toString(), "g").open()) {
+            Thread writing = new Thread(() -> {
+                try {
+                    for (long i = 0; i < n; i++) {
+                        w.write(value(i), 0, RECORD);
+                        if (i % 400 == 0) {
+                            Thread.sleep(2);
+                        }
+                    }
+                } catch (Exception e) {
+                    throw new IllegalStateException(e);
+                }
+            });
+            writing.start();
+            long[] seen = new long[(int) n];
+            long got = 0;
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+            while (got < n && System.nanoTime() < deadline) {
+                for (GroupReader m : new GroupReader[] {a, b}) {
+                    if (m.waitNext(1, TimeUnit.MILLISECONDS)) {
+                        seen[(int) read(m)]++;
+                        assertTrue(m.ack());
+                        got++;
+                    }
+                }
+            }
+            writing.join(10_000);
+            assertTrue(w.awaitArchived(30, TimeUnit.SECONDS));
+            assertFalse(a.next() || b.next());
+            for (int i = 0; i < n; i++) {
+                assertEquals(1, seen[i], "record " + i);
+            }
+            assertTrue(w.archivedSegments() >= 10, "segments moved meanwhile: " + w.archivedSegments());
+        }
+    }
+
+    @Test
     public void aMemberOfAFramedBusReadsWholeMessagesFromTheArchive() throws Exception {
         Path hot = tmp.resolve("bus");
         Random rnd = new Random(7);
