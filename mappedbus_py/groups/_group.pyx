@@ -293,12 +293,18 @@ cdef class GroupReader:
             return (g // self._sps) * self._segment_size + FIRST + (g % self._sps) * self._slot
         return FIRST + g * self._slot
 
-    def _oldest_after(self, k):
-        # The oldest segment after k that exists (k was removed by retention), or -1 (k is
-        # not made yet).
+    def _made_after(self, k):
+        # Whether a segment after k exists (k, in neither tier, was removed by retention),
+        # else k is not made yet: the newest segment is always hot, so the hot directory says.
         from ..rolling import list_segments
-        later = [i for i in list_segments(self.path) if i > k]
-        return later[0] if later else -1
+        return any(i > k for i in list_segments(self.path))
+
+    def _oldest_after(self, k):
+        # The oldest segment after the removed k, in either tier (the archive's retention
+        # may have removed k and kept later archived ones).
+        from ..rolling.archive import all_segments
+        return min(i for i in all_segments(self.path, self._reader_kw["allow_foreign"])
+                   if i > k)
 
     cdef int _select(self, int64_t g) except -1:
         # Make _r the reader of g's segment: 1, 0 if that segment is not made yet, 2 if
@@ -318,7 +324,7 @@ cdef class GroupReader:
             from ..rolling.archive import archived_segment_path
             found = archived_segment_path(self.path, k, self._reader_kw["allow_foreign"])
             if found is None:
-                return 2 if self._oldest_after(k) >= 0 else 0
+                return 2 if self._made_after(k) else 0
             seg, temporary = found
             kw = dict(self._reader_kw, read_only=True)
         if self._framed:
@@ -376,7 +382,8 @@ cdef class GroupReader:
             f"{self.path!r}: group {self.group!r} lost records {self._position(g_from)} to "
             f"{self._position(g_to)} (exclusive, {g_to - g_from} slots): retention removed "
             f"their segments (the group lagged past max_consumer_lag with "
-            f"on_consumer_lag='expire'); reading goes on after them",
+            f"on_consumer_lag='expire', or the archive's retention removed them); reading "
+            f"goes on after them",
             self._position(g_from), self._position(g_to), g_to - g_from)
 
     def _lose_new(self, int64_t g):

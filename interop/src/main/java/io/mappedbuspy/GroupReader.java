@@ -22,6 +22,7 @@ import java.util.OptionalLong;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.LockSupport;
+import io.mappedbuspy.internal.ArchiveFiles;
 import io.mappedbuspy.internal.BusFiles;
 import io.mappedbuspy.internal.BusMeta;
 import io.mappedbuspy.internal.Frames;
@@ -77,6 +78,11 @@ import io.mappedbuspy.internal.WakeFile;
  * }
  * </pre>
  *
+ * <p><b>Archived segments</b> (docs/journal.md): on a rolling bus with an archive, a record whose segment moved there
+ * (as it was, zstd or LZ4) is read from it, framed or not, and settled as any other (the group's state is in its file,
+ * not in the segment). Records whose segments retention removed from both tiers before they were done are skipped,
+ * once, with a {@link BusGapException} naming them; reading goes on after them.
+ *
  * <p>One member per instance; an instance is used by one thread at a time.
  */
 public final class GroupReader implements AutoCloseable {
@@ -91,6 +97,15 @@ public final class GroupReader implements AutoCloseable {
 
     /** What one attempt to take a record found. */
     private enum Found { TAKEN, NONE, END }
+
+    /**
+     * Where the segment of a record is, for {@link #select} (a rolling bus): read from the hot directory or the
+     * archive; not made yet; or gone from both tiers (retention removed it: a later segment exists).
+     */
+    private enum Segment { READY, NOT_YET, GONE }
+
+    // Looks at a segment not made yet between listings of the hot directory (for a segment gone meanwhile).
+    private static final int LIST_EVERY = 64;
 
     private final String path;
     private final String group;
@@ -113,6 +128,11 @@ public final class GroupReader implements AutoCloseable {
     private String writersPath;
     private MappedBusReader r;          // the reader of segment k (or the file)
     private long k = -1;
+    private MappedBusReader prev;       // a rolling bus's: the reader of the segment read before k (or null)
+    private long prevK = -1;
+    private long newest = -1;           // a rolling bus's: the newest segment seen (select)
+    private int absentPolls;            // select's looks at a segment not made yet since the last listing
+    private BusGapException pendingGap; // a gap met by readBatch after it took records: thrown by the next take
     private long sps;
     private long slot;
     private long segmentSize;
@@ -367,6 +387,8 @@ public final class GroupReader implements AutoCloseable {
             segmentSize = dir.meta().segmentSize();
             sps = RollingLayout.slotsPerSegment(segmentSize, recordSize);
             writersPath = p.resolve(Layout.WRITERS_FILE).toString();
+            long[] hot = dir.segments();
+            newest = hot.length == 0 ? -1 : hot[hot.length - 1];
         } else {
             framed = BusMeta.ofFile(path, "GroupReader").frames();
             checkTopics();
@@ -427,9 +449,9 @@ public final class GroupReader implements AutoCloseable {
             pos = startPosition;
             g0 = gOf(pos);
         } else if (rolling) {
-            long[] segs = dir.segments();
+            long[] segs = start == Start.FIRST_RECORD ? dir.readableSegments() : dir.segments();
             if (start == Start.FIRST_RECORD || segs.length == 0) {
-                long first = segs.length == 0 ? 0 : segs[0];
+                long first = segs.length == 0 ? 0 : segs[0]; // the oldest record of either tier (the archive's)
                 pos = start == Start.FIRST_RECORD ? first * segmentSize + FIRST : FIRST;
                 g0 = start == Start.FIRST_RECORD ? first * sps : 0;
             } else {
@@ -641,34 +663,155 @@ public final class GroupReader implements AutoCloseable {
         return off;
     }
 
-    // Makes r the reader of g's segment: false if that segment is not made yet.
-    private boolean select(long g) throws IOException {
+    // Makes r the reader of g's segment (docs/journal.md: from the hot directory, else, moved, from the archive;
+    // the segment read before stays open, so going back to it, as redeliveries and a framed start do, opens nothing).
+    private Segment select(long g) throws IOException {
         if (!rolling) {
-            return true;
+            return Segment.READY;
         }
         long kk = g / sps;
         if (kk == k) {
-            return true;
+            return Segment.READY;
         }
+        if (kk == prevK) {
+            MappedBusReader x = prev;
+            prev = r;
+            prevK = k;
+            r = x;
+            k = kk;
+            return Segment.READY;
+        }
+        MappedBusReader x = openSegment(kk);
+        if (x == null) {
+            return gone(kk) ? Segment.GONE : Segment.NOT_YET;
+        }
+        if (prev != null) {
+            prev.close();
+        }
+        prev = r;
+        prevK = k;
+        r = x;
+        k = kk;
+        newest = Math.max(newest, kk);
+        return Segment.READY;
+    }
+
+    // Segment kk's reader, from the hot directory or the archive; null if it is in neither.
+    private MappedBusReader openSegment(long kk) throws IOException {
         Path seg = dir.segmentPath(kk);
-        if (!Files.exists(seg, LinkOption.NOFOLLOW_LINKS)) {
-            return false;
+        if (Files.exists(seg, LinkOption.NOFOLLOW_LINKS)) {
+            try {
+                MappedBusReader x = MappedBusReader.forSegment(seg.toString(), segmentSize, recordSize, false)
+                        .setAllowForeign(allowForeign)
+                        .askingWriters(writersPath, Layout.joinPosition(kk, 0, segmentSize));
+                configure(x).open();
+                return x;
+            } catch (NoSuchFileException e) {
+                // moved to the archive (or removed) since
+            }
+        } else if (kk > newest) {
+            return null; // past the newest segment seen: not made yet (a member at the end: one look), or gone(kk)
         }
-        MappedBusReader x = MappedBusReader.forSegment(seg.toString(), segmentSize, recordSize, false)
-                .setAllowForeign(allowForeign).askingWriters(writersPath, Layout.joinPosition(kk, 0, segmentSize));
+        ArchiveFiles.Archived a = dir.archived(kk);
+        if (a == null) {
+            return null;
+        }
+        MemoryMappedFile m;
+        try {
+            m = ArchiveFiles.open(a, segmentSize, recordSize, allowForeign);
+        } catch (NoSuchFileException e) {
+            return null; // the archive's retention removed it since
+        }
+        try {
+            return configure(MappedBusReader.forSegment(m.path, segmentSize, recordSize, true)).openArchived(m);
+        } catch (RuntimeException e) {
+            m.closeAndUnmap();
+            throw e;
+        }
+    }
+
+    private MappedBusReader configure(MappedBusReader x) {
         if (timeoutMs.isPresent()) {
             x.setTimeout(timeoutMs.getAsInt());
         }
         if (framed) {
             x.setFrames(true).filterTopics(topics).topicsAt(Path.of(path).resolve(Layout.TOPICS_FILE));
         }
-        x.open();
-        if (r != null) {
-            r.close();
+        return x;
+    }
+
+    // Segment kk is in neither tier: true if it is gone (a later one exists: the newest segment is always hot), false
+    // if it is not made yet. The hot directory is listed once in LIST_EVERY looks at a segment past the newest seen.
+    private boolean gone(long kk) throws IOException {
+        if (kk > newest) {
+            if (absentPolls++ % LIST_EVERY != 0) {
+                return false;
+            }
+            long[] hot = dir.segments();
+            if (hot.length > 0) {
+                newest = Math.max(newest, hot[hot.length - 1]);
+            }
+            if (kk > newest) {
+                return false;
+            }
         }
-        r = x;
-        k = kk;
-        return true;
+        absentPolls = 0;
+        return Files.notExists(dir.segmentPath(kk), LinkOption.NOFOLLOW_LINKS) && dir.archived(kk) == null;
+    }
+
+    // The oldest segment after kk in either tier (kk is gone, so there is one).
+    private long oldestAfter(long kk) throws IOException {
+        for (long i : dir.readableSegments()) {
+            if (i > kk) {
+                return i;
+            }
+        }
+        throw new IllegalStateException("no segment after " + kk + " in " + path + ": it is not gone");
+    }
+
+    // -- gaps (retention removed segments the group still needs: docs/groups.md) --------------------------------
+
+    private BusGapException gap(long from, long to) {
+        return new BusGapException(path + ": group " + group + " lost records " + positionOf(from) + " to "
+                + positionOf(to) + " (exclusive, " + (to - from) + " slots): retention removed their segments (the "
+                + "group lagged past max_consumer_lag with on_consumer_lag='expire', or the archive's retention "
+                + "removed them); reading goes on after them", positionOf(from), positionOf(to), to - from);
+    }
+
+    // g (not yet taken) and the records after it in removed segments: skipped, as far as the window lets; one
+    // BusGapException names them (Python's _lose_new).
+    private void loseNew(long g) throws IOException {
+        long first = g;
+        long stop = oldestAfter(g / sps) * sps;
+        if (framed) {
+            // messages never span segments: the removed ones are one skip to stop
+            if (g < stop && proto.nextNewFramed() == g) {
+                proto.skipFramed(g, proto.seenWord(), stop - g);
+                advance();
+                hold(true);
+                throw gap(first, stop);
+            }
+            return;
+        }
+        while (g < stop && proto.nextNew() == g) { // else another member moved on, or the window is full
+            proto.skip(g);
+            g++;
+        }
+        if (g > first) {
+            advance();
+            hold(true);
+            throw gap(first, g);
+        }
+    }
+
+    // g, seen as `seen` (another's, takeable), lies in a removed segment: neither redelivered nor dead-lettered (its
+    // payload is gone): skipped, a gap (Python's _lose_taken).
+    private void loseTaken(long g, long seen) throws IOException {
+        if (proto.finish(g, seen, Layout.GROUP_SKIP)) {
+            advance();
+            hold(true);
+            throw gap(g, g + 1);
+        }
     }
 
     // -- acquiring ----------------------------------------------------------------------------------------------
@@ -702,7 +845,12 @@ public final class GroupReader implements AutoCloseable {
                 }
                 throw corruptEnd();
             }
-            if (!select(g)) {
+            Segment at = select(g);
+            if (at == Segment.GONE) {
+                loseNew(g); // throws BusGapException once it skipped any
+                continue;
+            }
+            if (at == Segment.NOT_YET) {
                 return Found.NONE;
             }
             long off = seekTo(g);
@@ -756,7 +904,12 @@ public final class GroupReader implements AutoCloseable {
                 throw corruptEnd();
             }
             long seen = proto.seenWord();
-            if (!select(g)) {
+            Segment at = select(g);
+            if (at == Segment.GONE) {
+                loseNew(g); // throws BusGapException once it skipped any
+                continue;
+            }
+            if (at == Segment.NOT_YET) {
                 return Found.NONE;
             }
             long off = seekTo(g);
@@ -830,7 +983,7 @@ public final class GroupReader implements AutoCloseable {
     // The slot count of the settled message at g, read from the bus (its first slot's status left 0, so its meta is
     // final); 0 if its segment is not there.
     private long busSlots(long g) throws IOException {
-        if (!select(g)) {
+        if (select(g) != Segment.READY) {
             return 0;
         }
         return Frames.skipSlots(r.mapped().getIntAcquire(offsetOf(g) + Layout.METADATA_OFFSET));
@@ -869,11 +1022,16 @@ public final class GroupReader implements AutoCloseable {
                 return false;
             }
             long seen = proto.seenWord();
+            Segment at = select(g);
+            if (at == Segment.GONE) {
+                loseTaken(g, seen); // throws BusGapException if it skipped g
+                continue;
+            }
             if (GroupProtocol.wordDeliveries(seen) >= maxDel) {
                 deadLetter(g, seen, Layout.GROUP_DEAD_LETTERED_OFFSET);
                 continue;
             }
-            if (!select(g)) {
+            if (at == Segment.NOT_YET) {
                 return false;
             }
             long w = proto.redeliver(g, seen, member, System.nanoTime() + lease);
@@ -887,6 +1045,11 @@ public final class GroupReader implements AutoCloseable {
 
     private Found acquire() throws IOException {
         checkOpen();
+        if (pendingGap != null) {
+            BusGapException gap = pendingGap;
+            pendingGap = null;
+            throw gap;
+        }
         if (inFlight >= maxHeld) {
             return Found.NONE;
         }
@@ -942,6 +1105,9 @@ public final class GroupReader implements AutoCloseable {
      * @return true if a record is current now; false if none is there now (or this member holds
      *         {@code maxInFlight})
      * @throws EOFException          once a single-file bus is read to its end and every record of it is done
+     * @throws BusGapException       once for records retention removed (their segments gone from the hot directory
+     *                               and the archive) before they were done: they are skipped, its {@code lostFrom},
+     *                               {@code lostTo} and {@code lost} name them, and the next call reads on after them
      * @throws BusTruncatedException if the group file or the bus was truncated
      * @throws IOException           if a segment cannot be opened or the dead-letter bus written
      */
@@ -1012,6 +1178,8 @@ public final class GroupReader implements AutoCloseable {
      * @return how many it took (0: none came in time)
      * @throws EOFException         once a single-file bus is read to its end and every record of it is done (with none
      *                              taken by this call)
+     * @throws BusGapException      as {@link #next()}, with none taken by this call (a gap met after some were taken
+     *                              is thrown by the next call)
      * @throws InterruptedException if the thread is interrupted while waiting
      * @throws IOException          as {@link #next()}
      */
@@ -1034,8 +1202,19 @@ public final class GroupReader implements AutoCloseable {
                 batch.add(new GroupRecord(positionOf(curG), curG, curWord, null), m, off + Layout.PAYLOAD_OFFSET,
                         m.getInt(off + Layout.METADATA_OFFSET));
             }
-        } while (!batch.full() && acquire() == Found.TAKEN);
+        } while (!batch.full() && takeMore());
         return batch.size();
+    }
+
+    // One more record for a batch that holds some: a gap met now is the next take's to throw, after the caller has
+    // the records taken (which it settles).
+    private boolean takeMore() throws IOException {
+        try {
+            return acquire() == Found.TAKEN;
+        } catch (BusGapException gap) {
+            pendingGap = gap;
+            return false;
+        }
     }
 
     /**
@@ -1062,8 +1241,8 @@ public final class GroupReader implements AutoCloseable {
             throw new IllegalStateException("no current record: call next() or waitNext() first");
         }
         checkOpen();
-        if (!select(curG)) {
-            throw new BusReplacedException("the segment of record " + positionOf(curG) + " is gone");
+        if (select(curG) != Segment.READY) {
+            throw new BusReplacedException("the segment of record " + positionOf(curG) + " is gone from both tiers");
         }
         return r.mapped();
     }
@@ -1281,7 +1460,12 @@ public final class GroupReader implements AutoCloseable {
                 + (g & (groupWindow - 1)) * Layout.GROUP_ENTRY_SIZE) != word) {
             return false;
         }
-        if (!select(g)) {
+        Segment at = select(g);
+        if (at == Segment.GONE) {
+            loseTaken(g, word);
+            return false;
+        }
+        if (at == Segment.NOT_YET) {
             return false;
         }
         MemoryMappedFile m = r.mapped();
@@ -1547,6 +1731,10 @@ public final class GroupReader implements AutoCloseable {
         if (r != null) {
             r.close();
             r = null;
+        }
+        if (prev != null) {
+            prev.close();
+            prev = null;
         }
         if (dead != null) {
             dead.close();

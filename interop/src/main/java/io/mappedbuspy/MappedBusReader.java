@@ -734,12 +734,24 @@ public final class MappedBusReader extends ConsumingReader<MappedBusReader> impl
      * archived segment is settled: nothing to roll back), no writers to ask. It closes {@code mem}.
      */
     static MappedBusReader forArchived(MemoryMappedFile mem, long segmentSize, int recordSize) {
-        MappedBusReader x = forSegment(mem.path, segmentSize, recordSize, true);
-        long limit = mem.getLongAcquire(Layout.LIMIT_OFFSET);
-        x.mem = mem;
-        x.initialLimit = limit;
-        x.scan.opened(limit);
-        return x;
+        return forSegment(mem.path, segmentSize, recordSize, true).openArchived(mem);
+    }
+
+    /**
+     * Opens this reader ({@link #forSegment}'s, read-only, configured as a segment reader is before {@code open()}:
+     * frames, topics, timeout) on an archived segment's bytes ({@link ArchiveFiles#open}), at its first record: settled,
+     * nothing to roll back, no writers to ask. It closes {@code m}.
+     */
+    MappedBusReader openArchived(MemoryMappedFile m) {
+        if (closed || mem != null) {
+            m.closeAndUnmap();
+            throw new IllegalStateException("reader for " + path + " is " + (closed ? "closed" : "already open"));
+        }
+        long limit = m.getLongAcquire(Layout.LIMIT_OFFSET);
+        mem = m;
+        initialLimit = limit;
+        scan.opened(limit);
+        return this;
     }
 
     static MappedBusReader forSegment(String path, long segmentSize, int recordSize, boolean readOnly) {

@@ -115,8 +115,22 @@ final class RollingCursor {
             if (a == null) {
                 throw e;
             }
-            return MappedBusReader.forArchived(ArchiveFiles.open(a, segmentSize, recordSize, allowForeign),
-                    segmentSize, recordSize);
+            MemoryMappedFile m = ArchiveFiles.open(a, segmentSize, recordSize, allowForeign);
+            try {
+                // a framed bus's archived segment is read as frames, with the bus's topics file and filter
+                MappedBusReader x = MappedBusReader.forSegment(m.path, segmentSize, recordSize, true)
+                        .setFrames(frames);
+                if (frames) {
+                    x.topicsAt(bus.dir.resolve(Layout.TOPICS_FILE));
+                    x.setTopics(topics);
+                }
+                x.setTimeout(timeoutMs);
+                x.setStallLimit(stallLimitMs);
+                return x.openArchived(m);
+            } catch (RuntimeException bad) {
+                m.closeAndUnmap();
+                throw bad;
+            }
         }
     }
 
