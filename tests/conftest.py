@@ -8,6 +8,8 @@ import uuid
 
 import pytest
 
+from support import leftovers
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "tests" / "data" / "golden"
 SHM = pathlib.Path("/dev/shm")
@@ -16,6 +18,24 @@ SHM = pathlib.Path("/dev/shm")
 os.environ["PYTHONPATH"] = os.pathsep.join(
     p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+
+# MAPPEDBUS_LEFTOVER_CHECK=0 turns the check below off (e.g. to look at what a test leaves).
+_LEFTOVER_DIRS = leftovers.directories() if os.environ.get("MAPPEDBUS_LEFTOVER_CHECK") != "0" else []
+
+
+@pytest.fixture(autouse=True)
+def no_leftovers(request):
+    """Fails a test that leaves a file of this project's in /dev/shm or the temp dir (a bus, a
+    side file such as PATH.writers, a sample's temporary bus), naming every one: see
+    tests/support/leftovers.py for what counts. Two listdirs a test."""
+    before = leftovers.snapshot(_LEFTOVER_DIRS)
+    yield
+    left = leftovers.leftovers(before, leftovers.snapshot(_LEFTOVER_DIRS))
+    if left:
+        pytest.fail(f"{request.node.nodeid} left {len(left)} file(s) behind (remove a bus with "
+                    f"mappedbus_py.formats.files.remove_bus, Layout.removeBus in Java): "
+                    + ", ".join(left), pytrace=False)
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ import org.junit.jupiter.api.Test;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
-import io.mappedbuspy.internal.BusMeta;
 import io.mappedbuspy.internal.DiskSpace;
 import io.mappedbuspy.internal.MemoryMappedFile;
 import io.mappedbuspy.internal.WakeLibrary;
@@ -30,7 +29,7 @@ public final class DiskSpaceTest {
 
     @AfterEach
     void remove() throws Exception {
-        Files.deleteIfExists(file);
+        Layout.removeBus(file.toString());   // the bus and every side file (the writers file too)
     }
 
     /** The suite's JVM loads the library (interop/test.sh names the checkout): preallocation is a system call. */
@@ -66,8 +65,6 @@ public final class DiskSpaceTest {
             assertFalse(DiskSpace.populate(m, 0, 1 << 20, false), "past the end, reading: refused too");
         } finally {
             m.closeAndUnmap();
-            Files.deleteIfExists(BusMeta.metaPath(file.toString()));
-            Files.deleteIfExists(Paths.get(file + Layout.WAKE_SUFFIX));
         }
     }
 
@@ -103,9 +100,6 @@ public final class DiskSpaceTest {
                 r.readBuffer(got, 0);
                 assertEquals((byte) i, got[0]);
             }
-        } finally {
-            Files.deleteIfExists(BusMeta.metaPath(file.toString()));
-            Files.deleteIfExists(Paths.get(file + Layout.WAKE_SUFFIX));
         }
     }
 

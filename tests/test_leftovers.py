@@ -1,0 +1,69 @@
+"""The leftover check of tests/conftest.py (no_leftovers, tests/support/leftovers.py) fails a
+test that leaves a bus's file in /dev/shm, naming it, and lets pass what is not a leftover."""
+import os
+import subprocess
+import sys
+import textwrap
+import uuid
+
+import pytest
+
+from support import leftovers
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+pytestmark = pytest.mark.skipif(not os.path.isdir(leftovers.SHM), reason="needs /dev/shm")
+
+
+def test_a_new_project_file_is_a_leftover_unless_a_process_holds_it_or_it_is_not_ours():
+    dirs = [leftovers.SHM]
+    tag = f"mbtest-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    planted = os.path.join(leftovers.SHM, tag + ".writers")
+    held = os.path.join(leftovers.SHM, tag + "-held")
+    mapped_dir = os.path.join(leftovers.SHM, tag + "-rolling")
+    other = os.path.join(leftovers.SHM, f"not-ours-{tag[7:]}")
+    before = leftovers.snapshot(dirs)
+    fd = os.open(held, os.O_CREAT | os.O_RDWR, 0o600)
+    os.mkdir(mapped_dir)
+    inner = os.open(os.path.join(mapped_dir, "bus.meta"), os.O_CREAT | os.O_RDWR, 0o600)
+    try:
+        for p in (planted, other):
+            open(p, "w").close()
+        assert leftovers.leftovers(before, leftovers.snapshot(dirs)) == [planted]
+        os.close(inner)
+        inner = None
+        assert leftovers.leftovers(before, leftovers.snapshot(dirs)) == [mapped_dir, planted]
+    finally:
+        os.close(fd)
+        if inner is not None:
+            os.close(inner)
+        for p in (planted, held, other, os.path.join(mapped_dir, "bus.meta")):
+            os.unlink(p)
+        os.rmdir(mapped_dir)
+    assert leftovers.leftovers(before, leftovers.snapshot(dirs)) == []
+
+
+def test_the_suite_fails_a_test_that_leaves_a_side_file_naming_it(tmp_path):
+    # A test that forgets PATH.writers, run by pytest with this suite's conftest as a plugin.
+    name = f"mbtest-{os.getpid()}-{uuid.uuid4().hex[:8]}-planted"
+    leak = os.path.join(leftovers.SHM, name + ".writers")
+    (tmp_path / "test_planted.py").write_text(textwrap.dedent(f"""
+        def test_clean():
+            open({leak + '.tmp'!r}, "w").close()
+            __import__("os").unlink({leak + '.tmp'!r})
+
+        def test_leaks():
+            open({leak!r}, "w").close()
+    """))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, os.path.join(ROOT, "tests")])}
+    env.pop("MAPPEDBUS_LEFTOVER_CHECK", None)
+    try:
+        r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "conftest", "-p",
+                            "no:cacheprovider", "--rootdir", str(tmp_path), str(tmp_path)],
+                           capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
+    finally:
+        if os.path.exists(leak):
+            os.unlink(leak)
+    out = r.stdout + r.stderr
+    assert r.returncode == 1, out
+    assert "1 passed, 1 error" in out, out
+    assert f"test_planted.py::test_leaks left 1 file(s) behind" in out and leak in out, out
