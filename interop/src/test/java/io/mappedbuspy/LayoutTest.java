@@ -61,8 +61,9 @@ public final class LayoutTest {
         assertContains(d, "SEGMENT_CLAIM_BASE=1099511627776\n");
         assertContains(d, "TIME_INDEX_MAGIC=" + 0x315849545355424DL + "\n"); // "MBUSTIX1"
         assertContains(d, "ARCHIVE_SUFFIX_ZSTD=.zst\n");
-        assertEquals(188 + 23, d.split("\n").length,
-                "lines (188 with the frames' constants and GROUP_ENTRY_SLOTS_OFFSET; 23: the journal's)");
+        assertEquals(188 + 23 + 4, d.split("\n").length,
+                "lines (188 with the frames' constants and GROUP_ENTRY_SLOTS_OFFSET; 23: the journal's; 4: the archiver's"
+                + " polls and early fill)");
     }
 
     /** A single-file bus's side files are PATH + each side suffix; a rolling bus's are DIR/each side file. */
