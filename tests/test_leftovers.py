@@ -15,18 +15,21 @@ pytestmark = pytest.mark.skipif(not os.path.isdir(leftovers.SHM), reason="needs 
 
 
 def test_a_new_project_file_is_a_leftover_unless_a_process_holds_it_or_it_is_not_ours():
+    assert os.path.exists(f"/proc/{os.getppid()}")
     dirs = [leftovers.SHM]
     tag = f"mbtest-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     planted = os.path.join(leftovers.SHM, tag + ".writers")
     held = os.path.join(leftovers.SHM, tag + "-held")
     mapped_dir = os.path.join(leftovers.SHM, tag + "-rolling")
     other = os.path.join(leftovers.SHM, f"not-ours-{tag[7:]}")
+    # Another live process's (a pytest session at the same time: its pid in the name).
+    session = os.path.join(leftovers.SHM, f"mbtest-{os.getppid()}-{tag[7:]}.writers")
     before = leftovers.snapshot(dirs)
     fd = os.open(held, os.O_CREAT | os.O_RDWR, 0o600)
     os.mkdir(mapped_dir)
     inner = os.open(os.path.join(mapped_dir, "bus.meta"), os.O_CREAT | os.O_RDWR, 0o600)
     try:
-        for p in (planted, other):
+        for p in (planted, other, session):
             open(p, "w").close()
         assert leftovers.leftovers(before, leftovers.snapshot(dirs)) == [planted]
         os.close(inner)
@@ -36,7 +39,7 @@ def test_a_new_project_file_is_a_leftover_unless_a_process_holds_it_or_it_is_not
         os.close(fd)
         if inner is not None:
             os.close(inner)
-        for p in (planted, held, other, os.path.join(mapped_dir, "bus.meta")):
+        for p in (planted, held, other, session, os.path.join(mapped_dir, "bus.meta")):
             os.unlink(p)
         os.rmdir(mapped_dir)
     assert leftovers.leftovers(before, leftovers.snapshot(dirs)) == []

@@ -10,16 +10,18 @@ What counts, and why this way:
   and the JUnit suite use (``mbtest-``, ``mb-``, ``mappedbus-``, ``diskspace``, ...) or any
   side-file suffix of a bus (``layout.SIDE_SUFFIXES``: ``.meta``, ``.writers``, ...). Other
   programs' files in the same directories are never looked at.
+- Named with the pid of another live process (``mbtest-<pid>-...`` of another pytest session
+  running at the same time on the machine, which uses the same prefixes): not this run's.
 - Still open or mapped by a live process (``/proc/*/fd``, ``/proc/*/maps``): not a leftover.
-  That keeps out the buses of another test session running at the same time on the machine
-  (which use the same prefixes) and a test's own child still exiting; it is looked up only when
-  there are candidates, so a clean test pays for two listdirs and nothing else.
+  That keeps out the rest of another session's files and a test's own child still exiting; it
+  is looked up only when there are candidates, so a clean test pays for two listdirs.
 
 A private directory for the suite's processes was the other way; it would need every test,
 sample and JUnit test to take its directory from one place (many name /dev/shm directly), and
 would not see what a user's run leaves in the real /dev/shm.
 """
 import os
+import re
 import tempfile
 
 from mappedbus_py.formats import layout
@@ -27,7 +29,10 @@ from mappedbus_py.formats import layout
 SHM = "/dev/shm"
 #: Name prefixes of the files this project's tests, samples, perf scripts and JUnit suite make.
 PREFIXES = ("mbtest-", "mb-", "mbrollp-", "mbwheel-", "mbperf-", "mappedbus-", "diskspace",
-            "spark-pipeline-", "gaps-", "junit")
+            "spark-pipeline-", "gaps-")
+#: The pid most of those names carry (mbtest-<pid>-..., mappedbus-demo-<pid>-...): the pytest
+#: process's or a child's.
+_PID = re.compile(r"[a-z-]*?-(\d+)(?:[-.]|$)")
 #: Any file ending so is a bus's side file (or a sample's bus): ours whatever its prefix.
 SUFFIXES = tuple(layout.SIDE_SUFFIXES) + (layout.SEGMENT_SUFFIX,)
 
@@ -41,6 +46,12 @@ def directories():
 
 def is_project_name(name):
     return name.startswith(PREFIXES) or name.endswith(SUFFIXES)
+
+
+def another_live_process(name):
+    """Whether ``name`` carries the pid of a live process other than this one."""
+    m = _PID.match(name)
+    return bool(m) and int(m.group(1)) != os.getpid() and os.path.exists(f"/proc/{m.group(1)}")
 
 
 def snapshot(dirs):
@@ -85,7 +96,7 @@ def held_paths(candidates):
 def leftovers(before, after):
     """Sorted absolute paths new in ``after`` (a snapshot) and held by no live process."""
     new = sorted(os.path.join(d, n) for d, names in after.items()
-                 for n in names - before.get(d, frozenset()))
+                 for n in names - before.get(d, frozenset()) if not another_live_process(n))
     if not new:
         return []
     # A file open inside a new directory (a rolling bus at /dev/shm/mbtest-...) holds it.
