@@ -1,5 +1,6 @@
 """The leftover check of tests/conftest.py (no_leftovers, tests/support/leftovers.py) fails a
 test that leaves a bus's file in /dev/shm, naming it, and lets pass what is not a leftover."""
+import glob
 import os
 import subprocess
 import sys
@@ -46,16 +47,19 @@ def test_a_new_project_file_is_a_leftover_unless_a_process_holds_it_or_it_is_not
 
 
 def test_the_suite_fails_a_test_that_leaves_a_side_file_naming_it(tmp_path):
-    # A test that forgets PATH.writers, run by pytest with this suite's conftest as a plugin.
-    name = f"mbtest-{os.getpid()}-{uuid.uuid4().hex[:8]}-planted"
-    leak = os.path.join(leftovers.SHM, name + ".writers")
+    # A test that forgets PATH.writers, run by pytest with this suite's conftest as a plugin
+    # (its leak named with that pytest's pid, as the suite's own names are).
+    tag = uuid.uuid4().hex[:12]
     (tmp_path / "test_planted.py").write_text(textwrap.dedent(f"""
+        import os
+
         def test_clean():
-            open({leak + '.tmp'!r}, "w").close()
-            __import__("os").unlink({leak + '.tmp'!r})
+            path = f"/dev/shm/mbtest-{{os.getpid()}}-{tag}.tmp"
+            open(path, "w").close()
+            os.unlink(path)
 
         def test_leaks():
-            open({leak!r}, "w").close()
+            open(f"/dev/shm/mbtest-{{os.getpid()}}-{tag}.writers", "w").close()
     """))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([ROOT, os.path.join(ROOT, "tests")])}
     env.pop("MAPPEDBUS_LEFTOVER_CHECK", None)
@@ -64,9 +68,11 @@ def test_the_suite_fails_a_test_that_leaves_a_side_file_naming_it(tmp_path):
                             "no:cacheprovider", "--rootdir", str(tmp_path), str(tmp_path)],
                            capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
     finally:
-        if os.path.exists(leak):
-            os.unlink(leak)
+        leaks = glob.glob(f"/dev/shm/mbtest-*-{tag}.writers")
+        for p in leaks:
+            os.unlink(p)
     out = r.stdout + r.stderr
     assert r.returncode == 1, out
     assert "2 passed, 1 error" in out, out   # test_leaks passed, then failed at teardown
-    assert f"test_planted.py::test_leaks left 1 file(s) behind" in out and leak in out, out
+    assert len(leaks) == 1, leaks
+    assert "test_planted.py::test_leaks left 1 file(s) behind" in out and leaks[0] in out, out
