@@ -7,7 +7,7 @@ What counts, and why this way:
 - Names only: a listdir of /dev/shm and of the temp dir before and after each test (a few
   hundred names: well under a millisecond). A name new after the test is a candidate.
 - Only this project's names (``is_project_name``): the prefixes its tests, samples, perf scripts
-  and the JUnit suite use (``mbtest-``, ``mb-``, ``mappedbus-``, ``diskspace``, ...) or any
+  and the JUnit suite use (``mb...``, ``mappedbus-``, ``diskspace``, ...) or any
   side-file suffix of a bus (``layout.SIDE_SUFFIXES``: ``.meta``, ``.writers``, ...). Other
   programs' files in the same directories are never looked at.
 - Named with the pid of another live process (``mbtest-<pid>-...`` of another pytest session
@@ -28,8 +28,8 @@ from mappedbus_py.formats import layout
 
 SHM = "/dev/shm"
 #: Name prefixes of the files this project's tests, samples, perf scripts and JUnit suite make.
-PREFIXES = ("mbtest-", "mb-", "mbrollp-", "mbwheel-", "mbperf-", "mappedbus-", "diskspace",
-            "spark-pipeline-", "gaps-")
+#: ("mb": mbtest-, mb-jsafety-, mbrollp-, mbperf-, mbcons-, mbrel-, ...)
+PREFIXES = ("mb", "mappedbus-", "diskspace", "spark-pipeline-", "gaps-")
 #: The pid most of those names carry (mbtest-<pid>-..., mappedbus-demo-<pid>-...): the pytest
 #: process's or a child's.
 _PID = re.compile(r"[a-z-]*?-(\d+)(?:[-.]|$)")
