@@ -45,12 +45,12 @@ def bus_path(request):
     path = base / f"mbtest-{os.getpid()}-{uuid.uuid4().hex[:12]}"
     yield str(path)
     # The bus and its side files (formats.files.side_files: the groups directory too), and
-    # whatever else a test made beside it from the same name (PATH-src, PATH.<pid>.tmp.meta, ...).
+    # whatever else a test made beside it from the same name (PATH-src, PATH.<pid>.tmp.meta, ...),
+    # files and directories alike.
     from mappedbus_py.formats.files import remove_bus
     remove_bus(path)
     for p in base.glob(path.name + "*"):
-        if p.is_file() or p.is_symlink():
-            p.unlink()
+        remove_bus(p)       # a file, or a directory (a rolling bus at PATH-out, ...)
 
 
 @pytest.fixture

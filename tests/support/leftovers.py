@@ -11,7 +11,9 @@ What counts, and why this way:
   side-file suffix of a bus (``layout.SIDE_SUFFIXES``: ``.meta``, ``.writers``, ...). Other
   programs' files in the same directories are never looked at.
 - Named with the pid of another live process (``mbtest-<pid>-...`` of another pytest session
-  running at the same time on the machine, which uses the same prefixes): not this run's.
+  running at the same time on the machine, which uses the same prefixes; the JUnit suite's
+  ``diskspace-<pid>-...`` while its JVM runs): not this run's. A name without a pid made by
+  another session at the same time can still be reported: name new files with your pid.
 - Still open or mapped by a live process (``/proc/*/fd``, ``/proc/*/maps``): not a leftover.
   That keeps out the rest of another session's files and a test's own child still exiting; it
   is looked up only when there are candidates, so a clean test pays for two listdirs.

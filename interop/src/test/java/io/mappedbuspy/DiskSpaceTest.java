@@ -24,7 +24,8 @@ public final class DiskSpaceTest {
     @BeforeEach
     void make() throws Exception {
         Path dir = Files.isDirectory(Paths.get("/dev/shm")) ? Paths.get("/dev/shm") : Paths.get("/tmp");
-        file = Files.createTempFile(dir, "diskspace", ".bus");
+        // The JVM's pid in the name, as the Python tests' names carry theirs (tests/support/leftovers.py).
+        file = Files.createTempFile(dir, "diskspace-" + ProcessHandle.current().pid() + "-", ".bus");
     }
 
     @AfterEach
