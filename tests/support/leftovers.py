@@ -57,11 +57,11 @@ def another_live_process(name):
 
 
 def snapshot(dirs):
-    """The project's names in each directory: {dir: frozenset(names)}."""
+    """The names in each directory: {dir: frozenset(names)} (filtered only when they differ)."""
     out = {}
     for d in dirs:
         try:
-            out[d] = frozenset(n for n in os.listdir(d) if is_project_name(n))
+            out[d] = frozenset(os.listdir(d))
         except OSError:
             out[d] = frozenset()
     return out
@@ -98,7 +98,8 @@ def held_paths(candidates):
 def leftovers(before, after):
     """Sorted absolute paths new in ``after`` (a snapshot) and held by no live process."""
     new = sorted(os.path.join(d, n) for d, names in after.items()
-                 for n in names - before.get(d, frozenset()) if not another_live_process(n))
+                 for n in names - before.get(d, frozenset())
+                 if is_project_name(n) and not another_live_process(n))
     if not new:
         return []
     # A file open inside a new directory (a rolling bus at /dev/shm/mbtest-...) holds it.
