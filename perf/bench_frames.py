@@ -54,6 +54,7 @@ import numpy as np  # noqa: E402
 
 from mappedbus_py import (MappedBusReader, MappedBusWriter, RollingBusReader,  # noqa: E402
                           RollingBusWriter)
+from mappedbus_py.formats.files import remove_bus  # noqa: E402
 
 MIB = 1 << 20
 DICT = {"symbol": "ABC", "price": 101.25, "size": 300, "side": "buy", "ts": 1732780000123}
@@ -66,15 +67,7 @@ def _shm(tag):
 
 
 def _cleanup(path):
-    import shutil
-    if os.path.isdir(path):
-        shutil.rmtree(path, ignore_errors=True)
-        return
-    for suffix in ("", ".meta", ".wake", ".writers", ".topics", ".consumers"):
-        try:
-            os.unlink(path + suffix)
-        except FileNotFoundError:
-            pass
+    remove_bus(path)    # a rolling bus's directory, or a single file and every side file
 
 
 def _timed(recv, n, warmup):

@@ -23,7 +23,7 @@ from typing import List, Optional
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from mappedbus_py import BusFullError, MappedBusReader, MappedBusWriter, Token  # noqa: E402
-from mappedbus_py.formats.files import remove_bus  # noqa: E402
+from mappedbus_py.formats.files import remove_bus, side_files  # noqa: E402
 
 SHM = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
 DEFAULT_PATH = os.path.join(SHM, "mappedbus-sample-token")
@@ -37,7 +37,13 @@ def create_bus(path: str) -> None:
     ever opens a half-made file or the previous ring's."""
     tmp = f"{path}.{os.getpid()}.tmp"
     MappedBusWriter(tmp, FILE_SIZE, RECORD_SIZE, wake=False).open().close()
-    os.replace(tmp + ".meta", path + ".meta")   # its metadata (sizes, id) goes along
+    # Its side files go along (the metadata: sizes, id; the writers file); an old ring's side
+    # files that the new bus has none of go, so nothing of the old bus stays beside the new one.
+    for src, dst in zip(side_files(tmp), side_files(path)):
+        if os.path.isfile(src) and not os.path.islink(src):
+            os.replace(src, dst)
+        elif os.path.isfile(dst) and not os.path.islink(dst):
+            os.unlink(dst)
     os.replace(tmp, path)
 
 

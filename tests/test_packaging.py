@@ -15,6 +15,7 @@ import zipfile
 import pytest
 
 import mappedbus_py
+from mappedbus_py.formats.files import remove_bus
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 JARS = ("mappedbuspy.jar", "mappedbuspy-spark.jar")
@@ -269,9 +270,7 @@ def test_installed_wheel_exchanges_with_python_jpype_and_spark_outside_the_check
         proc = subprocess.run([str(py), "-I", str(script), str(bus)], capture_output=True, text=True,
                               cwd=tmp_path, env=env, timeout=600)
     finally:
-        for p in (bus, bus.with_name(bus.name + ".meta"), bus.with_name(bus.name + ".wake")):
-            if p.exists():
-                p.unlink()
+        remove_bus(bus)         # the bus and every side file (the writers file too)
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("REPORT ")), None)
     assert proc.returncode == 0 and line, proc.stdout[-3000:] + proc.stderr[-5000:]
     report = json.loads(line[len("REPORT "):])

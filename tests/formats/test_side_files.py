@@ -37,6 +37,20 @@ def test_the_spark_connector_names_the_same_side_suffixes():
     assert named == set(layout.SIDE_SUFFIXES)
 
 
+def _java_array(source, name):
+    # The names in `private static final String[] NAME = {A, B, ...};` of Layout.java.
+    m = re.search(rf"static final String\[\] {name} = \{{([^}}]*)\}};", open(source).read())
+    assert m, f"{name} not found in {source}"
+    return tuple(_java_string(source, c.strip()) for c in m.group(1).split(","))
+
+
+def test_java_layout_names_the_same_side_files_for_its_remove_bus():
+    # Layout.sideFiles / Layout.removeBus (Java's side_files / remove_bus) list these two.
+    source = os.path.join(MAIN, "Layout.java")
+    assert _java_array(source, "SIDE_SUFFIXES") == layout.SIDE_SUFFIXES
+    assert _java_array(source, "SIDE_FILES") == layout.SIDE_FILES
+
+
 def _write_and_consume(writer, reader_class, path):
     # A record written, then read and committed by a parked consumer (wake file, registry).
     with writer as w:

@@ -13,6 +13,7 @@ import time
 import pytest
 
 from mappedbus_py import jvm
+from mappedbus_py.formats.files import remove_bus
 from support import procs
 
 TESTS_JAR = (jvm.pathlib.Path(os.environ["MAPPEDBUS_PY_JARS"]) if os.environ.get("MAPPEDBUS_PY_JARS")
@@ -80,9 +81,9 @@ def test_java_reader_and_writer_survive_truncation_and_replacement(java, tmp_pat
         assert wt + rt + rr >= 20
         assert wt > 0 and rt + rr > 0 and wrec > 0 and rrec > 0
     finally:
-        for f in (path, path + ".meta", path + ".new", path + ".wake"):
-            if os.path.exists(f):
-                os.unlink(f)
+        remove_bus(path)        # the bus and every side file (the writers file too)
+        if os.path.exists(path + ".new"):
+            os.unlink(path + ".new")
 
 
 def _as_nobody(argv):

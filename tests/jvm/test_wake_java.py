@@ -18,6 +18,7 @@ import pytest
 
 from mappedbus_py import MappedBusReader, MappedBusWriter, jvm
 from mappedbus_py.formats import layout
+from mappedbus_py.formats.files import remove_bus
 from support import procs
 
 pytestmark = pytest.mark.java
@@ -47,11 +48,7 @@ def bus(tmp_path):
     base = "/dev/shm" if os.path.isdir("/dev/shm") else str(tmp_path)
     path = os.path.join(base, f"mb-wakejava-{os.getpid()}-{time.monotonic_ns()}.bus")
     yield path
-    for suffix in ("", layout.META_SUFFIX, layout.WAKE_SUFFIX):
-        try:
-            os.unlink(path + suffix)
-        except FileNotFoundError:
-            pass
+    remove_bus(path)            # the bus and every side file (the writers file too)
 
 
 def start_child(*args, stdin=None):

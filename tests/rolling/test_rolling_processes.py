@@ -2,7 +2,7 @@
 killed while creating a segment, and the throughput/roll-latency measurement."""
 import os
 import random
-import shutil
+import glob
 import signal
 import struct
 import subprocess
@@ -14,6 +14,7 @@ from collections import defaultdict
 import pytest
 
 from mappedbus_py import RollingBusReader, RollingBusWriter, rolling
+from mappedbus_py.formats.files import remove_bus
 
 CHILD = [sys.executable, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                       "support", "rolling_child.py")]
@@ -26,7 +27,9 @@ def bus_dir():
     base = "/dev/shm" if os.path.isdir("/dev/shm") else "/tmp"
     path = os.path.join(base, f"mbrollp-{os.getpid()}-{uuid.uuid4().hex[:12]}")
     yield path
-    shutil.rmtree(path, ignore_errors=True)
+    # The bus, and any bus a test made beside it from the same name (PATH-single, ...).
+    for p in [path, *glob.glob(glob.escape(path) + "-*")]:
+        remove_bus(p)
 
 
 def start(*args, env=None, **kw):
@@ -278,13 +281,7 @@ def test_measure_rolling_vs_single_file_throughput_and_roll_latency(bus_dir, tmp
         wout = w.communicate(timeout=600)[0].split()
         rout = r.communicate(timeout=600)[0].split()
         results[label] = (n / float(wout[2]), n / float(rout[2]))
-        if ss:
-            shutil.rmtree(path)
-        else:
-            os.unlink(path)
-            for side in (path + ".meta", path + ".wake"):
-                if os.path.exists(side):
-                    os.unlink(side)
+        remove_bus(path)    # a rolling bus's directory, or a single file and every side file
     roll = start("bench-roll", bus_dir, 16 << 20, n).communicate(timeout=600)[0].strip()
     with capsys.disabled():
         for label, (wr, rd) in results.items():

@@ -851,6 +851,95 @@ public final class Layout {
         }
     }
 
+    // ---- the side files: every file (or directory) written beside a bus, named once ----
+    // Mirrors layout.py's SIDE_SUFFIXES and SIDE_FILES (tests/formats/test_side_files.py checks they are equal). Not
+    // public fields: describe() prints those, and these are lists, not layout constants.
+    private static final String[] SIDE_SUFFIXES = {META_SUFFIX, WAKE_SUFFIX, CONSUMERS_SUFFIX, WRITERS_SUFFIX,
+        COMMIT_LOG_SUFFIX, GROUP_DIR_SUFFIX, TOPICS_SUFFIX};
+    private static final String[] SIDE_FILES = {META_FILE, WAKE_FILE, CONSUMERS_FILE, WRITERS_FILE, COMMIT_LOG_FILE,
+        GROUP_DIR, TIME_INDEX_DIR, TOPICS_FILE};
+
+    /**
+     * Every side file a bus at {@code path} may have, whether it exists or not (Python's
+     * {@code formats.files.side_files}): {@code path + suffix} for each side suffix of a single-file bus (its
+     * metadata, wake file, consumer registry, writers file, commit log, work groups' directory, topics file), or
+     * {@code path/name} for each side file of a rolling bus (a directory).
+     *
+     * @param path the bus: a single-file bus's file or a rolling bus's directory
+     * @return the side files' paths, in {@code layout.py}'s order
+     */
+    public static java.util.List<String> sideFiles(String path) {
+        java.nio.file.Path p = java.nio.file.Paths.get(path);
+        java.util.List<String> out = new java.util.ArrayList<>();
+        if (java.nio.file.Files.isDirectory(p, java.nio.file.LinkOption.NOFOLLOW_LINKS)) {
+            for (String name : SIDE_FILES) {
+                out.add(p.resolve(name).toString());
+            }
+        } else {
+            for (String suffix : SIDE_SUFFIXES) {
+                out.add(path + suffix);
+            }
+        }
+        return java.util.Collections.unmodifiableList(out);
+    }
+
+    /**
+     * Removes a bus and every side file it has (Python's {@code formats.files.remove_bus}): a single-file bus's file
+     * and its {@link #sideFiles side files} (a work groups' directory with its content), or a rolling bus's directory
+     * with everything in it. Missing files are fine; symbolic links are removed, never followed. For tests, samples
+     * and tools that make a bus and must leave nothing behind (a writer or reader leaves its side files, the writers
+     * file among them, when it closes: other processes may still use them).
+     *
+     * @param path the bus: a single-file bus's file or a rolling bus's directory
+     * @throws java.io.IOException if a file exists but cannot be removed
+     */
+    public static void removeBus(String path) throws java.io.IOException {
+        java.nio.file.Path p = java.nio.file.Paths.get(path);
+        if (java.nio.file.Files.isDirectory(p, java.nio.file.LinkOption.NOFOLLOW_LINKS)) {
+            removeTree(p);
+            return;
+        }
+        java.nio.file.Files.deleteIfExists(p);
+        for (String side : sideFiles(path)) {
+            removeTree(java.nio.file.Paths.get(side));
+        }
+    }
+
+    /** Deletes a file, or a directory and its content, never following a symbolic link; missing is fine. */
+    private static void removeTree(java.nio.file.Path p) throws java.io.IOException {
+        if (!java.nio.file.Files.exists(p, java.nio.file.LinkOption.NOFOLLOW_LINKS)) {
+            return;
+        }
+        // walkFileTree does not follow links by default: a link inside is deleted as a file.
+        java.nio.file.Files.walkFileTree(p, new java.nio.file.SimpleFileVisitor<>() {
+            @Override
+            public java.nio.file.FileVisitResult visitFile(java.nio.file.Path f,
+                    java.nio.file.attribute.BasicFileAttributes attrs) throws java.io.IOException {
+                java.nio.file.Files.deleteIfExists(f);
+                return java.nio.file.FileVisitResult.CONTINUE;
+            }
+
+            @Override
+            public java.nio.file.FileVisitResult visitFileFailed(java.nio.file.Path f, java.io.IOException e)
+                    throws java.io.IOException {
+                if (e instanceof java.nio.file.NoSuchFileException) {
+                    return java.nio.file.FileVisitResult.CONTINUE;
+                }
+                throw e;
+            }
+
+            @Override
+            public java.nio.file.FileVisitResult postVisitDirectory(java.nio.file.Path d, java.io.IOException e)
+                    throws java.io.IOException {
+                if (e != null && !(e instanceof java.nio.file.NoSuchFileException)) {
+                    throw e;
+                }
+                java.nio.file.Files.deleteIfExists(d);
+                return java.nio.file.FileVisitResult.CONTINUE;
+            }
+        });
+    }
+
     /**
      * Prints every constant as {@code NAME=value}, one per line (the Python side parses this).
      *

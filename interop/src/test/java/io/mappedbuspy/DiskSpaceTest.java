@@ -13,7 +13,6 @@ import org.junit.jupiter.api.Test;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
-import io.mappedbuspy.internal.BusMeta;
 import io.mappedbuspy.internal.DiskSpace;
 import io.mappedbuspy.internal.MemoryMappedFile;
 import io.mappedbuspy.internal.WakeLibrary;
@@ -25,12 +24,13 @@ public final class DiskSpaceTest {
     @BeforeEach
     void make() throws Exception {
         Path dir = Files.isDirectory(Paths.get("/dev/shm")) ? Paths.get("/dev/shm") : Paths.get("/tmp");
-        file = Files.createTempFile(dir, "diskspace", ".bus");
+        // The JVM's pid in the name, as the Python tests' names carry theirs (tests/support/leftovers.py).
+        file = Files.createTempFile(dir, "diskspace-" + ProcessHandle.current().pid() + "-", ".bus");
     }
 
     @AfterEach
     void remove() throws Exception {
-        Files.deleteIfExists(file);
+        Layout.removeBus(file.toString());   // the bus and every side file (the writers file too)
     }
 
     /** The suite's JVM loads the library (interop/test.sh names the checkout): preallocation is a system call. */
@@ -66,8 +66,6 @@ public final class DiskSpaceTest {
             assertFalse(DiskSpace.populate(m, 0, 1 << 20, false), "past the end, reading: refused too");
         } finally {
             m.closeAndUnmap();
-            Files.deleteIfExists(BusMeta.metaPath(file.toString()));
-            Files.deleteIfExists(Paths.get(file + Layout.WAKE_SUFFIX));
         }
     }
 
@@ -103,9 +101,6 @@ public final class DiskSpaceTest {
                 r.readBuffer(got, 0);
                 assertEquals((byte) i, got[0]);
             }
-        } finally {
-            Files.deleteIfExists(BusMeta.metaPath(file.toString()));
-            Files.deleteIfExists(Paths.get(file + Layout.WAKE_SUFFIX));
         }
     }
 

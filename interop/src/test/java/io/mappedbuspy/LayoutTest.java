@@ -1,6 +1,13 @@
 package io.mappedbuspy;
 
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.stream.Stream;
+
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.io.TempDir;
 
 import static io.mappedbuspy.Buses.assertContains;
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -54,7 +61,61 @@ public final class LayoutTest {
         assertContains(d, "SEGMENT_CLAIM_BASE=1099511627776\n");
         assertContains(d, "TIME_INDEX_MAGIC=" + 0x315849545355424DL + "\n"); // "MBUSTIX1"
         assertContains(d, "ARCHIVE_SUFFIX_ZSTD=.zst\n");
-        assertEquals(188 + 23, d.split("\n").length,
-                "lines (188 with the frames' constants and GROUP_ENTRY_SLOTS_OFFSET; 23: the journal's)");
+        assertEquals(188 + 23 + 4, d.split("\n").length,
+                "lines (188 with the frames' constants and GROUP_ENTRY_SLOTS_OFFSET; 23: the journal's; 4: the archiver's"
+                + " polls and early fill)");
+    }
+
+    /** A single-file bus's side files are PATH + each side suffix; a rolling bus's are DIR/each side file. */
+    @Test
+    public void sideFilesNameEveryFileBesideABus(@TempDir Path tmp) throws Exception {
+        String bus = tmp.resolve("bus").toString();
+        assertEquals(List.of(bus + ".meta", bus + ".wake", bus + ".consumers", bus + ".writers", bus + ".commits",
+                bus + ".groups", bus + ".topics"), Layout.sideFiles(bus));
+        Path dir = Files.createDirectory(tmp.resolve("rolling"));
+        List<String> want = new ArrayList<>();
+        for (String n : new String[] {"bus.meta", "bus.wake", "bus.consumers", "bus.writers", "bus.commits", "groups",
+                "index", "topics"}) {
+            want.add(dir.resolve(n.equals("topics") ? "bus.topics" : n).toString());
+        }
+        assertEquals(want, Layout.sideFiles(dir.toString()));
+    }
+
+    /**
+     * removeBus leaves nothing of a bus a writer and a work group used (its writers file among the rest), removes
+     * a link inside without following it, and takes a rolling bus's whole directory; a missing bus is fine.
+     */
+    @Test
+    public void removeBusLeavesNothingBehind(@TempDir Path tmp) throws Exception {
+        Path outside = Files.writeString(tmp.resolve("outside"), "kept");
+        Path busDir = Files.createDirectory(tmp.resolve("b"));
+        String bus = busDir.resolve("bus").toString();
+        try (MappedBusWriter w = new MappedBusWriter(bus, 1 << 16, 8).open()) {
+            w.write(new byte[8], 0, 8);
+        }
+        try (GroupReader g = new GroupReader(bus, "g").open()) {
+            assertTrue(g.next(), "the record, to the group");
+            g.ack();
+        }
+        Files.createSymbolicLink(Path.of(bus + Layout.GROUP_DIR_SUFFIX, "link"), outside);
+        assertTrue(names(busDir).contains("bus.writers"), "a writer leaves its writers file: " + names(busDir));
+        Layout.removeBus(bus);
+        assertEquals(List.of(), names(busDir));
+        assertEquals("kept", Files.readString(outside), "a link is removed, never followed");
+        Layout.removeBus(bus);   // nothing there: fine
+
+        String dir = tmp.resolve("r").toString();
+        try (RollingBusWriter w = new RollingBusWriter(dir, 1 << 16, 8).open()) {
+            w.write(new byte[8], 0, 8);
+        }
+        Layout.removeBus(dir);
+        assertFalse(Files.exists(Path.of(dir)), dir + " removed");
+        assertEquals(List.of("b", "outside"), names(tmp));
+    }
+
+    private static List<String> names(Path dir) throws Exception {
+        try (Stream<Path> s = Files.list(dir)) {
+            return s.map(p -> p.getFileName().toString()).sorted().toList();
+        }
     }
 }

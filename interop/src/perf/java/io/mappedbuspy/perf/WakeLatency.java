@@ -1,13 +1,13 @@
 package io.mappedbuspy.perf;
 
 import io.mappedbuspy.IdleStrategy;
+import io.mappedbuspy.Layout;
 import io.mappedbuspy.MappedBusReader;
 import io.mappedbuspy.MappedBusWriter;
 import io.mappedbuspy.internal.WakeFile;
 
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
-import java.nio.file.Files;
 import java.nio.file.Paths;
 import java.util.Arrays;
 import java.util.Locale;
@@ -98,9 +98,8 @@ public final class WakeLatency {
                         lat[count * 9 / 10] / 1e3, lat[count * 99 / 100] / 1e3, lat[count - 1] / 1e3, wakeNs, writeNs));
             }
         } finally {
-            for (String s : new String[] {"", ".meta", ".wake", "-2", "-2.meta", "-2.wake"}) {
-                Files.deleteIfExists(Paths.get(path + s));
-            }
+            Layout.removeBus(path);          // each bus with every side file (the writers file too)
+            Layout.removeBus(path + "-2");
         }
     }
 }

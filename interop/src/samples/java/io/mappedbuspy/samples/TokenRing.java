@@ -69,8 +69,7 @@ public final class TokenRing {
                 // ring stops (each held the token), so it can go.
                 Runtime.getRuntime().addShutdownHook(new Thread(() -> {
                     try {
-                        Files.deleteIfExists(Paths.get(path));
-                        Files.deleteIfExists(Paths.get(path + Layout.META_SUFFIX));
+                        Layout.removeBus(path);   // the bus and every side file (wake, writers, ...)
                     } catch (IOException e) {
                         // Nothing to do while exiting.
                     }
@@ -87,9 +86,19 @@ public final class TokenRing {
     private static void createBus(String path) throws IOException {
         Path tmp = Paths.get(path + "." + ProcessHandle.current().pid() + ".tmp");
         new MappedBusWriter(tmp.toString(), FILE_SIZE, RECORD_SIZE).open().close();
-        // Its metadata (sizes, id) goes along, as in samples/token_ring.py.
-        Files.move(Paths.get(tmp + Layout.META_SUFFIX), Paths.get(path + Layout.META_SUFFIX),
-                StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
+        // Its side files go along (the metadata: sizes, id; the writers file), as in samples/token_ring.py; an old
+        // ring's side files that the new bus has none of go, so nothing of the old bus stays beside the new one.
+        List<String> from = Layout.sideFiles(tmp.toString());
+        List<String> to = Layout.sideFiles(path);
+        for (int i = 0; i < from.size(); i++) {
+            Path src = Paths.get(from.get(i));
+            Path dst = Paths.get(to.get(i));
+            if (Files.isRegularFile(src, java.nio.file.LinkOption.NOFOLLOW_LINKS)) {
+                Files.move(src, dst, StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
+            } else if (Files.isRegularFile(dst, java.nio.file.LinkOption.NOFOLLOW_LINKS)) {
+                Files.delete(dst);
+            }
+        }
         Files.move(tmp, Paths.get(path), StandardCopyOption.ATOMIC_MOVE, StandardCopyOption.REPLACE_EXISTING);
     }
 
