@@ -20,7 +20,7 @@ from .._core._liveness import Hold, LiveFile
 from .._core._reader import MappedBusReader
 from ..errors import BusFullError, BusMismatchError, MappedBusError
 from ..formats.archive import (ArchiveConfig, archived_path, compress as _compress,
-                               decompress, list_archived, read_archived)
+                               decompress, list_archived)
 from ..formats.busmeta import read_meta, write_meta
 from ..formats.files import open_file
 from ..formats.layout import (ARCHIVER_ACTIVE_POLL_MS, ARCHIVER_EARLY_FILL_PERCENT,
@@ -681,8 +681,7 @@ def _decompress_into(src, how, expected, path, mapping):
 class ArchiveTier:
     """A reader's view of a bus's archive: which segments it holds, and a segment's bytes to
     map (``open_segment``: the archived file itself when uncompressed, else a memory file the
-    kernel frees with the process; ``open_path``, for tools that open paths: a private file
-    under ``/dev/shm`` which the caller unlinks at once). While a reader reads compressed
+    kernel frees with the process, a killed one's too). While a reader reads compressed
     segment k, segment k+1 is decompressed ahead in a background thread (its file read and
     its memory file made by the reader's thread, so that the background thread waits for the
     GIL at most twice); ``close()`` drops what was not used."""
@@ -709,11 +708,6 @@ class ArchiveTier:
             return {}
         self._check()
         return list_archived(self.cfg.dir)
-
-    def _decompress(self, index, name):
-        data = read_archived(self.cfg.dir, index, name, self.meta.segment_size,
-                             allow_foreign=self._allow_foreign)
-        return _to_shm(data, name)
 
     def _source(self, index, name):
         """(path, how, compressed bytes) of archived segment ``index``."""
@@ -773,19 +767,6 @@ class ArchiveTier:
         self._ahead = _Ahead(index, path, fd, m,
                              self._pool.submit(_decompress_into, src, how, size, path, m))
 
-    def open_path(self, index):
-        """``(path to map, temporary: True if the caller unlinks it after mapping)`` of
-        archived segment ``index``, for tools that open files by path (a compressed one is
-        decompressed into a private file under ``/dev/shm``: unlink it at once);
-        FileNotFoundError if it is not archived."""
-        names = self.segments()
-        if index not in names:
-            raise FileNotFoundError(f"segment {index} is not in the archive {self.cfg.dir!r}")
-        name = names[index]
-        if not name.endswith((".zst", ".lz4")):
-            return os.path.join(self.cfg.dir, name), False
-        return self._decompress(index, name), True
-
     def _drop_ahead(self):
         if self._ahead is not None:
             ahead, self._ahead = self._ahead, None
@@ -797,22 +778,6 @@ class ArchiveTier:
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
-
-
-def _to_shm(data, name):
-    base = "/dev/shm" if os.path.isdir("/dev/shm") else None
-    import tempfile
-    fd, path = tempfile.mkstemp(prefix=f"mappedbus-archived-{name}-", dir=base)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-    except BaseException:
-        os.close(fd)
-        os.unlink(path)
-        raise
-    os.close(fd)
-    return path
 
 
 @dataclasses.dataclass(frozen=True)
@@ -885,10 +850,11 @@ def settle_meta(hot, meta, request, *, mode=0o600, allow_foreign=False):
     return cfg
 
 
-def archived_segment_path(bus_path, index, allow_foreign=False):
-    """For readers that open segments by path (work groups): ``(path, temporary)`` of
-    segment ``index`` of the rolling bus ``bus_path`` in its archive (``ArchiveTier.open_path``),
-    or None if the bus has no archive or the segment is not there."""
+def archived_segment(bus_path, index, allow_foreign=False):
+    """For readers that open segments one by one (work groups): the ``ArchivedSegment`` of
+    segment ``index`` of the rolling bus ``bus_path`` in its archive (``ArchiveTier.open_segment``:
+    a compressed one in a memory file the kernel frees with the process; the caller closes it
+    once mapped), or None if the bus has no archive or the segment is not there."""
     from ..formats.archive import archive_config
     from .directory import read_bus_meta
     meta = read_bus_meta(bus_path, allow_foreign=allow_foreign)
@@ -896,7 +862,7 @@ def archived_segment_path(bus_path, index, allow_foreign=False):
     if cfg is None:
         return None
     try:
-        return ArchiveTier(cfg, meta, allow_foreign=allow_foreign, ahead=False).open_path(index)
+        return ArchiveTier(cfg, meta, allow_foreign=allow_foreign, ahead=False).open_segment(index)
     except FileNotFoundError:
         return None
 
