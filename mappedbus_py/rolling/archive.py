@@ -164,6 +164,7 @@ def move_segments(hot, cfg, indices, segment_size, *, mode=0o600, allow_foreign=
     aix_dir = os.path.join(cfg.dir, TIME_INDEX_DIR)
     _stall(MoveState.MOVE_SETTLED)
     copied = {}             # index -> (its index bytes or None, tmp path of the segment)
+    syncs = []              # the copies' fsyncs (Futures)
     for index in indices:
         hix = os.path.join(hot, TIME_INDEX_DIR, time_index_name(index))
         try:
@@ -180,12 +181,26 @@ def move_segments(hot, cfg, indices, segment_size, *, mode=0o600, allow_foreign=
             raise MappedBusError(f"{segment_path(hot, index)!r} is {len(data)} bytes, not "
                                  f"{mapped_size(segment_size)}: not archived")
         final = archived_path(cfg.dir, index, cfg.compress)
-        tmp = _write_tmp(cfg.dir, os.path.basename(final), _compress(data, cfg.compress), mode)
+        tmp = _write_tmp(cfg.dir, os.path.basename(final), _compress(data, cfg.compress), mode,
+                         sync=False)
         del data
         # its mtime stays when it filled (retention ages it by that; seek_time bounds it by it)
         os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
         copied[index] = (index_bytes, tmp)
-        _stall(MoveState.MOVE_COPIED)
+        # fsynced in the background while the next one is read and compressed (the disk's
+        # wait overlaps the CPU's work); every copy is fsynced before any is renamed
+        syncs.append(_fsync_pool().submit(_fsync_path, tmp))
+    try:
+        for done in syncs:
+            done.result()
+    except BaseException:
+        for _, tmp in copied.values():      # never renamed: as if not copied
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+        raise
+    _stall(MoveState.MOVE_COPIED)
     for index, (_, tmp) in copied.items():
         os.rename(tmp, archived_path(cfg.dir, index, cfg.compress))
     fsync_dir(aix_dir)
@@ -208,6 +223,26 @@ def move_segments(hot, cfg, indices, segment_size, *, mode=0o600, allow_foreign=
     if os.path.isdir(os.path.join(hot, TIME_INDEX_DIR)):
         fsync_dir(os.path.join(hot, TIME_INDEX_DIR))
     _stall(MoveState.MOVE_UNLINKED)
+
+
+_FSYNC_POOL = []
+
+
+def _fsync_pool():
+    # The archiver's fsyncs of its copies (a thread: os.fsync lets the GIL go).
+    if not _FSYNC_POOL:
+        import concurrent.futures
+        _FSYNC_POOL.append(concurrent.futures.ThreadPoolExecutor(
+            2, thread_name_prefix="mappedbus-archive-fsync"))
+    return _FSYNC_POOL[0]
+
+
+def _fsync_path(path):
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _unlink_hot(hot, index, sync=True):
