@@ -6,8 +6,9 @@
 1. **The archiver keeps up**: one Python writer process writes PriceUpdate records (12 bytes)
    as fast as it can into a hot bus in /dev/shm (1 MiB segments) with ``archive=`` a directory
    on disk, ``archive_after=2``, for zstd and lz4; a second process looks at the hot directory
-   every 2 ms and reports the most segments with records it held (the target: archive_after + 1,
-   the current one; a spare made ahead has none; at each roll one more until its move is done),
+   every 2 ms and reports the most segments with records it held (the target: archive_after + 1
+   with the current one, at rolls too, since the oldest full one moves once the current one is
+   half full; a spare made ahead has none),
    the share of samples at each count, and the most hot files at all. Also the
    writer's rate, and the time from the last write until the archive holds every full segment.
 2. **Compressed size**: the archived segments' bytes against their segments' (the PriceUpdate
@@ -235,8 +236,8 @@ def report(res, started):
                      f"{r['most_hot_segments_with_records']} | {r['most_hot_segment_files']} | "
                      f"{r['archive_caught_up_s'] * 1000:.0f} ms | {ratio} |")
     lines += ["", "Share of the watcher's 2 ms samples by hot segments with records (the target, "
-              "archive_after+1, holds between rolls; at a roll the one due to move is there "
-              "until its move is done):", ""]
+              "archive_after+1, holds at rolls too while the archiver keeps up: the oldest full "
+              "segment moves once the current one is half full):", ""]
     for c in ("lz4", "zstd"):
         counts = {int(k): v for k, v in res[f"keep_up_{c}"].get(
             "samples_by_hot_segments", {}).items()}

@@ -317,16 +317,19 @@ cdef class GroupReader:
             return 1
         from ..rolling import segment_path
         seg = segment_path(self.path, k)
-        temporary = False
+        archived = None
         kw = self._reader_kw
         if not os.path.lexists(seg):
-            # archived (docs/journal.md): read on from the archive, read-only
-            from ..rolling.archive import archived_segment_path
-            found = archived_segment_path(self.path, k, self._reader_kw["allow_foreign"])
-            if found is None:
+            # archived (docs/journal.md): read on from the archive, read-only; a compressed
+            # one from a memory file the kernel frees with this process, a killed one's too
+            from ..rolling.archive import archived_segment
+            archived = archived_segment(self.path, k, self._reader_kw["allow_foreign"])
+            if archived is None:
                 return 2 if self._made_after(k) else 0
-            seg, temporary = found
+            seg = archived.path
             kw = dict(self._reader_kw, read_only=True)
+            if archived.fd is not None:
+                kw = dict(kw, _fd=archived.fd, prefault=True)
         if self._framed:
             kw = dict(kw, frames=True, _topics=self._names)
         try:
@@ -334,8 +337,8 @@ cdef class GroupReader:
                                 _segment=True, **kw)
             r.open()
         finally:
-            if temporary:
-                os.unlink(seg)
+            if archived is not None:
+                archived.close()        # mapped: the memory stays until the reader leaves it
         if self._r is not None:
             self._r.close()
         self._r, self._k = r, k

@@ -21,10 +21,12 @@ from .._core._liveness import Hold, LiveFile
 from .._core._reader import MappedBusReader
 from ..errors import BusFullError, BusMismatchError, MappedBusError
 from ..formats.archive import (ArchiveConfig, archived_path, compress as _compress,
-                               decompress, list_archived, read_archived)
+                               decompress, list_archived)
 from ..formats.busmeta import read_meta, write_meta
 from ..formats.files import open_file
-from ..formats.layout import (ARCHIVER_LOCK_BYTE, archive_index, FIRST_RECORD_OFFSET, META_FILE,
+from ..formats.layout import (ARCHIVER_ACTIVE_POLL_MS, ARCHIVER_EARLY_FILL_PERCENT,
+                              ARCHIVER_IDLE_AFTER_MS, ARCHIVER_IDLE_POLL_MS,
+                              ARCHIVER_LOCK_BYTE, archive_index, FIRST_RECORD_OFFSET, META_FILE,
                               STATUS_NOT_SET, TIME_INDEX_DIR, TMP_PREFIX, TOPICS_FILE,
                               WRITERS_FILE,
                               join_position, mapped_size, slot_size, time_index_name)
@@ -42,7 +44,10 @@ __all__ = ("Archiver", "ArchiveTier", "ArchivedSegment", "MoveState", "move_segm
 #: (the tests SIGKILL it there).
 ARCHIVE_STALL_ENV = "MAPPEDBUS_TEST_ARCHIVE_STALL"
 #: How often an idle archiver looks (a writer's roll wakes it at once).
-ARCHIVE_POLL_S = 0.05
+ARCHIVE_POLL_S = ARCHIVER_IDLE_POLL_MS / 1000
+#: The longest an archiver goes without listing both directories in full (between, it
+#: looks cheaply: ``step``): the archive's retention by age is seen at this pace.
+ARCHIVE_FULL_LOOK_S = 1
 #: How long a writer's open() waits for its archiver process to run.
 ARCHIVER_START_TIMEOUT_S = 60.0
 _READY = b"\x06"          # the archiver process's first byte on its stdout: it runs
@@ -164,6 +169,7 @@ def move_segments(hot, cfg, indices, segment_size, *, mode=0o600, allow_foreign=
     aix_dir = os.path.join(cfg.dir, TIME_INDEX_DIR)
     _stall(MoveState.MOVE_SETTLED)
     copied = {}             # index -> (its index bytes or None, tmp path of the segment)
+    syncs = []              # the copies' fsyncs (Futures)
     for index in indices:
         hix = os.path.join(hot, TIME_INDEX_DIR, time_index_name(index))
         try:
@@ -180,12 +186,26 @@ def move_segments(hot, cfg, indices, segment_size, *, mode=0o600, allow_foreign=
             raise MappedBusError(f"{segment_path(hot, index)!r} is {len(data)} bytes, not "
                                  f"{mapped_size(segment_size)}: not archived")
         final = archived_path(cfg.dir, index, cfg.compress)
-        tmp = _write_tmp(cfg.dir, os.path.basename(final), _compress(data, cfg.compress), mode)
+        tmp = _write_tmp(cfg.dir, os.path.basename(final), _compress(data, cfg.compress), mode,
+                         sync=False)
         del data
         # its mtime stays when it filled (retention ages it by that; seek_time bounds it by it)
         os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
         copied[index] = (index_bytes, tmp)
-        _stall(MoveState.MOVE_COPIED)
+        # fsynced in the background while the next one is read and compressed (the disk's
+        # wait overlaps the CPU's work); every copy is fsynced before any is renamed
+        syncs.append(_fsync_pool().submit(_fsync_path, tmp))
+    try:
+        for done in syncs:
+            done.result()
+    except BaseException:
+        for _, tmp in copied.values():      # never renamed: as if not copied
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+        raise
+    _stall(MoveState.MOVE_COPIED)
     for index, (_, tmp) in copied.items():
         os.rename(tmp, archived_path(cfg.dir, index, cfg.compress))
     fsync_dir(aix_dir)
@@ -208,6 +228,26 @@ def move_segments(hot, cfg, indices, segment_size, *, mode=0o600, allow_foreign=
     if os.path.isdir(os.path.join(hot, TIME_INDEX_DIR)):
         fsync_dir(os.path.join(hot, TIME_INDEX_DIR))
     _stall(MoveState.MOVE_UNLINKED)
+
+
+_FSYNC_POOL = []
+
+
+def _fsync_pool():
+    # The archiver's fsyncs of its copies (a thread: os.fsync lets the GIL go).
+    if not _FSYNC_POOL:
+        import concurrent.futures
+        _FSYNC_POOL.append(concurrent.futures.ThreadPoolExecutor(
+            2, thread_name_prefix="mappedbus-archive-fsync"))
+    return _FSYNC_POOL[0]
+
+
+def _fsync_path(path):
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _unlink_hot(hot, index, sync=True):
@@ -314,6 +354,9 @@ class Archiver:
         self._holding = False
         self._settling = None       # (index, MappedBusReader) rolling back dead writers' slots
         self._busy = False          # run_once is running
+        self._view = None           # HotView of the last run_once
+        self._watch = None          # _Watch of the current segment, between listings
+        self._full_at_ns = 0        # when step() runs run_once again without a change
         self.error = None
         self.moved = 0
 
@@ -349,22 +392,65 @@ class Archiver:
         if self._settling is not None:
             self._settling[1].close()
             self._settling = None
+        if self._watch is not None:
+            self._watch.close()
+            self._watch = None
         if self._live is not None:
             self._live.close()
             self._live = None
             self._holding = False
 
     def _run(self):
+        woken = True
         while not self._stop:
             self._busy = True
             try:
-                self.run_once()
+                wait = self.step(woken)
             except Exception as e:      # kept; the writer's close() raises it
                 self.error = e
+                wait = ARCHIVER_IDLE_POLL_MS / 1000
             finally:
                 self._busy = False
-            self._event.wait(ARCHIVE_POLL_S)
+            woken = self._event.wait(wait)
             self._event.clear()
+
+    def step(self, woken):
+        """One turn of the archiver's loop (this thread's, or the child process's): a look,
+        and ``run_once`` when it is due (``woken``: the writer rolled; the watch saw a roll, a
+        spare made, or the current segment's limit pass the early-move fill; or the periodic
+        full look). Returns the seconds to wait before the next turn (a wake cuts it short):
+        ARCHIVER_ACTIVE_POLL_MS while the current segment's limit changes, ARCHIVER_IDLE_POLL_MS
+        once it has not changed for ARCHIVER_IDLE_AFTER_MS (layout: WHEN a segment moves)."""
+        now = time.monotonic_ns()
+        full = woken or self._watch is None or now >= self._full_at_ns
+        if not full:
+            full = self._watch.look(now)
+        if full:
+            # Due again only on a change, else at the pace of what may become due by itself.
+            self._full_at_ns = now + ARCHIVE_FULL_LOOK_S * 1_000_000_000
+            moved = self.run_once()
+            if self._view is not None:
+                self._rewatch(self._view, now)
+                if self._view.pending:
+                    self._full_at_ns = now + ARCHIVER_IDLE_POLL_MS * 1_000_000
+                elif self._view.age_due_ns is not None:
+                    self._full_at_ns = min(self._full_at_ns, now + max(
+                        0, self._view.age_due_ns - time.time_ns()))
+            if len(moved) >= MOVE_BATCH:
+                return 0.0              # more due: on at once
+        if not self._holding or self._watch is None or \
+                now - self._watch.changed_ns >= ARCHIVER_IDLE_AFTER_MS * 1_000_000:
+            return ARCHIVER_IDLE_POLL_MS / 1000
+        return ARCHIVER_ACTIVE_POLL_MS / 1000
+
+    def _rewatch(self, view, now):
+        if self._watch is not None and self._watch.view.current == view.current \
+                and self._watch.view.newest == view.newest:
+            self._watch.view = view
+            return
+        if self._watch is not None:
+            self._watch.close()
+        self._watch = _Watch.open(self.hot, view, self.meta.segment_size, now)
 
     def _take_lock(self):
         if self._holding:
@@ -381,15 +467,17 @@ class Archiver:
 
     def candidates(self):
         """The hot segments due to move, oldest first (not yet checked to be settled)."""
-        segs = list_segments(self.hot)
-        if len(segs) < 2:
+        return self._due(hot_view(self.hot))
+
+    def _due(self, view):
+        if view.current is None:
             return []
-        newest = segs[-1]
-        full = [k for k in segs if k < newest]
-        # The newest may be a spare made ahead (limit 8): then the one before it is current.
-        if _limit(self.hot, newest) <= FIRST_RECORD_OFFSET and full:
-            full = full[:-1]
-        due = full[:max(0, len(full) - self.cfg.after)]
+        full = [k for k in view.segments if k < view.current]
+        keep = self.cfg.after
+        if keep >= 1 and len(full) >= keep and \
+                past_early_fill(view.current_limit, self.meta.segment_size):
+            keep -= 1       # the oldest full one moves while the current one fills
+        due = full[:max(0, len(full) - keep)]
         if self.cfg.age_ms:
             now = time.time_ns()
             for k in full[len(due):]:
@@ -403,12 +491,27 @@ class Archiver:
                     break
         return due
 
+    def _age_due_ns(self, view, due):
+        # When (time.time_ns) the oldest full segment kept hot ages past archive_age; None.
+        if not self.cfg.age_ms or view.current is None:
+            return None
+        for k in view.segments:
+            if k < view.current and k not in due:
+                try:
+                    return os.stat(segment_path(self.hot, k)).st_mtime_ns + \
+                        (self.cfg.age_ms + 1) * 1_000_000
+                except FileNotFoundError:
+                    continue
+        return None
+
     def run_once(self):
         """One look: returns the segments moved."""
         if not self._take_lock():
             return []
+        view = hot_view(self.hot)
+        due = self._due(view)
         ready = []
-        for k in self.candidates():
+        for k in due:
             if self._stop or len(ready) >= MOVE_BATCH:
                 break
             p = segment_path(self.hot, k)
@@ -425,6 +528,8 @@ class Archiver:
                           allow_foreign=self._allow_foreign)
             self.moved += len(ready)
         apply_archive_retention(self.cfg, self.meta)
+        self._view = dataclasses.replace(view, pending=len(ready) < len(due),
+                                         age_due_ns=self._age_due_ns(view, due))
         return ready
 
     def _settle(self, k):
@@ -468,6 +573,101 @@ def _limit(hot, k):
         return int.from_bytes(os.pread(fd, 8, 0), "little", signed=True)
     finally:
         os.close(fd)
+
+
+def past_early_fill(limit, segment_size):
+    """Whether a current segment's ``limit`` is past ARCHIVER_EARLY_FILL_PERCENT % of the
+    segment (its ``segment_size`` bytes): the oldest full hot segment is due then."""
+    return limit * 100 > segment_size * ARCHIVER_EARLY_FILL_PERCENT
+
+
+@dataclasses.dataclass(frozen=True)
+class HotView:
+    """What an archiver saw in the hot directory at one listing: ``segments`` (oldest first),
+    ``newest`` and ``current`` (the segment being written: the newest, or the one before it
+    when the newest is a spare made ahead, with no record yet; both None in an empty
+    directory), the current one's limit, and, after ``run_once``, whether due segments were
+    left (``pending``: one not settled yet, or more than a batch) and when the age rule makes
+    the next one due (``age_due_ns``, ``time.time_ns``; None: never by age)."""
+    segments: tuple
+    newest: typing.Optional[int]
+    current: typing.Optional[int]
+    current_limit: int
+    pending: bool = False
+    age_due_ns: typing.Optional[int] = None
+
+
+def hot_view(hot):
+    """The ``HotView`` of the hot directory ``hot`` now."""
+    segs = tuple(list_segments(hot))
+    if not segs:
+        return HotView(segs, None, None, 0)
+    newest = segs[-1]
+    limit = _limit(hot, newest)
+    if len(segs) >= 2 and limit <= FIRST_RECORD_OFFSET:
+        # the newest is a spare made ahead (or just rolled into): the one before is current
+        return HotView(segs, newest, segs[-2], _limit(hot, segs[-2]))
+    return HotView(segs, newest, newest, limit)
+
+
+class _Watch:
+    """An archiver's cheap look between listings: whether the segment after the newest
+    appeared (a roll, or a spare made ahead), the spare got records (the writer rolled into
+    it), or the current segment's limit changed (through descriptors kept open: one pread and
+    one lstat a look, no listing). ``changed_ns``: when it last saw a change."""
+
+    def __init__(self, view, next_path, current_fd, newest_fd, segment_size, now):
+        self.view, self._next_path = view, next_path
+        self._current_fd, self._newest_fd = current_fd, newest_fd
+        self._segment_size = segment_size
+        self.limit = view.current_limit
+        self.changed_ns = now
+
+    @classmethod
+    def open(cls, hot, view, segment_size, now):
+        if view.current is None:
+            return cls(view, segment_path(hot, 0), None, None, segment_size, now)
+        current = _open_quiet(segment_path(hot, view.current))
+        newest = None if view.newest == view.current else \
+            _open_quiet(segment_path(hot, view.newest))
+        return cls(view, segment_path(hot, view.newest + 1), current, newest, segment_size, now)
+
+    def look(self, now):
+        """True if the archiver must list the hot directory again (something changed that
+        may make a segment due)."""
+        if os.path.lexists(self._next_path):
+            self.changed_ns = now
+            return True
+        if self._newest_fd is not None and _pread_limit(self._newest_fd) > FIRST_RECORD_OFFSET:
+            self.changed_ns = now
+            return True
+        if self._current_fd is None:
+            return False
+        limit = _pread_limit(self._current_fd)
+        if limit == self.limit:
+            return False
+        self.changed_ns = now
+        crossed = past_early_fill(limit, self._segment_size) and \
+            not past_early_fill(self.limit, self._segment_size)
+        self.limit = limit
+        return crossed
+
+    def close(self):
+        for fd in (self._current_fd, self._newest_fd):
+            if fd is not None:
+                os.close(fd)
+        self._current_fd = self._newest_fd = None
+
+
+def _open_quiet(path):
+    try:
+        return os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+
+
+def _pread_limit(fd):
+    return int.from_bytes(os.pread(fd, 8, 0), "little", signed=True)
 
 
 @dataclasses.dataclass
@@ -527,8 +727,7 @@ def _decompress_into(src, how, expected, path, mapping):
 class ArchiveTier:
     """A reader's view of a bus's archive: which segments it holds, and a segment's bytes to
     map (``open_segment``: the archived file itself when uncompressed, else a memory file the
-    kernel frees with the process; ``open_path``, for tools that open paths: a private file
-    under ``/dev/shm`` which the caller unlinks at once). While a reader reads compressed
+    kernel frees with the process, a killed one's too). While a reader reads compressed
     segment k, segment k+1 is decompressed ahead in a background thread (its file read and
     its memory file made by the reader's thread, so that the background thread waits for the
     GIL at most twice); ``close()`` drops what was not used."""
@@ -555,11 +754,6 @@ class ArchiveTier:
             return {}
         self._check()
         return list_archived(self.cfg.dir)
-
-    def _decompress(self, index, name):
-        data = read_archived(self.cfg.dir, index, name, self.meta.segment_size,
-                             allow_foreign=self._allow_foreign)
-        return _to_shm(data, name)
 
     def _source(self, index, name):
         """(path, how, compressed bytes) of archived segment ``index``."""
@@ -619,19 +813,6 @@ class ArchiveTier:
         self._ahead = _Ahead(index, path, fd, m,
                              self._pool.submit(_decompress_into, src, how, size, path, m))
 
-    def open_path(self, index):
-        """``(path to map, temporary: True if the caller unlinks it after mapping)`` of
-        archived segment ``index``, for tools that open files by path (a compressed one is
-        decompressed into a private file under ``/dev/shm``: unlink it at once);
-        FileNotFoundError if it is not archived."""
-        names = self.segments()
-        if index not in names:
-            raise FileNotFoundError(f"segment {index} is not in the archive {self.cfg.dir!r}")
-        name = names[index]
-        if not name.endswith((".zst", ".lz4")):
-            return os.path.join(self.cfg.dir, name), False
-        return self._decompress(index, name), True
-
     def _drop_ahead(self):
         if self._ahead is not None:
             ahead, self._ahead = self._ahead, None
@@ -643,22 +824,6 @@ class ArchiveTier:
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
-
-
-def _to_shm(data, name):
-    base = "/dev/shm" if os.path.isdir("/dev/shm") else None
-    import tempfile
-    fd, path = tempfile.mkstemp(prefix=f"mappedbus-archived-{name}-", dir=base)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-    except BaseException:
-        os.close(fd)
-        os.unlink(path)
-        raise
-    os.close(fd)
-    return path
 
 
 @dataclasses.dataclass(frozen=True)
@@ -731,10 +896,11 @@ def settle_meta(hot, meta, request, *, mode=0o600, allow_foreign=False):
     return cfg
 
 
-def archived_segment_path(bus_path, index, allow_foreign=False):
-    """For readers that open segments by path (work groups): ``(path, temporary)`` of
-    segment ``index`` of the rolling bus ``bus_path`` in its archive (``ArchiveTier.open_path``),
-    or None if the bus has no archive or the segment is not there."""
+def archived_segment(bus_path, index, allow_foreign=False):
+    """For readers that open segments one by one (work groups): the ``ArchivedSegment`` of
+    segment ``index`` of the rolling bus ``bus_path`` in its archive (``ArchiveTier.open_segment``:
+    a compressed one in a memory file the kernel frees with the process; the caller closes it
+    once mapped), or None if the bus has no archive or the segment is not there."""
     from ..formats.archive import archive_config
     from .directory import read_bus_meta
     meta = read_bus_meta(bus_path, allow_foreign=allow_foreign)
@@ -742,7 +908,7 @@ def archived_segment_path(bus_path, index, allow_foreign=False):
     if cfg is None:
         return None
     try:
-        return ArchiveTier(cfg, meta, allow_foreign=allow_foreign, ahead=False).open_path(index)
+        return ArchiveTier(cfg, meta, allow_foreign=allow_foreign, ahead=False).open_segment(index)
     except FileNotFoundError:
         return None
 
@@ -904,14 +1070,17 @@ def child_main(argv):
     stdin = sys.stdin.fileno()
     os.write(sys.stdout.fileno(), _READY)
     reported = None
+    woken = True
     while True:
         try:
-            a.run_once()
+            wait = a.step(woken)
         except Exception as e:          # reported once to the writer; retried meanwhile
+            wait = ARCHIVE_POLL_S
             if repr(e) != reported:
                 reported = repr(e)
                 os.write(sys.stdout.fileno(), f"{type(e).__name__}: {e}\n".encode())
-        r, _, _ = select.select([stdin], [], [], ARCHIVE_POLL_S)
+        r, _, _ = select.select([stdin], [], [], wait)
+        woken = bool(r)
         if r and not os.read(stdin, 4096):
             break                       # the writer closed (or died)
     a.stop()

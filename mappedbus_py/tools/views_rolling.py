@@ -4,22 +4,21 @@ Read-only, like the single-file inspector (``inspect``), whose dict schema ``des
 shares (``docs/cli.md``); segments are read through ``inspect.survey`` and ``inspect.scan``.
 """
 import contextlib
+import dataclasses
 import os
 
 from ..formats.archive import archive_config
-from ..formats.files import open_file
 from ..formats.layout import (FIRST_RECORD_OFFSET, META_FILE, TOPICS_FILE, is_record_boundary,
                               join_position,
                               mapped_size, slot_size, split_position)
 from ..formats.positions import end_boundary, gap_range, slots_per_segment
 from ..rolling.archive import ArchiveTier
 from ..rolling.directory import list_segments, open_dir, read_bus_meta, segment_path
-from .slots import scan
-from .slots import scan_frames
+from .slots import frames_of, open_read_only, slots_of
 from .views import (InspectError, content_notes, escape, off_grid, record_counts, survey,
                     topic_names)
 
-__all__ = ("describe", "check_start", "slots", "frames", "segment_file", "tier_of")
+__all__ = ("describe", "check_start", "slots", "frames", "segment_file", "SegmentFile", "tier_of")
 
 
 def tier_of(meta, path):
@@ -28,32 +27,43 @@ def tier_of(meta, path):
     return None if cfg is None else ArchiveTier(cfg, meta, allow_foreign=True, ahead=False)
 
 
+@dataclasses.dataclass(frozen=True)
+class SegmentFile:
+    """Segment open for reading (``segment_file``): ``fd``, a read-only descriptor of its
+    bytes, and ``tier``, "hot" or "archive"."""
+    fd: int
+    tier: str
+
+
 @contextlib.contextmanager
 def segment_file(path, index, tier):
-    """A path to read segment ``index`` from, and its tier ("hot" or "archive"): the hot file,
-    else the archived one (decompressed into a temporary file, removed after);
-    FileNotFoundError if it is in neither."""
+    """A ``SegmentFile`` of segment ``index``: the hot file, else the archived one (a
+    compressed one decompressed into an anonymous memory file, ``memfd_create``, that the
+    kernel frees with the process even if it is killed: nothing is left behind); closed
+    after. FileNotFoundError if it is in neither."""
     hot = segment_path(path, index)
     if os.path.lexists(hot) or tier is None:
-        yield hot, "hot"
-        return
-    p, temporary = tier.open_path(index)
+        fd, _ = open_read_only(hot)
+        where = "hot"
+    else:
+        seg = tier.open_segment(index)
+        if seg.fd is None:
+            fd, _ = open_read_only(seg.path)
+        else:
+            fd, seg.fd = seg.fd, None           # ours to close now
+        where = "archive"
     try:
-        yield p, "archive"
+        yield SegmentFile(fd, where)
     finally:
-        if temporary:
-            os.unlink(p)
+        os.close(fd)
 
 
 def _segment(path, index, meta, tier=None):
     """The figures of segment ``index``, or None if retention removed it meanwhile."""
     try:
-        with segment_file(path, index, tier) as (p, where):
-            fd, _ = open_file(p, os.O_RDONLY, allow_foreign=True)
-            try:
-                sv = survey(fd, meta.record_size, meta.segment_size, framed=bool(meta.frames))
-            finally:
-                os.close(fd)
+        with segment_file(path, index, tier) as seg:
+            sv = survey(seg.fd, meta.record_size, meta.segment_size, framed=bool(meta.frames))
+            where = seg.tier
     except FileNotFoundError:
         return None
     problems = []
@@ -148,8 +158,8 @@ def check_start(d, start):
 
 
 def _walk(d, start, scanner):
-    # (position, segment, item) for every item ``scanner`` (slots.scan or slots.scan_frames)
-    # finds in the segments of the rolling bus ``d`` from position ``start``, hot or archived.
+    # (position, segment, item) for every item ``scanner`` (slots_of or frames_of, on an open
+    # segment) finds in the segments of the rolling bus ``d`` from position ``start``, hot or archived.
     size = d["segment_size"]
     k, off = split_position(start, size)
     tier = None
@@ -160,9 +170,9 @@ def _walk(d, start, scanner):
         if i < k:
             continue
         try:
-            with segment_file(d["path"], i, tier) as (p, _):
-                for item in scanner(p, d["record_size"], size,
-                                    start=off if i == k else FIRST_RECORD_OFFSET):
+            with segment_file(d["path"], i, tier) as seg:
+                for item in scanner(seg.fd, d["record_size"], size,
+                                    off if i == k else FIRST_RECORD_OFFSET):
                     yield join_position(i, item.offset, size), i, item
         except FileNotFoundError:
             continue            # removed by retention (or archived) meanwhile
@@ -171,10 +181,14 @@ def _walk(d, start, scanner):
 def slots(d, start):
     """``(position, segment, Slot)`` for every allocated slot of the rolling bus ``d``
     from position ``start`` (from check_start), across its segments."""
-    return _walk(d, start, scan)
+    return _walk(d, start, _slots_from)
+
+
+def _slots_from(fd, record_size, size, start):
+    return slots_of(fd, record_size, size, start, False)
 
 
 def frames(d, start):
     """``(position, segment, Frame)`` for every frame of the framed rolling bus ``d`` from
     position ``start``, across its segments."""
-    return _walk(d, start, scan_frames)
+    return _walk(d, start, frames_of)
