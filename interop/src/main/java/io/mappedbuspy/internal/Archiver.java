@@ -224,9 +224,21 @@ public final class Archiver {
                 LockSupport.parkNanos(watch.active(now) || watch.retrySoon(now) ? ACTIVE_POLL_NS : IDLE_POLL_NS);
             }
             now = System.nanoTime();
-            full = woken || watch.left == Left.MORE || watch.retrySoon(now) || now - lastFull >= IDLE_POLL_NS
+            full = woken || watch.left == Left.MORE || watch.retrySoon(now) || now - lastFull >= fullLookEvery()
                     || watch.crossed(now);
         }
+    }
+
+    /** The most time between two full looks of a bus whose current segment is watched and unchanged. */
+    private static final long FULL_LOOK_AT_LEAST_NS = TimeUnit.SECONDS.toNanos(1);
+
+    // How long a full look may wait while nothing changes: an idle poll when time alone makes segments due (the age
+    // rules of either tier), when no segment is watched (no lock, or a look failed) or a look failed; else, the short
+    // looks at the watched segment's limit see every change that makes one due, and a full look each second is the
+    // safety net (a bus changed in a way no limit shows).
+    private long fullLookEvery() {
+        boolean timed = cfg.ageMs() > 0 || cfg.retainAgeMs() > 0;
+        return timed || !watch.watching() || error != null ? IDLE_POLL_NS : FULL_LOOK_AT_LEAST_NS;
     }
 
     /** What a full look left behind of the segments due. */
@@ -311,6 +323,10 @@ public final class Archiver {
                 }
             }
             return l >= end && Files.exists(segmentPath(hot, index + 1), LinkOption.NOFOLLOW_LINKS);
+        }
+
+        boolean watching() {
+            return limitPage != null;
         }
 
         void forget() {
