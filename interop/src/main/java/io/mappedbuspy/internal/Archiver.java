@@ -49,7 +49,8 @@ import java.util.concurrent.locks.LockSupport;
  * every {@link Layout#ARCHIVER_ACTIVE_POLL_MS} (a writer in another process or language does not wake it), through a
  * small mapping of that segment's first page (one load: no directory listing), listing the directory only when that
  * limit crosses the early fill or the segment's end; after {@link Layout#ARCHIVER_IDLE_AFTER_MS} without a change,
- * every {@link Layout#ARCHIVER_IDLE_POLL_MS}, each a full look.
+ * every {@link Layout#ARCHIVER_IDLE_POLL_MS}. A full look (listing the directory) runs at least every second, and every
+ * idle poll when time alone makes segments due (an age rule of either tier) or no segment is watched.
  *
  * <p>It runs on a daemon thread of the writer's JVM (Python uses a child process so that moving and compressing never
  * wait for the writer's GIL; a JVM has no such lock, and a second JVM would cost a start-up and its memory): the
