@@ -731,10 +731,17 @@ public final class MappedBusReader extends ConsumingReader<MappedBusReader> impl
 
     /**
      * A reader of an archived segment's bytes ({@link ArchiveFiles#open}), open at its first record: read-only (an
-     * archived segment is settled: nothing to roll back), no writers to ask. It closes {@code mem}.
+     * archived segment is settled: nothing to roll back), no writers to ask; a framed bus's ({@code frames}) read
+     * frame by frame, as its hot segments are. It closes {@code mem}.
      */
-    static MappedBusReader forArchived(MemoryMappedFile mem, long segmentSize, int recordSize) {
+    static MappedBusReader forArchived(MemoryMappedFile mem, long segmentSize, int recordSize, boolean frames) {
         MappedBusReader x = forSegment(mem.path, segmentSize, recordSize, true);
+        try {
+            x.setFrames(frames);
+        } catch (RuntimeException e) {
+            mem.close();
+            throw e;
+        }
         long limit = mem.getLongAcquire(Layout.LIMIT_OFFSET);
         x.mem = mem;
         x.initialLimit = limit;

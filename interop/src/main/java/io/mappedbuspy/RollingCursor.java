@@ -115,8 +115,13 @@ final class RollingCursor {
             if (a == null) {
                 throw e;
             }
-            return MappedBusReader.forArchived(ArchiveFiles.open(a, segmentSize, recordSize, allowForeign),
-                    segmentSize, recordSize);
+            MappedBusReader x = MappedBusReader.forArchived(ArchiveFiles.open(a, segmentSize, recordSize,
+                    allowForeign), segmentSize, recordSize, frames);
+            if (frames) {
+                x.topicsAt(bus.dir.resolve(Layout.TOPICS_FILE));
+                x.setTopics(topics);
+            }
+            return x;
         }
     }
 

@@ -213,6 +213,33 @@ public final class ArchiverTest {
     }
 
     @Test
+    void aFramedBusIsArchivedWhateverItsContinuationSlotsHold() throws Exception {
+        // Messages of several slots whose payload is zeros: their continuation slots read as status NOT_SET, which
+        // a slot-by-slot scan would take for uncommitted slots (the segment never settled, never moved).
+        Path hot = tmp.resolve("hot");
+        Path arch = tmp.resolve("archive");
+        byte[] zeros = new byte[200];
+        int n = 60;
+        try (RollingBusWriter w = new RollingBusWriter(hot.toString(), SEGMENT, RECORD).setFrames(true)
+                .setArchive(arch.toString()).setArchiveAfter(1).open()) {
+            for (int i = 0; i < n; i++) {
+                assertTrue(w.write(zeros, "t"));
+            }
+            assertTrue(w.awaitArchived(30, TimeUnit.SECONDS));
+            assertTrue(w.archivedSegments() >= 2, "archived " + w.archivedSegments());
+        }
+        assertTrue(Archiver.settled(Archiver.segmentPath(arch, 0), SEGMENT, RECORD, true));
+        assertFalse(Archiver.settled(Archiver.segmentPath(arch, 0), SEGMENT, RECORD, false)); // what it was
+        int read = 0;
+        try (RollingBusReader r = new RollingBusReader(hot.toString(), SEGMENT, RECORD).setFrames(true).open()) {
+            while (r.next()) {
+                read++;
+            }
+        }
+        assertEquals(n, read);
+    }
+
+    @Test
     void aSegmentIsSettledOnceFullAndEverySlotDecided() throws Exception {
         Path hot = tmp.resolve("hot");
         try (RollingBusWriter w = new RollingBusWriter(hot.toString(), SEGMENT, RECORD).open()) {

@@ -74,6 +74,7 @@ public final class Archiver {
     private final long segmentSize;
     private final int recordSize;
     private final long end;           // a full segment's limit
+    private final boolean frames;     // a framed bus: its settled scan steps frame by frame
     private final boolean allowForeign;
     private final int timeoutMs;
     private FileChannel lock;         // ARCHIVE/bus.meta, holding the archiver's byte while `holding`
@@ -115,6 +116,7 @@ public final class Archiver {
         this.segmentSize = meta.segmentSize();
         this.recordSize = meta.recordSize();
         this.end = RollingLayout.endBoundary(segmentSize, recordSize);
+        this.frames = meta.frames();
         this.allowForeign = allowForeign;
         this.timeoutMs = timeoutMs;
     }
@@ -385,7 +387,7 @@ public final class Archiver {
             }
             boolean ok;
             try {
-                ok = settled(segmentPath(hot, k), segmentSize, recordSize) || settle(k);
+                ok = settled(segmentPath(hot, k), segmentSize, recordSize, frames) || settle(k);
             } catch (NoSuchFileException e) {
                 continue;
             }
@@ -483,7 +485,7 @@ public final class Archiver {
             }
         } catch (EOFException e) {
             closeSettling();
-            return settled(segmentPath(hot, k), segmentSize, recordSize);
+            return settled(segmentPath(hot, k), segmentSize, recordSize, frames);
         }
         return false;
     }
@@ -530,6 +532,14 @@ public final class Archiver {
      * Whether a segment is full and every slot of it committed or rolled back (its limit and status words, read-only).
      */
     public static boolean settled(Path path, long segmentSize, int recordSize) throws IOException {
+        return settled(path, segmentSize, recordSize, false);
+    }
+
+    /**
+     * Whether a segment is full and every slot of it committed or rolled back; in a framed bus ({@code frames}), every
+     * frame's first slot, stepping over its continuation slots (payload, whose first bytes are no status).
+     */
+    public static boolean settled(Path path, long segmentSize, int recordSize, boolean frames) throws IOException {
         long end = RollingLayout.endBoundary(segmentSize, recordSize);
         long slot = Layout.slotSize(recordSize);
         try (FileChannel ch = FileChannel.open(path, StandardOpenOption.READ, LinkOption.NOFOLLOW_LINKS)) {
@@ -542,7 +552,7 @@ public final class Archiver {
                 if (m.getLong(Layout.LIMIT_OFFSET) < end) {
                     return false;
                 }
-                return everySlotDecided(m, end, slot);
+                return frames ? everyFrameDecided(m, end, slot) : everySlotDecided(m, end, slot);
             } finally {
                 UnsafeAccess.unmap(m);
             }
@@ -555,6 +565,19 @@ public final class Archiver {
             if (m.getInt((int) p) == Layout.STATUS_NOT_SET) {
                 return false;
             }
+        }
+        return true;
+    }
+
+    // The same in a framed bus: each frame's first slot decided, stepped over by its slot count (Frames.skipSlots: a
+    // count of 0 in a decided slot steps one, as readers do).
+    private static boolean everyFrameDecided(ByteBuffer m, long end, long slot) {
+        long p = Layout.FIRST_RECORD_OFFSET;
+        while (p + slot <= end) {
+            if (m.getInt((int) p) == Layout.STATUS_NOT_SET) {
+                return false;
+            }
+            p += Frames.skipSlots(m.getInt((int) p + Layout.METADATA_OFFSET)) * slot;
         }
         return true;
     }
