@@ -90,7 +90,7 @@ def keep_up(n, compress, disk):
     caught_up, ok = hq.get(timeout=300)
     holder.join()
     stop.set()
-    most_live, most_files = wq.get(timeout=60)
+    most_live, most_files = wq.get(timeout=60)[:2]  # (most live, most files, samples by count)
     watcher.join()
     archived = list_archived(arch)
     raw = len(archived) * SEG
@@ -115,7 +115,7 @@ def keep_up_java(n, compress, disk):
     lines = java("rolling-bench-write", hot, SEG, n, "--time-index", "on", "--archive", arch,
                  "--archive-after", AFTER, "--compress", compress)
     stop.set()
-    most_live, most_files = wq.get(timeout=60)
+    most_live, most_files = wq.get(timeout=60)[:2]  # (most live, most files, samples by count)
     watcher.join()
     archived_line = next(x for x in lines if x.startswith("archived "))
     caught_up = float(archived_line.split("caught_up_s=")[1].split()[0])

@@ -40,6 +40,8 @@ ALLOWED = {
     ("GroupProtocol.java", "expectedConstants"): "the group constants Layout.java holds, compared one for one",
     ("Archiver.java", "runOnce"): "the indices of the segments moved, ascending: one kind of value",
     ("Archiver.java", "candidates"): "the indices of the segments due to move, oldest first",
+    ("Archiver.java", "due"): "the indices of the segments due to move, oldest first",
+    ("Archiver.java", "HotView"): "a listing's segment indices, ascending, beside its named fields",
     ("Archiver.java", "hotSegments"): "the indices of the hot segments, ascending",
     ("Archiver.java", "moveSegments"): "the indices of the segments to move together",
     ("Archiver.java", "completeMoves"): "the indices of the segments whose move it completed",

@@ -91,6 +91,154 @@ public final class ArchiverTest {
         assertEquals(4, ArchiveFiles.list(arch).size());
     }
 
+    // Records that leave the current segment's limit at most ARCHIVER_EARLY_FILL_PERCENT % of the segment.
+    private static final int BELOW_EARLY = (int) ((SEGMENT * Layout.ARCHIVER_EARLY_FILL_PERCENT / 100
+            - Layout.FIRST_RECORD_OFFSET) / Layout.slotSize(RECORD));
+
+    private static long limitOf(Path segment) throws java.io.IOException {
+        java.nio.ByteBuffer b = java.nio.ByteBuffer.allocate(8).order(java.nio.ByteOrder.LITTLE_ENDIAN);
+        try (var ch = java.nio.channels.FileChannel.open(segment, java.nio.file.StandardOpenOption.READ)) {
+            ch.read(b, Layout.LIMIT_OFFSET);
+        }
+        return b.getLong(0);
+    }
+
+    // The hot segments with records (a spare made ahead has none); a segment moved meanwhile is not counted.
+    private static List<Long> withRecords(Path hot) throws java.io.IOException {
+        List<Long> out = new ArrayList<>();
+        for (long k : Archiver.hotSegments(hot)) {
+            try {
+                if (limitOf(Archiver.segmentPath(hot, k)) > Layout.FIRST_RECORD_OFFSET) {
+                    out.add(k);
+                }
+            } catch (java.nio.file.NoSuchFileException e) {
+                // archived between the listing and the read
+            }
+        }
+        return out;
+    }
+
+    @Test
+    void theOldestFullSegmentMovesOnceTheCurrentOneIsPastTheEarlyFill() throws Exception {
+        Path hot = tmp.resolve("hot");
+        Path arch = tmp.resolve("archive");
+        assertTrue(Archiver.pastEarlyFill(Layout.FIRST_RECORD_OFFSET + (BELOW_EARLY + 1) * Layout.slotSize(RECORD),
+                SEGMENT));
+        assertFalse(Archiver.pastEarlyFill(Layout.FIRST_RECORD_OFFSET + BELOW_EARLY * Layout.slotSize(RECORD),
+                SEGMENT));
+        int n = PER_SEGMENT * 3 + BELOW_EARLY;
+        try (RollingBusWriter w = new RollingBusWriter(hot.toString(), SEGMENT, RECORD).setArchive(arch.toString())
+                .setArchiveAfter(2).open()) {
+            write(w, 0, n);
+            assertTrue(w.awaitArchived(30, TimeUnit.SECONDS));
+            // not past the early fill: archive_after full ones stay hot beside the current one
+            assertEquals(List.of(0L), new ArrayList<>(ArchiveFiles.list(arch).keySet()));
+            assertEquals(List.of(1L, 2L, 3L), withRecords(hot));
+            write(w, n, n + 1);
+            assertTrue(w.awaitArchived(30, TimeUnit.SECONDS));
+            // past it (the writer made its spare ahead too): the oldest full one moved, one full one is hot
+            assertEquals(List.of(0L, 1L), new ArrayList<>(ArchiveFiles.list(arch).keySet()));
+            assertEquals(List.of(2L, 3L), withRecords(hot));
+            // the roll: archive_after full ones beside the next current one
+            write(w, n + 1, PER_SEGMENT * 4 + 1);
+            assertTrue(w.awaitArchived(30, TimeUnit.SECONDS));
+            assertEquals(List.of(0L, 1L), new ArrayList<>(ArchiveFiles.list(arch).keySet()));
+            assertEquals(List.of(2L, 3L, 4L), withRecords(hot));
+        }
+        assertEquals(expected(PER_SEGMENT * 4 + 1), readAll(hot));
+    }
+
+    @Test
+    void withArchiveAfterZeroEveryFullSegmentMovesAndTheCurrentOneStays() throws Exception {
+        Path hot = tmp.resolve("hot");
+        Path arch = tmp.resolve("archive");
+        int n = PER_SEGMENT * 2 + BELOW_EARLY + 1; // past the early fill: it changes nothing here
+        try (RollingBusWriter w = new RollingBusWriter(hot.toString(), SEGMENT, RECORD).setArchive(arch.toString())
+                .setArchiveAfter(0).open()) {
+            write(w, 0, n);
+            assertTrue(w.awaitArchived(30, TimeUnit.SECONDS));
+            assertEquals(List.of(0L, 1L), new ArrayList<>(ArchiveFiles.list(arch).keySet()));
+            assertEquals(List.of(2L), withRecords(hot));
+            write(w, n, PER_SEGMENT * 3 - 1); // the current one full but one record: still hot
+            assertTrue(w.awaitArchived(30, TimeUnit.SECONDS));
+            assertEquals(List.of(0L, 1L), new ArrayList<>(ArchiveFiles.list(arch).keySet()));
+            assertEquals(List.of(2L), withRecords(hot));
+        }
+        assertEquals(expected(PER_SEGMENT * 3 - 1), readAll(hot));
+    }
+
+    @Test
+    void aPacedWriterNeverHasMoreThanArchiveAfterPlusOneHotSegmentsWithRecords() throws Exception {
+        // Paced (a segment in 200 ms, no wake-up of the archiver but its own writer's rolls):
+        // the bound holds at every roll; a watcher samples the hot directory all along. Only the bound is asserted.
+        Path hot = tmp.resolve("hot");
+        Path arch = tmp.resolve("archive");
+        int after = 2;
+        int segments = 4;
+        long perRecordNs = TimeUnit.MILLISECONDS.toNanos(200) / PER_SEGMENT;
+        java.util.concurrent.atomic.AtomicInteger most = new java.util.concurrent.atomic.AtomicInteger();
+        java.util.concurrent.atomic.AtomicReference<Throwable> failed = new java.util.concurrent.atomic.AtomicReference<>();
+        java.util.concurrent.atomic.AtomicBoolean done = new java.util.concurrent.atomic.AtomicBoolean();
+        int n = PER_SEGMENT * segments + 1;
+        try (RollingBusWriter w = new RollingBusWriter(hot.toString(), SEGMENT, RECORD).setArchive(arch.toString())
+                .setArchiveAfter(after).open()) {
+            Thread watcher = new Thread(() -> {
+                try {
+                    while (!done.get()) {
+                        most.accumulateAndGet(withRecords(hot).size(), Math::max);
+                        java.util.concurrent.locks.LockSupport.parkNanos(200_000);
+                    }
+                } catch (Throwable t) {
+                    failed.set(t);
+                }
+            });
+            watcher.start();
+            long next = System.nanoTime();
+            for (int i = 0; i < n; i++) {
+                write(w, i, i + 1);
+                next += perRecordNs;
+                java.util.concurrent.locks.LockSupport.parkNanos(next - System.nanoTime());
+            }
+            done.set(true);
+            watcher.join();
+            assertTrue(w.awaitArchived(30, TimeUnit.SECONDS));
+        }
+        if (failed.get() != null) {
+            throw new AssertionError(failed.get());
+        }
+        assertEquals(segments - after, ArchiveFiles.list(arch).size());
+        assertTrue(most.get() >= after + 1, "the watcher saw " + most.get()); // it saw the directory at work
+        assertTrue(most.get() <= after + 1, "at most " + (after + 1) + " hot segments with records, saw " + most.get());
+        assertEquals(expected(n), readAll(hot));
+    }
+
+    @Test
+    void aFramedBusIsArchivedWhateverItsContinuationSlotsHold() throws Exception {
+        // Messages of several slots whose payload is zeros: their continuation slots read as status NOT_SET, which
+        // a slot-by-slot scan would take for uncommitted slots (the segment never settled, never moved).
+        Path hot = tmp.resolve("hot");
+        Path arch = tmp.resolve("archive");
+        byte[] zeros = new byte[200];
+        int n = 60;
+        try (RollingBusWriter w = new RollingBusWriter(hot.toString(), SEGMENT, RECORD).setFrames(true)
+                .setArchive(arch.toString()).setArchiveAfter(1).open()) {
+            for (int i = 0; i < n; i++) {
+                assertTrue(w.write(zeros, "t"));
+            }
+            assertTrue(w.awaitArchived(30, TimeUnit.SECONDS));
+            assertTrue(w.archivedSegments() >= 2, "archived " + w.archivedSegments());
+        }
+        assertTrue(Archiver.settled(Archiver.segmentPath(arch, 0), SEGMENT, RECORD, true));
+        assertFalse(Archiver.settled(Archiver.segmentPath(arch, 0), SEGMENT, RECORD, false)); // what it was
+        int read = 0;
+        try (RollingBusReader r = new RollingBusReader(hot.toString(), SEGMENT, RECORD).setFrames(true).open()) {
+            while (r.next()) {
+                read++;
+            }
+        }
+        assertEquals(n, read);
+    }
+
     @Test
     void aSegmentIsSettledOnceFullAndEverySlotDecided() throws Exception {
         Path hot = tmp.resolve("hot");

@@ -11,6 +11,7 @@ import java.nio.ByteOrder;
 import java.nio.MappedByteBuffer;
 import java.nio.channels.Channels;
 import java.nio.channels.FileChannel;
+import java.nio.channels.WritableByteChannel;
 import java.nio.file.DirectoryStream;
 import java.nio.file.FileAlreadyExistsException;
 import java.nio.file.Files;
@@ -39,7 +40,17 @@ import java.util.concurrent.locks.LockSupport;
  * the other left): while it holds the bus's archiver lock (the OFD lock on {@link Layout#ARCHIVER_LOCK_BYTE} of
  * {@code ARCHIVE/bus.meta}, {@link Liveness}), it completes what a killed archiver left, then moves each full, settled
  * segment beyond {@code archive_after} full hot segments (or filled longer than {@code archive_age} ago) into the
- * archive, oldest first, up to {@link #MOVE_BATCH} together, then applies the archive's retention.
+ * archive, oldest first, up to {@link #MOVE_BATCH} together, then applies the archive's retention. When
+ * {@code archive_after >= 1} full segments are hot and the current one is past {@link Layout#ARCHIVER_EARLY_FILL_PERCENT}
+ * %, the oldest full one is due too (layout.py, "WHEN a segment moves"): it moves while the current one fills, so
+ * that the hot directory never holds more than {@code archive_after + 1} segments with records, not even at a roll.
+ *
+ * <p>How often it looks: at once when its writer rolls ({@link #wake}); while the current segment's limit changes,
+ * every {@link Layout#ARCHIVER_ACTIVE_POLL_MS} (a writer in another process or language does not wake it), through a
+ * small mapping of that segment's first page (one load: no directory listing), listing the directory only when that
+ * limit crosses the early fill or the segment's end; after {@link Layout#ARCHIVER_IDLE_AFTER_MS} without a change,
+ * every {@link Layout#ARCHIVER_IDLE_POLL_MS}. A full look (listing the directory) runs at least every second, and every
+ * idle poll when time alone makes segments due (an age rule of either tier) or no segment is watched.
  *
  * <p>It runs on a daemon thread of the writer's JVM (Python uses a child process so that moving and compressing never
  * wait for the writer's GIL; a JVM has no such lock, and a second JVM would cost a start-up and its memory): the
@@ -51,8 +62,6 @@ import java.util.concurrent.locks.LockSupport;
 public final class Archiver {
     /** Test hook: a {@link MoveState}'s name makes the archiver stop forever right after reaching it (tests SIGKILL). */
     public static final String ARCHIVE_STALL_ENV = "MAPPEDBUS_TEST_ARCHIVE_STALL";
-    /** How often an idle archiver looks (a writer's roll wakes it at once), ms. */
-    public static final long POLL_MS = 50;
     /** The most segments moved together (one fsync of the archive directory for all of them). */
     public static final int MOVE_BATCH = 8;
     private static final String FILE_PERMS = "rw-------";
@@ -64,6 +73,8 @@ public final class Archiver {
     private final ArchiveFiles.Config cfg;
     private final long segmentSize;
     private final int recordSize;
+    private final long end;           // a full segment's limit
+    private final boolean frames;     // a framed bus: its settled scan steps frame by frame
     private final boolean allowForeign;
     private final int timeoutMs;
     private FileChannel lock;         // ARCHIVE/bus.meta, holding the archiver's byte while `holding`
@@ -76,6 +87,12 @@ public final class Archiver {
     private volatile Throwable error;
     /** Segments moved by this archiver. */
     private volatile long moved;
+    // The current segment as the last full look saw it, and its limit between full looks (the archiver's thread only).
+    private final Watch watch = new Watch();
+    // The compressor and its buffers, kept from move to move (the archiver's thread only).
+    private final ArchiveCompressor compressor = new ArchiveCompressor();
+    // Set by wake() (a roll): the next look is a full one.
+    private volatile boolean woken;
 
     /**
      * Opens a reader of one hot segment that rolls back, after its timeout, the slots of writers that are gone, asking
@@ -98,6 +115,8 @@ public final class Archiver {
         this.cfg = cfg;
         this.segmentSize = meta.segmentSize();
         this.recordSize = meta.recordSize();
+        this.end = RollingLayout.endBoundary(segmentSize, recordSize);
+        this.frames = meta.frames();
         this.allowForeign = allowForeign;
         this.timeoutMs = timeoutMs;
     }
@@ -123,6 +142,7 @@ public final class Archiver {
     public void wake() {
         Thread t = thread;
         if (t != null) {
+            woken = true;
             LockSupport.unpark(t);
         }
     }
@@ -141,6 +161,8 @@ public final class Archiver {
             thread = null;
         }
         closeSettling();
+        watch.forget();
+        compressor.close();
         if (lock != null) {
             try {
                 lock.close();
@@ -171,20 +193,160 @@ public final class Archiver {
         }
     }
 
+    private static final long ACTIVE_POLL_NS = TimeUnit.MILLISECONDS.toNanos(Layout.ARCHIVER_ACTIVE_POLL_MS);
+    private static final long IDLE_POLL_NS = TimeUnit.MILLISECONDS.toNanos(Layout.ARCHIVER_IDLE_POLL_MS);
+    private static final long IDLE_AFTER_NS = TimeUnit.MILLISECONDS.toNanos(Layout.ARCHIVER_IDLE_AFTER_MS);
+
+    // Full looks (runOnce) at a roll, when the current segment's limit crosses the early fill or its end, while moves
+    // are left over, and at least every idle poll; between them, while the limit changes, a load of it every active
+    // poll (WHEN, layout.py).
     private void run() {
+        warmUp();
+        boolean full = true;
+        long lastFull = 0;
         while (!stop) {
-            busy = true;
-            try {
-                runOnce();
-            } catch (IOException | RuntimeException e) {
-                error = e; // kept; the writer's close throws it; retried meanwhile
-            } finally {
-                busy = false;
+            long now;
+            if (full) {
+                woken = false;
+                busy = true;
+                try {
+                    runOnce();
+                } catch (IOException | RuntimeException e) {
+                    error = e; // kept; the writer's close throws it; retried meanwhile
+                    watch.forget();
+                } finally {
+                    busy = false;
+                }
+                lastFull = System.nanoTime();
             }
-            if (!stop) {
-                LockSupport.parkNanos(TimeUnit.MILLISECONDS.toNanos(POLL_MS));
+            if (stop) {
+                break;
             }
+            if (watch.left != Left.MORE) {
+                now = System.nanoTime();
+                LockSupport.parkNanos(watch.active(now) || watch.retrySoon(now) ? ACTIVE_POLL_NS : IDLE_POLL_NS);
+            }
+            now = System.nanoTime();
+            full = woken || watch.left == Left.MORE || watch.retrySoon(now) || now - lastFull >= fullLookEvery()
+                    || watch.crossed(now);
         }
+    }
+
+    /** The most time between two full looks of a bus whose current segment is watched and unchanged. */
+    private static final long FULL_LOOK_AT_LEAST_NS = TimeUnit.SECONDS.toNanos(1);
+
+    // How long a full look may wait while nothing changes: an idle poll when time alone makes segments due (the age
+    // rules of either tier), when no segment is watched (no lock, or a look failed) or a look failed; else, the short
+    // looks at the watched segment's limit see every change that makes one due, and a full look each second is the
+    // safety net (a bus changed in a way no limit shows).
+    private long fullLookEvery() {
+        boolean timed = cfg.ageMs() > 0 || cfg.retainAgeMs() > 0;
+        return timed || !watch.watching() || error != null ? IDLE_POLL_NS : FULL_LOOK_AT_LEAST_NS;
+    }
+
+    /** What a full look left behind of the segments due. */
+    private enum Left {
+        /** Nothing: every due segment moved. */
+        NONE,
+        /** More than a batch was due: look again at once. */
+        MORE,
+        /** The oldest due one is not settled yet (a slot not committed): look again each active poll for a while. */
+        UNSETTLED
+    }
+
+    /**
+     * What one full look saw of the current segment (the one being written: the newest, or the one before it when the
+     * newest is a spare made ahead), with a read-only mapping of its first page through which each short look loads
+     * its limit; and whether the look left due segments behind (not settled yet, or more than a batch).
+     */
+    private final class Watch {
+        private long index = -1;
+        private MemoryMappedFile limitPage;
+        private long limit;
+        private boolean early;
+        private long changedAt;
+        private long unsettledSince;
+        Left left = Left.NONE;
+
+        /** The full look's view: the current segment {@code current} at {@code currentLimit}; what it left. */
+        void saw(HotView v, Left l) throws IOException {
+            if (l == Left.UNSETTLED && left != Left.UNSETTLED) {
+                unsettledSince = System.nanoTime();
+            }
+            left = l;
+            if (v.current() != index) {
+                forget();
+                if (v.current() >= 0) {
+                    MemoryMappedFile.OpenOptions o = new MemoryMappedFile.OpenOptions();
+                    o.readOnly = true;
+                    o.allowShort = true;
+                    o.lock = false; // a load of the limit: no open lock (a POSIX lock of this JVM's writer stays)
+                    o.allowForeign = allowForeign;
+                    try {
+                        limitPage = MemoryMappedFile.open(segmentPath(hot, v.current()).toString(), Layout.PAGE_SIZE,
+                                o);
+                    } catch (NoSuchFileException e) {
+                        return; // moved on: the next full look sees the new one
+                    }
+                    index = v.current();
+                }
+            }
+            if (v.currentLimit() != limit) {
+                changedAt = System.nanoTime();
+            }
+            limit = v.currentLimit();
+            early = pastEarlyFill(limit, segmentSize);
+        }
+
+        /** Whether the bus moved in the last {@link Layout#ARCHIVER_IDLE_AFTER_MS}. */
+        boolean active(long now) {
+            return now - changedAt < IDLE_AFTER_NS;
+        }
+
+        /** Whether an unsettled segment is retried at the next active poll (for the first idle-after span). */
+        boolean retrySoon(long now) {
+            return left == Left.UNSETTLED && now - unsettledSince < IDLE_AFTER_NS;
+        }
+
+        /**
+         * A short look: the current segment's limit, loaded; true when it crossed the early fill since the full look,
+         * or the segment is full and the next one exists (a roll: one stat).
+         */
+        boolean crossed(long now) {
+            MemoryMappedFile m = limitPage;
+            if (m == null) {
+                return false;
+            }
+            long l = m.getLongAcquire(Layout.LIMIT_OFFSET);
+            if (l != limit) {
+                limit = l;
+                changedAt = now;
+                if (!early && pastEarlyFill(l, segmentSize)) {
+                    return true;
+                }
+            }
+            return l >= end && Files.exists(segmentPath(hot, index + 1), LinkOption.NOFOLLOW_LINKS);
+        }
+
+        boolean watching() {
+            return limitPage != null;
+        }
+
+        void forget() {
+            if (limitPage != null) {
+                limitPage.close();
+                limitPage = null;
+            }
+            index = -1;
+        }
+    }
+
+    /**
+     * Whether a current segment's {@code limit} is past {@link Layout#ARCHIVER_EARLY_FILL_PERCENT} % of the segment
+     * (its {@code segmentSize} bytes): the oldest full hot segment is due then (Python's {@code past_early_fill}).
+     */
+    public static boolean pastEarlyFill(long limit, long segmentSize) {
+        return limit * 100 > segmentSize * Layout.ARCHIVER_EARLY_FILL_PERCENT;
     }
 
     private boolean takeLock() throws IOException {
@@ -215,43 +377,76 @@ public final class Archiver {
             return new long[0];
         }
         List<Long> ready = new ArrayList<>();
-        for (long k : candidates()) {
+        HotView view = look();
+        long[] due = due(view);
+        Left left = Left.NONE;
+        for (long k : due) {
             if (stop || ready.size() >= MOVE_BATCH) {
+                left = Left.MORE;
                 break;
             }
             boolean ok;
             try {
-                ok = settled(segmentPath(hot, k), segmentSize, recordSize, meta.frames()) || settle(k);
+                ok = settled(segmentPath(hot, k), segmentSize, recordSize, frames) || settle(k);
             } catch (NoSuchFileException e) {
                 continue;
             }
             if (!ok) {
+                left = Left.UNSETTLED;
                 break; // oldest first: a later segment waits for this one
             }
             ready.add(k);
         }
         long[] done = ready.stream().mapToLong(Long::longValue).toArray();
         if (done.length > 0) {
-            moveSegments(hot, cfg, done, segmentSize, allowForeign);
+            moveSegments(hot, cfg, done, segmentSize, allowForeign, compressor);
             moved += done.length;
         }
+        watch.saw(view, left);
         applyArchiveRetention(cfg, meta, System.currentTimeMillis());
         return done;
     }
 
     /** The hot segments due to move, oldest first (not yet checked to be settled). */
     public long[] candidates() throws IOException {
+        return due(look());
+    }
+
+    /**
+     * One listing of the hot directory: its segments (oldest first), how many of them are full (all but the current
+     * one and a spare), and the current one (-1: none) with its limit.
+     */
+    record HotView(long[] segments, int full, long current, long currentLimit) { }
+
+    private HotView look() throws IOException {
         long[] segs = hotSegments(hot);
-        if (segs.length < 2) {
+        if (segs.length == 0) {
+            return new HotView(segs, 0, -1, 0);
+        }
+        int current = segs.length - 1;
+        long limit = limit(hot, segs[current]);
+        // The newest may be a spare made ahead (limit 8): then the one before it is current, unless that one is full
+        // (its writer is rolling to the spare; the same segments are due either way).
+        if (limit <= Layout.FIRST_RECORD_OFFSET && current > 0) {
+            long before = limit(hot, segs[current - 1]);
+            if (before < end) {
+                current--;
+                limit = before;
+            }
+        }
+        return new HotView(segs, current, segs[current], limit);
+    }
+
+    private long[] due(HotView v) throws IOException {
+        long[] segs = v.segments();
+        int full = v.full();
+        if (full == 0) {
             return new long[0];
         }
-        long newest = segs[segs.length - 1];
-        int full = segs.length - 1;
-        // The newest may be a spare made ahead (limit 8): then the one before it is current.
-        if (limit(hot, newest) <= Layout.FIRST_RECORD_OFFSET && full > 0) {
-            full--;
-        }
-        int due = (int) Math.max(0, full - cfg.after());
+        // archive_after full ones stay hot; one fewer once the current one is past the early fill, so that the oldest
+        // moves while it fills and its roll leaves archive_after full ones beside the next (WHEN, layout.py).
+        long keep = cfg.after() >= 1 && pastEarlyFill(v.currentLimit(), segmentSize) ? cfg.after() - 1 : cfg.after();
+        int due = (int) Math.max(0, full - keep);
         if (cfg.ageMs() > 0) {
             long now = System.currentTimeMillis();
             while (due < full) {
@@ -290,7 +485,7 @@ public final class Archiver {
             }
         } catch (EOFException e) {
             closeSettling();
-            return settled(segmentPath(hot, k), segmentSize, recordSize, meta.frames());
+            return settled(segmentPath(hot, k), segmentSize, recordSize, frames);
         }
         return false;
     }
@@ -341,11 +536,8 @@ public final class Archiver {
     }
 
     /**
-     * Whether segment {@code path} is full and every slot of it committed or rolled back; on a framed bus
-     * ({@code frames}) every message's first slot, passing each message's slots: a continuation slot holds payload,
-     * never a status (Python's {@code frames_settled}).
-     *
-     * @throws CorruptBusException for a framed segment whose first slot holds another status or an impossible frame
+     * Whether a segment is full and every slot of it committed or rolled back; in a framed bus ({@code frames}), every
+     * frame's first slot, stepping over its continuation slots (payload, whose first bytes are no status).
      */
     public static boolean settled(Path path, long segmentSize, int recordSize, boolean frames) throws IOException {
         long end = RollingLayout.endBoundary(segmentSize, recordSize);
@@ -360,26 +552,32 @@ public final class Archiver {
                 if (m.getLong(Layout.LIMIT_OFFSET) < end) {
                     return false;
                 }
-                if (frames) {
-                    return framesSettled(m, path.toString(), end, slot);
-                }
-                for (long p = Layout.FIRST_RECORD_OFFSET; p + slot <= end; p += slot) {
-                    if (m.getInt((int) p) == Layout.STATUS_NOT_SET) {
-                        return false;
-                    }
-                }
-                return true;
+                return frames ? everyFrameDecided(m, path.toString(), end, slot) : everySlotDecided(m, end, slot);
             } finally {
                 UnsafeAccess.unmap(m);
             }
         }
     }
 
-    private static boolean framesSettled(MappedByteBuffer m, String path, long end, long slot)
-            throws CorruptBusException {
-        for (long p = Layout.FIRST_RECORD_OFFSET; p + slot <= end; ) {
+    // No slot of [8, end) has the status NOT_SET (the segment's bytes in `m`, little-endian).
+    private static boolean everySlotDecided(ByteBuffer m, long end, long slot) {
+        for (long p = Layout.FIRST_RECORD_OFFSET; p + slot <= end; p += slot) {
+            if (m.getInt((int) p) == Layout.STATUS_NOT_SET) {
+                return false;
+            }
+        }
+        return true;
+    }
+
+    // The same in a framed bus: each frame's first slot decided, stepped over by its slot count (a continuation slot
+    // holds payload, never a status): committed, a frame that fits (Frames.committedSlots); rolled back or padding,
+    // Frames.skipSlots (a count of 0 steps one, as readers do); any other status is a corrupt segment, not archived
+    // (Python's frames_settled).
+    private static boolean everyFrameDecided(ByteBuffer m, String path, long end, long slot) throws CorruptBusException {
+        long p = Layout.FIRST_RECORD_OFFSET;
+        while (p + slot <= end) {
             int status = m.getInt((int) p);
-            int frameMeta = m.getInt((int) (p + Layout.METADATA_OFFSET));
+            int frameMeta = m.getInt((int) p + Layout.METADATA_OFFSET);
             if (status == Layout.STATUS_NOT_SET) {
                 return false;
             } else if (status == Layout.STATUS_COMMITTED) {
@@ -394,6 +592,63 @@ public final class Archiver {
         }
         return true;
     }
+
+    /** Slots the warm-up scans: enough for the JIT to compile the scan (one 1 MiB segment of 24-byte slots). */
+    private static final long WARM_SLOTS = 50_000;
+    /** The most bytes the warm-up compresses and scans at a time. */
+    private static final int WARM_BYTES = 1 << 18;
+
+    /**
+     * Before the first look, on the archiver's own thread: loads the compression library and makes its context, and
+     * has the JIT compile the settled scan and the compressor's path, on a buffer of this process (so the first
+     * segments a writer fills do not wait for class loading and interpreted scans: 150 ms for the first move, 25 ms for
+     * the next ones, without it). A few ms of this thread's time once loaded, once per archiver; nothing on the write
+     * path.
+     */
+    private void warmUp() {
+        long slot = Layout.slotSize(recordSize);
+        int size = (int) Math.min(Layout.mappedSize(segmentSize), WARM_BYTES);
+        ByteBuffer b = ByteBuffer.allocateDirect(size).order(ByteOrder.LITTLE_ENDIAN);
+        try {
+            long end = Math.min(this.end, size);
+            for (long p = Layout.FIRST_RECORD_OFFSET; p + slot <= end; p += slot) {
+                b.putInt((int) p, Layout.STATUS_COMMITTED);
+                if (p + 16 <= end) {
+                    b.putLong((int) p + 8, p * 31);
+                }
+            }
+            long slots = Math.max(1, (end - Layout.FIRST_RECORD_OFFSET) / slot);
+            for (long n = 0; n < WARM_SLOTS && !stop; n += slots) {
+                everySlotDecided(b, end, slot);
+            }
+            if (cfg.compress() != ArchiveFiles.Compression.NONE) {
+                compressor.compress(b, cfg.compress(), DISCARD, hot);
+            }
+        } catch (IOException | RuntimeException e) {
+            // a library missing: the first move reports it
+        } finally {
+            UnsafeAccess.unmap(b);
+        }
+    }
+
+    // Where the warm-up's compressed bytes go.
+    private static final WritableByteChannel DISCARD = new WritableByteChannel() {
+        @Override
+        public int write(ByteBuffer src) {
+            int n = src.remaining();
+            src.position(src.limit());
+            return n;
+        }
+
+        @Override
+        public boolean isOpen() {
+            return true;
+        }
+
+        @Override
+        public void close() {
+        }
+    };
 
     private static void stall(MoveState state) {
         if (state.name().equals(STALL)) {
@@ -450,6 +705,13 @@ public final class Archiver {
      */
     public static void moveSegments(Path hot, ArchiveFiles.Config cfg, long[] indices, long segmentSize,
                              boolean allowForeign) throws IOException {
+        try (ArchiveCompressor c = new ArchiveCompressor()) {
+            moveSegments(hot, cfg, indices, segmentSize, allowForeign, c);
+        }
+    }
+
+    private static void moveSegments(Path hot, ArchiveFiles.Config cfg, long[] indices, long segmentSize,
+                             boolean allowForeign, ArchiveCompressor compressor) throws IOException {
         Path aix = cfg.dir().resolve(Layout.TIME_INDEX_DIR);
         stall(MoveState.MOVE_SETTLED);
         Map<Long, byte[]> indexBytes = new LinkedHashMap<>();
@@ -470,10 +732,11 @@ public final class Archiver {
             stall(MoveState.MOVE_INDEX);
             Path src = segmentPath(hot, index);
             BusFiles.checkTrusted(src, allowForeign);
-            Path tmp = copy(src, cfg, index, segmentSize);
+            Path tmp = copy(src, cfg, index, segmentSize, compressor);
             copies.put(index, tmp);
-            stall(MoveState.MOVE_COPIED);
         }
+        forceAll(copies.values());
+        stall(MoveState.MOVE_COPIED);
         for (Map.Entry<Long, Path> c : copies.entrySet()) {
             rename(c.getValue(), cfg.dir().resolve(ArchiveFiles.name(c.getKey(), cfg.compress())));
         }
@@ -504,7 +767,8 @@ public final class Archiver {
     }
 
     // The segment's copy (compressed or not) in a temporary file of the archive, fsynced, with the hot file's times.
-    private static Path copy(Path src, ArchiveFiles.Config cfg, long index, long segmentSize) throws IOException {
+    private static Path copy(Path src, ArchiveFiles.Config cfg, long index, long segmentSize,
+            ArchiveCompressor compressor) throws IOException {
         long size = Layout.mappedSize(segmentSize);
         BasicFileAttributes st = Files.readAttributes(src, BasicFileAttributes.class, LinkOption.NOFOLLOW_LINKS);
         if (st.size() != size) {
@@ -531,22 +795,86 @@ public final class Archiver {
                     }
                     MappedByteBuffer m = in.map(FileChannel.MapMode.READ_ONLY, 0, size);
                     try {
-                        ArchiveCompressor.compress(m, cfg.compress(), out, src);
+                        compressor.compress(m, cfg.compress(), out, src);
                     } finally {
                         UnsafeAccess.unmap(m);
                     }
                 }
                 default -> throw new IllegalStateException(cfg.compress().toString());
             }
-            out.force(true);
+            // its mtime stays when it filled (retention ages it by that; seek_time bounds it by it)
+            Files.getFileAttributeView(tmp, BasicFileAttributeView.class, LinkOption.NOFOLLOW_LINKS)
+                    .setTimes(st.lastModifiedTime(), st.lastAccessTime(), null);
         } catch (IOException | RuntimeException e) {
             Files.deleteIfExists(tmp);
             throw e;
         }
-        // its mtime stays when it filled (retention ages it by that; seek_time bounds it by it)
-        Files.getFileAttributeView(tmp, BasicFileAttributeView.class, LinkOption.NOFOLLOW_LINKS)
-                .setTimes(st.lastModifiedTime(), st.lastAccessTime(), null);
-        return tmp;
+        return tmp; // not yet fsynced: forceAll
+    }
+
+    /** Threads that fsync a batch's copies together (daemon; they end after a few idle seconds). */
+    private static final java.util.concurrent.ThreadPoolExecutor FORCERS;
+
+    static {
+        FORCERS = new java.util.concurrent.ThreadPoolExecutor(MOVE_BATCH, MOVE_BATCH, 5, TimeUnit.SECONDS,
+                new java.util.concurrent.LinkedBlockingQueue<>(), r -> {
+                    Thread t = new Thread(r, "mappedbus-archiver-fsync");
+                    t.setDaemon(true);
+                    return t;
+                });
+        FORCERS.allowCoreThreadTimeOut(true);
+    }
+
+    /**
+     * Fsyncs the copies of a batch (MOVE_COPIED for all of them once it returns), at the same time when there are
+     * several: the file system commits them together (8 copies fsynced one after another took 26 to 56 ms on the
+     * development disk, together 3 to 17 ms). On a failure every copy is removed and the first error thrown.
+     */
+    private static void forceAll(java.util.Collection<Path> copies) throws IOException {
+        List<java.util.concurrent.Future<?>> running = new ArrayList<>();
+        Throwable failed = null;
+        try {
+            if (copies.size() == 1) {
+                force(copies.iterator().next());
+            } else {
+                for (Path c : copies) {
+                    running.add(FORCERS.submit(() -> {
+                        force(c);
+                        return null;
+                    }));
+                }
+            }
+        } catch (IOException | RuntimeException e) {
+            failed = e;
+        }
+        for (java.util.concurrent.Future<?> f : running) {
+            try {
+                f.get();
+            } catch (java.util.concurrent.ExecutionException e) {
+                failed = failed != null ? failed : e.getCause();
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                failed = failed != null ? failed : new java.io.InterruptedIOException("archiver interrupted");
+            }
+        }
+        if (failed != null) {
+            for (Path c : copies) {
+                Files.deleteIfExists(c);
+            }
+            if (failed instanceof IOException e) {
+                throw e;
+            }
+            if (failed instanceof RuntimeException e) {
+                throw e;
+            }
+            throw new IOException(failed);
+        }
+    }
+
+    private static void force(Path p) throws IOException {
+        try (FileChannel ch = FileChannel.open(p, StandardOpenOption.WRITE, LinkOption.NOFOLLOW_LINKS)) {
+            ch.force(true);
+        }
     }
 
     private static void unlinkHot(Path hot, long index, boolean sync) throws IOException {
@@ -675,12 +1003,23 @@ public final class Archiver {
         }
     }
 
-    /** The compression of archived segments (a class of its own: the libraries are loaded only when compressing). */
-    public static final class ArchiveCompressor {
+    /**
+     * The compression of archived segments (a class of its own: the libraries are loaded only when compressing). One
+     * per archiver, on its thread: the zstd context, the output buffer and the lz4 staging array are kept from move to
+     * move (a new zstd context per segment costs its tables; a new direct buffer, an allocation and an unmap).
+     */
+    public static final class ArchiveCompressor implements AutoCloseable {
+        // lz4 frames of 64 KiB blocks (lz4.frame's default, as Python's archiver writes them): each block's input and
+        // hash table stay in cache, faster than one block of the whole segment.
+        private static final int LZ4_BLOCK = 1 << 16;
+        private Object zstdCtx;        // com.github.luben.zstd.ZstdCompressCtx, made at the first zstd segment
+        private ByteBuffer zstdOut;    // direct, compressBound of the segment
+        private byte[] lz4Chunk;
+
         private ArchiveCompressor() {
         }
 
-        static void compress(ByteBuffer src, ArchiveFiles.Compression how, FileChannel out, Path path)
+        void compress(ByteBuffer src, ArchiveFiles.Compression how, WritableByteChannel out, Path path)
                 throws IOException {
             try {
                 switch (how) {
@@ -695,35 +1034,50 @@ public final class Archiver {
             }
         }
 
-        // One zstd frame with the content size in its header (ZSTD_compress's one-shot frame), direct to direct.
-        private static void zstd(ByteBuffer src, FileChannel out) throws IOException {
-            ArchiveFiles.codecReady(ArchiveFiles.Compression.ZSTD); // zstd-jni's JNI library, as the readers
+        // One zstd frame with the content size in its header (ZSTD_compress2's one-shot frame), direct to direct.
+        private void zstd(ByteBuffer src, WritableByteChannel out) throws IOException {
+            com.github.luben.zstd.ZstdCompressCtx ctx = (com.github.luben.zstd.ZstdCompressCtx) zstdCtx;
+            if (ctx == null) {
+                ArchiveFiles.codecReady(ArchiveFiles.Compression.ZSTD); // zstd-jni's JNI library, as the readers
+                ctx = new com.github.luben.zstd.ZstdCompressCtx();
+                ctx.setLevel(Layout.ARCHIVE_ZSTD_LEVEL);
+                ctx.setContentSize(true);
+                zstdCtx = ctx;
+            }
             int n = src.remaining();
-            ByteBuffer dst = ByteBuffer.allocateDirect((int) com.github.luben.zstd.Zstd.compressBound(n));
+            long bound = com.github.luben.zstd.Zstd.compressBound(n);
+            if (zstdOut == null || zstdOut.capacity() < bound) {
+                if (zstdOut != null) {
+                    UnsafeAccess.unmap(zstdOut);
+                    zstdOut = null;
+                }
+                zstdOut = ByteBuffer.allocateDirect((int) bound);
+            }
+            ByteBuffer dst = zstdOut;
+            dst.clear();
             try {
-                long got = com.github.luben.zstd.Zstd.compressDirectByteBuffer(dst, 0, dst.capacity(), src,
-                        src.position(), n, Layout.ARCHIVE_ZSTD_LEVEL);
-                if (com.github.luben.zstd.Zstd.isError(got)) {
-                    throw new IOException("zstd: " + com.github.luben.zstd.Zstd.getErrorName(got));
-                }
-                dst.limit((int) got);
-                while (dst.hasRemaining()) {
-                    out.write(dst);
-                }
-            } finally {
-                UnsafeAccess.unmap(dst);
+                ctx.compress(dst, src.duplicate()); // throws ZstdException on an error
+            } catch (com.github.luben.zstd.ZstdException e) {
+                throw new IOException("zstd: " + e.getMessage(), e);
+            }
+            dst.flip();
+            while (dst.hasRemaining()) {
+                out.write(dst);
             }
         }
 
         // One LZ4 frame: independent blocks (lz4-java reads no linked ones), the content size in its header.
-        private static void lz4(ByteBuffer src, FileChannel out) throws IOException {
+        private void lz4(ByteBuffer src, WritableByteChannel out) throws IOException {
             OutputStream os = Channels.newOutputStream(out);
             net.jpountz.lz4.LZ4FrameOutputStream z = new net.jpountz.lz4.LZ4FrameOutputStream(
                     new java.io.BufferedOutputStream(new NonClosing(os), 1 << 16),
-                    net.jpountz.lz4.LZ4FrameOutputStream.BLOCKSIZE.SIZE_4MB, src.remaining(),
+                    net.jpountz.lz4.LZ4FrameOutputStream.BLOCKSIZE.SIZE_64KB, src.remaining(),
                     net.jpountz.lz4.LZ4FrameOutputStream.FLG.Bits.BLOCK_INDEPENDENCE,
                     net.jpountz.lz4.LZ4FrameOutputStream.FLG.Bits.CONTENT_SIZE);
-            byte[] chunk = new byte[1 << 20];
+            if (lz4Chunk == null) {
+                lz4Chunk = new byte[LZ4_BLOCK];
+            }
+            byte[] chunk = lz4Chunk;
             ByteBuffer s = src.duplicate();
             while (s.hasRemaining()) {
                 int n = Math.min(chunk.length, s.remaining());
@@ -731,6 +1085,19 @@ public final class Archiver {
                 z.write(chunk, 0, n);
             }
             z.close(); // the end mark, flushed to `out` (left open)
+        }
+
+        /** Frees the zstd context and the output buffer. */
+        @Override
+        public void close() {
+            if (zstdCtx != null) {
+                ((com.github.luben.zstd.ZstdCompressCtx) zstdCtx).close();
+                zstdCtx = null;
+            }
+            if (zstdOut != null) {
+                UnsafeAccess.unmap(zstdOut);
+                zstdOut = null;
+            }
         }
     }
 
