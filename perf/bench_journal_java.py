@@ -19,6 +19,11 @@ Python side's; this one shares its setup):
 3. **Java writer, sync="interval" (10 ms) against "none"** on a disk directory, and **the time
    index's cost** (off, on) in /dev/shm.
 
+1c. **Both archivers at a segment size for the rate**: 1. and 1b. again with 16 MiB segments
+   (12 full segments a run): a Java writer fills 1 MiB segments 100 to 300 times a second, and
+   each move has costs per segment (files made, fsynced, renamed, unlinked) that a larger
+   segment pays once for 16 MiB.
+
 Rates 2. and 3. are the best of interleaved rounds (a shared machine). Results:
 perf/results/journal-java-<date>.md and .json.
 """
@@ -41,6 +46,9 @@ from mappedbus_py import RollingBusWriter, jvm  # noqa: E402
 from mappedbus_py.formats.archive import list_archived  # noqa: E402
 
 TOOL = "io.mappedbuspy.tools.BusTool"
+#: 1c's segment size: one a Java writer at full speed (5 to 10 M records/s, 20-byte slots) fills
+#: in 0.1 to 0.2 s, against the 1 MiB of 1. and 1b. that it fills 100 to 300 times a second.
+BIG_SEG = 16 << 20
 
 
 def java(*args):
@@ -61,9 +69,9 @@ def rate(lines, word):
     raise RuntimeError(f"no {word!r} line in {lines}")
 
 
-def _holder(hot, arch, compress, ready, stop, q):
+def _holder(hot, arch, compress, ready, stop, q, seg=SEG):
     # The archiver's host: a Python writer opened with archive=, writing nothing.
-    w = RollingBusWriter(hot, SEG, RS, archive=arch, archive_after=AFTER, compress=compress,
+    w = RollingBusWriter(hot, seg, RS, archive=arch, archive_after=AFTER, compress=compress,
                          time_index=True).open()
     ready.set()
     stop.wait()
@@ -73,19 +81,19 @@ def _holder(hot, arch, compress, ready, stop, q):
     w.close()
 
 
-def keep_up(n, compress, disk):
-    hot = f"/dev/shm/mbjournal-jbench-{os.getpid()}-{compress}"
-    arch = os.path.join(disk, f"archive-{compress}")
+def keep_up(n, compress, disk, seg=SEG):
+    hot = f"/dev/shm/mbjournal-jbench-{os.getpid()}-{compress}-{seg}"
+    arch = os.path.join(disk, f"archive-{compress}-{seg}")
     shutil.rmtree(hot, ignore_errors=True)
     ctx = mp.get_context("spawn")
     ready, stop, done, wq, hq = ctx.Event(), ctx.Event(), ctx.Event(), ctx.Queue(), ctx.Queue()
-    holder = ctx.Process(target=_holder, args=(hot, arch, compress, ready, done, hq))
+    holder = ctx.Process(target=_holder, args=(hot, arch, compress, ready, done, hq, seg))
     holder.start()
     assert ready.wait(60)
     watcher = ctx.Process(target=_watch, args=(hot, stop, wq))
     watcher.start()
     time.sleep(0.5)
-    w_rate = rate(java("rolling-bench-write", hot, SEG, n), "wrote")
+    w_rate = rate(java("rolling-bench-write", hot, seg, n), "wrote")
     done.set()
     caught_up, ok = hq.get(timeout=300)
     holder.join()
@@ -93,7 +101,7 @@ def keep_up(n, compress, disk):
     most_live, most_files = wq.get(timeout=60)[:2]  # (most live, most files, samples by count)
     watcher.join()
     archived = list_archived(arch)
-    raw = len(archived) * SEG
+    raw = len(archived) * seg
     stored = sum(os.path.getsize(os.path.join(arch, name)) for name in archived.values())
     return hot, {"java_writer_msgs_per_s": w_rate, "archive_caught_up_s": caught_up,
                  "caught_up": ok, "most_hot_segments_with_records": most_live,
@@ -102,17 +110,17 @@ def keep_up(n, compress, disk):
                  "compressed_ratio": raw / stored if stored else None}
 
 
-def keep_up_java(n, compress, disk):
+def keep_up_java(n, compress, disk, seg=SEG):
     """1b: a Java writer archiving itself; a watcher as in 1."""
-    hot = f"/dev/shm/mbjournal-jbench-{os.getpid()}-j{compress}"
-    arch = os.path.join(disk, f"archive-j{compress}")
+    hot = f"/dev/shm/mbjournal-jbench-{os.getpid()}-j{compress}-{seg}"
+    arch = os.path.join(disk, f"archive-j{compress}-{seg}")
     shutil.rmtree(hot, ignore_errors=True)
     ctx = mp.get_context("spawn")
     stop, wq = ctx.Event(), ctx.Queue()
     watcher = ctx.Process(target=_watch, args=(hot, stop, wq))
     watcher.start()
     time.sleep(0.5)
-    lines = java("rolling-bench-write", hot, SEG, n, "--time-index", "on", "--archive", arch,
+    lines = java("rolling-bench-write", hot, seg, n, "--time-index", "on", "--archive", arch,
                  "--archive-after", AFTER, "--compress", compress)
     stop.set()
     most_live, most_files = wq.get(timeout=60)[:2]  # (most live, most files, samples by count)
@@ -132,11 +140,13 @@ def main():
     ap.add_argument("--quick", action="store_true")
     a = ap.parse_args()
     n = 600_000 if a.quick else 3_000_000
+    n_big = (4 if a.quick else 12) * ((BIG_SEG - 8) // (RS + 8))    # 4 or 12 full segments
     started = datetime.datetime.now(datetime.timezone.utc)
     load0 = os.getloadavg()[0]
     disk = tempfile.mkdtemp(prefix="mbjournal-jbench-", dir=os.path.join(ROOT, "build")
                             if os.path.isdir(os.path.join(ROOT, "build")) else None)
-    res = {"records": n, "segment_size": SEG, "record_size": RS, "archive_after": AFTER}
+    res = {"records": n, "segment_size": SEG, "record_size": RS, "archive_after": AFTER,
+           "big_records": n_big, "big_segment_size": BIG_SEG}
     hots = []
     try:
         for compress in ("lz4", "zstd"):
@@ -148,6 +158,15 @@ def main():
             r = keep_up_java(n, compress, disk)
             res[f"java_archiver_{compress}"] = r
             print("java archiver", compress, r, flush=True)
+        # 1c. the same two at a segment size for this rate: 16 MiB (about 7 rolls a second)
+        for compress in ("lz4", "zstd"):
+            h, r = keep_up(n_big, compress, disk, BIG_SEG)
+            shutil.rmtree(h, ignore_errors=True)
+            res[f"big_keep_up_{compress}"] = r
+            print("16 MiB, python archiver", compress, r, flush=True)
+            r = keep_up_java(n_big, compress, disk, BIG_SEG)
+            res[f"big_java_archiver_{compress}"] = r
+            print("16 MiB, java archiver", compress, r, flush=True)
         plain = f"/dev/shm/mbjournal-jbench-{os.getpid()}-plain"
         shutil.rmtree(plain, ignore_errors=True)
         res["java_writer_no_archive_msgs_per_s"] = rate(
@@ -230,6 +249,20 @@ def report(res, started):
         lines.append(f"| {c} | {_f(r['java_writer_msgs_per_s'])} | "
                      f"{r['most_hot_segments_with_records']} | {r['most_hot_segment_files']} | "
                      f"{r['archive_caught_up_s'] * 1000:.0f} ms |")
+    if "big_keep_up_lz4" in res:
+        lines += ["", f"The same at 16 MiB segments ({res['big_records']:,} records a run, "
+                  f"{res['big_records'] // ((res['big_segment_size'] - 8) // (RS + 8))} full "
+                  f"segments):", "",
+                  "| 16 MiB segments, Java writer | archiver | Java writer msgs/s | most hot segments "
+                  "with records (target archive_after+1) | most hot files | archive caught up "
+                  "after the last write |", "| --- | --- | ---: | ---: | ---: | ---: |"]
+        for c in ("lz4", "zstd"):
+            for who, key in (("Python", f"big_keep_up_{c}"), ("Java", f"big_java_archiver_{c}")):
+                r = res[key]
+                lines.append(f"| {c} | {who} | {_f(r['java_writer_msgs_per_s'])} | "
+                             f"{r['most_hot_segments_with_records']} | "
+                             f"{r['most_hot_segment_files']} | "
+                             f"{r['archive_caught_up_s'] * 1000:.0f} ms |")
     rd = res["java_read_msgs_per_s"]
     lines += ["", "| Java reader, every record | records/s | against memory |",
               "| --- | ---: | ---: |"]
