@@ -28,6 +28,8 @@ import uuid
 
 import pytest
 
+from support import leftovers
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md"] + sorted((ROOT / "docs").glob("**/*.md"))
 FENCE = re.compile(r"^(?P<indent> *)```(?P<lang>[^`\s]*)[ \t]*$")
@@ -91,6 +93,7 @@ class Document:
         self.blocks = blocks(path)
         base = "/dev/shm" if os.path.isdir("/dev/shm") else "/tmp"
         self.shm = pathlib.Path(base) / f"mbdoc-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        leftovers.keep(self.shm)    # every block of the document runs in it; clean() removes it
         self.results = {}          # block index -> None (ran) or the failure text
 
     def run(self, index):

@@ -39,6 +39,17 @@ _PID = re.compile(r"[a-z-]*?-(\d+)(?:[-.]|$)")
 SUFFIXES = tuple(layout.SIDE_SUFFIXES) + (layout.SEGMENT_SUFFIX,)
 
 
+#: Paths a fixture wider than one test keeps on purpose (a module's or session's directory,
+#: removed by that fixture at its end): never a test's leftover (``keep``).
+_KEPT = set()
+
+
+def keep(path):
+    """Mark ``path`` (a file or directory a module- or session-scoped fixture made and removes
+    itself) as no test's leftover."""
+    _KEPT.add(os.fspath(path))
+
+
 def directories():
     """The directories looked at: /dev/shm (if there is one) and the temp dir."""
     dirs = [SHM] if os.path.isdir(SHM) else []
@@ -99,7 +110,8 @@ def leftovers(before, after):
     """Sorted absolute paths new in ``after`` (a snapshot) and held by no live process."""
     new = sorted(os.path.join(d, n) for d, names in after.items()
                  for n in names - before.get(d, frozenset())
-                 if is_project_name(n) and not another_live_process(n))
+                 if is_project_name(n) and not another_live_process(n)
+                 and os.path.join(d, n) not in _KEPT)
     if not new:
         return []
     # A file open inside a new directory (a rolling bus at /dev/shm/mbtest-...) holds it.
