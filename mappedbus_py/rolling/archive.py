@@ -601,19 +601,19 @@ class Archiver:
                 raise
             self.moved += len(ready)
         elif not due:
-            waiting = self._copy_ahead(view, nxt)
+            waiting = self._copy_ahead(nxt)
         apply_archive_retention(self.cfg, self.meta)
         self._view = dataclasses.replace(view, pending=len(ready) < len(due) or waiting,
                                          age_due_ns=self._age_due_ns(view, due))
         return ready
 
-    def _copy_ahead(self, view, nxt):
-        """Nothing is due: copy ahead the segment due next (the oldest full one, once
-        archive_after >= 1 full ones are hot: the current one's early fill makes it due),
-        once it is settled, unless copied already. True if it is not settled yet."""
+    def _copy_ahead(self, nxt):
+        """Nothing is due: copy ahead the segment due next (the oldest full one: an early
+        fill or a roll makes it due), once it is settled, unless copied already (from the
+        roll that filled it, the copy has the fill of every segment after it until the one
+        whose early fill makes it due, instead of half of that one's). True if it is not
+        settled yet."""
         if self.cfg.after < 1 or nxt is None or self._copied is not None or self._stop:
-            return False
-        if sum(1 for k in view.segments if k < view.current) < self.cfg.after:
             return False
         try:
             if not settled(segment_path(self.hot, nxt), self.meta.segment_size,
