@@ -400,7 +400,10 @@ class Archiver:
     this process instead): while it holds the bus's archiver lock, it completes what a
     killed archiver left, then moves each full, settled segment beyond ``cfg.after`` full hot
     segments (or filled longer than ``cfg.age_ms`` ago) into the archive, oldest first, then
-    applies the archive's retention. ``wake()`` (a roll) makes it look at once. Its failures
+    applies the archive's retention; while none is due (``cfg.after`` >= 1), it copies the
+    one due next ahead (``copy_ahead``: one at a time, dropped when its segment is gone or no
+    longer next), and that segment's move takes the copy over. ``wake()`` (a roll) makes it
+    look at once. Its failures
     are kept in ``error`` (raised by the writer's ``close()``)."""
 
     def __init__(self, hot, meta, cfg, *, mode=0o600, allow_foreign=False, timeout=2.0):
