@@ -403,8 +403,7 @@ class Archiver:
     applies the archive's retention; while none is due (``cfg.after`` >= 1), it copies the
     one due next ahead (``copy_ahead``: one at a time, dropped when its segment is gone or no
     longer next), and that segment's move takes the copy over. ``wake()`` (a roll) makes it
-    look at once. Its failures
-    are kept in ``error`` (raised by the writer's ``close()``)."""
+    look at once. Its failures are kept in ``error`` (raised by the writer's ``close()``)."""
 
     def __init__(self, hot, meta, cfg, *, mode=0o600, allow_foreign=False, timeout=2.0):
         self.hot, self.meta, self.cfg = os.fspath(hot), meta, cfg
