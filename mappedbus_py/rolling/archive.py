@@ -36,13 +36,15 @@ from .journal import fsync_dir
 from .retention import retention_plan
 
 __all__ = ("Archiver", "ArchiveTier", "ArchivedSegment", "MoveState", "move_segment", "move_segments",
-           "complete_moves",
+           "complete_moves", "copy_ahead", "CopyAhead", "COPY_AHEAD_STALL",
            "settled", "prepare_archive", "ARCHIVE_STALL_ENV", "ARCHIVE_POLL_S",
            "ARCHIVE_BEHIND_WARN")
 
 #: Test hook: a MoveState's name makes the archiver stop forever right after reaching it
-#: (the tests SIGKILL it there).
+#: (the tests SIGKILL it there); COPY_AHEAD_STALL, right after it wrote a copy ahead.
 ARCHIVE_STALL_ENV = "MAPPEDBUS_TEST_ARCHIVE_STALL"
+#: ARCHIVE_STALL_ENV's value that stops the archiver once a copy ahead is written (not fsynced).
+COPY_AHEAD_STALL = "COPY_AHEAD"
 #: How often an idle archiver looks (a writer's roll wakes it at once).
 ARCHIVE_POLL_S = ARCHIVER_IDLE_POLL_MS / 1000
 #: The longest an archiver goes without listing both directories in full (between, it
@@ -72,9 +74,13 @@ del _state
 
 
 def _stall(state):
-    if os.environ.get(ARCHIVE_STALL_ENV) == state.name:
+    _stall_at(state.name)
+
+
+def _stall_at(name):
+    if os.environ.get(ARCHIVE_STALL_ENV) == name:
         import sys
-        print(f"stalled {state.name}", file=sys.stderr, flush=True)
+        print(f"stalled {name}", file=sys.stderr, flush=True)
         while True:
             time.sleep(3600)
 
@@ -159,13 +165,16 @@ def move_segment(hot, cfg, index, segment_size, *, mode=0o600, allow_foreign=Fal
     move_segments(hot, cfg, [index], segment_size, mode=mode, allow_foreign=allow_foreign)
 
 
-def move_segments(hot, cfg, indices, segment_size, *, mode=0o600, allow_foreign=False):
+def move_segments(hot, cfg, indices, segment_size, *, mode=0o600, allow_foreign=False,
+                  ahead=None):
     """Move settled segments ``indices`` from ``hot`` into the archive together, through the
     states of ``MoveState`` in order (the caller holds the archiver's lock and checked
     ``settled``): each copy fsynced, then all renamed and the archive directory fsynced once,
     then the hot files removed. A time index is renamed into the archive without an fsync of
     its own (the directory's covers its name): one lost to a power loss makes ``seek_time``
-    place its segment by the segment's mtime, which the copy keeps, never skip a record."""
+    place its segment by the segment's mtime, which the copy keeps, never skip a record.
+    ``ahead``: a ``CopyAhead`` of one of ``indices`` (``copy_ahead``), its copy, taken over
+    (the segment is not read again); its time index is read now (writers may append)."""
     aix_dir = os.path.join(cfg.dir, TIME_INDEX_DIR)
     _stall(MoveState.MOVE_SETTLED)
     copied = {}             # index -> (its index bytes or None, tmp path of the segment)
@@ -181,6 +190,13 @@ def move_segments(hot, cfg, indices, segment_size, *, mode=0o600, allow_foreign=
             os.rename(tmp, os.path.join(aix_dir, time_index_name(index)))
         _stall(MoveState.MOVE_INDEX)
         st = os.stat(segment_path(hot, index))
+        if ahead is not None and ahead.index == index:
+            copied[index] = (index_bytes, ahead.tmp)
+            syncs.append(ahead.synced)
+            if os.stat(ahead.tmp).st_mtime_ns != st.st_mtime_ns:     # touched since: kept
+                os.utime(ahead.tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
+                syncs.append(_fsync_pool().submit(_fsync_path, ahead.tmp))
+            continue
         data = _read_all(segment_path(hot, index), allow_foreign)
         if len(data) != mapped_size(segment_size):
             raise MappedBusError(f"{segment_path(hot, index)!r} is {len(data)} bytes, not "
@@ -228,6 +244,49 @@ def move_segments(hot, cfg, indices, segment_size, *, mode=0o600, allow_foreign=
     if os.path.isdir(os.path.join(hot, TIME_INDEX_DIR)):
         fsync_dir(os.path.join(hot, TIME_INDEX_DIR))
     _stall(MoveState.MOVE_UNLINKED)
+
+
+@dataclasses.dataclass
+class CopyAhead:
+    """The copy of the segment due next (``index``), made before it is due (``copy_ahead``):
+    its temporary file ``tmp`` in the archive (a TMP_PREFIX name: nothing is named in the
+    archive yet, and the next archiver removes it after a kill) and ``synced``, the Future of
+    its fsync. ``move_segments(ahead=)`` takes it over; ``discard()`` removes it."""
+    index: int
+    tmp: str
+    synced: typing.Any
+
+    def discard(self):
+        """Remove the temporary file (once its fsync is over)."""
+        try:
+            self.synced.result()
+        except Exception:
+            pass                # removed either way
+        try:
+            os.unlink(self.tmp)
+        except FileNotFoundError:
+            pass
+
+
+def copy_ahead(hot, cfg, index, segment_size, *, mode=0o600, allow_foreign=False):
+    """The heavy part of the move of settled segment ``index`` (the caller holds the
+    archiver's lock and checked ``settled``), done while it is still hot and not due: its
+    copy (compressed as ``cfg`` says) written to a temporary file of the archive, with the
+    segment's mtime, and fsynced in the background. Returns its ``CopyAhead``."""
+    path = segment_path(hot, index)
+    st = os.stat(path)
+    data = _read_all(path, allow_foreign)
+    if len(data) != mapped_size(segment_size):
+        raise MappedBusError(f"{path!r} is {len(data)} bytes, not {mapped_size(segment_size)}: "
+                             f"not archived")
+    final = archived_path(cfg.dir, index, cfg.compress)
+    packed = _compress(data, cfg.compress)
+    del data
+    tmp = _write_tmp(cfg.dir, os.path.basename(final), packed, mode, sync=False)
+    del packed
+    os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
+    _stall_at(COPY_AHEAD_STALL)
+    return CopyAhead(index, tmp, _fsync_pool().submit(_fsync_path, tmp))
 
 
 _FSYNC_POOL = []
@@ -341,8 +400,10 @@ class Archiver:
     this process instead): while it holds the bus's archiver lock, it completes what a
     killed archiver left, then moves each full, settled segment beyond ``cfg.after`` full hot
     segments (or filled longer than ``cfg.age_ms`` ago) into the archive, oldest first, then
-    applies the archive's retention. ``wake()`` (a roll) makes it look at once. Its failures
-    are kept in ``error`` (raised by the writer's ``close()``)."""
+    applies the archive's retention; while none is due (``cfg.after`` >= 1), it copies the
+    one due next ahead (``copy_ahead``: one at a time, dropped when its segment is gone or no
+    longer next), and that segment's move takes the copy over. ``wake()`` (a roll) makes it
+    look at once. Its failures are kept in ``error`` (raised by the writer's ``close()``)."""
 
     def __init__(self, hot, meta, cfg, *, mode=0o600, allow_foreign=False, timeout=2.0):
         self.hot, self.meta, self.cfg = os.fspath(hot), meta, cfg
@@ -357,6 +418,7 @@ class Archiver:
         self._view = None           # HotView of the last run_once
         self._watch = None          # _Watch of the current segment, between listings
         self._full_at_ns = 0        # when step() runs run_once again without a change
+        self._copied = None         # CopyAhead of the segment due next, or None
         self.error = None
         self.moved = 0
 
@@ -392,6 +454,7 @@ class Archiver:
         if self._settling is not None:
             self._settling[1].close()
             self._settling = None
+        self._drop_copied()
         if self._watch is not None:
             self._watch.close()
             self._watch = None
@@ -510,6 +573,9 @@ class Archiver:
             return []
         view = hot_view(self.hot)
         due = self._due(view)
+        nxt = _oldest_full(view)
+        if self._copied is not None and self._copied.index != nxt:
+            self._drop_copied()     # its segment gone (hot retention), or moved without it
         ready = []
         for k in due:
             if self._stop or len(ready) >= MOVE_BATCH:
@@ -523,14 +589,48 @@ class Archiver:
             if not ok:
                 break       # oldest first: a later segment waits for this one
             ready.append(k)
+        waiting = False         # a copy ahead waits for its segment to settle
         if ready:
-            move_segments(self.hot, self.cfg, ready, self.meta.segment_size, mode=self._mode,
-                          allow_foreign=self._allow_foreign)
+            ahead = None
+            if self._copied is not None and self._copied.index in ready:
+                ahead, self._copied = self._copied, None
+            try:
+                move_segments(self.hot, self.cfg, ready, self.meta.segment_size,
+                              mode=self._mode, allow_foreign=self._allow_foreign, ahead=ahead)
+            except BaseException:
+                if ahead is not None:
+                    ahead.discard()
+                raise
             self.moved += len(ready)
+        elif not due:
+            waiting = self._copy_ahead(nxt)
         apply_archive_retention(self.cfg, self.meta)
-        self._view = dataclasses.replace(view, pending=len(ready) < len(due),
+        self._view = dataclasses.replace(view, pending=len(ready) < len(due) or waiting,
                                          age_due_ns=self._age_due_ns(view, due))
         return ready
+
+    def _copy_ahead(self, nxt):
+        """Nothing is due: copy ahead the segment due next (the oldest full one: an early
+        fill or a roll makes it due), once it is settled, unless copied already (from the
+        roll that filled it, the copy has the fill of every segment after it until the one
+        whose early fill makes it due, instead of half of that one's). True if it is not
+        settled yet."""
+        if self.cfg.after < 1 or nxt is None or self._copied is not None or self._stop:
+            return False
+        try:
+            if not settled(segment_path(self.hot, nxt), self.meta.segment_size,
+                           self.meta.record_size, bool(self.meta.frames)):
+                return True
+            self._copied = copy_ahead(self.hot, self.cfg, nxt, self.meta.segment_size,
+                                      mode=self._mode, allow_foreign=self._allow_foreign)
+        except FileNotFoundError:
+            pass                # gone meanwhile
+        return False
+
+    def _drop_copied(self):
+        if self._copied is not None:
+            ahead, self._copied = self._copied, None
+            ahead.discard()
 
     def _settle(self, k):
         """Read segment ``k`` as a reader does (rolling back, after the timeout, the slots of
@@ -562,6 +662,13 @@ class Archiver:
             return settled(segment_path(self.hot, k), self.meta.segment_size,
                            self.meta.record_size, bool(self.meta.frames))
         return False
+
+
+def _oldest_full(view):
+    # The oldest full hot segment of a HotView (the one due next), or None.
+    if view.current is None or not view.segments or view.segments[0] >= view.current:
+        return None
+    return view.segments[0]
 
 
 def _limit(hot, k):

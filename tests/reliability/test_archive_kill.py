@@ -16,7 +16,7 @@ import pytest
 from mappedbus_py import RollingBusReader, RollingBusWriter
 from mappedbus_py.formats.archive import list_archived
 from mappedbus_py.formats.layout import TIME_INDEX_DIR, TMP_PREFIX
-from mappedbus_py.rolling.archive import ARCHIVE_STALL_ENV, MoveState
+from mappedbus_py.rolling.archive import ARCHIVE_STALL_ENV, COPY_AHEAD_STALL, MoveState
 from mappedbus_py.rolling.directory import list_segments
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -28,7 +28,7 @@ CHILD = """
 import struct, sys, time
 sys.path.insert(0, {root!r})
 from mappedbus_py import RollingBusWriter
-w = RollingBusWriter({hot!r}, {seg}, {rs}, archive={arch!r}, archive_after=0,
+w = RollingBusWriter({hot!r}, {seg}, {rs}, archive={arch!r}, archive_after={after},
                      compress={compress!r}).open()
 print("OPEN", flush=True)
 i = {start}
@@ -52,11 +52,11 @@ def dirs(tmp_path):
     shutil.rmtree(hot, ignore_errors=True)
 
 
-def _child(hot, arch, start, end, compress="zstd", env=None, pace=0):
+def _child(hot, arch, start, end, compress="zstd", env=None, pace=0, after=0):
     """A writer of records start.. (to end, or until killed when end is -1); with `pace`, a
     2 ms pause after every `pace` records."""
     code = CHILD.format(root=ROOT, hot=hot, arch=arch, seg=SEG, rs=RS, start=start, end=end,
-                        compress=compress, pace=pace)
+                        compress=compress, pace=pace, after=after)
     # stderr too: the archiver process (a child of the writer) says where it stalled there
     return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True,
@@ -114,17 +114,48 @@ def test_a_kill_at_each_state_of_a_move_is_completed(dirs, state):
     _check_complete(hot, arch, n)
 
 
-def _campaign(dirs, kills, seed):
+def test_a_kill_during_a_copy_ahead_leaves_a_temporary_file_the_next_archiver_removes(dirs):
+    # archive_after=1: the oldest full segment is copied ahead while the current one is below
+    # half, and the archiver stops right after writing that copy (of 0, or of a later one
+    # when the writer ran ahead of it); the writer goes on, then both are killed
+    hot, arch = dirs
+    n = PER_SEG * 3 + 7
+    child = _child(hot, arch, 0, n, after=1, env={ARCHIVE_STALL_ENV: COPY_AHEAD_STALL})
+    try:
+        lines = set()
+        deadline = time.monotonic() + 30
+        while not {"WRITTEN", f"stalled {COPY_AHEAD_STALL}"} <= lines:
+            assert time.monotonic() < deadline, lines
+            lines.add(child.stdout.readline().strip())
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    # of the segment copied ahead, only a temporary file: it is hot and named nowhere else
+    tmps = [x for x in os.listdir(arch) if x.startswith(TMP_PREFIX)]
+    assert len(tmps) == 1, tmps
+    k = int(tmps[0][len(TMP_PREFIX):][:20])
+    assert tmps[0].startswith(f"{TMP_PREFIX}{k:020d}.bus.zst-"), tmps
+    assert k in list_segments(hot) and k not in list_archived(arch)
+    assert sorted(list_archived(arch)) == list(range(k))
+    with RollingBusReader(hot, timeout=0.05) as r:
+        got = [struct.unpack_from("<q", rec.data)[0] for rec in r.records(0.3)]
+    assert got == list(range(n))
+    _check_complete(hot, arch, n)
+
+
+def _campaign(dirs, kills, seed, after=0):
     hot, arch = dirs
     rnd = random.Random(seed)
-    RollingBusWriter(hot, SEG, RS, archive=arch, archive_after=0, compress="lz4").open().close()
+    RollingBusWriter(hot, SEG, RS, archive=arch, archive_after=after,
+                     compress="lz4").open().close()
     reader = RollingBusReader(hot, timeout=0.05).open()
     got = []
     try:
         for k in range(kills):
             # Paced at about a segment every 16 ms: the kills land in every phase of many moves,
             # and the campaign's thousands of segments (not millions of records) bound its time.
-            child = _child(hot, arch, len(got), -1, compress="lz4", pace=PER_SEG // 8)
+            child = _child(hot, arch, len(got), -1, compress="lz4", pace=PER_SEG // 8,
+                           after=after)
             assert child.stdout.readline().strip() == "OPEN"
             # writing, and archiving meanwhile (open() returns once its archiver process runs)
             time.sleep(rnd.uniform(0.05, 1.2))
@@ -145,6 +176,12 @@ def _campaign(dirs, kills, seed):
 
 def test_random_kills_while_archiving_fast(dirs):
     _campaign(dirs, 10, seed=37)
+
+
+@pytest.mark.slow
+def test_random_kills_while_archiving_and_copying_ahead_20(dirs):
+    # archive_after=1: kills land in copies ahead too
+    _campaign(dirs, 20, seed=3701, after=1)
 
 
 @pytest.mark.slow

@@ -1,0 +1,117 @@
+"""Copy ahead (issue 37; formats/layout.py, "WHEN a segment moves"; docs/journal.md): while
+nothing is due and archive_after >= 1, the archiver writes the copy of the segment due next
+(the oldest full hot one, once settled) to a temporary file of the archive, fsynced, the
+segment still hot and nothing named in the archive; its move, once due, takes that file over
+(the segment is not read again). A copy ahead whose segment is gone is dropped. A kill during a
+copy ahead: tests/reliability/test_archive_kill.py."""
+import os
+import shutil
+import struct
+import time
+
+import pytest
+
+from mappedbus_py import RollingBusReader, RollingBusWriter
+from mappedbus_py.formats.archive import archive_config, list_archived
+from mappedbus_py.formats.layout import (ARCHIVER_EARLY_FILL_PERCENT, FIRST_RECORD_OFFSET,
+                                         META_FILE, TMP_PREFIX)
+from mappedbus_py.rolling import archive as archive_mod
+from mappedbus_py.rolling.archive import Archiver
+from mappedbus_py.rolling.directory import (list_segments, read_bus_meta, segment_limit,
+                                            segment_path)
+
+SEG = 16 * 1024
+RS = 24
+
+
+@pytest.fixture
+def dirs():
+    hot = f"/dev/shm/mbcopyahead-{os.getpid()}-{time.monotonic_ns()}"
+    yield hot, hot + "-archive"
+    shutil.rmtree(hot, ignore_errors=True)
+    shutil.rmtree(hot + "-archive", ignore_errors=True)
+
+
+def _tmps(arch):
+    return [x for x in os.listdir(arch) if x.startswith(TMP_PREFIX)]
+
+
+def _bus_with_archiver(hot, arch, compress, after=1):
+    """A bus with an archive and this test's Archiver holding its lock (the writer's own
+    archiver process, a real child process, finds it taken and moves nothing)."""
+    RollingBusWriter(hot, SEG, RS, archive=arch, archive_after=after,
+                     compress=compress).open().close()
+    meta = read_bus_meta(hot)
+    a = Archiver(hot, meta, archive_config(meta, os.path.join(hot, META_FILE)))
+    assert a.run_once() == [] and a._holding
+    return a
+
+
+def _write_until(w, hot, i, k, past_half):
+    # writes until segment k is current with records, below (or past) the early-move fill
+    def there():
+        if k not in list_segments(hot) or segment_limit(hot, k) <= FIRST_RECORD_OFFSET:
+            return False
+        return (segment_limit(hot, k) * 100 > SEG * ARCHIVER_EARLY_FILL_PERCENT) == past_half
+    while not there():
+        w.write(struct.pack("<qq", i, 0))
+        i += 1
+    return i
+
+
+@pytest.mark.parametrize("compress", ["none", "zstd"])
+def test_the_segment_due_next_is_copied_ahead_and_its_move_takes_the_copy_over(
+        dirs, compress, monkeypatch):
+    hot, arch = dirs
+    a = _bus_with_archiver(hot, arch, compress)
+    reads = []
+    real_read_all = archive_mod._read_all
+
+    def counted(path, allow_foreign):
+        reads.append(os.path.abspath(path))
+        return real_read_all(path, allow_foreign)
+    monkeypatch.setattr(archive_mod, "_read_all", counted)
+    seg0 = os.path.abspath(segment_path(hot, 0))
+    try:
+        with RollingBusWriter(hot) as w:
+            i = _write_until(w, hot, 0, 1, past_half=False)
+            assert a.candidates() == [] and a.run_once() == []
+            # copied ahead: a temporary file of the archive, the segment hot, nothing named
+            tmps = _tmps(arch)
+            assert len(tmps) == 1 and tmps[0].startswith(
+                f"{TMP_PREFIX}{os.path.basename(archive_mod.archived_path(arch, 0, compress))}-")
+            assert list_archived(arch) == {} and 0 in list_segments(hot)
+            assert reads.count(seg0) == 1
+            assert a.run_once() == [] and len(_tmps(arch)) == 1 and reads.count(seg0) == 1
+            i = _write_until(w, hot, i, 1, past_half=True)
+            assert a.candidates() == [0]
+            assert a.run_once() == [0]
+            # the move took the copy over: segment 0 not read again, no temporary file left
+            assert reads.count(seg0) == 1
+            assert set(list_archived(arch)) == {0} and 0 not in list_segments(hot)
+            assert _tmps(arch) == []
+            # the next one (1) is copied ahead once the writer rolls past it
+            i = _write_until(w, hot, i, 2, past_half=False)
+            assert a.run_once() == [] and len(_tmps(arch)) == 1
+            assert reads.count(os.path.abspath(segment_path(hot, 1))) == 1
+    finally:
+        a.stop()
+    assert _tmps(arch) == []                # stop() drops a copy ahead not used
+    with RollingBusReader(hot) as r:
+        got = [struct.unpack_from("<q", rec.data)[0] for rec in r.records(0)]
+    assert got == list(range(i))
+
+
+def test_a_copy_ahead_whose_segment_is_gone_is_dropped(dirs):
+    hot, arch = dirs
+    a = _bus_with_archiver(hot, arch, "lz4")
+    try:
+        with RollingBusWriter(hot) as w:
+            _write_until(w, hot, 0, 1, past_half=False)
+            assert a.run_once() == [] and len(_tmps(arch)) == 1
+            os.unlink(segment_path(hot, 0))         # as hot retention would
+            assert a.run_once() == []
+            assert _tmps(arch) == [] and list_archived(arch) == {}
+    finally:
+        a.stop()
+
