@@ -20,7 +20,9 @@ the figures a ratio compares come from the same minutes); peers get the same pay
   ``multiprocessing.Pipe`` (send_bytes / recv_bytes_into one buffer), pyzmq PUSH/PULL over
   ipc (send copy=False, recv copy=False), ``multiprocessing.Queue`` of the numpy array.
   Ceilings beside them: one process copying the array into one cached buffer, and into
-  consecutive MiBs of prefaulted /dev/shm memory (copy_ceiling).
+  consecutive MiBs of prefaulted /dev/shm memory (copy_ceiling). The rolling bus once more on a
+  tmpfs whose files take huge pages (``huge_tmpfs``: one already mounted, else, as root, a
+  private one this run mounts under build/ and unmounts; ``--no-huge-mount`` to not).
   Every process runs with OPENBLAS/OMP/MKL threads at 1: numpy's BLAS threads otherwise spin
   beside the measured ones (10 % of the samples of a rolling run in ``perf record``).
 - 12-byte messages, msgs/s: a framed bus against a fixed one (record_size 12), ``read()`` a
@@ -61,9 +63,35 @@ DICT = {"symbol": "ABC", "price": 101.25, "size": 300, "side": "buy", "ts": 1732
 CTX = mp.get_context("fork")
 
 
-def _shm(tag):
-    d = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
+def _shm(tag, where=None):
+    d = where or ("/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir())
     return os.path.join(d, f"mbperf-frames-{os.getpid()}-{tag}-{time.monotonic_ns()}")
+
+
+def huge_tmpfs(mount_one):
+    """A writable tmpfs directory whose files take huge pages (mounted ``huge=always`` or
+    ``huge=within_size``), and whether this run mounted it: one from /proc/mounts, else, with
+    ``mount_one`` and root, a private one mounted under build/ (4 GiB, unmounted at the end);
+    else None. /dev/shm is mounted ``huge=never`` on most systems."""
+    with open("/proc/mounts") as f:
+        for line in f:
+            dev, where, kind, opts = line.split()[:4]
+            if kind == "tmpfs" and any(o in opts.split(",") for o in
+                                       ("huge=always", "huge=within_size")) \
+                    and os.access(where, os.W_OK):
+                return where, False
+    if not mount_one or os.geteuid() != 0:
+        return None, False
+    where = os.path.join(ROOT, "build", f"hugetmpfs-{os.getpid()}")
+    os.makedirs(where, exist_ok=True)
+    import subprocess
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "huge=always,size=4g,mode=0700",
+                        "tmpfs", where], capture_output=True, text=True)
+    if r.returncode != 0:
+        os.rmdir(where)
+        print(f"no huge-page tmpfs: mount failed: {r.stderr.strip()}", flush=True)
+        return None, False
+    return where, True
 
 
 def _cleanup(path):
@@ -100,10 +128,11 @@ def _pair(reader_fn, writer_fn, n, warmup):
 
 # -- the bus -----------------------------------------------------------------------------
 
-def bus_big(n, warmup, rolling, how):
+def bus_big(n, warmup, rolling, how, where=None):
     """GB/s of 1 MiB messages; a single file is made and opened with prefault (single_cost
-    measures what that costs), a rolling bus as it comes (segment_memory measures that)."""
-    path = _shm("big")
+    measures what that costs), a rolling bus as it comes (segment_memory measures that), in
+    /dev/shm or ``where`` (a tmpfs with huge pages)."""
+    path = _shm("big", where)
     size = MIB
     rec = 4088                       # 4 KiB slots
     if rolling:
@@ -407,7 +436,15 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--runs", type=int, default=None)
     ap.add_argument("--out", default=os.path.join(HERE, "results"))
+    ap.add_argument("--no-huge-mount", action="store_true",
+                    help="do not mount a private tmpfs with huge pages (root) for the rolling "
+                         "bus's second figure when none is mounted")
     args = ap.parse_args()
+    huge, mounted = huge_tmpfs(not args.no_huge_mount)
+    if mounted:
+        import atexit
+        import subprocess
+        atexit.register(lambda: (subprocess.run(["umount", huge]), os.rmdir(huge)))
     runs = args.runs or (1 if args.quick else 3)
     big = 300 if args.quick else 1500
     small = 300_000 if args.quick else 2_000_000
@@ -431,6 +468,8 @@ def main():
           ("big_bus_single_read_into_gbs", bus_big, big, big // 10, False, "read_into"),
           ("big_bus_single_read_gbs", bus_big, big, big // 10, False, "read"),
           ("big_bus_rolling_read_into_gbs", bus_big, big, big // 10, True, "read_into"),
+          *([("big_bus_rolling_huge_read_into_gbs", bus_big, big, big // 10, True,
+              "read_into", huge)] if huge else []),
           ("big_pipe_gbs", pipe_big, big, big // 10),
           ("big_zmq_ipc_gbs", zmq_big, big, big // 10),
           ("big_mp_queue_numpy_gbs", queue_big, max(big // 4, 50), max(big // 40, 5)),
@@ -458,6 +497,9 @@ def main():
         "single_into_vs_zmq": f["big_bus_single_read_into_gbs"] / f["big_zmq_ipc_gbs"],
         "rolling_vs_pipe": f["big_bus_rolling_read_into_gbs"] / f["big_pipe_gbs"],
         "rolling_vs_zmq": f["big_bus_rolling_read_into_gbs"] / f["big_zmq_ipc_gbs"],
+        **({"rolling_huge_vs_pipe": f["big_bus_rolling_huge_read_into_gbs"] / f["big_pipe_gbs"],
+            "rolling_huge_vs_zmq": f["big_bus_rolling_huge_read_into_gbs"] / f["big_zmq_ipc_gbs"]}
+           if huge else {}),
         "small_framed_vs_fixed": f["small_framed_msgs_per_s"] / f["small_fixed_msgs_per_s"],
         "small_writer_framed_vs_fixed": (f["small_framed_writer_msgs_per_s"]
                                          / f["small_fixed_writer_msgs_per_s"]),
@@ -485,7 +527,8 @@ def main():
     targets = {"single_view_vs_pipe": ">= 3", "single_view_vs_zmq": ">= 5",
                "single_into_vs_pipe": ">= 3", "single_into_vs_zmq": ">= 5",
                "rolling_vs_pipe": ">= 3",
-               "rolling_vs_zmq": ">= 5", "small_framed_vs_fixed": ">= 0.9",
+               "rolling_vs_zmq": ">= 5", "rolling_huge_vs_pipe": ">= 3",
+               "rolling_huge_vs_zmq": ">= 5", "small_framed_vs_fixed": ">= 0.9",
                "small_writer_framed_vs_fixed": "", "filter_vs_python": ">= 5",
                "objects_vs_mp_queue": "", "objects_vs_zmq_pyobj": ""}
     lines += [f"| {k} | {v} | {targets[k]} |" for k, v in ratios.items()]
@@ -507,7 +550,14 @@ def main():
                   + " the cached copy, the bound of any bus that copies each message once. "
                   f"The single-file bus (read_view) moves "
                   f"{100 * f['big_bus_single_read_view_gbs'] / f['copy_1mib_fresh_gbs']:.0f} % of "
-                  f"its writer's copy rate."]
+                  f"its writer's copy rate.",
+              "", (f"Rolling bus on a tmpfs with huge pages ({huge}, "
+                   f"{'mounted by this run' if mounted else 'mounted before the run'}, "
+                   f"huge=within_size or always: a segment's memory in 2 MiB pages): "
+                   f"{f['big_bus_rolling_huge_read_into_gbs']:.2f} GB/s, against "
+                   f"{f['big_bus_rolling_read_into_gbs']:.2f} on /dev/shm (4 KiB pages)."
+                   if huge else "Rolling bus on a tmpfs with huge pages: not measured (none "
+                   "mounted, and this run could not mount one: root is needed).")]
     text = "\n".join(lines) + "\n"
     print(text)
     os.makedirs(args.out, exist_ok=True)
