@@ -103,10 +103,15 @@ def stalled_writer(hot, arch, state, n, writer):
         child = subprocess.Popen([sys.executable, "-c", code],
                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                  env=dict(os.environ, PYTHONPATH=ROOT, **env))
+    kill_when_stalled(child, state.name)
+
+
+def kill_when_stalled(child, stall):
+    """SIGKILLs a writer once it wrote everything and its archiver stalled at `stall`."""
     try:
         lines = []
         deadline = time.monotonic() + 60
-        while not {"WRITTEN", f"stalled {state.name}"} <= set(lines):
+        while not {"WRITTEN", f"stalled {stall}"} <= set(lines):
             assert time.monotonic() < deadline, lines
             line = child.stdout.readline()
             assert line, f"the writer ended: {lines}"
@@ -159,6 +164,26 @@ def test_a_java_writer_completes_a_killed_python_archivers_move(jar, dirs, state
 
 
 @pytest.mark.parametrize("compress", ["zstd", "lz4"])
+@pytest.mark.parametrize("by", ["python", "java"])
+def test_a_java_writer_killed_during_a_copy_ahead_leaves_only_a_temporary_file(jar, dirs, by):
+    # archive_after=1: the oldest full hot segment, not due yet, is copied ahead into a temporary
+    # file of the archive; the archiver stops forever once one is written (the hook only the copy
+    # ahead honours), the writer writes on, and is killed.
+    hot, arch = dirs
+    n = PER * 3 + 7
+    child = java_writer(hot, arch, n, "--archive-after", 1, "--compress", "zstd", "--hold",
+                        env={ARCHIVE_STALL_ENV: "COPY_AHEAD"})
+    kill_when_stalled(child, "COPY_AHEAD")
+    tmps = [x for x in os.listdir(arch) if x.startswith(TMP_PREFIX)]
+    assert len(tmps) == 1, tmps
+    k = int(tmps[0][len(TMP_PREFIX):].split(".")[0])
+    assert k in list_segments(hot) and k not in list_archived(arch)     # hot, named nowhere else
+    assert read_all(hot) == list(range(n))
+    complete(hot, arch, by)             # removes it, moves what is due
+    check_complete(hot, arch, n)
+    assert sorted(list_archived(arch)) == [0, 1]        # 2 full and the current one hot
+
+
 def test_a_java_writers_archive_is_read_by_python_and_java(jar, dirs, compress):
     hot, arch = dirs
     n = PER * 6 + 5
