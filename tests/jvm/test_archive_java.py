@@ -163,7 +163,6 @@ def test_a_java_writer_completes_a_killed_python_archivers_move(jar, dirs, state
     assert len(list_archived(arch)) == 3          # archive_after=0: every full segment moved
 
 
-@pytest.mark.parametrize("compress", ["zstd", "lz4"])
 @pytest.mark.parametrize("by", ["python", "java"])
 def test_a_java_writer_killed_during_a_copy_ahead_leaves_only_a_temporary_file(jar, dirs, by):
     # archive_after=1: the oldest full hot segment, not due yet, is copied ahead into a temporary
@@ -184,6 +183,7 @@ def test_a_java_writer_killed_during_a_copy_ahead_leaves_only_a_temporary_file(j
     assert sorted(list_archived(arch)) == [0, 1]        # 2 full and the current one hot
 
 
+@pytest.mark.parametrize("compress", ["zstd", "lz4"])
 def test_a_java_writers_archive_is_read_by_python_and_java(jar, dirs, compress):
     hot, arch = dirs
     n = PER * 6 + 5
