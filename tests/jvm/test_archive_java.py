@@ -214,15 +214,16 @@ def test_java_archive_settings_are_fixed_once_set(jar, dirs):
 
 
 @pytest.mark.slow
-def test_random_kills_of_a_java_writer_while_archiving(jar, dirs):
+@pytest.mark.parametrize("after", [0, 1])       # 1: kills during copies ahead too
+def test_random_kills_of_a_java_writer_while_archiving(jar, dirs, after):
     hot, arch = dirs
-    rnd = random.Random(3737)
-    finish(java_writer(hot, arch, 0, "--archive-after", 0, "--compress", "lz4"))
+    rnd = random.Random(3737 + after)
+    finish(java_writer(hot, arch, 0, "--archive-after", after, "--compress", "lz4"))
     got = []
     start = time.monotonic()
     with RollingBusReader(hot, timeout=0.05) as reader:
         kills = 0
-        while time.monotonic() - start < 35:
+        while time.monotonic() - start < (35 if after == 0 else 20):
             # Paced (2 ms every 32 records: about a segment every 16 ms), so the kills land in
             # every phase of many moves over thousands of segments, not millions of records.
             child = java_writer(hot, arch, 1 << 30, "--first", len(got), "--hold",
