@@ -4,6 +4,7 @@ files and lock, as Python's, so a Java writer killed at each MoveState leaves a 
 reader reads whole and that the next writer (Python or Java) completes, and the other way round;
 Java writers archive zstd and lz4 segments that Python and Java readers read."""
 import os
+import queue
 import random
 import re
 import shutil
@@ -11,6 +12,7 @@ import signal
 import struct
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -108,17 +110,24 @@ def stalled_writer(hot, arch, state, n, writer):
 
 def kill_when_stalled(child, stall):
     """SIGKILLs a writer once it wrote everything and its archiver stalled at `stall`."""
+    got = queue.Queue()         # its lines, read by a thread: a writer that never stalls fails, not hangs
+    reader = threading.Thread(target=lambda: [got.put(x) for x in iter(child.stdout.readline, "")]
+                              + [got.put("")], daemon=True)
+    reader.start()
     try:
         lines = []
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 30
         while not {"WRITTEN", f"stalled {stall}"} <= set(lines):
-            assert time.monotonic() < deadline, lines
-            line = child.stdout.readline()
+            try:
+                line = got.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"not stalled at {stall} in 30 s: {lines}") from None
             assert line, f"the writer ended: {lines}"
             lines.append(line.strip())
     finally:
         child.send_signal(signal.SIGKILL)
         child.wait()
+        reader.join(10)         # at the end of its output
         child.stdout.close()
 
 
