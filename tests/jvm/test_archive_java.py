@@ -4,6 +4,7 @@ files and lock, as Python's, so a Java writer killed at each MoveState leaves a 
 reader reads whole and that the next writer (Python or Java) completes, and the other way round;
 Java writers archive zstd and lz4 segments that Python and Java readers read."""
 import os
+import queue
 import random
 import re
 import shutil
@@ -11,6 +12,7 @@ import signal
 import struct
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -103,17 +105,29 @@ def stalled_writer(hot, arch, state, n, writer):
         child = subprocess.Popen([sys.executable, "-c", code],
                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                  env=dict(os.environ, PYTHONPATH=ROOT, **env))
+    kill_when_stalled(child, state.name)
+
+
+def kill_when_stalled(child, stall):
+    """SIGKILLs a writer once it wrote everything and its archiver stalled at `stall`."""
+    got = queue.Queue()         # its lines, read by a thread: a writer that never stalls fails, not hangs
+    reader = threading.Thread(target=lambda: [got.put(x) for x in iter(child.stdout.readline, "")]
+                              + [got.put("")], daemon=True)
+    reader.start()
     try:
         lines = []
-        deadline = time.monotonic() + 60
-        while not {"WRITTEN", f"stalled {state.name}"} <= set(lines):
-            assert time.monotonic() < deadline, lines
-            line = child.stdout.readline()
+        deadline = time.monotonic() + 30
+        while not {"WRITTEN", f"stalled {stall}"} <= set(lines):
+            try:
+                line = got.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"not stalled at {stall} in 30 s: {lines}") from None
             assert line, f"the writer ended: {lines}"
             lines.append(line.strip())
     finally:
         child.send_signal(signal.SIGKILL)
         child.wait()
+        reader.join(10)         # at the end of its output
         child.stdout.close()
 
 
@@ -158,6 +172,26 @@ def test_a_java_writer_completes_a_killed_python_archivers_move(jar, dirs, state
     assert len(list_archived(arch)) == 3          # archive_after=0: every full segment moved
 
 
+@pytest.mark.parametrize("by", ["python", "java"])
+def test_a_java_writer_killed_during_a_copy_ahead_leaves_only_a_temporary_file(jar, dirs, by):
+    # archive_after=1: the oldest full hot segment, not due yet, is copied ahead into a temporary
+    # file of the archive; the archiver stops forever once one is written (the hook only the copy
+    # ahead honours), the writer writes on, and is killed.
+    hot, arch = dirs
+    n = PER * 3 + 7
+    child = java_writer(hot, arch, n, "--archive-after", 1, "--compress", "zstd", "--hold",
+                        env={ARCHIVE_STALL_ENV: "COPY_AHEAD"})
+    kill_when_stalled(child, "COPY_AHEAD")
+    tmps = [x for x in os.listdir(arch) if x.startswith(TMP_PREFIX)]
+    assert len(tmps) == 1, tmps
+    k = int(tmps[0][len(TMP_PREFIX):].split(".")[0])
+    assert k in list_segments(hot) and k not in list_archived(arch)     # hot, named nowhere else
+    assert read_all(hot) == list(range(n))
+    complete(hot, arch, by)             # removes it, moves what is due
+    check_complete(hot, arch, n)
+    assert sorted(list_archived(arch)) == [0, 1]        # 2 full and the current one hot
+
+
 @pytest.mark.parametrize("compress", ["zstd", "lz4"])
 def test_a_java_writers_archive_is_read_by_python_and_java(jar, dirs, compress):
     hot, arch = dirs
@@ -189,15 +223,16 @@ def test_java_archive_settings_are_fixed_once_set(jar, dirs):
 
 
 @pytest.mark.slow
-def test_random_kills_of_a_java_writer_while_archiving(jar, dirs):
+@pytest.mark.parametrize("after", [0, 1])       # 1: kills during copies ahead too
+def test_random_kills_of_a_java_writer_while_archiving(jar, dirs, after):
     hot, arch = dirs
-    rnd = random.Random(3737)
-    finish(java_writer(hot, arch, 0, "--archive-after", 0, "--compress", "lz4"))
+    rnd = random.Random(3737 + after)
+    finish(java_writer(hot, arch, 0, "--archive-after", after, "--compress", "lz4"))
     got = []
     start = time.monotonic()
     with RollingBusReader(hot, timeout=0.05) as reader:
         kills = 0
-        while time.monotonic() - start < 35:
+        while time.monotonic() - start < (35 if after == 0 else 20):
             # Paced (2 ms every 32 records: about a segment every 16 ms), so the kills land in
             # every phase of many moves over thousands of segments, not millions of records.
             child = java_writer(hot, arch, 1 << 30, "--first", len(got), "--hold",

@@ -148,6 +148,81 @@ public final class ArchiverTest {
         assertEquals(expected(PER_SEGMENT * 4 + 1), readAll(hot));
     }
 
+    // The temporary files of the archive named for segment k (a copy ahead, or a move's copy).
+    private static List<Path> tmpsOf(Path arch, long k) throws java.io.IOException {
+        String prefix = Layout.TMP_PREFIX + ArchiveFiles.name(k, ArchiveFiles.Compression.ZSTD) + "-";
+        try (var s = Files.list(arch)) {
+            return s.filter(p -> p.getFileName().toString().startsWith(prefix)).toList();
+        }
+    }
+
+    // Waits (30 s at most) until `want` holds of segment k's temporary files; returns them.
+    private static List<Path> awaitTmps(Path arch, long k, java.util.function.Predicate<List<Path>> want)
+            throws Exception {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+        List<Path> t = tmpsOf(arch, k);
+        while (!want.test(t) && System.nanoTime() < deadline) {
+            Thread.sleep(5);
+            t = tmpsOf(arch, k);
+        }
+        return t;
+    }
+
+    private static Object fileKey(Path p) throws java.io.IOException {
+        return Files.readAttributes(p, java.nio.file.attribute.BasicFileAttributes.class).fileKey();
+    }
+
+    @Test
+    void theNextDueSegmentIsCopiedAheadWhileHotAndItsMoveUsesThatCopy() throws Exception {
+        Path hot = tmp.resolve("hot");
+        Path arch = tmp.resolve("archive");
+        int n = PER_SEGMENT * 2 + 1;
+        try (RollingBusWriter w = new RollingBusWriter(hot.toString(), SEGMENT, RECORD).setArchive(arch.toString())
+                .setArchiveAfter(1).setCompress(ArchiveCompression.ZSTD).setTimeIndex(true).open()) {
+            write(w, 0, n);
+            assertTrue(w.awaitArchived(30, TimeUnit.SECONDS));
+            // segment 0 moved; segment 1, the next due, is copied ahead: hot, not due, nothing named in the archive
+            List<Path> ahead = awaitTmps(arch, 1, t -> !t.isEmpty());
+            assertEquals(1, ahead.size(), ahead.toString());
+            assertEquals(List.of(0L), new ArrayList<>(ArchiveFiles.list(arch).keySet()));
+            assertEquals(List.of(1L, 2L), withRecords(hot));
+            Object copied = fileKey(ahead.get(0));
+            write(w, n, n + BELOW_EARLY); // past the early fill: segment 1 is due, moved with the copy made ahead
+            assertTrue(w.awaitArchived(30, TimeUnit.SECONDS));
+            var archived = ArchiveFiles.list(arch);
+            assertEquals(List.of(0L, 1L), new ArrayList<>(archived.keySet()));
+            assertEquals(copied, fileKey(archived.get(1L).path()));
+            assertTrue(Files.exists(arch.resolve(Layout.TIME_INDEX_DIR).resolve(TimeIndex.name(1))));
+            assertEquals(List.of(2L), withRecords(hot));
+        }
+        try (var s = Files.list(arch)) {
+            assertTrue(s.noneMatch(p -> p.getFileName().toString().startsWith(Layout.TMP_PREFIX)));
+        }
+        assertEquals(expected(n + BELOW_EARLY), readAll(hot));
+    }
+
+    @Test
+    void aCopyAheadIsDroppedWhenItsWriterClosesOrItsSegmentIsGone() throws Exception {
+        Path hot = tmp.resolve("hot");
+        Path arch = tmp.resolve("archive");
+        try (RollingBusWriter w = new RollingBusWriter(hot.toString(), SEGMENT, RECORD).setArchive(arch.toString())
+                .setArchiveAfter(1).setCompress(ArchiveCompression.ZSTD).open()) {
+            write(w, 0, PER_SEGMENT * 2 + 1);
+            assertEquals(1, awaitTmps(arch, 1, t -> !t.isEmpty()).size());
+        }
+        assertEquals(List.of(), tmpsOf(arch, 1)); // the close removed it; segment 1 stays hot
+        assertEquals(List.of(1L, 2L), withRecords(hot));
+        // The next writer's archiver copies it ahead again; gone from the hot directory (as hot retention or a
+        // tool would remove it), the copy is dropped at the next look.
+        try (RollingBusWriter w = new RollingBusWriter(hot.toString()).open()) {
+            assertEquals(1, awaitTmps(arch, 1, t -> !t.isEmpty()).size());
+            Files.delete(Archiver.segmentPath(hot, 1));
+            assertEquals(List.of(), awaitTmps(arch, 1, List::isEmpty));
+            assertEquals(List.of(0L), new ArrayList<>(ArchiveFiles.list(arch).keySet()));
+            assertEquals(0, w.archivedSegments());
+        }
+    }
+
     @Test
     void withArchiveAfterZeroEveryFullSegmentMovesAndTheCurrentOneStays() throws Exception {
         Path hot = tmp.resolve("hot");

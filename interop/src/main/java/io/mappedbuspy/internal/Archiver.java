@@ -62,6 +62,11 @@ import java.util.concurrent.locks.LockSupport;
 public final class Archiver {
     /** Test hook: a {@link MoveState}'s name makes the archiver stop forever right after reaching it (tests SIGKILL). */
     public static final String ARCHIVE_STALL_ENV = "MAPPEDBUS_TEST_ARCHIVE_STALL";
+    /**
+     * Test hook: this value of {@link #ARCHIVE_STALL_ENV} (no {@link MoveState}: only the copy ahead honours it) makes
+     * the archiver stop forever right after a copy ahead is written and fsynced (tests SIGKILL).
+     */
+    public static final String COPY_AHEAD_STALL = "COPY_AHEAD";
     /** The most segments moved together (one fsync of the archive directory for all of them). */
     public static final int MOVE_BATCH = 8;
     private static final String FILE_PERMS = "rw-------";
@@ -93,6 +98,17 @@ public final class Archiver {
     private final ArchiveCompressor compressor = new ArchiveCompressor();
     // Set by wake() (a roll): the next look is a full one.
     private volatile boolean woken;
+    // The copy made ahead of the next due segment's move, or null (the archiver's thread; stop() after joining it).
+    private CopyAhead ahead;
+
+    /**
+     * A copy ahead: the segment that will be due next (the oldest full hot one, settled), copied (compressed or not)
+     * into a temporary file of the archive ({@link Layout#TMP_PREFIX}) and fsynced while nothing is due, the segment
+     * staying hot and nothing named in the archive; its move then starts from this file (MOVE_COPIED at once after its
+     * time index), so that the move at the early fill is a rename, fsyncs and unlinks. A kill leaves only the
+     * temporary file, which the next archiver (either language) removes ({@link #completeMoves}).
+     */
+    private record CopyAhead(long index, Path tmp) { }
 
     /**
      * Opens a reader of one hot segment that rolls back, after its timeout, the slots of writers that are gone, asking
@@ -162,6 +178,7 @@ public final class Archiver {
         }
         closeSettling();
         watch.forget();
+        dropAhead();
         compressor.close();
         if (lock != null) {
             try {
@@ -399,12 +416,79 @@ public final class Archiver {
         }
         long[] done = ready.stream().mapToLong(Long::longValue).toArray();
         if (done.length > 0) {
-            moveSegments(hot, cfg, done, segmentSize, allowForeign, compressor);
+            Map<Long, Path> made = new LinkedHashMap<>();
+            if (ahead != null && Arrays.stream(done).anyMatch(k -> k == ahead.index())
+                    && Files.exists(ahead.tmp(), LinkOption.NOFOLLOW_LINKS)) {
+                made.put(ahead.index(), ahead.tmp());
+                ahead = null;
+            }
+            try {
+                moveSegments(hot, cfg, done, segmentSize, allowForeign, compressor, made);
+            } catch (IOException | RuntimeException e) {
+                for (Path p : made.values()) {
+                    Files.deleteIfExists(p); // renamed already, or left: a copy again at the next move
+                }
+                throw e;
+            }
             moved += done.length;
         }
         watch.saw(view, left);
+        copyAhead(done.length > 0 ? look() : view, left == Left.NONE);
         applyArchiveRetention(cfg, meta, System.currentTimeMillis());
         return done;
+    }
+
+    /**
+     * The copy ahead ({@link CopyAhead}) in the hot directory {@code v}: dropped when its segment is gone or not the
+     * next due any more; when {@code make} (nothing left due) and {@code archive_after >= 1}, made of the oldest full
+     * hot segment once it is settled and nothing is due. One at a time.
+     */
+    private void copyAhead(HotView v, boolean make) throws IOException {
+        boolean wanted = cfg.after() >= 1 && v.full() > 0;
+        long next = wanted ? v.segments()[0] : 0;
+        Path src = segmentPath(hot, next);
+        if (ahead != null && (!wanted || ahead.index() != next || !Files.exists(src, LinkOption.NOFOLLOW_LINKS))) {
+            dropAhead();
+        }
+        if (!make || !wanted || ahead != null || stop || due(v).length > 0) {
+            return;
+        }
+        try {
+            if (!settled(src, segmentSize, recordSize, frames)) {
+                return; // settled at a later look (or by its move)
+            }
+            BusFiles.checkTrusted(src, allowForeign);
+            Path tmp = copy(src, cfg, next, segmentSize, compressor);
+            try {
+                force(tmp);
+            } catch (IOException | RuntimeException e) {
+                Files.deleteIfExists(tmp);
+                throw e;
+            }
+            ahead = new CopyAhead(next, tmp);
+        } catch (NoSuchFileException e) {
+            return; // gone meanwhile
+        }
+        if (COPY_AHEAD_STALL.equals(STALL)) {
+            System.err.println("stalled " + COPY_AHEAD_STALL);
+            System.err.flush();
+            for (;;) {
+                LockSupport.parkNanos(3_600_000_000_000L);
+            }
+        }
+    }
+
+    /** Removes the copy ahead, if any. */
+    private void dropAhead() {
+        CopyAhead a = ahead;
+        ahead = null;
+        if (a != null) {
+            try {
+                Files.deleteIfExists(a.tmp());
+            } catch (IOException e) {
+                // left to the next archiver's completeMoves
+            }
+        }
     }
 
     /** The hot segments due to move, oldest first (not yet checked to be settled). */
@@ -706,16 +790,20 @@ public final class Archiver {
     public static void moveSegments(Path hot, ArchiveFiles.Config cfg, long[] indices, long segmentSize,
                              boolean allowForeign) throws IOException {
         try (ArchiveCompressor c = new ArchiveCompressor()) {
-            moveSegments(hot, cfg, indices, segmentSize, allowForeign, c);
+            moveSegments(hot, cfg, indices, segmentSize, allowForeign, c, Map.of());
         }
     }
 
+    // `made`: the copies made ahead (fsynced temporary files of the archive) of some of `indices`; the others are
+    // copied here.
     private static void moveSegments(Path hot, ArchiveFiles.Config cfg, long[] indices, long segmentSize,
-                             boolean allowForeign, ArchiveCompressor compressor) throws IOException {
+                             boolean allowForeign, ArchiveCompressor compressor, Map<Long, Path> made)
+            throws IOException {
         Path aix = cfg.dir().resolve(Layout.TIME_INDEX_DIR);
         stall(MoveState.MOVE_SETTLED);
         Map<Long, byte[]> indexBytes = new LinkedHashMap<>();
         Map<Long, Path> copies = new LinkedHashMap<>();
+        List<Path> toForce = new ArrayList<>();
         for (long index : indices) {
             Path hix = TimeIndex.path(hot, index);
             byte[] ix;
@@ -730,12 +818,16 @@ public final class Archiver {
             }
             indexBytes.put(index, ix);
             stall(MoveState.MOVE_INDEX);
-            Path src = segmentPath(hot, index);
-            BusFiles.checkTrusted(src, allowForeign);
-            Path tmp = copy(src, cfg, index, segmentSize, compressor);
+            Path tmp = made.get(index);
+            if (tmp == null) {
+                Path src = segmentPath(hot, index);
+                BusFiles.checkTrusted(src, allowForeign);
+                tmp = copy(src, cfg, index, segmentSize, compressor);
+                toForce.add(tmp);
+            }
             copies.put(index, tmp);
         }
-        forceAll(copies.values());
+        forceAll(toForce);
         stall(MoveState.MOVE_COPIED);
         for (Map.Entry<Long, Path> c : copies.entrySet()) {
             rename(c.getValue(), cfg.dir().resolve(ArchiveFiles.name(c.getKey(), cfg.compress())));
