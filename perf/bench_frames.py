@@ -38,6 +38,7 @@ import json
 import multiprocessing as mp
 import os
 import platform
+import shutil
 import statistics
 import sys
 import tempfile
@@ -368,7 +369,10 @@ def zmq_big(n, warmup):
         ctx.term()
         return dt
 
-    return (n - warmup) * MIB / _pair(reader, writer, n, warmup) / 1e9
+    try:
+        return (n - warmup) * MIB / _pair(reader, writer, n, warmup) / 1e9
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def queue_big(n, warmup):
@@ -426,7 +430,10 @@ def zmq_objects(n, warmup):
         ctx.term()
         return dt
 
-    return (n - warmup) / _pair(reader, writer, n, warmup)
+    try:
+        return (n - warmup) / _pair(reader, writer, n, warmup)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 # -- the run -------------------------------------------------------------------------------
