@@ -21,8 +21,8 @@ the figures a ratio compares come from the same minutes); peers get the same pay
   ipc (send copy=False, recv copy=False), ``multiprocessing.Queue`` of the numpy array.
   Ceilings beside them: one process copying the array into one cached buffer, and into
   consecutive MiBs of prefaulted /dev/shm memory (copy_ceiling). The rolling bus once more on a
-  tmpfs whose files take huge pages (``huge_tmpfs``: one already mounted, else, as root, a
-  private one this run mounts under build/ and unmounts; ``--no-huge-mount`` to not).
+  tmpfs whose files take huge pages (``huge_tmpfs``: one already mounted, else, with
+  ``--huge-mount`` as root, a private one this run mounts under build/ and unmounts).
   Every process runs with OPENBLAS/OMP/MKL threads at 1: numpy's BLAS threads otherwise spin
   beside the measured ones (10 % of the samples of a rolling run in ``perf record``).
 - 12-byte messages, msgs/s: a framed bus against a fixed one (record_size 12), ``read()`` a
@@ -443,11 +443,11 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--runs", type=int, default=None)
     ap.add_argument("--out", default=os.path.join(HERE, "results"))
-    ap.add_argument("--no-huge-mount", action="store_true",
-                    help="do not mount a private tmpfs with huge pages (root) for the rolling "
-                         "bus's second figure when none is mounted")
+    ap.add_argument("--huge-mount", action="store_true",
+                    help="as root, mount a private tmpfs with huge pages for the rolling bus's "
+                         "second figure when none is mounted (unmounted at the end)")
     args = ap.parse_args()
-    huge, mounted = huge_tmpfs(not args.no_huge_mount)
+    huge, mounted = huge_tmpfs(args.huge_mount)
     if mounted:
         import atexit
         import subprocess
@@ -564,7 +564,7 @@ def main():
                    f"{f['big_bus_rolling_huge_read_into_gbs']:.2f} GB/s, against "
                    f"{f['big_bus_rolling_read_into_gbs']:.2f} on /dev/shm (4 KiB pages)."
                    if huge else "Rolling bus on a tmpfs with huge pages: not measured (none "
-                   "mounted, and this run could not mount one: root is needed).")]
+                   "mounted; --huge-mount mounts one, as root).")]
     text = "\n".join(lines) + "\n"
     print(text)
     os.makedirs(args.out, exist_ok=True)
