@@ -468,7 +468,12 @@ public final class WakeTest {
                 truncate(file, 0);
                 assertDoesNotThrow(() -> e.getValue()[1].run(w, o), step);
                 assertNoFaultReportPending(step);
-                assertFalse(w.isNative(), step + ": the file is no longer used");
+                if (!step.equals("close")) {
+                    // A step that touched no page past the new end (its slot already given back, as timing
+                    // decides) leaves the truncation to the look every waiting reader and writer makes.
+                    w.check();
+                    assertFalse(w.isNative(), step + ": the file is no longer used");
+                }
                 assertFalse(w.park(10_000), step + ": a park polls");
                 w.wake();
                 assertNoFaultReportPending(step + ", then");
