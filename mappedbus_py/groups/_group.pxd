@@ -102,6 +102,7 @@ cdef class GroupReader:
     cdef readonly int32_t record_size
     """Payload bytes per record."""
     cdef object _reader_kw     # options of the segment readers
+    cdef object _bus_id        # a rolling bus's id (hex), from its bus.meta at the open
     cdef bint _framed          # a framed bus: a message (its first slot) is the unit
                                # (_group_frames.h)
     cdef object _names         # framed: the bus's TopicNames (shared by segment readers)

@@ -168,6 +168,7 @@ cdef class GroupReader:
             self._segment_size = meta.segment_size
             self._sps = slots_per_segment(meta.segment_size, meta.record_size)
             bus_id = bytes.fromhex(meta.id)
+            self._bus_id = meta.id
         else:
             r = MappedBusReader(path, file_size, record_size, idle="busy_spin", topics=topics,
                                 **self._reader_kw)
@@ -210,9 +211,10 @@ cdef class GroupReader:
         # The new group's first record: (start position, g).
         cdef int64_t slot = self._slot
         if self._rolling:
-            from ..rolling import list_segments, segment_limit, end_boundary
+            from ..rolling import segment_limit, end_boundary
             from ..rolling.archive import all_segments
-            segments = list_segments(self.path)
+            from ..rolling.directory import open_bus_segments
+            segments = open_bus_segments(self.path, self._bus_id)
             if start is None:
                 # the oldest record of either tier (the archive's, then the hot directory's)
                 segments = all_segments(self.path, self._reader_kw["allow_foreign"])
@@ -296,8 +298,8 @@ cdef class GroupReader:
     def _made_after(self, k):
         # Whether a segment after k exists (k, in neither tier, was removed by retention),
         # else k is not made yet: the newest segment is always hot, so the hot directory says.
-        from ..rolling import list_segments
-        return any(i > k for i in list_segments(self.path))
+        from ..rolling.directory import open_bus_segments
+        return any(i > k for i in open_bus_segments(self.path, self._bus_id))
 
     def _oldest_after(self, k):
         # The oldest segment after the removed k, in either tier (the archive's retention

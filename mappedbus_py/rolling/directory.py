@@ -11,7 +11,7 @@ import warnings
 
 from .._core._consumers import ConsumerRegistry
 from .._core._wake import WakeFile
-from ..errors import BusMismatchError, UnsafeBusFileError
+from ..errors import BusMismatchError, BusReplacedError, UnsafeBusFileError
 from ..formats.busmeta import BusMeta, read_meta, write_meta
 from ..formats.files import check_trusted, open_file
 from ..formats.layout import (CONSUMERS_FILE, FIRST_RECORD_OFFSET, META_FILE, SEGMENT_SUFFIX,
@@ -122,6 +122,18 @@ def list_segments(path):
                     out.append(i)
     out.sort()
     return out
+
+
+def open_bus_segments(path, bus_id):
+    """``list_segments`` for a bus already open (``bus_id``, from its bus.meta): its directory
+    gone means the bus was removed under the caller, ``BusReplacedError``, not the
+    ``FileNotFoundError`` of a bus that never was. A reader between its bus.meta check and this
+    listing, while another process removes and recreates the directory, sees exactly that."""
+    try:
+        return list_segments(path)
+    except (FileNotFoundError, NotADirectoryError):
+        raise BusReplacedError(f"{os.fspath(path)!r}: the rolling bus {bus_id} was removed: "
+                               f"its directory is gone") from None
 
 
 def segment_limit(path, index, *, allow_foreign=False):

@@ -41,7 +41,7 @@ from ..formats.archive import archive_config as _archive_config
 from .archive import ArchiveTier
 from .seektime import Target, seek_position, time_ns_of
 from .journal import keeps_time_index as _keeps_time_index
-from .directory import (choose_current as _choose_current, list_segments, open_dir,
+from .directory import (choose_current as _choose_current, open_bus_segments, open_dir,
                         open_registry as _open_registry, open_wake as _open_wake, read_bus_meta,
                         segment_path)
 from .options import check_segment_sizes as _check_segment_sizes, reopen as _reopen_rolling
@@ -255,14 +255,14 @@ class RollingBusReader(RollingReaderBase):
         return position
 
     def _hot_segments(self):
-        segs = list_segments(self.path)
+        segs = open_bus_segments(self.path, self.meta.id)
         if not segs:
             raise FileNotFoundError(errno.ENOENT, "rolling bus has no segment", self.path)
         return segs
 
     def _all_segments(self):
         # The hot directory's and the archive's (a segment in both counts once).
-        segs = list_segments(self.path)
+        segs = open_bus_segments(self.path, self.meta.id)
         if self._tier is not None:
             archived = self._tier.segments()
             if archived:
@@ -295,7 +295,7 @@ class RollingBusReader(RollingReaderBase):
             os.lstat(hot)     # never let an open create a segment
             r.open()
         except FileNotFoundError:
-            if self._tier is None or not any(i > index for i in list_segments(self.path)):
+            if self._tier is None or not any(i > index for i in open_bus_segments(self.path, self.meta.id)):
                 raise       # the newest segments are never archived: not there (yet)
             # Archived (or moved between the listing and the open): read on from the archive.
             seg = self._tier.open_segment(index)
@@ -556,7 +556,7 @@ class RollingBusReader(RollingReaderBase):
             return
         except FileNotFoundError:
             pass
-        if not any(i > self._k for i in list_segments(self.path)):
+        if not any(i > self._k for i in open_bus_segments(self.path, self.meta.id)):
             raise BusReplacedError(f"{self.path!r}: its newest segment {self._k} was removed "
                                    f"(not by retention, which keeps the newest): no record can "
                                    f"come to this reader")

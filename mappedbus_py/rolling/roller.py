@@ -30,7 +30,7 @@ from ..formats.layout import (META_FILE, SEGMENT_CLAIM_BASE, SEGMENT_CLAIM_WAIT_
                               mapped_size)
 from ..formats.positions import consumer_segment, spare_trigger
 from ._rolling import BackgroundCall
-from .directory import (choose_current, create_segment, link_temporary, list_segments,
+from .directory import (choose_current, create_segment, link_temporary, open_bus_segments,
                         open_registry, open_temporary, preallocation_failed, read_limit,
                         remove_stale_tmp, segment_path, temporary_exists)
 from .retention import apply_retention, bus_consumer_entries, consumer_blockers, consumer_retention
@@ -288,7 +288,7 @@ class SegmentRoller:
                 break
             except FileNotFoundError:
                 pass
-            later = [i for i in list_segments(self.path) if i > target]
+            later = [i for i in open_bus_segments(self.path, self.meta.id) if i > target]
             if later:
                 # Retention removed it: the writers are further on.
                 target, _ = choose_current(self.path, later, self._allow_foreign)
@@ -469,7 +469,7 @@ class SegmentRoller:
             if not early:
                 self._start_mapping(nxt, made=False)
             return
-        if not create or any(i > nxt for i in list_segments(self.path)):
+        if not create or any(i > nxt for i in open_bus_segments(self.path, self.meta.id)):
             return      # not yet, or this writer is behind: it jumps ahead when it rolls
         claim = self._claims.take(nxt)
         if claim is Claim.HELD_ELSEWHERE:

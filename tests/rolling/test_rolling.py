@@ -228,6 +228,29 @@ def test_recreated_bus_is_noticed_by_a_reader_waiting_inside_a_segment(bus_dir):
     r.close()
 
 
+def test_a_bus_removed_between_the_identity_check_and_the_listing_is_replaced(bus_dir,
+                                                                             monkeypatch):
+    # CI caught a Python reader here (tests/reliability/test_rolling_crash.py, a Java process
+    # recreating the bus): bus.meta matched, then the directory went before the listing of its
+    # segments, which raised FileNotFoundError out of wait(). The removal is made to fall
+    # exactly there: when the reader looks for its segment.
+    from mappedbus_py.rolling import reader as reader_module
+    write_n(bus_dir, 3)
+    r = RollingBusReader(bus_dir).open()
+    assert len(read_all(r)) == 3
+    real = reader_module.segment_path
+
+    def removed_first(path, index):
+        if os.path.isdir(bus_dir):
+            shutil.rmtree(bus_dir)
+        return real(path, index)
+
+    monkeypatch.setattr(reader_module, "segment_path", removed_first)
+    with pytest.raises(BusReplacedError, match="its directory is gone"):
+        r.wait(5.0)
+    r.close()
+
+
 def test_a_group_writable_directory_is_refused(bus_dir):
     write_n(bus_dir, 1)
     os.chmod(bus_dir, 0o770)

@@ -522,6 +522,30 @@ public final class RollingBusTest {
         }
     }
 
+    /**
+     * The directory of an open bus gone when its segments are listed (a reader between its identity check and the
+     * listing while another process recreates the bus, as CI caught the Python reader doing): the bus was replaced,
+     * not a NoSuchFileException out of next().
+     */
+    @Test
+    public void theDirectoryGoneUnderAListingIsAReplacedBus() throws Exception {
+        String dir = tmp.resolve("gone").toString();
+        try (RollingBusWriter w = new RollingBusWriter(dir, SEG, REC).open()) {
+            writeN(w, 1, 0, 3);
+        }
+        RollingDir d = RollingDir.open(dir, SEG, REC, false);
+        assertEquals(1, d.segments().length);
+        try (var s = Files.list(Path.of(dir))) {
+            for (Path p : (Iterable<Path>) s::iterator) {
+                Files.delete(p);
+            }
+        }
+        Files.delete(Path.of(dir));
+        BusReplacedException e = assertThrows(BusReplacedException.class, d::segments);
+        assertContains(e.getMessage(), "directory is gone");
+        assertContains(e.getMessage(), d.meta.id());
+    }
+
     /** Other sizes than the bus's are refused before anything is written; so is another retention. */
     @Test
     public void otherSizesAreAMismatch() throws Exception {

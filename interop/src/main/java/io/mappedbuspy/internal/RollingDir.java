@@ -12,6 +12,7 @@ import java.nio.file.FileAlreadyExistsException;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.NoSuchFileException;
+import java.nio.file.NotDirectoryException;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
 import java.nio.file.attribute.PosixFilePermission;
@@ -250,6 +251,11 @@ public final class RollingDir {
                     out[n++] = i;
                 }
             }
+        } catch (NoSuchFileException | NotDirectoryException e) {
+            // This bus was open (its meta read): its directory gone means it was removed under this process, as
+            // when another process removes and recreates it between a reader's identity check and this listing.
+            throw new BusReplacedException("rolling bus " + dir + " (bus " + meta.id() + ") was removed: its "
+                    + "directory is gone");
         }
         out = Arrays.copyOf(out, n);
         Arrays.sort(out);
