@@ -14,9 +14,8 @@ import threading
 import time
 import typing
 
-import numpy
 
-from .._core._frames import TopicNames, frames_settled
+from .._core._frames import TopicNames, frames_settled, slots_settled
 from .._core._liveness import Hold, LiveFile
 from .._core._reader import MappedBusReader
 from ..errors import BusFullError, BusMismatchError, MappedBusError
@@ -27,7 +26,7 @@ from ..formats.files import open_file
 from ..formats.layout import (ARCHIVER_ACTIVE_POLL_MS, ARCHIVER_EARLY_FILL_PERCENT,
                               ARCHIVER_IDLE_AFTER_MS, ARCHIVER_IDLE_POLL_MS,
                               ARCHIVER_LOCK_BYTE, archive_index, FIRST_RECORD_OFFSET, META_FILE,
-                              STATUS_NOT_SET, TIME_INDEX_DIR, TMP_PREFIX, TOPICS_FILE,
+                              TIME_INDEX_DIR, TMP_PREFIX, TOPICS_FILE,
                               WRITERS_FILE,
                               join_position, mapped_size, slot_size, time_index_name)
 from ..formats.positions import end_boundary
@@ -107,26 +106,30 @@ def settled(path, segment_size, record_size, frames=False):
     message's first slot (``frames_settled``: continuation slots hold payload, not a status)."""
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
-        size = mapped_size(segment_size)
-        with mmap.mmap(fd, size, prot=mmap.PROT_READ) as m:
-            limit = int.from_bytes(m[:8], "little", signed=True)
-            end = end_boundary(segment_size, record_size)
-            if limit < end:
-                return False
-            slot = slot_size(record_size)
-            if frames:
-                return frames_settled(m, end, slot, path)
-            n = (end - FIRST_RECORD_OFFSET) // slot
-            status = numpy.frombuffer(m, dtype="<i4", count=n * slot // 4,
-                                      offset=FIRST_RECORD_OFFSET)[::slot // 4] \
-                if slot % 4 == 0 else numpy.array(
-                    [int.from_bytes(m[FIRST_RECORD_OFFSET + i * slot:][:4], "little")
-                     for i in range(n)])
-            ok = not bool((status == STATUS_NOT_SET).any())
-            del status
-            return ok
+        with _map_segment(fd, segment_size) as m:
+            return _settled_in(m, segment_size, record_size, frames, path)
     finally:
         os.close(fd)
+
+
+def _map_segment(fd, segment_size):
+    # A read-only mapping of a whole segment, its pages mapped by one system call (they are
+    # all read: a fault each would cost about 1 ms per 4 MiB here).
+    return mmap.mmap(fd, mapped_size(segment_size), flags=mmap.MAP_SHARED | mmap.MAP_POPULATE,
+                     prot=mmap.PROT_READ)
+
+
+def _settled_in(m, segment_size, record_size, frames, path):
+    # settled() of the segment mapped in m; its status loads are acquire loads, so that the
+    # records read from m afterwards are what was committed.
+    limit = int.from_bytes(m[:8], "little", signed=True)
+    end = end_boundary(segment_size, record_size)
+    if limit < end:
+        return False
+    slot = slot_size(record_size)
+    if frames:
+        return frames_settled(m, end, slot, path)
+    return slots_settled(m, end, slot)
 
 
 def _write_tmp(directory, name, data, mode, sync=True):
@@ -268,22 +271,32 @@ class CopyAhead:
             pass
 
 
-def copy_ahead(hot, cfg, index, segment_size, *, mode=0o600, allow_foreign=False):
+def copy_ahead(hot, cfg, index, segment_size, *, record_size=None, frames=False, mode=0o600,
+               allow_foreign=False):
     """The heavy part of the move of settled segment ``index`` (the caller holds the
-    archiver's lock and checked ``settled``), done while it is still hot and not due: its
-    copy (compressed as ``cfg`` says) written to a temporary file of the archive, with the
-    segment's mtime, and fsynced in the background. Returns its ``CopyAhead``."""
+    archiver's lock), done while it is still hot and not due: its copy (compressed as
+    ``cfg`` says) written to a temporary file of the archive, with the segment's mtime, and
+    fsynced in the background. Returns its ``CopyAhead``. With ``record_size``, the segment
+    is checked to be ``settled`` first, through the mapping the copy reads (None, and
+    nothing made, if it is not); without it, the caller checked."""
     path = segment_path(hot, index)
-    st = os.stat(path)
-    data = _read_all(path, allow_foreign)
-    if len(data) != mapped_size(segment_size):
-        raise MappedBusError(f"{path!r} is {len(data)} bytes, not {mapped_size(segment_size)}: "
-                             f"not archived")
-    final = archived_path(cfg.dir, index, cfg.compress)
-    packed = _compress(data, cfg.compress)
-    del data
-    tmp = _write_tmp(cfg.dir, os.path.basename(final), packed, mode, sync=False)
-    del packed
+    fd, _ = open_file(path, os.O_RDONLY, allow_foreign=allow_foreign)
+    try:
+        st = os.fstat(fd)
+        if st.st_size != mapped_size(segment_size):
+            raise MappedBusError(f"{path!r} is {st.st_size} bytes, not "
+                                 f"{mapped_size(segment_size)}: not archived")
+        with _map_segment(fd, segment_size) as m:
+            if record_size is not None and not _settled_in(m, segment_size, record_size,
+                                                           frames, path):
+                return None
+            final = archived_path(cfg.dir, index, cfg.compress)
+            with memoryview(m) as view:
+                packed = view if cfg.compress == "none" else _compress(view, cfg.compress)
+                tmp = _write_tmp(cfg.dir, os.path.basename(final), packed, mode, sync=False)
+                del packed
+    finally:
+        os.close(fd)
     os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
     _stall_at(COPY_AHEAD_STALL)
     return CopyAhead(index, tmp, _fsync_pool().submit(_fsync_path, tmp))
@@ -582,8 +595,11 @@ class Archiver:
                 break
             p = segment_path(self.hot, k)
             try:
-                ok = settled(p, self.meta.segment_size, self.meta.record_size,
-                             bool(self.meta.frames)) or self._settle(k)
+                # A segment copied ahead was settled then, and a full settled segment stays
+                # so (a decided slot is never undecided): not scanned again.
+                ok = (self._copied is not None and self._copied.index == k) or settled(
+                    p, self.meta.segment_size, self.meta.record_size,
+                    bool(self.meta.frames)) or self._settle(k)
             except FileNotFoundError:
                 continue
             if not ok:
@@ -618,11 +634,12 @@ class Archiver:
         if self.cfg.after < 1 or nxt is None or self._copied is not None or self._stop:
             return False
         try:
-            if not settled(segment_path(self.hot, nxt), self.meta.segment_size,
-                           self.meta.record_size, bool(self.meta.frames)):
-                return True
             self._copied = copy_ahead(self.hot, self.cfg, nxt, self.meta.segment_size,
-                                      mode=self._mode, allow_foreign=self._allow_foreign)
+                                      record_size=self.meta.record_size,
+                                      frames=bool(self.meta.frames), mode=self._mode,
+                                      allow_foreign=self._allow_foreign)
+            if self._copied is None:
+                return True
         except FileNotFoundError:
             pass                # gone meanwhile
         return False

@@ -64,13 +64,20 @@ def test_the_segment_due_next_is_copied_ahead_and_its_move_takes_the_copy_over(
         dirs, compress, monkeypatch):
     hot, arch = dirs
     a = _bus_with_archiver(hot, arch, compress)
-    reads = []
-    real_read_all = archive_mod._read_all
+    reads = []          # the segments' copies made: ahead (from its mapping) or at a move
+    real_read_all, real_copy_ahead = archive_mod._read_all, archive_mod.copy_ahead
 
     def counted(path, allow_foreign):
         reads.append(os.path.abspath(path))
         return real_read_all(path, allow_foreign)
+
+    def counted_ahead(hot_dir, cfg, index, *args, **kw):
+        made = real_copy_ahead(hot_dir, cfg, index, *args, **kw)
+        if made is not None:
+            reads.append(os.path.abspath(segment_path(hot_dir, index)))
+        return made
     monkeypatch.setattr(archive_mod, "_read_all", counted)
+    monkeypatch.setattr(archive_mod, "copy_ahead", counted_ahead)
     seg0 = os.path.abspath(segment_path(hot, 0))
     try:
         with RollingBusWriter(hot) as w:
@@ -115,3 +122,37 @@ def test_a_copy_ahead_whose_segment_is_gone_is_dropped(dirs):
     finally:
         a.stop()
 
+
+
+@pytest.mark.parametrize("rs", [RS, 13])       # 13: a slot of 21 bytes, statuses misaligned
+def test_a_full_segment_with_a_slot_not_committed_is_neither_settled_nor_copied_ahead(dirs, rs):
+    # The copy ahead checks the statuses through the mapping it copies (compiled
+    # slots_settled, acquire loads): one uncommitted slot anywhere, even the last, keeps the
+    # segment hot and makes no temporary file, whatever the slot's alignment.
+    hot, arch = dirs
+    RollingBusWriter(hot, SEG, rs, archive=arch, archive_after=1).open().close()
+    meta = read_bus_meta(hot)
+    cfg = archive_config(meta, os.path.join(hot, META_FILE))
+    a = Archiver(hot, meta, cfg)
+    assert a.run_once() == []
+    with RollingBusWriter(hot) as w:
+        while (segment_limit(hot, 1) or 0) <= FIRST_RECORD_OFFSET:     # segment 0 full
+            w.write(bytes(rs))
+    seg0 = segment_path(hot, 0)
+    slot = 8 + rs
+    last = FIRST_RECORD_OFFSET + ((SEG - FIRST_RECORD_OFFSET) // slot - 1) * slot
+    for at in (FIRST_RECORD_OFFSET + 7 * slot, last):
+        with open(seg0, "r+b") as f:
+            f.seek(at)
+            f.write(struct.pack("<i", 0))          # NOT_SET: a writer between claim and commit
+        assert not archive_mod.settled(seg0, SEG, rs)
+        assert archive_mod.copy_ahead(hot, cfg, 0, SEG, record_size=rs) is None
+        assert _tmps(arch) == []
+        with open(seg0, "r+b") as f:
+            f.seek(at)
+            f.write(struct.pack("<i", 1))          # committed
+        assert archive_mod.settled(seg0, SEG, rs)
+    made = archive_mod.copy_ahead(hot, cfg, 0, SEG, record_size=rs)
+    assert made is not None and made.index == 0 and len(_tmps(arch)) == 1
+    made.discard()
+    a.stop()

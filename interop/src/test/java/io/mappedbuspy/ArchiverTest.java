@@ -201,6 +201,34 @@ public final class ArchiverTest {
         assertEquals(expected(n + BELOW_EARLY), readAll(hot));
     }
 
+    /**
+     * The copy ahead checks the statuses through the mapping it then copies: a full segment with a slot reserved and
+     * not committed (its writer alive) gets no copy ahead until that slot is committed.
+     */
+    @Test
+    void aFullSegmentWithASlotNotCommittedIsNotCopiedAheadUntilItIs() throws Exception {
+        Path hot = tmp.resolve("hot");
+        Path arch = tmp.resolve("archive");
+        try (RollingBusWriter w = new RollingBusWriter(hot.toString(), SEGMENT, RECORD).setArchive(arch.toString())
+                .setArchiveAfter(1).setCompress(ArchiveCompression.ZSTD).open()) {
+            write(w, 0, PER_SEGMENT + 3);
+            Reservation r = w.reserve(1); // a slot of segment 1, the caller's to commit
+            assertEquals(1, r.count());
+            long offset = r.first() - Layout.joinPosition(1, 0, SEGMENT);
+            write(w, PER_SEGMENT + 3, PER_SEGMENT * 2 + 1); // segment 1 full, segment 2 below the early fill
+            assertTrue(w.awaitArchived(30, TimeUnit.SECONDS)); // segment 0 moved
+            Thread.sleep(300); // looks enough to copy ahead a settled segment
+            assertEquals(List.of(), tmpsOf(arch, 1));
+            assertEquals(List.of(1L, 2L), withRecords(hot));
+            try (var ch = java.nio.channels.FileChannel.open(Archiver.segmentPath(hot, 1),
+                    java.nio.file.StandardOpenOption.WRITE)) {
+                ch.write(java.nio.ByteBuffer.allocate(4).order(java.nio.ByteOrder.LITTLE_ENDIAN)
+                        .putInt(0, Layout.STATUS_COMMITTED), offset);
+            }
+            assertEquals(1, awaitTmps(arch, 1, t -> !t.isEmpty()).size());
+        }
+    }
+
     @Test
     void aCopyAheadIsDroppedWhenItsWriterClosesOrItsSegmentIsGone() throws Exception {
         Path hot = tmp.resolve("hot");
