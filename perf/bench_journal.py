@@ -28,10 +28,12 @@ journal-<date>.md and .json.
 import argparse
 import datetime
 import json
+import mmap
 import multiprocessing as mp
 import os
 import random
 import shutil
+import struct
 import sys
 import tempfile
 import time
@@ -41,7 +43,8 @@ from common import ROOT, machine  # noqa: E402
 
 from mappedbus_py import PriceUpdate, RollingBusReader, RollingBusWriter  # noqa: E402
 from mappedbus_py.formats.archive import list_archived  # noqa: E402
-from mappedbus_py.rolling.directory import list_segments, segment_limit  # noqa: E402
+from mappedbus_py.formats.layout import FIRST_RECORD_OFFSET, segment_index  # noqa: E402
+from mappedbus_py.rolling.directory import segment_path  # noqa: E402
 
 SEG = 1024 * 1024
 RS = 12
@@ -62,17 +65,45 @@ def _fill(w, n, seed=1):
 
 
 def _watch(hot, stop, out):
+    """Every 2 ms: the hot segments with records (a limit past the first record's offset) and
+    the hot segment files, the most of each, and how many samples saw each count. Cheap, so as
+    not to take the core the archiver runs on: a listing of names a sample, and each
+    segment's first page mapped once, its limit one load (about 4 % of a core here; opening
+    each file at each sample took 7 %)."""
     most_live = most_files = 0
     counts = {}
-    while not stop.is_set():
-        try:
-            segs = list_segments(hot)
-        except FileNotFoundError:
-            segs = []
-        live = sum(1 for k in segs if (segment_limit(hot, k, allow_foreign=True) or 0) > 8)
-        most_live, most_files = max(most_live, live), max(most_files, len(segs))
-        counts[live] = counts.get(live, 0) + 1
-        time.sleep(0.002)
+    pages = {}      # segment index -> its first page, mapped while the segment is listed
+    try:
+        while not stop.is_set():
+            try:
+                names = os.listdir(hot)
+            except FileNotFoundError:
+                names = []
+            segs = {i for i in map(segment_index, names) if i is not None}
+            for k in set(pages) - segs:
+                pages.pop(k).close()
+            live = 0
+            for k in segs:
+                m = pages.get(k)
+                if m is None:
+                    try:
+                        fd = os.open(segment_path(hot, k), os.O_RDONLY | os.O_NOFOLLOW)
+                    except FileNotFoundError:
+                        continue
+                    try:
+                        m = pages[k] = mmap.mmap(fd, mmap.PAGESIZE, prot=mmap.PROT_READ)
+                    except ValueError:      # not a page long yet (being made)
+                        continue
+                    finally:
+                        os.close(fd)
+                if struct.unpack_from("<q", m, 0)[0] > FIRST_RECORD_OFFSET:
+                    live += 1
+            most_live, most_files = max(most_live, live), max(most_files, len(segs))
+            counts[live] = counts.get(live, 0) + 1
+            time.sleep(0.002)
+    finally:
+        for m in pages.values():
+            m.close()
     out.put((most_live, most_files, counts))
 
 
