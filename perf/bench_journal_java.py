@@ -9,7 +9,8 @@ Python side's; this one shares its setup):
    (BusTool rolling-bench-write) writes PriceUpdate records as fast as it can into the same hot
    bus in /dev/shm (1 MiB segments, ``archive_after=2``, the time index kept), for lz4 and zstd;
    a watcher process reports the most hot segments with records (target archive_after + 1) and
-   the most hot files. Also the Java writer's rate, and how long after its last write the
+   the most hot files. The writer writes ``WARM_UP`` records to a scratch bus first (its JIT
+   compiles then, not on the archiver's core during the timed run). Also the Java writer's rate, and how long after its last write the
    archive held every full segment.
 1b. **The Java archiver keeps up with a Java writer**: the same, with the writer's own archiver
    (a Java RollingBusWriter with setArchive: its daemon thread), for lz4 and zstd, and the
@@ -49,6 +50,10 @@ TOOL = "io.mappedbuspy.tools.BusTool"
 #: 1c's segment size: one a Java writer at full speed (5 to 10 M records/s, 20-byte slots) fills
 #: in 0.1 to 0.2 s, against the 1 MiB of 1. and 1b. that it fills 100 to 300 times a second.
 BIG_SEG = 16 << 20
+#: Records the Java writer of 1. and 1b. writes first to a scratch bus (removed) so that the JIT
+#: compiles its write path before the timed run, not on the archiver's core during it (a run
+#: of 1c is 0.8 s: a cold JVM compiles for much of it). The archiver warms up on its own.
+WARM_UP = 5_000_000
 
 
 def java(*args):
@@ -93,7 +98,7 @@ def keep_up(n, compress, disk, seg=SEG):
     watcher = ctx.Process(target=_watch, args=(hot, stop, wq))
     watcher.start()
     time.sleep(0.5)
-    w_rate = rate(java("rolling-bench-write", hot, seg, n), "wrote")
+    w_rate = rate(java("rolling-bench-write", hot, seg, n, "--warm-up", WARM_UP), "wrote")
     done.set()
     caught_up, ok = hq.get(timeout=300)
     holder.join()
@@ -121,7 +126,7 @@ def keep_up_java(n, compress, disk, seg=SEG):
     watcher.start()
     time.sleep(0.5)
     lines = java("rolling-bench-write", hot, seg, n, "--time-index", "on", "--archive", arch,
-                 "--archive-after", AFTER, "--compress", compress)
+                 "--archive-after", AFTER, "--compress", compress, "--warm-up", WARM_UP)
     stop.set()
     most_live, most_files = wq.get(timeout=60)[:2]  # (most live, most files, samples by count)
     watcher.join()

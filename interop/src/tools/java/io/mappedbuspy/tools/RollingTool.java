@@ -34,7 +34,7 @@ import java.util.Arrays;
  *      "END n lost=L skipped=S" (or "GAP lostFrom lostTo lost")
  *  rolling-read-objects dir segmentSize recordSize count price|token|trade [options of rolling-read]
  *  rolling-seek-time dir epochNanos...: per time, the first record's position after seekTime, or "END"
- *  rolling-bench-write dir segmentSize|0 count: PriceUpdates as fast as possible; "wrote N seconds"
+ *  rolling-bench-write dir segmentSize|0 count [--warm-up n]: PriceUpdates as fast as possible; "wrote N seconds"
  *      (0: one single file dir/single.bus instead); prints "rolls R max_ns=X mean_ns=Y" too
  *  rolling-bench-read dir segmentSize|0 count: "read N seconds", timed from the first record
  * </pre>
@@ -57,7 +57,9 @@ public final class RollingTool {
             "  rolling-seek-time <dir> <epochNanos>...: per time, the position of the first record seekTime reads,",
             "      or 'END'",
             "  rolling-bench-write <dir> <segmentSize|0 for a single file> <count> [--sync policy]",
-            "      [--sync-interval-ms n] [--time-index on|off] [--archive dir --archive-after n --compress c]:",
+            "      [--sync-interval-ms n] [--time-index on|off] [--archive dir --archive-after n --compress c]",
+            "      [--warm-up n: n records first, to a scratch bus beside dir, removed, so that the JIT compiles",
+            "      the write path before the timed run and not on the archiver's core during it]:",
             "      PriceUpdates ('archived <segments> caught_up_s=<s> ok=<bool>' after the writes with --archive);",
             "      'wrote <n> <seconds>' and 'rolls <n> max_ns=<ns> mean_ns=<ns>'",
             "  rolling-bench-read <dir> <segmentSize|0> <count>: 'read <n> <seconds>' from the first record");
@@ -341,17 +343,35 @@ public final class RollingTool {
         long t1;
         if (segmentSize > 0) {
             RollingBusWriter w0 = new RollingBusWriter(dir, segmentSize, PriceUpdate.SIZE);
+            long warmUp = 0;
+            boolean timeIndex = false;
             for (int i = 0; i < opts.length; i++) {
                 switch (opts[i]) {
+                    case "--warm-up": warmUp = num(value(opts, ++i)); break;
                     case "--sync": w0.setSync(value(opts, ++i)); break;
                     case "--sync-interval-ms":
                         w0.setSyncInterval(num(value(opts, ++i)), java.util.concurrent.TimeUnit.MILLISECONDS);
                         break;
-                    case "--time-index": w0.setTimeIndex(value(opts, ++i).equals("on")); break;
+                    case "--time-index":
+                        timeIndex = value(opts, ++i).equals("on");
+                        w0.setTimeIndex(timeIndex);
+                        break;
                     case "--archive": w0.setArchive(value(opts, ++i)); break;
                     case "--archive-after": w0.setArchiveAfter(num(value(opts, ++i))); break;
                     case "--compress": w0.setCompress(value(opts, ++i)); break;
                     default: throw new BadArgs("unknown option " + opts[i]);
+                }
+            }
+            if (warmUp > 0) {
+                String scratch = dir + ".warm-up";
+                try (RollingBusWriter w = new RollingBusWriter(scratch, segmentSize, PriceUpdate.SIZE)
+                        .setTimeIndex(timeIndex).open()) {
+                    for (long i = 0; i < warmUp; i++) {
+                        m.setPrice((int) i);
+                        w.write(m);
+                    }
+                } finally {
+                    Layout.removeBus(scratch);
                 }
             }
             try (RollingBusWriter w = w0.open()) {
