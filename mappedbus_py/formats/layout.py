@@ -676,9 +676,10 @@ CONSTANTS.update({name: value for name, value in globals().items()
 # limit is past ARCHIVER_EARLY_FILL_PERCENT % of the segment, the oldest full one is due too
 # (it moves while the current one fills; at the roll the segment that filled takes its place).
 # With archive_after = 0 the segment that filled is hot beside the current one until it moves.
-# While nothing is due (archive_after >= 1) the archiver copies the segment due next (the
-# oldest full one, settled) ahead: its copy in a TMP_PREFIX file of the archive, fsynced; its move
-# (MOVE_INDEX read then, MOVE_COPIED already true) renames it. A kill leaves only that file.
+# While nothing is due (archive_after >= 1) the archiver copies each full hot segment not due
+# yet (settled; oldest first, one a look) ahead: its copy in a TMP_PREFIX file of the archive,
+# fsynced; its move (MOVE_INDEX read then, MOVE_COPIED already true) renames it. A kill leaves
+# only those files.
 # An archiver looks at every roll its writer makes and, while the bus moves, every
 # ARCHIVER_ACTIVE_POLL_MS (a writer in another process or language does not wake it); after
 # ARCHIVER_IDLE_AFTER_MS without a change it looks every ARCHIVER_IDLE_POLL_MS.

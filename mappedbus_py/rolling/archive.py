@@ -169,16 +169,18 @@ def move_segment(hot, cfg, index, segment_size, *, mode=0o600, allow_foreign=Fal
 
 
 def move_segments(hot, cfg, indices, segment_size, *, mode=0o600, allow_foreign=False,
-                  ahead=None):
+                  ahead=()):
     """Move settled segments ``indices`` from ``hot`` into the archive together, through the
     states of ``MoveState`` in order (the caller holds the archiver's lock and checked
     ``settled``): each copy fsynced, then all renamed and the archive directory fsynced once,
     then the hot files removed. A time index is renamed into the archive without an fsync of
     its own (the directory's covers its name): one lost to a power loss makes ``seek_time``
     place its segment by the segment's mtime, which the copy keeps, never skip a record.
-    ``ahead``: a ``CopyAhead`` of one of ``indices`` (``copy_ahead``), its copy, taken over
-    (the segment is not read again); its time index is read now (writers may append)."""
+    ``ahead``: ``CopyAhead``s of some of ``indices`` (``copy_ahead``), their copies, taken
+    over (those segments are not read again); their time indices are read now (writers may
+    append)."""
     aix_dir = os.path.join(cfg.dir, TIME_INDEX_DIR)
+    ahead = {a.index: a for a in ahead}
     _stall(MoveState.MOVE_SETTLED)
     copied = {}             # index -> (its index bytes or None, tmp path of the segment)
     syncs = []              # the copies' fsyncs (Futures)
@@ -193,12 +195,13 @@ def move_segments(hot, cfg, indices, segment_size, *, mode=0o600, allow_foreign=
             os.rename(tmp, os.path.join(aix_dir, time_index_name(index)))
         _stall(MoveState.MOVE_INDEX)
         st = os.stat(segment_path(hot, index))
-        if ahead is not None and ahead.index == index:
-            copied[index] = (index_bytes, ahead.tmp)
-            syncs.append(ahead.synced)
-            if os.stat(ahead.tmp).st_mtime_ns != st.st_mtime_ns:     # touched since: kept
-                os.utime(ahead.tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
-                syncs.append(_fsync_pool().submit(_fsync_path, ahead.tmp))
+        made = ahead.get(index)
+        if made is not None:
+            copied[index] = (index_bytes, made.tmp)
+            syncs.append(made.synced)
+            if os.stat(made.tmp).st_mtime_ns != st.st_mtime_ns:     # touched since: kept
+                os.utime(made.tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
+                syncs.append(_fsync_pool().submit(_fsync_path, made.tmp))
             continue
         data = _read_all(segment_path(hot, index), allow_foreign)
         if len(data) != mapped_size(segment_size):
@@ -251,7 +254,8 @@ def move_segments(hot, cfg, indices, segment_size, *, mode=0o600, allow_foreign=
 
 @dataclasses.dataclass
 class CopyAhead:
-    """The copy of the segment due next (``index``), made before it is due (``copy_ahead``):
+    """The copy of a full hot segment not due yet (``index``), made before it is due
+    (``copy_ahead``):
     its temporary file ``tmp`` in the archive (a TMP_PREFIX name: nothing is named in the
     archive yet, and the next archiver removes it after a kill) and ``synced``, the Future of
     its fsync. ``move_segments(ahead=)`` takes it over; ``discard()`` removes it."""
@@ -413,9 +417,10 @@ class Archiver:
     this process instead): while it holds the bus's archiver lock, it completes what a
     killed archiver left, then moves each full, settled segment beyond ``cfg.after`` full hot
     segments (or filled longer than ``cfg.age_ms`` ago) into the archive, oldest first, then
-    applies the archive's retention; while none is due (``cfg.after`` >= 1), it copies the
-    one due next ahead (``copy_ahead``: one at a time, dropped when its segment is gone or no
-    longer next), and that segment's move takes the copy over. ``wake()`` (a roll) makes it
+    applies the archive's retention; while none is due (``cfg.after`` >= 1), it copies ahead
+    the full hot segments not due yet (``copy_ahead``: oldest first, one a look, each dropped
+    when its segment is gone or moved without it), and each segment's move takes its copy
+    over. ``wake()`` (a roll) makes it
     look at once. Its failures are kept in ``error`` (raised by the writer's ``close()``)."""
 
     def __init__(self, hot, meta, cfg, *, mode=0o600, allow_foreign=False, timeout=2.0):
@@ -431,7 +436,7 @@ class Archiver:
         self._view = None           # HotView of the last run_once
         self._watch = None          # _Watch of the current segment, between listings
         self._full_at_ns = 0        # when step() runs run_once again without a change
-        self._copied = None         # CopyAhead of the segment due next, or None
+        self._copied = {}           # segment index -> CopyAhead: full hot segments not due yet
         self.error = None
         self.moved = 0
 
@@ -586,9 +591,9 @@ class Archiver:
             return []
         view = hot_view(self.hot)
         due = self._due(view)
-        nxt = _oldest_full(view)
-        if self._copied is not None and self._copied.index != nxt:
-            self._drop_copied()     # its segment gone (hot retention), or moved without it
+        full = _full_segments(view)
+        for k in [k for k in self._copied if k not in full]:
+            self._copied.pop(k).discard()   # its segment gone (hot retention), or moved without it
         ready = []
         for k in due:
             if self._stop or len(ready) >= MOVE_BATCH:
@@ -597,7 +602,7 @@ class Archiver:
             try:
                 # A segment copied ahead was settled then, and a full settled segment stays
                 # so (a decided slot is never undecided): not scanned again.
-                ok = (self._copied is not None and self._copied.index == k) or settled(
+                ok = k in self._copied or settled(
                     p, self.meta.segment_size, self.meta.record_size,
                     bool(self.meta.frames)) or self._settle(k)
             except FileNotFoundError:
@@ -607,47 +612,51 @@ class Archiver:
             ready.append(k)
         waiting = False         # a copy ahead waits for its segment to settle
         if ready:
-            ahead = None
-            if self._copied is not None and self._copied.index in ready:
-                ahead, self._copied = self._copied, None
+            ahead = [self._copied.pop(k) for k in ready if k in self._copied]
             try:
                 move_segments(self.hot, self.cfg, ready, self.meta.segment_size,
                               mode=self._mode, allow_foreign=self._allow_foreign, ahead=ahead)
             except BaseException:
-                if ahead is not None:
-                    ahead.discard()
+                for made in ahead:
+                    made.discard()
                 raise
             self.moved += len(ready)
         elif not due:
-            waiting = self._copy_ahead(nxt)
+            waiting = self._copy_ahead(full)
         apply_archive_retention(self.cfg, self.meta)
         self._view = dataclasses.replace(view, pending=len(ready) < len(due) or waiting,
                                          age_due_ns=self._age_due_ns(view, due))
         return ready
 
-    def _copy_ahead(self, nxt):
-        """Nothing is due: copy ahead the segment due next (the oldest full one: an early
-        fill or a roll makes it due), once it is settled, unless copied already (from the
-        roll that filled it, the copy has the fill of every segment after it until the one
-        whose early fill makes it due, instead of half of that one's). True if it is not
-        settled yet."""
-        if self.cfg.after < 1 or nxt is None or self._copied is not None or self._stop:
+    def _copy_ahead(self, full):
+        """Nothing is due: copy ahead the oldest of the full hot segments ``full`` (all of
+        them not due: at most ``cfg.after``) without a copy yet, once it is settled; one a
+        look, oldest first (an early fill or a roll makes the oldest due). A segment is
+        copied from the roll that filled it, so its copy has until its own move, one and a
+        half to two segments' fill, instead of the half segment after the move of the one
+        before it. True if one is still to copy (not settled yet, or not reached): look
+        again soon."""
+        if self.cfg.after < 1 or self._stop:
             return False
+        todo = [k for k in full if k not in self._copied]
+        if not todo:
+            return False
+        nxt = todo[0]
         try:
-            self._copied = copy_ahead(self.hot, self.cfg, nxt, self.meta.segment_size,
-                                      record_size=self.meta.record_size,
-                                      frames=bool(self.meta.frames), mode=self._mode,
-                                      allow_foreign=self._allow_foreign)
-            if self._copied is None:
-                return True
+            made = copy_ahead(self.hot, self.cfg, nxt, self.meta.segment_size,
+                              record_size=self.meta.record_size, frames=bool(self.meta.frames),
+                              mode=self._mode, allow_foreign=self._allow_foreign)
         except FileNotFoundError:
-            pass                # gone meanwhile
-        return False
+            return False        # gone meanwhile
+        if made is None:
+            return True         # not settled yet
+        self._copied[nxt] = made
+        return len(todo) > 1
 
     def _drop_copied(self):
-        if self._copied is not None:
-            ahead, self._copied = self._copied, None
-            ahead.discard()
+        copied, self._copied = self._copied, {}
+        for made in copied.values():
+            made.discard()
 
     def _settle(self, k):
         """Read segment ``k`` as a reader does (rolling back, after the timeout, the slots of
@@ -681,11 +690,11 @@ class Archiver:
         return False
 
 
-def _oldest_full(view):
-    # The oldest full hot segment of a HotView (the one due next), or None.
-    if view.current is None or not view.segments or view.segments[0] >= view.current:
-        return None
-    return view.segments[0]
+def _full_segments(view):
+    # The full hot segments of a HotView (before its current one), oldest first.
+    if view.current is None:
+        return []
+    return [k for k in view.segments if k < view.current]
 
 
 def _limit(hot, k):

@@ -156,3 +156,41 @@ def test_a_full_segment_with_a_slot_not_committed_is_neither_settled_nor_copied_
     assert made is not None and made.index == 0 and len(_tmps(arch)) == 1
     made.discard()
     a.stop()
+
+
+def test_every_full_segment_not_due_is_copied_ahead_and_each_move_takes_its_copy(
+        dirs, monkeypatch):
+    # archive_after=2: both full hot segments are copied ahead, oldest first, one a look; the
+    # newer one from the roll that filled it, not from the move of the one before it, so that
+    # its copy has until its own move (one and a half to two segments' fill).
+    hot, arch = dirs
+    a = _bus_with_archiver(hot, arch, "lz4", after=2)
+    reads = []
+    real_read_all = archive_mod._read_all
+
+    def counted(path, allow_foreign):
+        if path.endswith(".bus"):
+            reads.append(os.path.abspath(path))
+        return real_read_all(path, allow_foreign)
+    monkeypatch.setattr(archive_mod, "_read_all", counted)
+    try:
+        with RollingBusWriter(hot) as w:
+            i = _write_until(w, hot, 0, 2, past_half=False)     # 0 and 1 full, not due
+            assert a.candidates() == []
+            assert a.run_once() == [] and len(_tmps(arch)) == 1     # segment 0's copy
+            assert a.run_once() == [] and len(_tmps(arch)) == 2     # then segment 1's
+            assert sorted(a._copied) == [0, 1]
+            assert a.run_once() == [] and len(_tmps(arch)) == 2     # nothing more to copy
+            i = _write_until(w, hot, i, 2, past_half=True)      # 0 due
+            assert a.run_once() == [0] and sorted(a._copied) == [1]
+            i = _write_until(w, hot, i, 3, past_half=True)      # 1 due, 2 full: copied next
+            assert a.run_once() == [1]
+            assert a.run_once() == [] and sorted(a._copied) == [2]
+            assert reads == []          # every move took its copy over
+            assert set(list_archived(arch)) == {0, 1}
+    finally:
+        a.stop()
+    assert _tmps(arch) == []
+    with RollingBusReader(hot) as r:
+        got = [struct.unpack_from("<q", rec.data)[0] for rec in r.records(0)]
+    assert got == list(range(i))

@@ -202,6 +202,35 @@ public final class ArchiverTest {
     }
 
     /**
+     * With archive_after=2 both full hot segments are copied ahead (oldest first), the newer one from the roll that
+     * filled it; each move takes its copy over.
+     */
+    @Test
+    void everyFullSegmentNotDueIsCopiedAheadAndEachMoveTakesItsCopy() throws Exception {
+        Path hot = tmp.resolve("hot");
+        Path arch = tmp.resolve("archive");
+        int n = PER_SEGMENT * 2 + 1; // segments 0 and 1 full, 2 below the early fill: nothing due
+        try (RollingBusWriter w = new RollingBusWriter(hot.toString(), SEGMENT, RECORD).setArchive(arch.toString())
+                .setArchiveAfter(2).setCompress(ArchiveCompression.ZSTD).open()) {
+            write(w, 0, n);
+            List<Path> first = awaitTmps(arch, 0, t -> !t.isEmpty());
+            List<Path> second = awaitTmps(arch, 1, t -> !t.isEmpty());
+            assertEquals(1, first.size(), first.toString());
+            assertEquals(1, second.size(), second.toString());
+            assertEquals(List.of(), new ArrayList<>(ArchiveFiles.list(arch).keySet()));
+            Object copied0 = fileKey(first.get(0));
+            Object copied1 = fileKey(second.get(0));
+            write(w, n, PER_SEGMENT * 3 + BELOW_EARLY + 1); // 0 and 1 due (3 current, past the early fill)
+            assertTrue(w.awaitArchived(30, TimeUnit.SECONDS));
+            var archived = ArchiveFiles.list(arch);
+            assertEquals(List.of(0L, 1L), new ArrayList<>(archived.keySet()));
+            assertEquals(copied0, fileKey(archived.get(0L).path()));
+            assertEquals(copied1, fileKey(archived.get(1L).path()));
+        }
+        assertEquals(expected(PER_SEGMENT * 3 + BELOW_EARLY + 1), readAll(hot));
+    }
+
+    /**
      * The copy ahead checks the statuses through the mapping it then copies: a full segment with a slot reserved and
      * not committed (its writer alive) gets no copy ahead until that slot is committed.
      */

@@ -99,17 +99,19 @@ public final class Archiver {
     private final ArchiveCompressor compressor = new ArchiveCompressor();
     // Set by wake() (a roll): the next look is a full one.
     private volatile boolean woken;
-    // The copy made ahead of the next due segment's move, or null (the archiver's thread; stop() after joining it).
-    private CopyAhead ahead;
-
     /**
-     * A copy ahead: the segment that will be due next (the oldest full hot one, settled), copied (compressed or not)
-     * into a temporary file of the archive ({@link Layout#TMP_PREFIX}) and fsynced while nothing is due, the segment
+     * The copies ahead, by segment index (the archiver's thread; stop() after joining it): each full hot segment not due
+     * yet (at most {@code archive_after}), once settled, copied (compressed or not) into a temporary file of the
+     * archive ({@link Layout#TMP_PREFIX}) and fsynced while nothing is due, oldest first, one a look, the segment
      * staying hot and nothing named in the archive; its move then starts from this file (MOVE_COPIED at once after its
-     * time index), so that the move at the early fill is a rename, fsyncs and unlinks. A kill leaves only the
-     * temporary file, which the next archiver (either language) removes ({@link #completeMoves}).
+     * time index), so that the move at the early fill is a rename, fsyncs and unlinks. A segment is copied from the
+     * roll that filled it, so its copy has until its own move (one and a half to two segments' fill), not only the
+     * half segment after the move of the one before it. A kill leaves only temporary files, which the next archiver
+     * (either language) removes ({@link #completeMoves}).
      */
-    private record CopyAhead(long index, Path tmp) { }
+    private final TreeMap<Long, Path> ahead = new TreeMap<>();
+    // Whether a full hot segment not due is left without a copy ahead: the next look comes at once.
+    private boolean copiesLeft;
 
     /**
      * Opens a reader of one hot segment that rolls back, after its timeout, the slots of writers that are gone, asking
@@ -240,12 +242,12 @@ public final class Archiver {
             if (stop) {
                 break;
             }
-            if (watch.left != Left.MORE) {
+            if (watch.left != Left.MORE && !copiesLeft) {
                 now = System.nanoTime();
                 LockSupport.parkNanos(watch.active(now) || watch.retrySoon(now) ? ACTIVE_POLL_NS : IDLE_POLL_NS);
             }
             now = System.nanoTime();
-            full = woken || watch.left == Left.MORE || watch.retrySoon(now) || now - lastFull >= fullLookEvery()
+            full = woken || watch.left == Left.MORE || copiesLeft || watch.retrySoon(now) || now - lastFull >= fullLookEvery()
                     || watch.crossed(now);
         }
     }
@@ -407,7 +409,7 @@ public final class Archiver {
             try {
                 // A segment copied ahead was settled then, and a full settled segment stays so (a decided slot is
                 // never undecided): its scan is not made again (5 to 15 ms of a 16 MiB segment here).
-                ok = ahead != null && ahead.index() == k
+                ok = ahead.containsKey(k)
                         || settled(segmentPath(hot, k), segmentSize, recordSize, frames) || settle(k);
             } catch (NoSuchFileException e) {
                 continue;
@@ -421,10 +423,11 @@ public final class Archiver {
         long[] done = ready.stream().mapToLong(Long::longValue).toArray();
         if (done.length > 0) {
             Map<Long, Path> made = new LinkedHashMap<>();
-            if (ahead != null && Arrays.stream(done).anyMatch(k -> k == ahead.index())
-                    && Files.exists(ahead.tmp(), LinkOption.NOFOLLOW_LINKS)) {
-                made.put(ahead.index(), ahead.tmp());
-                ahead = null;
+            for (long k : done) {
+                Path tmp = ahead.remove(k);
+                if (tmp != null && Files.exists(tmp, LinkOption.NOFOLLOW_LINKS)) {
+                    made.put(k, tmp);
+                }
             }
             try {
                 moveSegments(hot, cfg, done, segmentSize, allowForeign, compressor, made);
@@ -443,20 +446,38 @@ public final class Archiver {
     }
 
     /**
-     * The copy ahead ({@link CopyAhead}) in the hot directory {@code v}: dropped when its segment is gone or not the
-     * next due any more; when {@code make} (nothing left due) and {@code archive_after >= 1}, made of the oldest full
-     * hot segment once it is settled and nothing is due. One at a time.
+     * The copies ahead ({@link #ahead}) in the hot directory {@code v}: each dropped when its segment is gone or not a
+     * full hot one any more (moved without it); when {@code make} (nothing left due) and {@code archive_after >= 1}, one
+     * more made: of the oldest full hot segment without one, once it is settled.
      */
     private void copyAhead(HotView v, boolean make) throws IOException {
-        boolean wanted = cfg.after() >= 1 && v.full() > 0;
-        long next = wanted ? v.segments()[0] : 0;
-        Path src = segmentPath(hot, next);
-        if (ahead != null && (!wanted || ahead.index() != next || !Files.exists(src, LinkOption.NOFOLLOW_LINKS))) {
-            dropAhead();
+        long[] full = Arrays.copyOf(v.segments(), v.full());
+        for (var it = ahead.entrySet().iterator(); it.hasNext();) {
+            var e = it.next();
+            if (Arrays.binarySearch(full, e.getKey()) < 0
+                    || !Files.exists(segmentPath(hot, e.getKey()), LinkOption.NOFOLLOW_LINKS)) {
+                deleteQuietly(e.getValue());
+                it.remove();
+            }
         }
-        if (!make || !wanted || ahead != null || stop || due(v).length > 0) {
+        copiesLeft = false;
+        if (!make || cfg.after() < 1 || stop || due(v).length > 0) {
             return;
         }
+        long next = -1;
+        int todo = 0;
+        for (long k : full) {
+            if (!ahead.containsKey(k)) {
+                if (todo == 0) {
+                    next = k;
+                }
+                todo++;
+            }
+        }
+        if (todo == 0) {
+            return;
+        }
+        Path src = segmentPath(hot, next);
         try {
             BusFiles.checkTrusted(src, allowForeign);
             Path tmp = copy(src, cfg, next, segmentSize, compressor, m -> settled(m, src.toString(), segmentSize,
@@ -470,7 +491,8 @@ public final class Archiver {
                 Files.deleteIfExists(tmp);
                 throw e;
             }
-            ahead = new CopyAhead(next, tmp);
+            ahead.put(next, tmp);
+            copiesLeft = todo > 1;
         } catch (NoSuchFileException e) {
             return; // gone meanwhile
         }
@@ -483,16 +505,20 @@ public final class Archiver {
         }
     }
 
-    /** Removes the copy ahead, if any. */
+    /** Removes the copies ahead. */
     private void dropAhead() {
-        CopyAhead a = ahead;
-        ahead = null;
-        if (a != null) {
-            try {
-                Files.deleteIfExists(a.tmp());
-            } catch (IOException e) {
-                // left to the next archiver's completeMoves
-            }
+        for (Path tmp : ahead.values()) {
+            deleteQuietly(tmp);
+        }
+        ahead.clear();
+        copiesLeft = false;
+    }
+
+    private static void deleteQuietly(Path tmp) {
+        try {
+            Files.deleteIfExists(tmp);
+        } catch (IOException e) {
+            // left to the next archiver's completeMoves
         }
     }
 
