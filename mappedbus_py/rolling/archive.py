@@ -436,7 +436,8 @@ class Archiver:
         self._view = None           # HotView of the last run_once
         self._watch = None          # _Watch of the current segment, between listings
         self._full_at_ns = 0        # when step() runs run_once again without a change
-        self._copied = {}           # segment index -> CopyAhead: full hot segments not due yet
+        self._copied = {}           # segment index -> Future of its CopyAhead (or None)
+        self._copier = None         # the thread that copies ahead (made at the first copy)
         self.error = None
         self.moved = 0
 
@@ -593,7 +594,7 @@ class Archiver:
         due = self._due(view)
         full = _full_segments(view)
         for k in [k for k in self._copied if k not in full]:
-            self._copied.pop(k).discard()   # its segment gone (hot retention), or moved without it
+            _discard_copy(self._copied.pop(k))  # its segment gone, or moved without it
         ready = []
         for k in due:
             if self._stop or len(ready) >= MOVE_BATCH:
@@ -602,7 +603,7 @@ class Archiver:
             try:
                 # A segment copied ahead was settled then, and a full settled segment stays
                 # so (a decided slot is never undecided): not scanned again.
-                ok = k in self._copied or settled(
+                ok = self._copy_made(k) or settled(
                     p, self.meta.segment_size, self.meta.record_size,
                     bool(self.meta.frames)) or self._settle(k)
             except FileNotFoundError:
@@ -610,9 +611,9 @@ class Archiver:
             if not ok:
                 break       # oldest first: a later segment waits for this one
             ready.append(k)
-        waiting = False         # a copy ahead waits for its segment to settle
         if ready:
-            ahead = [self._copied.pop(k) for k in ready if k in self._copied]
+            # a copy under way is waited for: finishing it is quicker than copying again
+            ahead = [made for made in map(self._take_copy, ready) if made is not None]
             try:
                 move_segments(self.hot, self.cfg, ready, self.meta.segment_size,
                               mode=self._mode, allow_foreign=self._allow_foreign, ahead=ahead)
@@ -621,42 +622,71 @@ class Archiver:
                     made.discard()
                 raise
             self.moved += len(ready)
-        elif not due:
-            waiting = self._copy_ahead(full)
+        waiting = self._copy_ahead([k for k in full if k not in ready])
         apply_archive_retention(self.cfg, self.meta)
         self._view = dataclasses.replace(view, pending=len(ready) < len(due) or waiting,
                                          age_due_ns=self._age_due_ns(view, due))
         return ready
 
     def _copy_ahead(self, full):
-        """Nothing is due: copy ahead the oldest of the full hot segments ``full`` (all of
-        them not due: at most ``cfg.after``) without a copy yet, once it is settled; one a
-        look, oldest first (an early fill or a roll makes the oldest due). A segment is
-        copied from the roll that filled it, so its copy has until its own move, one and a
-        half to two segments' fill, instead of the half segment after the move of the one
-        before it. True if one is still to copy (not settled yet, or not reached): look
+        """Copy ahead, in the copier thread, the oldest of the full hot segments ``full``
+        without a copy (one copy at a time; ``copy_ahead``, which checks that it is settled);
+        take in the copies that finished (one not settled, or gone, is forgotten: looked at
+        again). A segment is copied from the roll that filled it, while the moves go on in
+        this thread, so its copy has until its own move, one and a half to two segments'
+        fill with ``archive_after=2``. True while a copy is under way or left to make: look
         again soon."""
+        for k, fut in list(self._copied.items()):
+            if fut.done():
+                try:
+                    made = fut.result()
+                except FileNotFoundError:
+                    made = None             # gone meanwhile
+                except BaseException:
+                    del self._copied[k]
+                    raise
+                if made is None:
+                    del self._copied[k]     # not settled when looked at
         if self.cfg.after < 1 or self._stop:
             return False
+        if any(not fut.done() for fut in self._copied.values()):
+            return True
         todo = [k for k in full if k not in self._copied]
         if not todo:
             return False
-        nxt = todo[0]
+        if self._copier is None:
+            import concurrent.futures
+            self._copier = concurrent.futures.ThreadPoolExecutor(
+                1, thread_name_prefix="mappedbus-archive-copy")
+        self._copied[todo[0]] = self._copier.submit(
+            copy_ahead, self.hot, self.cfg, todo[0], self.meta.segment_size,
+            record_size=self.meta.record_size, frames=bool(self.meta.frames), mode=self._mode,
+            allow_foreign=self._allow_foreign)
+        return True
+
+    def _copy_made(self, k):
+        # Whether segment k's copy ahead is made (then k was settled, and stays so).
+        fut = self._copied.get(k)
+        return fut is not None and fut.done() and fut.exception() is None \
+            and fut.result() is not None
+
+    def _take_copy(self, k):
+        # Segment k's CopyAhead for its move (waiting for one under way), or None.
+        fut = self._copied.pop(k, None)
+        if fut is None:
+            return None
         try:
-            made = copy_ahead(self.hot, self.cfg, nxt, self.meta.segment_size,
-                              record_size=self.meta.record_size, frames=bool(self.meta.frames),
-                              mode=self._mode, allow_foreign=self._allow_foreign)
+            return fut.result()
         except FileNotFoundError:
-            return False        # gone meanwhile
-        if made is None:
-            return True         # not settled yet
-        self._copied[nxt] = made
-        return len(todo) > 1
+            return None
 
     def _drop_copied(self):
         copied, self._copied = self._copied, {}
-        for made in copied.values():
-            made.discard()
+        for fut in copied.values():
+            _discard_copy(fut)
+        if self._copier is not None:
+            self._copier.shutdown(wait=True)
+            self._copier = None
 
     def _settle(self, k):
         """Read segment ``k`` as a reader does (rolling back, after the timeout, the slots of
@@ -688,6 +718,18 @@ class Archiver:
             return settled(segment_path(self.hot, k), self.meta.segment_size,
                            self.meta.record_size, bool(self.meta.frames))
         return False
+
+
+def _discard_copy(fut):
+    # Removes the copy ahead of a Future (copy_ahead's), now or once it is made.
+    def discard(f):
+        try:
+            made = f.result()
+        except Exception:
+            return              # nothing made (a failed copy removes its file)
+        if made is not None:
+            made.discard()
+    fut.add_done_callback(discard)
 
 
 def _full_segments(view):
