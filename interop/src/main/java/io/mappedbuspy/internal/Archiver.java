@@ -32,6 +32,9 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.locks.LockSupport;
 
@@ -100,18 +103,20 @@ public final class Archiver {
     // Set by wake() (a roll): the next look is a full one.
     private volatile boolean woken;
     /**
-     * The copies ahead, by segment index (the archiver's thread; stop() after joining it): each full hot segment not due
-     * yet (at most {@code archive_after}), once settled, copied (compressed or not) into a temporary file of the
-     * archive ({@link Layout#TMP_PREFIX}) and fsynced while nothing is due, oldest first, one a look, the segment
-     * staying hot and nothing named in the archive; its move then starts from this file (MOVE_COPIED at once after its
-     * time index), so that the move at the early fill is a rename, fsyncs and unlinks. A segment is copied from the
-     * roll that filled it, so its copy has until its own move (one and a half to two segments' fill), not only the
-     * half segment after the move of the one before it. A kill leaves only temporary files, which the next archiver
-     * (either language) removes ({@link #completeMoves}).
+     * The copies ahead, by segment index (the map is the archiver's thread's; stop() after joining it): each full hot
+     * segment not due yet (at most {@code archive_after}), once settled, copied (compressed or not) into a temporary
+     * file of the archive ({@link Layout#TMP_PREFIX}) and fsynced by the copier thread, oldest first, one at a time,
+     * the segment staying hot and nothing named in the archive; its move then starts from this file (MOVE_COPIED at
+     * once after its time index), so that the move at the early fill is a rename, fsyncs and unlinks. A segment is
+     * copied from the roll that filled it while the moves go on in the archiver's thread, so its copy has until its own
+     * move (one and a half to two segments' fill with archive_after=2), not only the half segment after the move of
+     * the one before it. Each future's value is the temporary file, or null if the segment was not settled. A kill
+     * leaves only temporary files, which the next archiver (either language) removes ({@link #completeMoves}).
      */
-    private final TreeMap<Long, Path> ahead = new TreeMap<>();
-    // Whether a full hot segment not due is left without a copy ahead: the next look comes at once.
-    private boolean copiesLeft;
+    private final TreeMap<Long, CompletableFuture<Path>> ahead = new TreeMap<>();
+    // The copier thread (made at the first copy ahead) and its own compressor.
+    private ExecutorService copier;
+    private final ArchiveCompressor copyCompressor = new ArchiveCompressor();
 
     /**
      * Opens a reader of one hot segment that rolls back, after its timeout, the slots of writers that are gone, asking
@@ -183,6 +188,7 @@ public final class Archiver {
         watch.forget();
         dropAhead();
         compressor.close();
+        copyCompressor.close();
         if (lock != null) {
             try {
                 lock.close();
@@ -242,12 +248,12 @@ public final class Archiver {
             if (stop) {
                 break;
             }
-            if (watch.left != Left.MORE && !copiesLeft) {
+            if (watch.left != Left.MORE) {
                 now = System.nanoTime();
                 LockSupport.parkNanos(watch.active(now) || watch.retrySoon(now) ? ACTIVE_POLL_NS : IDLE_POLL_NS);
             }
             now = System.nanoTime();
-            full = woken || watch.left == Left.MORE || copiesLeft || watch.retrySoon(now) || now - lastFull >= fullLookEvery()
+            full = woken || watch.left == Left.MORE || watch.retrySoon(now) || now - lastFull >= fullLookEvery()
                     || watch.crossed(now);
         }
     }
@@ -409,7 +415,7 @@ public final class Archiver {
             try {
                 // A segment copied ahead was settled then, and a full settled segment stays so (a decided slot is
                 // never undecided): its scan is not made again (5 to 15 ms of a 16 MiB segment here).
-                ok = ahead.containsKey(k)
+                ok = copyMade(k)
                         || settled(segmentPath(hot, k), segmentSize, recordSize, frames) || settle(k);
             } catch (NoSuchFileException e) {
                 continue;
@@ -424,7 +430,7 @@ public final class Archiver {
         if (done.length > 0) {
             Map<Long, Path> made = new LinkedHashMap<>();
             for (long k : done) {
-                Path tmp = ahead.remove(k);
+                Path tmp = takeCopy(k); // a copy under way is waited for: quicker than copying again
                 if (tmp != null && Files.exists(tmp, LinkOption.NOFOLLOW_LINKS)) {
                     made.put(k, tmp);
                 }
@@ -446,44 +452,79 @@ public final class Archiver {
     }
 
     /**
-     * The copies ahead ({@link #ahead}) in the hot directory {@code v}: each dropped when its segment is gone or not a
-     * full hot one any more (moved without it); when {@code make} (nothing left due) and {@code archive_after >= 1}, one
-     * more made: of the oldest full hot segment without one, once it is settled.
+     * The copies ahead ({@link #ahead}) in the hot directory {@code v}: those finished taken in (one whose segment was
+     * not settled, or was gone, forgotten: looked at again); each dropped when its segment is gone or not a full hot
+     * one any more (moved without it); when {@code make} and {@code archive_after >= 1}, and no copy is under way, one
+     * more started in the copier thread: of the oldest full hot segment without one ({@link #copy} checks that it is
+     * settled).
      */
     private void copyAhead(HotView v, boolean make) throws IOException {
         long[] full = Arrays.copyOf(v.segments(), v.full());
+        boolean underWay = false;
         for (var it = ahead.entrySet().iterator(); it.hasNext();) {
             var e = it.next();
+            CompletableFuture<Path> f = e.getValue();
+            if (f.isDone()) {
+                Path tmp;
+                try {
+                    tmp = copyResult(f, true);
+                } catch (IOException | RuntimeException x) {
+                    it.remove(); // reported once; copied again at a later look
+                    throw x;
+                }
+                if (tmp == null) {
+                    it.remove(); // not settled when looked at, or gone
+                    continue;
+                }
+            } else {
+                underWay = true;
+            }
             if (Arrays.binarySearch(full, e.getKey()) < 0
                     || !Files.exists(segmentPath(hot, e.getKey()), LinkOption.NOFOLLOW_LINKS)) {
-                deleteQuietly(e.getValue());
+                discardCopy(f);
                 it.remove();
             }
         }
-        copiesLeft = false;
-        if (!make || cfg.after() < 1 || stop || due(v).length > 0) {
+        if (!make || cfg.after() < 1 || stop || underWay) {
             return;
         }
         long next = -1;
-        int todo = 0;
         for (long k : full) {
             if (!ahead.containsKey(k)) {
-                if (todo == 0) {
-                    next = k;
-                }
-                todo++;
+                next = k;
+                break;
             }
         }
-        if (todo == 0) {
+        if (next < 0) {
             return;
         }
-        Path src = segmentPath(hot, next);
+        if (copier == null) {
+            copier = Executors.newSingleThreadExecutor(r -> {
+                Thread t = new Thread(r, "mappedbus-archiver-copy " + hot);
+                t.setDaemon(true);
+                return t;
+            });
+        }
+        long index = next;
+        ahead.put(index, CompletableFuture.supplyAsync(() -> {
+            try {
+                return copyAheadOf(index);
+            } catch (IOException e) {
+                throw new UncheckedIOException(e);
+            }
+        }, copier));
+    }
+
+    // The copier thread's copy ahead of segment `index`: its temporary file, fsynced; null if it is not settled or gone.
+    private Path copyAheadOf(long index) throws IOException {
+        Path src = segmentPath(hot, index);
+        Path tmp;
         try {
             BusFiles.checkTrusted(src, allowForeign);
-            Path tmp = copy(src, cfg, next, segmentSize, compressor, m -> settled(m, src.toString(), segmentSize,
+            tmp = copy(src, cfg, index, segmentSize, copyCompressor, m -> settled(m, src.toString(), segmentSize,
                     recordSize, frames));
             if (tmp == null) {
-                return; // settled at a later look (or by its move)
+                return null; // settled at a later look (or by its move)
             }
             try {
                 force(tmp);
@@ -491,10 +532,8 @@ public final class Archiver {
                 Files.deleteIfExists(tmp);
                 throw e;
             }
-            ahead.put(next, tmp);
-            copiesLeft = todo > 1;
         } catch (NoSuchFileException e) {
-            return; // gone meanwhile
+            return null; // gone meanwhile
         }
         if (COPY_AHEAD_STALL.equals(STALL)) {
             System.err.println("stalled " + COPY_AHEAD_STALL);
@@ -503,15 +542,69 @@ public final class Archiver {
                 LockSupport.parkNanos(3_600_000_000_000L);
             }
         }
+        return tmp;
     }
 
-    /** Removes the copies ahead. */
+    // Whether segment k's copy ahead is made (then k was settled, and stays so).
+    private boolean copyMade(long k) throws IOException {
+        CompletableFuture<Path> f = ahead.get(k);
+        return f != null && f.isDone() && !f.isCompletedExceptionally() && f.getNow(null) != null;
+    }
+
+    // Segment k's copy ahead for its move (waiting for one under way), or null.
+    private Path takeCopy(long k) throws IOException {
+        CompletableFuture<Path> f = ahead.remove(k);
+        return f == null ? null : copyResult(f, true);
+    }
+
+    // A copy ahead's temporary file (waiting for it), or null; its failure thrown when `raise`, else ignored.
+    private static Path copyResult(CompletableFuture<Path> f, boolean raise) throws IOException {
+        try {
+            return f.join();
+        } catch (java.util.concurrent.CompletionException | java.util.concurrent.CancellationException e) {
+            if (!raise) {
+                return null;
+            }
+            Throwable c = e.getCause() instanceof UncheckedIOException u ? u.getCause() : e.getCause();
+            if (c instanceof IOException io) {
+                throw io;
+            }
+            if (c instanceof RuntimeException r) {
+                throw r;
+            }
+            throw new IOException("copy ahead failed", c);
+        }
+    }
+
+    // Removes a copy ahead, now or once its copier is done with it.
+    private static void discardCopy(CompletableFuture<Path> f) {
+        f.whenComplete((tmp, e) -> {
+            if (tmp != null) {
+                deleteQuietly(tmp);
+            }
+        });
+    }
+
+    /** Removes the copies ahead (waiting for one under way) and ends the copier thread. */
     private void dropAhead() {
-        for (Path tmp : ahead.values()) {
-            deleteQuietly(tmp);
+        for (CompletableFuture<Path> f : ahead.values()) {
+            discardCopy(f);
+            try {
+                copyResult(f, false);
+            } catch (IOException e) {
+                // ignored: nothing to keep
+            }
         }
         ahead.clear();
-        copiesLeft = false;
+        if (copier != null) {
+            copier.shutdown();
+            try {
+                copier.awaitTermination(1, TimeUnit.MINUTES);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            copier = null;
+        }
     }
 
     private static void deleteQuietly(Path tmp) {
