@@ -58,8 +58,9 @@ public final class RollingTool {
             "      or 'END'",
             "  rolling-bench-write <dir> <segmentSize|0 for a single file> <count> [--sync policy]",
             "      [--sync-interval-ms n] [--time-index on|off] [--archive dir --archive-after n --compress c]",
-            "      [--warm-up n: n records first, to a scratch bus beside dir, removed, so that the JIT compiles",
-            "      the write path before the timed run and not on the archiver's core during it]:",
+            "      [--warm-up n: n records first, to a scratch bus beside dir (with --archive, and a scratch archive),",
+            "      removed, so that the JIT compiles the write path and the archiver's before the timed run, not",
+            "      on the archiver's core during it]:",
             "      PriceUpdates ('archived <segments> caught_up_s=<s> ok=<bool>' after the writes with --archive);",
             "      'wrote <n> <seconds>' and 'rolls <n> max_ns=<ns> mean_ns=<ns>'",
             "  rolling-bench-read <dir> <segmentSize|0> <count>: 'read <n> <seconds>' from the first record");
@@ -345,6 +346,9 @@ public final class RollingTool {
             RollingBusWriter w0 = new RollingBusWriter(dir, segmentSize, PriceUpdate.SIZE);
             long warmUp = 0;
             boolean timeIndex = false;
+            String archive = null;
+            String compress = null;
+            long archiveAfter = -1;
             for (int i = 0; i < opts.length; i++) {
                 switch (opts[i]) {
                     case "--warm-up": warmUp = num(value(opts, ++i)); break;
@@ -356,22 +360,48 @@ public final class RollingTool {
                         timeIndex = value(opts, ++i).equals("on");
                         w0.setTimeIndex(timeIndex);
                         break;
-                    case "--archive": w0.setArchive(value(opts, ++i)); break;
-                    case "--archive-after": w0.setArchiveAfter(num(value(opts, ++i))); break;
-                    case "--compress": w0.setCompress(value(opts, ++i)); break;
+                    case "--archive":
+                        archive = value(opts, ++i);
+                        w0.setArchive(archive);
+                        break;
+                    case "--archive-after":
+                        archiveAfter = num(value(opts, ++i));
+                        w0.setArchiveAfter(archiveAfter);
+                        break;
+                    case "--compress":
+                        compress = value(opts, ++i);
+                        w0.setCompress(compress);
+                        break;
                     default: throw new BadArgs("unknown option " + opts[i]);
                 }
             }
             if (warmUp > 0) {
+                // The same writer (and archiver: the same settings, a scratch archive) on a scratch bus.
                 String scratch = dir + ".warm-up";
-                try (RollingBusWriter w = new RollingBusWriter(scratch, segmentSize, PriceUpdate.SIZE)
-                        .setTimeIndex(timeIndex).open()) {
+                String scratchArchive = archive == null ? null : archive + ".warm-up";
+                RollingBusWriter s = new RollingBusWriter(scratch, segmentSize, PriceUpdate.SIZE).setTimeIndex(timeIndex);
+                if (scratchArchive != null) {
+                    s.setArchive(scratchArchive);
+                    if (archiveAfter >= 0) {
+                        s.setArchiveAfter(archiveAfter);
+                    }
+                    if (compress != null) {
+                        s.setCompress(compress);
+                    }
+                }
+                try (RollingBusWriter w = s.open()) {
                     for (long i = 0; i < warmUp; i++) {
                         m.setPrice((int) i);
                         w.write(m);
                     }
+                    if (scratchArchive != null) {
+                        w.awaitArchived(120, java.util.concurrent.TimeUnit.SECONDS);
+                    }
                 } finally {
                     Layout.removeBus(scratch);
+                    if (scratchArchive != null) {
+                        Layout.removeBus(scratchArchive);
+                    }
                 }
             }
             try (RollingBusWriter w = w0.open()) {
