@@ -22,6 +22,10 @@
 Rates 3. to 5. are the best of interleaved rounds (the machine is shared: the best is the
 least disturbed).
 
+6. **With Java writers and readers** (``perf/bench_journal_java.py``'s figures, run here unless
+   ``--no-java`` or no ``java``): both archivers against a Java writer at full speed (1 MiB and
+   16 MiB segments), Java reading the archive, Java's sync and time-index costs.
+
 The machine is shared: figures are of the minute they were taken. Results: perf/results/
 journal-<date>.md and .json.
 """
@@ -171,6 +175,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--report", metavar="JSON", help="write the .md of a run's .json again")
+    ap.add_argument("--no-java", action="store_true",
+                    help="leave out 6. (Java writers and readers: about a minute and a half)")
     a = ap.parse_args()
     if a.report:
         with open(a.report) as f:
@@ -229,6 +235,9 @@ def main():
             ons.append(writer_rate(shm, n // 2, time_index=True))
         res["time_index_msgs_per_s"] = {"off": max(offs), "on": max(ons)}
         print("time index", res["time_index_msgs_per_s"], flush=True)
+        if not a.no_java and _has_java():
+            import bench_journal_java       # 6. (it imports this module's setup)
+            res["java"] = bench_journal_java.measure(a.quick)
     finally:
         for h in hots:
             shutil.rmtree(h, ignore_errors=True)
@@ -243,6 +252,16 @@ def main():
         f.write(report(res, started))
     print(report(res, started))
     print("wrote", out + ".md")
+
+
+def _has_java():
+    from mappedbus_py import jvm
+    try:
+        jvm.java_executable()
+    except jvm.JavaNotFoundError:
+        print("no java: 6. left out", flush=True)
+        return False
+    return True
 
 
 def _f(x):
@@ -289,6 +308,10 @@ def report(res, started):
               f"| disk directory, sync=\"interval\", 10 ms | {_f(s['interval_10ms'])} |",
               f"| /dev/shm, time_index=False | {_f(t['off'])} |",
               f"| /dev/shm, time_index=True | {_f(t['on'])} |", ""]
+    if "java" in res:
+        import bench_journal_java
+        java = bench_journal_java.report(res["java"], started).splitlines()
+        lines += ["## " + java[0].lstrip("# ")] + java[1:]
     return "\n".join(lines)
 
 
