@@ -43,7 +43,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import ROOT, machine  # noqa: E402
+from common import ROOT, machine, write_dated_results  # noqa: E402
 
 from mappedbus_py import PriceUpdate, RollingBusReader, RollingBusWriter  # noqa: E402
 from mappedbus_py.formats.archive import list_archived  # noqa: E402
@@ -244,14 +244,7 @@ def main():
         shutil.rmtree(disk, ignore_errors=True)
     res["machine"] = machine()
     res["load_average_start"], res["load_average_end"] = load0, os.getloadavg()[0]
-    stamp = started.strftime("%Y-%m-%d-%H%M")
-    out = os.path.join(ROOT, "perf", "results", f"journal-{stamp}")
-    with open(out + ".json", "w") as f:
-        json.dump(res, f, indent=1)
-    with open(out + ".md", "w") as f:
-        f.write(report(res, started))
-    print(report(res, started))
-    print("wrote", out + ".md")
+    write_dated_results("journal", started, res, report(res, started))
 
 
 def _has_java():

@@ -33,7 +33,6 @@ perf/results/journal-java-<date>.md and .json; ``perf/bench_journal.py`` runs al
 """
 import argparse
 import datetime
-import json
 import multiprocessing as mp
 import os
 import shutil
@@ -43,7 +42,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import ROOT, machine  # noqa: E402
+from common import ROOT, machine, write_dated_results  # noqa: E402
 from bench_journal import AFTER, RS, SEG, _f, _watch  # noqa: E402
 
 from mappedbus_py import RollingBusWriter, jvm  # noqa: E402
@@ -153,14 +152,7 @@ def main():
     a = ap.parse_args()
     started = datetime.datetime.now(datetime.timezone.utc)
     res = measure(a.quick)
-    stamp = started.strftime("%Y-%m-%d-%H%M")
-    out = os.path.join(ROOT, "perf", "results", f"journal-java-{stamp}")
-    with open(out + ".json", "w") as f:
-        json.dump(res, f, indent=1)
-    with open(out + ".md", "w") as f:
-        f.write(report(res, started))
-    print(report(res, started))
-    print("wrote", out + ".md")
+    write_dated_results("journal-java", started, res, report(res, started))
 
 
 def measure(quick=False):

@@ -203,6 +203,19 @@ def _first(pattern, text, default="unknown"):
     return m.group(1).strip() if m else default
 
 
+def write_dated_results(name, started, res, markdown):
+    """A run's figures ``res`` and its report ``markdown``, as
+    ``perf/results/<name>-<YYYY-MM-DD-HHMM of started>.json`` and ``.md``; prints the report
+    and the path."""
+    out = os.path.join(PERF, "results", f"{name}-{started:%Y-%m-%d-%H%M}")
+    with open(out + ".json", "w") as f:
+        json.dump(res, f, indent=1)
+    with open(out + ".md", "w") as f:
+        f.write(markdown)
+    print(markdown)
+    print("wrote", out + ".md")
+
+
 def machine():
     with open("/proc/cpuinfo") as f:
         cpu = f.read()
