@@ -307,15 +307,18 @@ def copy_ahead(hot, cfg, index, segment_size, *, record_size=None, frames=False,
 
 
 _FSYNC_POOL = []
+_FSYNC_POOL_LOCK = threading.Lock()
 
 
 def _fsync_pool():
-    # The archiver's fsyncs of its copies (a thread: os.fsync lets the GIL go).
-    if not _FSYNC_POOL:
-        import concurrent.futures
-        _FSYNC_POOL.append(concurrent.futures.ThreadPoolExecutor(
-            2, thread_name_prefix="mappedbus-archive-fsync"))
-    return _FSYNC_POOL[0]
+    # The archiver's fsyncs of its copies (a thread: os.fsync lets the GIL go); made once,
+    # by the archiver's thread or its copier thread, whichever asks first.
+    with _FSYNC_POOL_LOCK:
+        if not _FSYNC_POOL:
+            import concurrent.futures
+            _FSYNC_POOL.append(concurrent.futures.ThreadPoolExecutor(
+                2, thread_name_prefix="mappedbus-archive-fsync"))
+        return _FSYNC_POOL[0]
 
 
 def _fsync_path(path):
