@@ -78,8 +78,9 @@ def _stall(state):
 
 def _stall_at(name):
     if os.environ.get(ARCHIVE_STALL_ENV) == name:
-        import sys
-        print(f"stalled {name}", file=sys.stderr, flush=True)
+        # one write (print makes two, unbuffered): a test reading the writer's output and its
+        # archiver's through one pipe never sees this line torn by the writer's
+        os.write(2, f"stalled {name}\n".encode())
         while True:
             time.sleep(3600)
 

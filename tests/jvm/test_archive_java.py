@@ -101,7 +101,7 @@ def stalled_writer(hot, arch, state, n, writer):
                 f"w = RollingBusWriter({hot!r}, {SEG}, {REC}, archive={arch!r}, archive_after=0, "
                 f"compress='zstd').open()\n"
                 f"for i in range({n}):\n    w.write(struct.pack('<ii', 1, i))\n"
-                f"print('WRITTEN', flush=True)\ntime.sleep(3600)\n")
+                f"import os\nos.write(1, b'WRITTEN\\n')\ntime.sleep(3600)\n")
         child = subprocess.Popen([sys.executable, "-c", code],
                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                  env=dict(os.environ, PYTHONPATH=ROOT, **env))
@@ -117,13 +117,15 @@ def kill_when_stalled(child, stall):
     try:
         lines = []
         deadline = time.monotonic() + 30
-        while not {"WRITTEN", f"stalled {stall}"} <= set(lines):
+        # the words, not whole lines: the writer and its archiver (a thread, or a child process)
+        # write to one pipe, and a line of one may land inside a line of the other
+        while not all(word in "".join(lines) for word in ("WRITTEN", f"stalled {stall}\n")):
             try:
                 line = got.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
                 raise AssertionError(f"not stalled at {stall} in 30 s: {lines}") from None
             assert line, f"the writer ended: {lines}"
-            lines.append(line.strip())
+            lines.append(line)
     finally:
         child.send_signal(signal.SIGKILL)
         child.wait()

@@ -3,12 +3,14 @@ state of a move, and at random moments while it writes and archives, leaves a bu
 record is read once and in order across both tiers, with no segment lost or in the archive twice,
 once the next writer has completed the moves."""
 import os
+import queue
 import random
 import shutil
 import signal
 import struct
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -25,7 +27,7 @@ RS = 24
 PER_SEG = (SEG - 8) // (RS + 8)
 
 CHILD = """
-import struct, sys, time
+import os, struct, sys, time
 sys.path.insert(0, {root!r})
 from mappedbus_py import RollingBusWriter
 w = RollingBusWriter({hot!r}, {seg}, {rs}, archive={arch!r}, archive_after={after},
@@ -39,7 +41,7 @@ while end < 0 or i < end:
     i += 1
     if pace and i % pace == 0:
         time.sleep(0.002)
-print("WRITTEN", flush=True)
+os.write(1, b"WRITTEN\\n")      # one write: the archiver's lines share the pipe
 while True:
     time.sleep(1)
 """
@@ -61,6 +63,30 @@ def _child(hot, arch, start, end, compress="zstd", env=None, pace=0, after=0):
     return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True,
                             env=dict(os.environ, PYTHONPATH=ROOT, **(env or {})))
+
+
+class _Output:
+    """A child's output, read by a thread (a child that never says what is awaited fails the
+    test in 30 s instead of blocking a readline)."""
+
+    def __init__(self, child):
+        self._got = queue.Queue()
+        self.text = ""
+        threading.Thread(target=lambda: [self._got.put(x) for x in
+                                         iter(child.stdout.readline, "")] + [self._got.put("")],
+                         daemon=True).start()
+
+    def wait_for(self, *words):
+        # the words, not whole lines: the writer and its archiver process write to one pipe,
+        # and a line of one may land inside a line of the other
+        deadline = time.monotonic() + 30
+        while not all(w in self.text for w in words):
+            try:
+                line = self._got.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"not {words} in 30 s: {self.text!r}") from None
+            assert line, f"the writer ended: {self.text!r}"
+            self.text += line
 
 
 def _check_complete(hot, arch, n):
@@ -90,11 +116,8 @@ def test_a_kill_at_each_state_of_a_move_is_completed(dirs, state):
     n = PER_SEG * 3 + 7
     child = _child(hot, arch, 0, n, env={ARCHIVE_STALL_ENV: state.name})
     try:
-        lines = set()
-        deadline = time.monotonic() + 30
-        while not {"WRITTEN", f"stalled {state.name}"} <= lines:
-            assert time.monotonic() < deadline, lines
-            lines.add(child.stdout.readline().strip())
+        out = _Output(child)
+        out.wait_for("WRITTEN", f"stalled {state.name}\n")
     finally:
         child.send_signal(signal.SIGKILL)
         child.wait()
@@ -122,11 +145,8 @@ def test_a_kill_during_a_copy_ahead_leaves_a_temporary_file_the_next_archiver_re
     n = PER_SEG * 3 + 7
     child = _child(hot, arch, 0, n, after=1, env={ARCHIVE_STALL_ENV: COPY_AHEAD_STALL})
     try:
-        lines = set()
-        deadline = time.monotonic() + 30
-        while not {"WRITTEN", f"stalled {COPY_AHEAD_STALL}"} <= lines:
-            assert time.monotonic() < deadline, lines
-            lines.add(child.stdout.readline().strip())
+        out = _Output(child)
+        out.wait_for("WRITTEN", f"stalled {COPY_AHEAD_STALL}\n")
     finally:
         child.send_signal(signal.SIGKILL)
         child.wait()
