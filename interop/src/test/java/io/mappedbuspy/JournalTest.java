@@ -11,6 +11,8 @@ import java.nio.file.StandardOpenOption;
 import java.util.ArrayList;
 import java.util.List;
 
+import net.jpountz.lz4.LZ4FrameOutputStream.FLG.Bits;
+
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -231,5 +233,96 @@ public final class JournalTest {
         CorruptBusException e = assertThrows(CorruptBusException.class,
                 () -> new RollingBusReader(dir.toString()).open());
         assertTrue(e.getMessage().contains("twice"), e.getMessage());
+    }
+
+    // A segment's bytes for the codec tests: a header with limit 0, then bytes that compress (a counter) or not
+    // (seeded noise), so that frames hold both compressed and stored blocks.
+    private static byte[] segmentBytes(long size) {
+        byte[] b = new byte[(int) Layout.mappedSize(size)];
+        java.util.Random noise = new java.util.Random(37);
+        for (int i = Layout.FIRST_RECORD_OFFSET; i < b.length; i++) {
+            b[i] = i < b.length / 2 ? (byte) (i / 7) : (byte) noise.nextInt();
+        }
+        return b;
+    }
+
+    // One LZ4 frame of `bytes` as lz4-java writes it: 64 KiB independent blocks, the flags given.
+    private static byte[] lz4Frame(byte[] bytes, Bits... flags)
+            throws IOException {
+        java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream();
+        try (net.jpountz.lz4.LZ4FrameOutputStream z = new net.jpountz.lz4.LZ4FrameOutputStream(out,
+                net.jpountz.lz4.LZ4FrameOutputStream.BLOCKSIZE.SIZE_64KB, bytes.length, flags)) {
+            z.write(bytes);
+        }
+        return out.toByteArray();
+    }
+
+    // ArchiveFiles.open of `stored` as archived segment 0 of a bus of `size`-byte segments: its bytes.
+    private byte[] openArchived(byte[] stored, ArchiveFiles.Compression how, long size) throws IOException {
+        Path f = tmp.resolve(ArchiveFiles.name(0, how));
+        Files.write(f, stored);
+        try (MemoryMappedFile m = ArchiveFiles.open(new ArchiveFiles.Archived(0, f, how), size, RECORD, false)) {
+            byte[] got = new byte[(int) Layout.mappedSize(size)];
+            m.getBytes(0, got, 0, got.length);
+            m.closeAndUnmap();
+            return got;
+        }
+    }
+
+    @Test
+    void lz4FramesOfEveryShapeAreDecompressedExactly() throws Exception {
+        long size = 256 << 10; // four 64 KiB blocks: compressed ones and stored ones
+        byte[] seg = segmentBytes(size);
+        for (var flags : List.of(
+                new Bits[] {Bits.BLOCK_INDEPENDENCE,
+                    Bits.CONTENT_SIZE},                         // the archivers' frames
+                new Bits[] {Bits.BLOCK_INDEPENDENCE},
+                new Bits[] {Bits.BLOCK_INDEPENDENCE,
+                    Bits.BLOCK_CHECKSUM, Bits.CONTENT_CHECKSUM,
+                    Bits.CONTENT_SIZE})) {
+            assertTrue(java.util.Arrays.equals(seg, openArchived(lz4Frame(seg, flags), ArchiveFiles.Compression.LZ4,
+                    size)), java.util.Arrays.toString(flags));
+        }
+        assertTrue(java.util.Arrays.equals(seg, openArchived(com.github.luben.zstd.Zstd.compress(seg, 3),
+                ArchiveFiles.Compression.ZSTD, size)));
+    }
+
+    @Test
+    void aCorruptOrForeignFrameIsNamed() throws Exception {
+        long size = 256 << 10;
+        byte[] seg = segmentBytes(size);
+        Path lz4 = tmp.resolve(ArchiveFiles.name(0, ArchiveFiles.Compression.LZ4));
+        Path zst = tmp.resolve(ArchiveFiles.name(0, ArchiveFiles.Compression.ZSTD));
+        byte[] summed = lz4Frame(seg, Bits.BLOCK_INDEPENDENCE, Bits.BLOCK_CHECKSUM,
+                Bits.CONTENT_CHECKSUM, Bits.CONTENT_SIZE);
+        byte[] bad = summed.clone();
+        bad[100] ^= 1; // inside the first block: its checksum no longer holds
+        CorruptBusException e = assertThrows(CorruptBusException.class,
+                () -> openArchived(bad, ArchiveFiles.Compression.LZ4, size));
+        assertTrue(e.getMessage().contains(lz4.toString()) && e.getMessage().contains("checksum"), e.getMessage());
+        byte[] badSum = summed.clone();
+        badSum[badSum.length - 1] ^= 1; // the content's checksum
+        e = assertThrows(CorruptBusException.class, () -> openArchived(badSum, ArchiveFiles.Compression.LZ4, size));
+        assertTrue(e.getMessage().contains(lz4.toString()) && e.getMessage().contains("checksum"), e.getMessage());
+        // A segment of another size (another bus's): named before decompressing, in both codecs.
+        byte[] other = lz4Frame(segmentBytes(size * 2), Bits.BLOCK_INDEPENDENCE,
+                Bits.CONTENT_SIZE);
+        e = assertThrows(CorruptBusException.class, () -> openArchived(other, ArchiveFiles.Compression.LZ4, size));
+        assertTrue(e.getMessage().contains(lz4.toString()) && e.getMessage().contains("another bus"), e.getMessage());
+        byte[] otherZ = com.github.luben.zstd.Zstd.compress(segmentBytes(size * 2), 3);
+        e = assertThrows(CorruptBusException.class, () -> openArchived(otherZ, ArchiveFiles.Compression.ZSTD, size));
+        assertTrue(e.getMessage().contains(zst.toString()) && e.getMessage().contains("another bus"), e.getMessage());
+        // Bytes after the frame; a frame cut short.
+        byte[] z = com.github.luben.zstd.Zstd.compress(seg, 3);
+        byte[] tail = java.util.Arrays.copyOf(z, z.length + 9);
+        e = assertThrows(CorruptBusException.class, () -> openArchived(tail, ArchiveFiles.Compression.ZSTD, size));
+        assertTrue(e.getMessage().contains(zst.toString()), e.getMessage());
+        byte[] cut = java.util.Arrays.copyOf(summed, summed.length - 7);
+        e = assertThrows(CorruptBusException.class, () -> openArchived(cut, ArchiveFiles.Compression.LZ4, size));
+        assertTrue(e.getMessage().contains(lz4.toString()), e.getMessage());
+        // More bytes than any compressed segment of this size: named before it is read.
+        byte[] huge = new byte[(int) Layout.mappedSize(size) * 2];
+        e = assertThrows(CorruptBusException.class, () -> openArchived(huge, ArchiveFiles.Compression.ZSTD, size));
+        assertTrue(e.getMessage().contains(zst.toString()) && e.getMessage().contains("more than"), e.getMessage());
     }
 }

@@ -31,26 +31,31 @@ final class ArchiveCodec {
     }
 
     /**
-     * Decompresses one frame into {@code dst} (a direct buffer, little-endian, position 0): fills it exactly.
+     * Decompresses one frame into {@code dst} (a direct buffer, position 0): fills it exactly, straight from the
+     * compressed bytes into {@code dst} through the libraries' direct-buffer calls (zstd-jni's
+     * {@code decompressDirectByteBuffer}; lz4-java's block decompressor, block by block, for the frames the archivers
+     * write: independent blocks), without streams or copies. {@code dst} is left little-endian, position 0.
      *
-     * @param in          the compressed bytes (read to their end)
+     * @param src         the compressed bytes (a direct buffer, position 0 to its limit)
      * @param compression how they were compressed (not {@link ArchiveFiles.Compression#NONE})
      * @param dst         the segment's bytes, {@code dst.capacity()} long
      * @param path        the file, for messages
      * @throws CorruptBusException if the bytes are not one frame of exactly {@code dst.capacity()} bytes
      * @throws IllegalStateException naming the package to install if the library is not on the class path
      */
-    static void decompress(InputStream in, ArchiveFiles.Compression compression, ByteBuffer dst, Path path)
+    static void decompress(ByteBuffer src, ArchiveFiles.Compression compression, ByteBuffer dst, Path path)
             throws IOException {
         try {
             switch (compression) {
-                case ZSTD -> Zstd.decompress(in, dst, path);
-                case LZ4 -> Lz4.decompress(in, dst, path);
+                case ZSTD -> Zstd.decompress(src, dst, path);
+                case LZ4 -> Lz4.decompress(src, dst, path);
                 default -> throw new IllegalArgumentException("not compressed: " + compression);
             }
         } catch (NoClassDefFoundError e) {
             throw missing(compression, e);
         }
+        dst.clear();
+        dst.order(ByteOrder.LITTLE_ENDIAN);
     }
 
     /**
@@ -112,17 +117,27 @@ final class ArchiveCodec {
             // the static initializer did it
         }
 
-        static void decompress(InputStream in, ByteBuffer dst, Path path) throws IOException {
-            com.github.luben.zstd.ZstdInputStream z;
+        static void decompress(ByteBuffer src, ByteBuffer dst, Path path) throws IOException {
+            int want = dst.capacity();
+            long n;
             try {
-                z = new com.github.luben.zstd.ZstdInputStream(in);
+                // The frame's content size when it has one (the archivers write it): a segment of another size is
+                // named before any byte is decompressed (0: unknown or not a frame; zstd says which below).
+                long said = com.github.luben.zstd.Zstd.decompressedDirectByteBufferSize(src, 0, src.limit());
+                if (said > 0 && said != want) {
+                    throw new CorruptBusException(path + " holds a zstd frame of " + said + " bytes, not a segment's "
+                            + want + " (mapped_size(segment_size)): another bus's, or not a segment");
+                }
+                n = com.github.luben.zstd.Zstd.decompressDirectByteBuffer(dst, 0, want, src, 0, src.limit());
             } catch (UnsatisfiedLinkError | ExceptionInInitializerError e) {
                 throw missing(ArchiveFiles.Compression.ZSTD, e);
-            } catch (IOException e) {
-                throw new CorruptBusException(path + " is not a zstd frame of a segment: " + e.getMessage());
+            } catch (RuntimeException e) {
+                throw new CorruptBusException(path + " is not a zstd frame of a segment of " + want + " bytes "
+                        + "(truncated, corrupt, or another bus's): " + e.getMessage());
             }
-            try (z) {
-                fill(z, dst, path, "zstd");
+            if (n != want) {
+                throw new CorruptBusException(path + " holds " + n + " bytes of segment, not " + want
+                        + " (mapped_size(segment_size)): truncated, or another bus's");
             }
         }
 
@@ -147,9 +162,134 @@ final class ArchiveCodec {
         }
     }
 
-    /** LZ4 frames through lz4-java (a class of its own: loaded only for an lz4 archive; pure Java without JNI). */
+    /**
+     * LZ4 frames through lz4-java (a class of its own: loaded only for an lz4 archive). The frame format (lz4's
+     * doc/lz4_Frame_format.md): magic, FLG, BD, [content size], [dictionary id], header checksum; blocks (a 4-byte
+     * size, its high bit set for a block stored as it was; the data; [its checksum]); a 0 end mark; [the content's
+     * checksum]. The checksums are xxHash32 with seed 0.
+     */
     private static final class Lz4 {
-        static void decompress(InputStream in, ByteBuffer dst, Path path) throws IOException {
+        private static final int MAGIC = 0x184D2204;
+        private static final net.jpountz.lz4.LZ4SafeDecompressor BLOCKS =
+                net.jpountz.lz4.LZ4Factory.fastestInstance().safeDecompressor();
+        private static final net.jpountz.xxhash.XXHash32 XXH32 =
+                net.jpountz.xxhash.XXHashFactory.fastestInstance().hash32();
+
+        static void decompress(ByteBuffer src, ByteBuffer dst, Path path) throws IOException {
+            ByteBuffer s = src.duplicate().order(ByteOrder.LITTLE_ENDIAN);
+            if (!blocks(s, dst, path)) {
+                // Another shape of frame: lz4-java's stream, as before.
+                dst.clear();
+                viaStream(new ByteBufferInput(src.duplicate()), dst, path);
+            }
+        }
+
+        // One frame of independent blocks, without a dictionary id, and nothing after it: decompressed block by
+        // block into dst; false (nothing said) for a frame of another shape.
+        private static boolean blocks(ByteBuffer s, ByteBuffer dst, Path path) throws CorruptBusException {
+            int end = s.limit();
+            int want = dst.capacity();
+            if (end < 7 || s.getInt(0) != MAGIC) {
+                return false;
+            }
+            int flg = s.get(4) & 0xFF;
+            int bd = s.get(5) & 0xFF;
+            boolean independent = (flg & 0x20) != 0;
+            boolean blockSums = (flg & 0x10) != 0;
+            boolean hasSize = (flg & 0x08) != 0;
+            boolean contentSum = (flg & 0x04) != 0;
+            if ((flg >>> 6) != 1 || !independent || (flg & 0x01) != 0 || (flg & 0x02) != 0 || (bd & 0x8F) != 0
+                    || ((bd >>> 4) & 7) < 4) {
+                return false;
+            }
+            int blockMax = 1 << (8 + 2 * ((bd >>> 4) & 7));
+            int pos = 6;
+            if (hasSize) {
+                if (end < pos + 9) {
+                    throw truncated(path, 0, want);
+                }
+                long said = s.getLong(pos);
+                if (said != want) {
+                    throw new CorruptBusException(path + " holds an LZ4 frame of " + said + " bytes, not a segment's "
+                            + want + " (mapped_size(segment_size)): another bus's, or not a segment");
+                }
+                pos += 8;
+            }
+            if (((XXH32.hash(s, 4, pos - 4, 0) >>> 8) & 0xFF) != (s.get(pos) & 0xFF)) {
+                throw new CorruptBusException(path + " is not an LZ4 frame of a segment: its header checksum is wrong "
+                        + "(corrupt)");
+            }
+            pos++;
+            int out = 0;
+            for (;;) {
+                if (end - pos < 4) {
+                    throw truncated(path, out, want);
+                }
+                int word = s.getInt(pos);
+                pos += 4;
+                if (word == 0) {
+                    break;
+                }
+                boolean stored = word < 0;
+                int len = word & 0x7FFFFFFF;
+                if (len > blockMax || end - pos < len + (blockSums ? 4 : 0)) {
+                    throw len > blockMax ? corrupt(path, "a block of " + len + " bytes, more than its "
+                            + blockMax) : truncated(path, out, want);
+                }
+                if (blockSums && XXH32.hash(s, pos, len, 0) != s.getInt(pos + len)) {
+                    throw corrupt(path, "a block's checksum is wrong");
+                }
+                int n;
+                if (stored) {
+                    if (len > want - out) {
+                        throw more(path, want);
+                    }
+                    dst.put(out, s, pos, len);
+                    n = len;
+                } else {
+                    try {
+                        n = BLOCKS.decompress(s, pos, len, dst, out, Math.min(blockMax, want - out));
+                    } catch (net.jpountz.lz4.LZ4Exception e) {
+                        throw corrupt(path, "a block does not decompress into at most " + Math.min(blockMax,
+                                want - out) + " bytes: " + e.getMessage());
+                    }
+                }
+                out += n;
+                pos += len + (blockSums ? 4 : 0);
+            }
+            if (contentSum) {
+                if (end - pos < 4) {
+                    throw truncated(path, out, want);
+                }
+                pos += 4;
+            }
+            if (pos != end) {
+                return false; // another frame follows (lz4-java's stream reads on)
+            }
+            if (out != want) {
+                throw truncated(path, out, want);
+            }
+            if (contentSum && XXH32.hash(dst, 0, want, 0) != s.getInt(pos - 4)) {
+                throw corrupt(path, "the content's checksum is wrong");
+            }
+            return true;
+        }
+
+        private static CorruptBusException truncated(Path path, long got, int want) {
+            return new CorruptBusException(path + " holds " + got + " bytes of segment, not " + want
+                    + " (mapped_size(segment_size)): truncated, or another bus's");
+        }
+
+        private static CorruptBusException more(Path path, int want) {
+            return new CorruptBusException(path + " holds more than " + want + " bytes of segment "
+                    + "(mapped_size(segment_size)): another bus's, or not a segment");
+        }
+
+        private static CorruptBusException corrupt(Path path, String what) {
+            return new CorruptBusException(path + " is not an LZ4 frame of a segment (truncated, or corrupt): " + what);
+        }
+
+        private static void viaStream(InputStream in, ByteBuffer dst, Path path) throws IOException {
             net.jpountz.lz4.LZ4FrameInputStream z;
             try {
                 z = new net.jpountz.lz4.LZ4FrameInputStream(in);
@@ -159,6 +299,33 @@ final class ArchiveCodec {
             try (z) {
                 fill(z, dst, path, "LZ4");
             }
+        }
+    }
+
+    /** A buffer's bytes as a stream (for lz4-java's frame stream). */
+    private static final class ByteBufferInput extends InputStream {
+        private final ByteBuffer b;
+
+        ByteBufferInput(ByteBuffer b) {
+            this.b = b;
+        }
+
+        @Override
+        public int read() {
+            return b.hasRemaining() ? b.get() & 0xFF : -1;
+        }
+
+        @Override
+        public int read(byte[] out, int off, int len) {
+            if (len == 0) {
+                return 0;
+            }
+            if (!b.hasRemaining()) {
+                return -1;
+            }
+            int n = Math.min(len, b.remaining());
+            b.get(out, off, n);
+            return n;
         }
     }
 }

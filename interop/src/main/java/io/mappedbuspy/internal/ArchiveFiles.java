@@ -5,9 +5,7 @@ import io.mappedbuspy.*;
 import io.mappedbuspy.internal.*;
 
 import java.io.IOException;
-import java.io.InputStream;
 import java.nio.ByteBuffer;
-import java.nio.channels.Channels;
 import java.nio.channels.FileChannel;
 import java.nio.file.DirectoryStream;
 import java.nio.file.Files;
@@ -227,6 +225,33 @@ public final class ArchiveFiles {
         return found;
     }
 
+    // A compressed archived segment's file, whole, in a direct buffer (position 0, limit its length): what the
+    // codecs decompress from without streams. A file larger than any frame of a segment of `size` bytes could be is
+    // named before it is read.
+    private static ByteBuffer readCompressed(Path path, long size) throws IOException {
+        try (FileChannel ch = FileChannel.open(path, StandardOpenOption.READ, LinkOption.NOFOLLOW_LINKS)) {
+            long len = ch.size();
+            long most = size + (size >> 6) + (1 << 16); // zstd's and LZ4's bound of incompressible bytes, and more
+            if (len > most) {
+                throw new CorruptBusException(path + " holds " + len + " bytes, more than any compressed segment of "
+                        + size + " bytes (mapped_size(segment_size)): another bus's, or not a segment");
+            }
+            ByteBuffer src = ByteBuffer.allocateDirect((int) len);
+            try {
+                while (src.hasRemaining()) {
+                    if (ch.read(src) < 0) {
+                        throw new CorruptBusException(path + " shrank while it was read (" + src.position()
+                                + " of " + len + " bytes): not an archived segment");
+                    }
+                }
+            } catch (IOException | RuntimeException e) {
+                UnsafeAccess.unmap(src);
+                throw e;
+            }
+            return src.flip();
+        }
+    }
+
     /**
      * A bus file mapped read-only (as {@code new MemoryMappedFile(path, fileSize, true)}), or, for a rolling bus's
      * segment no longer in its hot directory, that segment from the bus's archive (docs/journal.md): what a reader
@@ -292,12 +317,17 @@ public final class ArchiveFiles {
                         + "into memory (at most " + Integer.MAX_VALUE + " bytes): archive such a bus uncompressed");
             }
             ByteBuffer dst = ByteBuffer.allocateDirect((int) size);
-            try (FileChannel ch = FileChannel.open(a.path(), StandardOpenOption.READ, LinkOption.NOFOLLOW_LINKS);
-                 InputStream in = Channels.newInputStream(ch)) {
-                ArchiveCodec.decompress(new java.io.BufferedInputStream(in, 1 << 16), a.compression(), dst, a.path());
+            ByteBuffer src = null;
+            try {
+                src = readCompressed(a.path(), size);
+                ArchiveCodec.decompress(src, a.compression(), dst, a.path());
             } catch (IOException | RuntimeException e) {
                 UnsafeAccess.unmap(dst);
                 throw e;
+            } finally {
+                if (src != null) {
+                    UnsafeAccess.unmap(src);
+                }
             }
             m = MemoryMappedFile.inMemory(a.path().toString(), dst);
         }
