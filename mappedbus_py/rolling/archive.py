@@ -14,7 +14,6 @@ import threading
 import time
 import typing
 
-
 from .._core._frames import TopicNames, frames_settled, slots_settled
 from .._core._liveness import Hold, LiveFile
 from .._core._reader import MappedBusReader

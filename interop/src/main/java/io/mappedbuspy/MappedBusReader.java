@@ -730,14 +730,6 @@ public final class MappedBusReader extends ConsumingReader<MappedBusReader> impl
     }
 
     /**
-     * A reader of an archived segment's bytes ({@link ArchiveFiles#open}), open at its first record: read-only (an
-     * archived segment is settled: nothing to roll back), no writers to ask. It closes {@code mem}.
-     */
-    static MappedBusReader forArchived(MemoryMappedFile mem, long segmentSize, int recordSize) {
-        return forSegment(mem.path, segmentSize, recordSize, true).openArchived(mem);
-    }
-
-    /**
      * Opens this reader ({@link #forSegment}'s, read-only, configured as a segment reader is before {@code open()}:
      * frames, topics, timeout) on an archived segment's bytes ({@link ArchiveFiles#open}), at its first record: settled,
      * nothing to roll back, no writers to ask. It closes {@code m}.
