@@ -236,7 +236,7 @@ def test_asyncio_readers_are_not_delayed_by_selector_readers_in_the_same_process
 def test_a_forced_thread_descriptor_and_a_ring_one_deliver_the_same_records(bus_path, kind):
     async def collect(r):
         # The ten records, however late a loaded machine runs the writer (an idle timeout of
-        # 0.3 s ended the stream early when the writer's thread was held up that long).
+        # 0.3 s would end the stream early if the writer's thread were held up that long).
         got = []
         async for rec in r.records_async(timeout=30):
             got.append(rec.data)

@@ -233,8 +233,8 @@ def test_top_redraws_until_ctrl_c_and_restores_the_cursor(bus_path):
     single_bus(bus_path, 5)
     p = subprocess.Popen([sys.executable, "-m", "mappedbus_py", "top", bus_path,
                           "--interval", "0.1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    # Three screens drawn (not a fixed sleep, which a loaded machine's slow start outlasted),
-    # then Ctrl-C.
+    # Three screens drawn (not a fixed sleep, which a loaded machine's slow start could
+    # outlast), then Ctrl-C.
     out, deadline = b"", time.monotonic() + 60
     while out.count(b"\x1b[H") < 3:
         assert time.monotonic() < deadline and p.poll() is None, (out, p.poll())
