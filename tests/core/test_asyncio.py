@@ -69,7 +69,9 @@ def test_read_async_waits_for_a_record_without_blocking_the_loop(bus_path, bus_d
 
 def test_records_async_yields_records_until_the_timeout(bus_path):
     async def collect(r):
-        return [rec.data async for rec in r.records_async(timeout=0.3)]
+        # 1 s: ten times the timers' gaps (0.3 s would end the stream before "c" if a loaded
+        # machine ran the second timer 0.2 s late)
+        return [rec.data async for rec in r.records_async(timeout=1.0)]
     with MappedBusWriter(bus_path, SIZE, 8) as w, MappedBusReader(bus_path, SIZE, 8) as r:
         w.write(b"a")
         timers = [_later(0.1, lambda: w.write(b"b")), _later(0.2, lambda: w.write(b"c"))]

@@ -235,7 +235,14 @@ def test_asyncio_readers_are_not_delayed_by_selector_readers_in_the_same_process
 
 def test_a_forced_thread_descriptor_and_a_ring_one_deliver_the_same_records(bus_path, kind):
     async def collect(r):
-        return [rec.data async for rec in r.records_async(timeout=0.3)]
+        # The ten records, however late a loaded machine runs the writer (an idle timeout of
+        # 0.3 s would end the stream early if the writer's thread were held up that long).
+        got = []
+        async for rec in r.records_async(timeout=30):
+            got.append(rec.data)
+            if len(got) == 10:
+                break
+        return got
     with MappedBusWriter(bus_path, SIZE, 8) as w, MappedBusReader(bus_path, SIZE, 8) as r:
         def write_spaced():       # one thread: ten timers could fire out of order under load
             for i in range(10):
@@ -247,4 +254,5 @@ def test_a_forced_thread_descriptor_and_a_ring_one_deliver_the_same_records(bus_
             assert asyncio.run(collect(r)) == [b"%d" % i for i in range(10)]
         finally:
             writer.join()
+        assert r.read(0) is None                          # nothing more, nothing twice
         assert _fd_is(r.fileno(), kind)

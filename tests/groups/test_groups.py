@@ -353,7 +353,10 @@ def test_four_member_processes_share_the_records_each_acked_once(tmp_path):
     n = 20000
     bus = _bus(tmp_path, 0)
     log = tmp_path / "acks"
-    procs = [start_member(bus, "g", log, idle=1.0) for _ in range(4)]
+    # total=n: a member stays until the group has done every record. With the 1 s idle alone,
+    # the first member could give up while the other three start (0.2 s each on an idle
+    # machine, seconds on a loaded one), leaving the records to fewer members, maybe one.
+    procs = [start_member(bus, "g", log, idle=1.0, total=n) for _ in range(4)]
     _write(bus, n)                                 # once all four are members
     for p in procs:
         assert p.wait(60) == 0

@@ -234,7 +234,9 @@ def test_random_kills_of_a_java_writer_while_archiving(jar, dirs, after):
     start = time.monotonic()
     with RollingBusReader(hot, timeout=0.05) as reader:
         kills = 0
-        while time.monotonic() - start < (35 if after == 0 else 20):
+        # At least 10 kills whatever the time: a round is a JVM start (seconds when loaded), up to
+        # 1.5 s of writing and the reads after it.
+        while kills < 10 or time.monotonic() - start < (35 if after == 0 else 20):
             # Paced (2 ms every 32 records: about a segment every 16 ms), so the kills land in
             # every phase of many moves over thousands of segments, not millions of records.
             child = java_writer(hot, arch, 1 << 30, "--first", len(got), "--hold",
@@ -251,7 +253,7 @@ def test_random_kills_of_a_java_writer_while_archiving(jar, dirs, after):
                     break
                 got.append(struct.unpack_from("<ii", rec.data)[1])
             assert got == list(range(len(got))), f"kill {kills}: out of order or duplicated"
-    assert kills >= 10 and len(got) > PER * 3, (kills, len(got))
+    assert len(got) > PER * 3, (kills, len(got))
     assert list_archived(arch)
     complete(hot, arch, "java")
     check_complete(hot, arch, len(got))

@@ -238,11 +238,17 @@ def test_stopped_java_writer_rolled_back_by_python_gets_false(bus_path):
     MappedBusWriter(bus_path, fsize, 8).open().close()
     slow = start_java("slow-write", bus_path, fsize, 8, 2000)
     assert slow.stdout.readline().startswith("allocated")
-    with MappedBusWriter(bus_path, fsize, 8) as w:
-        w.write(b"other")
-    with MappedBusReader(bus_path, fsize, 8, timeout=0.2) as r:
-        rec = r.read(timeout=5)
-        assert rec.data == b"other" and r.rollbacks == 1
+    # Frozen before its commit until the reader has rolled its slot back: its sleep only has to
+    # outlast this SIGSTOP, not the reader (a JVM's start alone can take seconds under load).
+    slow.send_signal(signal.SIGSTOP)
+    try:
+        with MappedBusWriter(bus_path, fsize, 8) as w:
+            w.write(b"other")
+        with MappedBusReader(bus_path, fsize, 8, timeout=0.2) as r:
+            rec = r.read(timeout=5)
+            assert rec.data == b"other" and r.rollbacks == 1
+    finally:
+        slow.send_signal(signal.SIGCONT)
     assert finish(slow, 30).strip() == "committed false"
     with MappedBusReader(bus_path, fsize, 8, timeout=0.2) as r:
         assert [x.data for x in r.records(timeout=0.1)] == [b"other"]
@@ -253,9 +259,15 @@ def test_stopped_python_writer_rolled_back_by_java_gets_false(bus_path):
     MappedBusWriter(bus_path, fsize, 8).open().close()
     slow = start("slow-write", bus_path, fsize, 8, 4000)
     assert slow.stdout.readline().startswith("allocated")
-    with MappedBusWriter(bus_path, fsize, 8) as w:
-        w.write(b"other")
-    recs, end = parse_reader(finish(start_java("read", bus_path, fsize, 8, 1, "--timeout", 200)))
+    # Frozen before its commit until the reader has rolled its slot back: its sleep only has to
+    # outlast this SIGSTOP, not the reader (a JVM's start alone can take seconds under load).
+    slow.send_signal(signal.SIGSTOP)
+    try:
+        with MappedBusWriter(bus_path, fsize, 8) as w:
+            w.write(b"other")
+        recs, end = parse_reader(finish(start_java("read", bus_path, fsize, 8, 1, "--timeout", 200)))
+    finally:
+        slow.send_signal(signal.SIGCONT)
     assert [p[:m] for _, m, p in recs] == [b"other"] and end_counts(end) == (1, 1, 1)
     assert finish(slow, 30).strip() == "committed false"
     with MappedBusReader(bus_path, fsize, 8) as r:

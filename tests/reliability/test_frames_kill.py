@@ -13,13 +13,18 @@ import pytest
 
 from mappedbus_py import MappedBusWriter, RollingBusWriter
 
+from support import frames_child     # the end marker the readers stop at
+
 CHILD = os.path.join(os.path.dirname(__file__), "..", "support", "frames_child.py")
 
 
 def campaign(path, kills, maxsize, rolling=False, seed=0):
     rng = random.Random(seed)
     extra = ["rolling"] if rolling else []
-    readers = [subprocess.Popen([sys.executable, CHILD, "read", path, str(10**9), "4",
+    # The readers stop at the end marker written after the last kill (their 60 s idle timeout
+    # is only a bound): not after a few idle seconds, which the next writer's start could
+    # outlast on a loaded machine, one reader stopping before the other.
+    readers = [subprocess.Popen([sys.executable, CHILD, "read", path, str(10**9), "60",
                                  *(extra or ["single"])], stdout=subprocess.PIPE, text=True)
                for _ in range(2)]
     killed = 0
@@ -34,6 +39,8 @@ def campaign(path, kills, maxsize, rolling=False, seed=0):
                 w.send_signal(signal.SIGKILL)
                 w.wait(30)
             killed += w.returncode == -signal.SIGKILL
+        with (RollingBusWriter if rolling else MappedBusWriter)(path, frames=True) as w:
+            assert w.write(frames_child.END)
         outs = [json.loads(r.communicate(timeout=300)[0]) for r in readers]
     finally:
         for r in readers:

@@ -4,7 +4,8 @@
         writes COUNT messages of random sizes (0..MAXSIZE, log-uniform, seeded by ID), each
         ``message(ID, seq, size)``; with ``topics``: topic "t{seq % 3}"
     frames_child.py read PATH TOTAL TIMEOUT [rolling] [TOPIC,...]
-        reads until TOTAL messages came (or none for TIMEOUT s) and prints one JSON line:
+        reads until TOTAL messages came, the end marker (``END``, not counted), or none for
+        TIMEOUT s, and prints one JSON line:
         {"order": [[id, seq], ...], "bad": [positions of messages not as written]}
     frames_child.py loop PATH ID MAXSIZE [rolling]
         writes messages until killed; prints "ready" after its first
@@ -19,6 +20,7 @@ import sys
 import numpy as np
 
 HEAD = struct.Struct("<IIQ")     # writer id, seq, size
+END_WID = 0xFFFFFFFF             # writer id of the end marker: readers stop at it
 
 
 def message(wid, seq, size):
@@ -28,6 +30,9 @@ def message(wid, seq, size):
     body = np.full(size - HEAD.size, (wid * 31 + seq) & 0xFF, dtype=np.uint8)
     body[::4096] = seq & 0xFF ^ 0x55
     return HEAD.pack(wid, seq, size) + body.tobytes()
+
+
+END = message(END_WID, 0, HEAD.size)      # the end marker
 
 
 def check(payload):
@@ -83,6 +88,8 @@ def main(argv):
             if rec is None:
                 break
             got = check(rec.payload)
+            if got == (END_WID, 0):
+                break
             if got is None:
                 bad.append(rec.position)
             order.append(list(got) if got is not None else None)

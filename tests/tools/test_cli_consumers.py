@@ -2,6 +2,7 @@
 real consumer processes (one alive, one gone) on real buses, the CLI run as a process."""
 import json
 import os
+import select
 import shutil
 import subprocess
 import sys
@@ -189,18 +190,26 @@ def test_top_once_shows_rates_and_each_consumers_lag(kind, bus_path, rolling_pat
     path = bus_path if kind == "single" else rolling_path
     (single_bus if kind == "single" else rolling_bus)(path, 30)
     live = Consumer(path, "billing", 10)
-    # A writer keeps writing while top measures its interval.
+    # A writer keeps writing while top measures its interval: from before top starts (it says
+    # so) until told to stop (its stdin closed), however long either process takes to start.
     writer = subprocess.Popen([sys.executable, "-c", f"""
-import os, time
+import os, sys, threading, time
 from mappedbus_py import MappedBusWriter, RollingBusWriter
 path = {path!r}
+stop = threading.Event()
+threading.Thread(target=lambda: (sys.stdin.read(), stop.set()), daemon=True).start()
 w = RollingBusWriter(path) if os.path.isdir(path) else MappedBusWriter(path)
 with w:
-    for i in range(400):
+    for i in range(4000):                   # 20 s at most; the single bus holds 5,000
         w.write(bytes({RECORD}))
+        if i == 0:
+            print("writing", flush=True)
+        if stop.is_set():
+            break
         time.sleep(0.005)
-"""])
+"""], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
+        assert writer.stdout.readline().strip() == "writing"
         code, out, err = run("top", path, "--once", "--interval", "0.5")
         assert code == 0, err
         assert "\x1b" not in out                                  # --once: no escape sequences
@@ -214,7 +223,9 @@ with w:
         assert row[1] == str(live.position) and int(row[2].replace(",", "")) >= 20
         assert row[3] == "0/s" and row[4] == "alive" and row[5] == str(live.proc.pid)
     finally:
+        writer.stdin.close()
         writer.wait(30)
+        writer.stdout.close()
         live.stop()
 
 
@@ -222,9 +233,16 @@ def test_top_redraws_until_ctrl_c_and_restores_the_cursor(bus_path):
     single_bus(bus_path, 5)
     p = subprocess.Popen([sys.executable, "-m", "mappedbus_py", "top", bus_path,
                           "--interval", "0.1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    time.sleep(1.5)
+    # Three screens drawn (not a fixed sleep, which a loaded machine's slow start could
+    # outlast), then Ctrl-C.
+    out, deadline = b"", time.monotonic() + 60
+    while out.count(b"\x1b[H") < 3:
+        assert time.monotonic() < deadline and p.poll() is None, (out, p.poll())
+        if select.select([p.stdout], [], [], 1.0)[0]:
+            out += os.read(p.stdout.fileno(), 65536)
     p.send_signal(2)                                              # SIGINT, as Ctrl-C
-    out, err = p.communicate(timeout=30)
+    rest, err = p.communicate(timeout=30)
+    out += rest
     assert p.returncode == 130 and err == b"", err
     assert out.startswith(b"\x1b[?25l") and out.endswith(b"\x1b[?25h")
     assert out.count(b"\x1b[H") >= 3 and b"no consumers registered" in out
