@@ -27,7 +27,8 @@ Python side's; this one shares its setup):
    costs per segment (a scan, a copy, files made, fsynced, renamed, unlinked) that a larger
    segment pays once for 16 MiB.
 
-Rates 2. and 3. are the best of interleaved rounds (a shared machine). Results:
+Reads (2.) are the median of ``READ_ROUNDS`` interleaved rounds, each a JVM of its own; rates
+of 3. the best of interleaved rounds (a shared machine). Results:
 perf/results/journal-java-<date>.md and .json; ``perf/bench_journal.py`` runs all of this too
 (``measure``) and reports it beside the Python figures.
 """
@@ -36,6 +37,7 @@ import datetime
 import multiprocessing as mp
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -43,7 +45,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from common import ROOT, machine, write_dated_results  # noqa: E402
-from bench_journal import AFTER, RS, SEG, _f, _watch  # noqa: E402
+from bench_journal import AFTER, READ_ROUNDS, RS, SEG, _f, _watch  # noqa: E402
 
 from mappedbus_py import RollingBusWriter, jvm  # noqa: E402
 from mappedbus_py.formats.archive import list_archived  # noqa: E402
@@ -207,12 +209,13 @@ def measure(quick=False):
         hots.append(none_hot)
         paths = {"memory": mem, "archive_none": none_hot, "archive_lz4": hots[0],
                  "archive_zstd": hots[1]}
-        reads = {}
-        for _ in range(3):
+        rounds = {name: [] for name in paths}
+        for _ in range(READ_ROUNDS):    # interleaved rounds; each figure the median of its own
             for name, p in paths.items():
-                reads[name] = max(reads.get(name, 0), rate(java("rolling-bench-read", p, SEG, n),
-                                                           "read"))
+                rounds[name].append(rate(java("rolling-bench-read", p, SEG, n), "read"))
+        reads = {name: statistics.median(v) for name, v in rounds.items()}
         res["java_read_msgs_per_s"] = reads
+        res["java_read_rounds_msgs_per_s"] = rounds
         print("read", reads, flush=True)
         # 3. sync policies on a disk directory; the time index in /dev/shm
         d = os.path.join(disk, "syncbus")
@@ -286,10 +289,12 @@ def report(res, started):
                              f"{r['most_hot_segment_files']} | "
                              f"{r['archive_caught_up_s'] * 1000:.0f} ms |")
     rd = res["java_read_msgs_per_s"]
-    lines += ["", "| Java reader, every record | records/s | against memory |",
-              "| --- | ---: | ---: |"]
+    rounds = res.get("java_read_rounds_msgs_per_s", {})
+    lines += ["", f"| Java reader, every record, median of {READ_ROUNDS} interleaved rounds | records/s "
+              "| against memory | rounds, M records/s |", "| --- | ---: | ---: | --- |"]
     for k in ("memory", "archive_none", "archive_lz4", "archive_zstd"):
-        lines.append(f"| {k.replace('_', ' ')} | {_f(rd[k])} | {rd[k] / rd['memory']:.2f} |")
+        each = ", ".join(f"{x / 1e6:.1f}" for x in rounds.get(k, ()))
+        lines.append(f"| {k.replace('_', ' ')} | {_f(rd[k])} | {rd[k] / rd['memory']:.2f} | {each} |")
     w = res["java_writer_msgs_per_s"]
     lines += ["", "| Java writer | msgs/s |", "| --- | ---: |",
               f"| disk directory, sync none | {_f(w['none'])} |",

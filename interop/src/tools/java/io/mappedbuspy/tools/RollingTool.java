@@ -63,7 +63,9 @@ public final class RollingTool {
             "      on the archiver's core during it]:",
             "      PriceUpdates ('archived <segments> caught_up_s=<s> ok=<bool>' after the writes with --archive);",
             "      'wrote <n> <seconds>' and 'rolls <n> max_ns=<ns> mean_ns=<ns>'",
-            "  rolling-bench-read <dir> <segmentSize|0> <count>: 'read <n> <seconds>' from the first record");
+            "  rolling-bench-read <dir> <segmentSize|0> <count> [--passes n]: 'read <n> <seconds>' from the first record",
+            "      (--passes: the bus read n times from its start, each by a new reader, the last one timed: a JIT",
+            "      warmed as a long-running reader's is)");
 
     /** Bad command-line arguments. */
     static final class BadArgs extends Exception {
@@ -100,7 +102,7 @@ public final class RollingTool {
                 return benchWrite(a[0], num(a[1]), num(a[2]), Arrays.copyOfRange(a, 3, a.length));
             case "rolling-bench-read":
                 need(a, 3, cmd);
-                return benchRead(a[0], num(a[1]), num(a[2]));
+                return benchRead(a[0], num(a[1]), num(a[2]), benchReadPasses(Arrays.copyOfRange(a, 3, a.length)));
             default:
                 throw new BadArgs("unknown command " + cmd);
         }
@@ -433,13 +435,38 @@ public final class RollingTool {
         return 0;
     }
 
-    private static int benchRead(String dir, long segmentSize, long count) throws IOException, InterruptedException {
+    private static long benchReadPasses(String[] opts) throws BadArgs {
+        long passes = 1;
+        for (int i = 0; i < opts.length; i++) {
+            if (opts[i].equals("--passes") && i + 1 < opts.length) {
+                passes = num(opts[++i]);
+            } else {
+                throw new BadArgs("unknown option " + opts[i] + " of rolling-bench-read");
+            }
+        }
+        if (passes < 1) {
+            throw new BadArgs("--passes must be at least 1, got " + passes);
+        }
+        return passes;
+    }
+
+    private static int benchRead(String dir, long segmentSize, long count, long passes)
+            throws IOException, InterruptedException {
         // The writer may start after this reader: wait for what it creates (a reader never creates).
         java.nio.file.Path made = java.nio.file.Path.of(segmentSize > 0 ? dir + "/" + Layout.META_FILE : singlePath(dir));
         for (int i = 0; i < 60_000 && !java.nio.file.Files.exists(made); i++) {
             Thread.sleep(1);
         }
         Thread.sleep(50); // the single file's writer initialises it just after creating it
+        for (long p = 1; p < passes; p++) {
+            benchReadPass(dir, segmentSize, count); // untimed: the JIT compiles the read path
+        }
+        System.out.printf("read %d %.6f%n", count, benchReadPass(dir, segmentSize, count) / 1e9);
+        return 0;
+    }
+
+    // One read of `count` records from the bus's first: its nanoseconds, from the first record to the last.
+    private static long benchReadPass(String dir, long segmentSize, long count) throws IOException {
         PriceUpdate m = new PriceUpdate();
         long t0;
         long n = 1;
@@ -474,8 +501,7 @@ public final class RollingTool {
         if (m.getPrice() != (int) (count - 1)) {
             throw new IOException("last record has price " + m.getPrice() + ", expected " + (count - 1));
         }
-        System.out.printf("read %d %.6f%n", n, (t1 - t0) / 1e9);
-        return 0;
+        return t1 - t0;
     }
 
     private static String singlePath(String dir) {
