@@ -36,7 +36,7 @@ import java.util.Arrays;
  *  rolling-seek-time dir epochNanos...: per time, the first record's position after seekTime, or "END"
  *  rolling-bench-write dir segmentSize|0 count [--warm-up n]: PriceUpdates as fast as possible; "wrote N seconds"
  *      (0: one single file dir/single.bus instead); prints "rolls R max_ns=X mean_ns=Y" too
- *  rolling-bench-read dir segmentSize|0 count: "read N seconds", timed from the first record
+ *  rolling-bench-read dir segmentSize|0 count [--passes n]: "read N seconds", timed from the first record, each read
  * </pre>
  */
 public final class RollingTool {
@@ -63,7 +63,8 @@ public final class RollingTool {
             "      on the archiver's core during it]:",
             "      PriceUpdates ('archived <segments> caught_up_s=<s> ok=<bool>' after the writes with --archive);",
             "      'wrote <n> <seconds>' and 'rolls <n> max_ns=<ns> mean_ns=<ns>'",
-            "  rolling-bench-read <dir> <segmentSize|0> <count> [--passes n]: 'read <n> <seconds>' from the first record",
+            "  rolling-bench-read <dir> <segmentSize|0> <count> [--passes n]: 'read <n> <seconds>' from the first record,",
+            "      each record read into a PriceUpdate",
             "      (--passes: the bus read n times from its start, each by a new reader, the last one timed: a JIT",
             "      warmed as a long-running reader's is)");
 
@@ -478,6 +479,7 @@ public final class RollingTool {
                 t0 = System.nanoTime();
                 while (n < count) {
                     if (r.next()) {
+                        r.readMessage(m); // every record read, as a reader that uses them does
                         n++;
                     }
                 }
@@ -491,6 +493,7 @@ public final class RollingTool {
                 t0 = System.nanoTime();
                 while (n < count) {
                     if (r.next()) {
+                        r.readMessage(m); // every record read, as a reader that uses them does
                         n++;
                     }
                 }
