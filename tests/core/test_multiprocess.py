@@ -6,7 +6,7 @@ import time
 import pytest
 
 from mappedbus_py import MappedBusReader, MappedBusWriter
-from support.procs import check_integrity, parse_reader, start
+from support.procs import check_integrity, parse_reader, roll_back_frozen, start
 
 
 @pytest.mark.slow
@@ -53,18 +53,7 @@ def test_stopped_writer_resumed_after_the_timeout_gets_false_and_is_never_delive
     fsize = 100_000
     MappedBusWriter(bus_path, fsize, 8).open().close()
     slow = start("slow-write", bus_path, fsize, 8, 1500)
-    assert slow.stdout.readline().startswith("allocated")
-    # Frozen before its commit until the reader has rolled its slot back: its sleep only has to
-    # outlast this SIGSTOP, not the reader (a JVM's start alone can take seconds under load).
-    slow.send_signal(signal.SIGSTOP)
-    try:
-        with MappedBusWriter(bus_path, fsize, 8) as w:
-            w.write(b"other")
-        with MappedBusReader(bus_path, fsize, 8, timeout=0.2) as r:
-            rec = r.read(timeout=5)
-            assert rec.data == b"other" and r.rollbacks == 1
-    finally:
-        slow.send_signal(signal.SIGCONT)
+    roll_back_frozen(slow, bus_path, fsize)
     out, _ = slow.communicate(timeout=10)
     assert out.strip() == "committed false"
     with MappedBusReader(bus_path, fsize, 8, timeout=0.2) as r:

@@ -10,8 +10,8 @@ import pytest
 
 from mappedbus_py import MappedBusReader, MappedBusWriter, PriceUpdate, Token, Trade
 from mappedbus_py.formats.layout import STATUS_NOT_SET, STATUS_ROLLED_BACK
-from support.procs import (check_integrity, end_counts, java_or_skip, open_gate, parse_reader, start,
-                   start_java)
+from support.procs import (check_integrity, end_counts, java_or_skip, open_gate, parse_reader,
+                           roll_back_frozen, start, start_java)
 
 pytestmark = pytest.mark.java
 
@@ -237,18 +237,7 @@ def test_stopped_java_writer_rolled_back_by_python_gets_false(bus_path):
     fsize = 100_000
     MappedBusWriter(bus_path, fsize, 8).open().close()
     slow = start_java("slow-write", bus_path, fsize, 8, 2000)
-    assert slow.stdout.readline().startswith("allocated")
-    # Frozen before its commit until the reader has rolled its slot back: its sleep only has to
-    # outlast this SIGSTOP, not the reader (a JVM's start alone can take seconds under load).
-    slow.send_signal(signal.SIGSTOP)
-    try:
-        with MappedBusWriter(bus_path, fsize, 8) as w:
-            w.write(b"other")
-        with MappedBusReader(bus_path, fsize, 8, timeout=0.2) as r:
-            rec = r.read(timeout=5)
-            assert rec.data == b"other" and r.rollbacks == 1
-    finally:
-        slow.send_signal(signal.SIGCONT)
+    roll_back_frozen(slow, bus_path, fsize)
     assert finish(slow, 30).strip() == "committed false"
     with MappedBusReader(bus_path, fsize, 8, timeout=0.2) as r:
         assert [x.data for x in r.records(timeout=0.1)] == [b"other"]

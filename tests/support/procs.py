@@ -6,13 +6,14 @@ like ``BusTool --go FILE ...``: it prints "ready", waits until FILE exists, then
 """
 import os
 import re
+import signal
 import struct
 import subprocess
 import sys
 import time
 from collections import defaultdict
 
-from mappedbus_py import jvm
+from mappedbus_py import MappedBusReader, MappedBusWriter, jvm
 
 CHILD = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "bus_child.py")]
 BUS_TOOL = "io.mappedbuspy.tools.BusTool"
@@ -48,6 +49,24 @@ def start_java(*args, go=None):
     return subprocess.Popen(jvm.java_command(BUS_TOOL, *gate, *args,
                                              jvm_args=("-Xmx64m", "-XX:+UseSerialGC")),
                             stdout=subprocess.PIPE, text=True)
+
+
+def roll_back_frozen(slow, bus_path, fsize):
+    """A slow-write child ``slow`` (either language, record size 8) has allocated its slot: it is
+    frozen (SIGSTOP) before its commit while another writer writes b"other" and a reader with a
+    0.2 s timeout rolls the frozen slot back and delivers b"other"; then it runs on (SIGCONT).
+    Its sleep only has to outlast the SIGSTOP, not the reader (a JVM's start alone can take
+    seconds under load)."""
+    assert slow.stdout.readline().startswith("allocated")
+    slow.send_signal(signal.SIGSTOP)
+    try:
+        with MappedBusWriter(bus_path, fsize, 8) as w:
+            w.write(b"other")
+        with MappedBusReader(bus_path, fsize, 8, timeout=0.2) as r:
+            rec = r.read(timeout=5)
+            assert rec.data == b"other" and r.rollbacks == 1
+    finally:
+        slow.send_signal(signal.SIGCONT)
 
 
 def open_gate(go, procs):
