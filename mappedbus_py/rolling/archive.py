@@ -377,7 +377,10 @@ def complete_moves(hot, cfg):
 
 def apply_archive_retention(cfg, meta, now_ns=None):
     """The archive's own retention (``archive_retain_*``): the oldest archived segments beyond
-    it removed (with their indices). Returns the removed indices."""
+    it removed (with their indices). Returns the removed indices. Without any, the archive is
+    not listed (a look stays one of the hot directory, however long the archive grows)."""
+    if not (cfg.retain_segments or cfg.retain_bytes or cfg.retain_age_ms):
+        return []
     archived = list_archived(cfg.dir)
     plan = archive_retention_plan(cfg, meta, archived, now_ns)
     removed = []

@@ -4,6 +4,7 @@ nothing is due and archive_after >= 1, the archiver writes the copy of the segme
 segment still hot and nothing named in the archive; its move, once due, takes that file over
 (the segment is not read again). A copy ahead whose segment is gone is dropped. A kill during a
 copy ahead: tests/reliability/test_archive_kill.py."""
+import dataclasses
 import os
 import shutil
 import struct
@@ -131,6 +132,31 @@ def test_a_copy_ahead_whose_segment_is_gone_is_dropped(dirs):
     finally:
         a.stop()
 
+
+
+def test_looks_without_archive_retention_never_list_the_archive(dirs, monkeypatch):
+    # A look costs one listing of the hot directory however many segments the archive holds
+    # (it used to list the archive at every look, for a retention it did not have).
+    hot, arch = dirs
+    a = _bus_with_archiver(hot, arch, "none", after=0)
+    listed = []
+    real = archive_mod.list_archived
+    monkeypatch.setattr(archive_mod, "list_archived", lambda d: listed.append(d) or real(d))
+    try:
+        moved = []
+        with RollingBusWriter(hot) as w:
+            i = 0
+            for k in (1, 2, 3):
+                i = _write_until(w, hot, i, k, past_half=False)
+                moved += _look(a)
+        assert moved == [0, 1, 2] and sorted(real(arch)) == [0, 1, 2]
+        assert listed == []
+    finally:
+        a.stop()
+    # with a retention, the archive is listed and the retention applied
+    cfg = dataclasses.replace(a.cfg, retain_segments=1)
+    assert archive_mod.apply_archive_retention(cfg, a.meta) == [0, 1]
+    assert listed == [arch] and sorted(real(arch)) == [2]
 
 
 @pytest.mark.parametrize("rs", [RS, 13])       # 13: a slot of 21 bytes, statuses misaligned
