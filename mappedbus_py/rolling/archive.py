@@ -375,13 +375,16 @@ def complete_moves(hot, cfg):
     return done
 
 
-def apply_archive_retention(cfg, meta, now_ns=None):
+def apply_archive_retention(cfg, meta, now_ns=None, archived=None):
     """The archive's own retention (``archive_retain_*``): the oldest archived segments beyond
     it removed (with their indices). Returns the removed indices. Without any, the archive is
-    not listed (a look stays one of the hot directory, however long the archive grows)."""
-    if not (cfg.retain_segments or cfg.retain_bytes or cfg.retain_age_ms):
+    not listed (a look stays one of the hot directory, however long the archive grows).
+    ``archived``: the archive's ``list_archived`` as the caller knows it (an ``Archiver``'s
+    ``ArchiveListing``), else it is listed now."""
+    if not has_archive_retention(cfg):
         return []
-    archived = list_archived(cfg.dir)
+    if archived is None:
+        archived = list_archived(cfg.dir)
     plan = archive_retention_plan(cfg, meta, archived, now_ns)
     removed = []
     for i in plan:
@@ -395,6 +398,41 @@ def apply_archive_retention(cfg, meta, now_ns=None):
     if removed:
         fsync_dir(cfg.dir)
     return removed
+
+
+def has_archive_retention(cfg):
+    """Whether the archive ``cfg`` has a retention of its own (any ``archive_retain_*``)."""
+    return bool(cfg.retain_segments or cfg.retain_bytes or cfg.retain_age_ms)
+
+
+class ArchiveListing:
+    """What an archiver knows of its archive's segments, for the archive's retention: the
+    archive listed in full at most every ARCHIVE_FULL_LOOK_S (and at the first use), and
+    between, its own moves and removals applied (only the holder of the archiver's lock adds
+    or removes archived segments; a file removed by hand is seen at the next full listing). A
+    look then costs no listing of an archive of any length."""
+
+    def __init__(self, cfg):
+        self._cfg = cfg
+        self._names = None          # {segment index: file name} as of the last listing
+        self._listed_ns = 0         # time.monotonic_ns of the next full listing
+
+    def current(self, moved, now_ns):
+        """The archive as it stands after this archiver moved ``moved`` since the last call:
+        ``{segment index: file name}``."""
+        if self._names is None or now_ns >= self._listed_ns:
+            self._names = list_archived(self._cfg.dir)
+            self._listed_ns = now_ns + ARCHIVE_FULL_LOOK_S * 1_000_000_000
+        else:
+            for k in moved:
+                self._names[k] = os.path.basename(archived_path(self._cfg.dir, k,
+                                                                self._cfg.compress))
+        return self._names
+
+    def removed(self, indices):
+        """The archive's retention removed ``indices``."""
+        for i in indices:
+            self._names.pop(i, None)
 
 
 def archive_retention_plan(cfg, meta, archived, now_ns=None):
@@ -444,6 +482,7 @@ class Archiver:
         self._full_at_ns = 0        # when step() runs run_once again without a change
         self._copied = {}           # segment index -> Future of its CopyAhead (or None)
         self._copier = None         # the thread that copies ahead (made at the first copy)
+        self._archived = ArchiveListing(cfg)    # the archive's segments, for its retention
         self.error = None
         self.moved = 0
 
@@ -629,7 +668,10 @@ class Archiver:
                 raise
             self.moved += len(ready)
         waiting = self._copy_ahead([k for k in full if k not in ready])
-        apply_archive_retention(self.cfg, self.meta)
+        if has_archive_retention(self.cfg):
+            archived = self._archived.current(ready, time.monotonic_ns())
+            self._archived.removed(apply_archive_retention(self.cfg, self.meta,
+                                                           archived=archived))
         self._view = dataclasses.replace(view, pending=len(ready) < len(due) or waiting,
                                          age_due_ns=self._age_due_ns(view, due))
         return ready

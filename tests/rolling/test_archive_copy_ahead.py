@@ -37,11 +37,11 @@ def _tmps(arch):
     return [x for x in os.listdir(arch) if x.startswith(TMP_PREFIX)]
 
 
-def _bus_with_archiver(hot, arch, compress, after=1):
+def _bus_with_archiver(hot, arch, compress, after=1, **archive_opts):
     """A bus with an archive and this test's Archiver holding its lock (the writer's own
     archiver process, a real child process, finds it taken and moves nothing)."""
     RollingBusWriter(hot, SEG, RS, archive=arch, archive_after=after,
-                     compress=compress).open().close()
+                     compress=compress, **archive_opts).open().close()
     meta = read_bus_meta(hot)
     a = Archiver(hot, meta, archive_config(meta, os.path.join(hot, META_FILE)))
     assert a.run_once() == [] and a._holding
@@ -157,6 +157,38 @@ def test_looks_without_archive_retention_never_list_the_archive(dirs, monkeypatc
     cfg = dataclasses.replace(a.cfg, retain_segments=1)
     assert archive_mod.apply_archive_retention(cfg, a.meta) == [0, 1]
     assert listed == [arch] and sorted(real(arch)) == [2]
+
+
+def test_an_archiver_applies_the_archive_retention_at_each_look_from_its_own_listing(
+        dirs, monkeypatch):
+    # The archive is listed at the first look (then at most once every ARCHIVE_FULL_LOOK_S,
+    # here an hour): each look after applies the retention to what the archiver knows it moved
+    # and removed, without listing the archive.
+    hot, arch = dirs
+    monkeypatch.setattr(archive_mod, "ARCHIVE_FULL_LOOK_S", 3600)
+    listed = []
+    real = archive_mod.list_archived
+    monkeypatch.setattr(archive_mod, "list_archived", lambda d: listed.append(d) or real(d))
+    a = _bus_with_archiver(hot, arch, "lz4", after=0, archive_retain_segments=2)
+    try:
+        first = listed.count(arch)
+        with RollingBusWriter(hot) as w:
+            i = 0
+            for k in range(1, 7):
+                i = _write_until(w, hot, i, k, past_half=False)
+                assert a.run_once() == [k - 1]
+                assert sorted(real(arch)) == list(range(max(0, k - 2), k))
+            assert listed.count(arch) == first          # no look after the first listed it
+            # A segment removed by hand is seen at the next full listing (made due here): the
+            # retention counts what is there (4 and 6 kept), not what the archiver moved (which
+            # would remove 4 too).
+            os.unlink(os.path.join(arch, real(arch)[5]))
+            a._archived._listed_ns = 0
+            i = _write_until(w, hot, i, 7, past_half=False)
+            assert a.run_once() == [6]
+            assert listed.count(arch) == first + 1 and sorted(real(arch)) == [4, 6]
+    finally:
+        a.stop()
 
 
 @pytest.mark.parametrize("rs", [RS, 13])       # 13: a slot of 21 bytes, statuses misaligned
