@@ -46,6 +46,8 @@ ALLOWED = {
     ("Archiver.java", "moveSegments"): "the indices of the segments to move together",
     ("Archiver.java", "completeMoves"): "the indices of the segments whose move it completed",
     ("Archiver.java", "applyArchiveRetention"): "the indices of the archived segments removed",
+    ("ArchiveListing.java", "current"): "the indices of the segments the archiver moved since: one kind of value",
+    ("ArchiveListing.java", "removed"): "the indices of the archived segments the retention removed",
     ("GroupHold.java", "IV"): "BLAKE2b's initial hash words (RFC 7693): one kind of value",
     ("GroupHold.java", "g"): "BLAKE2b's working vector, 16 words the mixing function indexes (RFC 7693)",
 }

@@ -1,6 +1,7 @@
 package io.mappedbuspy;
 
 import io.mappedbuspy.internal.ArchiveFiles;
+import io.mappedbuspy.internal.ArchiveListing;
 import io.mappedbuspy.internal.Archiver;
 import io.mappedbuspy.internal.TimeIndex;
 
@@ -424,6 +425,33 @@ public final class ArchiverTest {
             }
         }
         assertEquals(List.of(3L, 4L), new ArrayList<>(ArchiveFiles.list(arch).keySet()));
+    }
+
+    /**
+     * An archiver's view of its archive, for the archive's retention: listed at the first look, then its own moves and
+     * removals applied without a listing until the next full listing, which sees what was changed by hand.
+     */
+    @Test
+    void theArchiveListingListsAtMostOnceAPeriodAndKeepsTheArchiversChangesBetween() throws Exception {
+        Path arch = Files.createDirectory(tmp.resolve("archive"));
+        ArchiveFiles.Compression c = ArchiveFiles.Compression.LZ4;
+        for (long k : new long[] {0, 1}) {
+            Files.createFile(arch.resolve(ArchiveFiles.name(k, c)));
+        }
+        ArchiveFiles.Config cfg = new ArchiveFiles.Config(arch, 0, 0, c, 2, 0, 0);
+        ArchiveListing l = new ArchiveListing(cfg, 1_000);
+        long t0 = 5_000;
+        assertEquals(List.of(0L, 1L), new ArrayList<>(l.current(new long[0], t0).keySet()));
+        // by hand: 0 removed, 2 added; the archiver moved 3 (named only in its view here)
+        Files.delete(arch.resolve(ArchiveFiles.name(0, c)));
+        Files.createFile(arch.resolve(ArchiveFiles.name(2, c)));
+        var view = l.current(new long[] {3}, t0 + 999);
+        assertEquals(List.of(0L, 1L, 3L), new ArrayList<>(view.keySet()));
+        assertEquals(arch.resolve(ArchiveFiles.name(3, c)), view.get(3L).path());
+        l.removed(new long[] {0});
+        assertEquals(List.of(1L, 3L), new ArrayList<>(l.current(new long[0], t0 + 999).keySet()));
+        // a period after the listing: listed again, what is there
+        assertEquals(List.of(1L, 2L), new ArrayList<>(l.current(new long[0], t0 + 1_000).keySet()));
     }
 
     @Test

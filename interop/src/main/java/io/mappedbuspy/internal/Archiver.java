@@ -114,6 +114,8 @@ public final class Archiver {
      * leaves only temporary files, which the next archiver (either language) removes ({@link #completeMoves}).
      */
     private final TreeMap<Long, CompletableFuture<Path>> ahead = new TreeMap<>();
+    // The archive's segments as this archiver knows them, for the archive's retention (no listing a look).
+    final ArchiveListing archived;
     // The copier thread (made at the first copy ahead) and its own compressor.
     private ExecutorService copier;
     private final ArchiveCompressor copyCompressor = new ArchiveCompressor();
@@ -137,6 +139,7 @@ public final class Archiver {
         this.hot = hot;
         this.meta = meta;
         this.cfg = cfg;
+        this.archived = new ArchiveListing(cfg, FULL_LOOK_AT_LEAST_NS);
         this.segmentSize = meta.segmentSize();
         this.recordSize = meta.recordSize();
         this.end = RollingLayout.endBoundary(segmentSize, recordSize);
@@ -447,7 +450,10 @@ public final class Archiver {
         }
         watch.saw(view, left);
         copyAhead(done.length > 0 ? look() : view, left == Left.NONE);
-        applyArchiveRetention(cfg, meta, System.currentTimeMillis());
+        if (hasArchiveRetention(cfg)) {
+            archived.removed(applyArchiveRetention(cfg, meta, System.currentTimeMillis(),
+                    archived.current(done, System.nanoTime())));
+        }
         return done;
     }
 
@@ -1182,6 +1188,11 @@ public final class Archiver {
         return done.stream().mapToLong(Long::longValue).toArray();
     }
 
+    /** Whether the archive {@code cfg} has a retention of its own (any {@code archive_retain_*}). */
+    public static boolean hasArchiveRetention(ArchiveFiles.Config cfg) {
+        return cfg.retainSegments() != 0 || cfg.retainBytes() != 0 || cfg.retainAgeMs() != 0;
+    }
+
     /**
      * The archive's own retention ({@code archive_retain_*}): the oldest archived segments beyond it removed, with their
      * indices (the same plan as the hot tier's, over the archived segments, none held back as "current").
@@ -1189,11 +1200,22 @@ public final class Archiver {
      * @return the removed segments
      */
     public static long[] applyArchiveRetention(ArchiveFiles.Config cfg, BusMeta meta, long nowMs) throws IOException {
-        if (cfg.retainSegments() == 0 && cfg.retainBytes() == 0 && cfg.retainAgeMs() == 0) {
+        if (!hasArchiveRetention(cfg)) {
             return new long[0];
         }
-        TreeMap<Long, ArchiveFiles.Archived> archived = ArchiveFiles.list(cfg.dir());
-        if (archived.isEmpty()) {
+        return applyArchiveRetention(cfg, meta, nowMs, ArchiveFiles.list(cfg.dir()));
+    }
+
+    /**
+     * {@link #applyArchiveRetention(ArchiveFiles.Config, BusMeta, long)} to the archive as the caller knows it (an
+     * archiver's {@link ArchiveListing}) instead of a listing made now.
+     *
+     * @param archived the archived segments by index
+     * @return the removed segments
+     */
+    public static long[] applyArchiveRetention(ArchiveFiles.Config cfg, BusMeta meta, long nowMs,
+            TreeMap<Long, ArchiveFiles.Archived> archived) throws IOException {
+        if (!hasArchiveRetention(cfg) || archived.isEmpty()) {
             return new long[0];
         }
         long[] segs = archived.keySet().stream().mapToLong(Long::longValue).toArray();
