@@ -13,7 +13,7 @@ from .files import open_file
 from .layout import (ARCHIVE_COMPRESS, ARCHIVE_ZSTD_LEVEL, FIRST_RECORD_OFFSET, archive_index,
                      archive_name, mapped_size)
 
-__all__ = ("ArchiveConfig", "archive_config", "list_archived", "archived_path", "compress",
+__all__ = ("ArchiveConfig", "archive_config", "list_archived", "find_archived", "archived_path", "compress",
            "decompress", "read_archived")
 
 
@@ -84,6 +84,22 @@ def list_archived(directory):
                     f"{entry.name!r}): an archive holds one form of each segment")
             out[i] = entry.name
     return out
+
+
+def find_archived(directory, index):
+    """The file name of segment ``index`` in the archive ``directory``, in whichever form it is
+    there, or None (a look at each form's name, not a listing: Java's ``ArchiveFiles.find``);
+    CorruptBusError if it is there in two forms."""
+    found = None
+    for how in ARCHIVE_COMPRESS:
+        name = archive_name(index, how)
+        if os.path.lexists(os.path.join(os.fspath(directory), name)):
+            if found is not None:
+                raise CorruptBusError(
+                    f"{os.fspath(directory)!r} holds segment {index} twice ({found!r} and "
+                    f"{name!r}): an archive holds one form of each segment")
+            found = name
+    return found
 
 
 def archived_path(directory, index, compress):

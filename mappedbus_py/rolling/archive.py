@@ -19,7 +19,7 @@ from .._core._liveness import Hold, LiveFile
 from .._core._reader import MappedBusReader
 from ..errors import BusFullError, BusMismatchError, MappedBusError
 from ..formats.archive import (ArchiveConfig, archived_path, compress as _compress,
-                               decompress, list_archived)
+                               decompress, find_archived, list_archived)
 from ..formats.busmeta import read_meta, write_meta
 from ..formats.files import open_file
 from ..formats.layout import (ARCHIVER_ACTIVE_POLL_MS, ARCHIVER_EARLY_FILL_PERCENT,
@@ -978,6 +978,13 @@ class ArchiveTier:
         self._check()
         return list_archived(self.cfg.dir)
 
+    def has(self, index):
+        """Whether segment ``index`` is archived (its names looked up, no listing)."""
+        if not os.path.isdir(self.cfg.dir):
+            return False
+        self._check()
+        return find_archived(self.cfg.dir, index) is not None
+
     def _source(self, index, name):
         """(path, how, compressed bytes) of archived segment ``index``."""
         path = os.path.join(self.cfg.dir, name)
@@ -988,12 +995,15 @@ class ArchiveTier:
 
     def open_segment(self, index):
         """``ArchivedSegment`` of archived segment ``index`` (the caller closes it once
-        mapped); FileNotFoundError if it is not archived."""
-        names = self.segments()
-        if index not in names:
+        mapped); FileNotFoundError if it is not archived. It looks up that segment's names,
+        not the archive's listing: a replay of a long archive costs the same per segment."""
+        name = None
+        if os.path.isdir(self.cfg.dir):
+            self._check()
+            name = find_archived(self.cfg.dir, index)
+        if name is None:
             self._drop_ahead()
             raise FileNotFoundError(f"segment {index} is not in the archive {self.cfg.dir!r}")
-        name = names[index]
         if not name.endswith((".zst", ".lz4")):
             self._drop_ahead()
             return ArchivedSegment(os.path.join(self.cfg.dir, name), None)
@@ -1018,8 +1028,8 @@ class ArchiveTier:
                 os.close(fd)
                 raise
             found = ArchivedSegment(path, fd)
-        nxt = names.get(index + 1)
-        if self._read_ahead and nxt is not None and nxt.endswith((".zst", ".lz4")):
+        nxt = find_archived(self.cfg.dir, index + 1) if self._read_ahead else None
+        if nxt is not None and nxt.endswith((".zst", ".lz4")):
             self._start_ahead(index + 1, nxt, size)
         return found
 

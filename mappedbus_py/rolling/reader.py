@@ -277,7 +277,7 @@ class RollingBusReader(RollingReaderBase):
 
     def _has_segment(self, index):
         return os.path.lexists(segment_path(self.path, index)) or (
-            self._tier is not None and index in self._tier.segments())
+            self._tier is not None and self._tier.has(index))
 
     def _open_segment(self, index, offset):
         """Make segment ``index`` current at ``offset``, from the hot directory, else from the

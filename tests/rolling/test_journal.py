@@ -18,6 +18,7 @@ from mappedbus_py.errors import BusMismatchError, CorruptBusError, UnsafeBusFile
 from mappedbus_py.formats.archive import list_archived, read_archived
 from mappedbus_py.formats.layout import TIME_INDEX_DIR, time_index_name
 from mappedbus_py.formats.timeindex import floor_ms
+from mappedbus_py.rolling import archive as archive_mod
 from mappedbus_py.rolling.directory import list_segments, segment_path
 
 SEG = 16 * 1024
@@ -457,3 +458,23 @@ def test_a_descriptor_is_mapped_only_as_a_segment_read_as_it_is(tmp_path):
         f.close()
     finally:
         os.close(fd)
+
+
+@pytest.mark.filterwarnings("ignore:the archiver of")     # 30 segments of 16 KiB at once
+@pytest.mark.parametrize("compress", ["none", "zstd"])
+def test_a_reader_crossing_archived_segments_looks_each_one_up_without_listing_the_archive(
+        dirs, compress, monkeypatch):
+    # A replay of a long archive costs the same per segment: each archived segment (and the
+    # one decompressed ahead) is found by its names, the archive listed only to place the
+    # reader at its start, not once a segment (a listing a segment made a replay quadratic).
+    hot, arch = dirs
+    n = PER_SEG * 30 + 3
+    with RollingBusWriter(hot, SEG, RS, archive=arch, archive_after=0, compress=compress) as w:
+        _write(w, 0, n)
+        assert w.archiver.wait_idle(30)
+    assert len(list_archived(arch)) == 30
+    listed = []
+    real = archive_mod.list_archived
+    monkeypatch.setattr(archive_mod, "list_archived", lambda d: listed.append(d) or real(d))
+    assert _read_all(hot) == list(range(n))
+    assert 1 <= len(listed) <= 3, len(listed)     # at the open, not at each of 30 segments
