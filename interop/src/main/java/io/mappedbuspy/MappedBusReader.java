@@ -186,6 +186,11 @@ public final class MappedBusReader extends ConsumingReader<MappedBusReader> impl
         return "reader for " + path;
     }
 
+    // Where this reader's scan stands (SlotScan.state), for a message about a wait that found nothing.
+    String scanState() {
+        return mem == null ? "not open" : scan.state(mem);
+    }
+
     @Override
     boolean openedOrClosed() {
         return closed || mem != null;

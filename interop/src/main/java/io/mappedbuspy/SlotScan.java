@@ -116,6 +116,15 @@ final class SlotScan {
         lastCheck = System.nanoTime();
     }
 
+    // Where the scan stands, for a message about a wait that found nothing: its position, the status and limit there,
+    // the limit it last saw, the filtered and skipped counts and what it knows of the slot's writer.
+    String state(MemoryMappedFile m) {
+        String status = position <= fileSize - slot ? Integer.toString(m.getStatus(position)) : "past the end";
+        return "position " + position + " (status " + status + "), limit " + m.getLongAcquire(Layout.LIMIT_OFFSET)
+                + " (last seen " + limitSeen + "), filtered " + filtered + ", rolled back skipped "
+                + rolledBackSkipped + ", writer " + holder + (topics == null ? "" : ", " + topics.describe());
+    }
+
     // The current record's position; throws if there is none.
     long current() {
         if (current == NO_RECORD) {

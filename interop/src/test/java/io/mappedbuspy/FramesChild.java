@@ -155,7 +155,8 @@ public final class FramesChild {
                         ByteBuffer direct = ByteBuffer.allocateDirect(8 << 20);
                         for (long i = 0; i < count; i++) {
                             if (!r.waitNext(60, java.util.concurrent.TimeUnit.SECONDS)) {
-                                throw new AssertionError("no message " + i + " within 60 s");
+                                throw new AssertionError("no message " + i + " within 60 s (topics "
+                                        + java.util.Arrays.toString(topics) + "): " + r.scanState());
                             }
                             // Every other message through a caller's direct buffer: the same bytes.
                             FrameMessage m = r.message();

@@ -84,6 +84,54 @@ public final class FramesTest {
     }
 
     /** A topic filter passes the other topics, and messages without one, over. */
+    /**
+     * Writers opening a new topics file at once each name their topic with an id of its own: a writer that grew the
+     * file after another had named a topic in it used to write zeros over that (it grew from the size it saw before),
+     * and a third writer then took the same id for another name (readers delivered one writer's messages as another's).
+     * In /dev/shm, as buses are: tmpfs is where files were grown with zeros.
+     */
+    @Test
+    @Timeout(120)
+    public void writersOpeningANewTopicsFileAtOnceNameEachTopicOnce() throws Exception {
+        Path dir = java.nio.file.Files.createTempDirectory(Path.of("/dev/shm"), "mbtopics-");
+        int threads = 4;
+        java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newFixedThreadPool(threads);
+        try {
+            for (int round = 0; round < 300; round++) {
+                Path file = dir.resolve("bus-" + round + Layout.TOPICS_SUFFIX);
+                java.util.concurrent.CyclicBarrier go = new java.util.concurrent.CyclicBarrier(threads);
+                List<java.util.concurrent.Future<Integer>> ids = new ArrayList<>();
+                for (int t = 0; t < threads; t++) {
+                    String name = "t" + t;
+                    ids.add(pool.submit(() -> {
+                        go.await();
+                        try (TopicsFile f = TopicsFile.forWriter(file, false)) {
+                            return f.idFor(name);
+                        }
+                    }));
+                }
+                int[] got = new int[threads];
+                for (int t = 0; t < threads; t++) {
+                    got[t] = ids.get(t).get(); // every writer done before the file is read
+                }
+                String[] names = TopicsFile.names(file, false);
+                for (int t = 0; t < threads; t++) {
+                    assertEquals("t" + t, names[got[t]], "round " + round + ": the name of id " + got[t] + ", which "
+                            + "writer " + t + " tags its messages with");
+                }
+                java.nio.file.Files.delete(file);
+            }
+        } finally {
+            pool.shutdownNow();
+            try (var left = java.nio.file.Files.list(dir)) {
+                for (Path p : left.toList()) {
+                    java.nio.file.Files.delete(p);
+                }
+            }
+            java.nio.file.Files.delete(dir);
+        }
+    }
+
     @Test
     public void topicFiltersDeliverOnlyTheirTopics() throws Exception {
         String p = bus("topics");

@@ -44,6 +44,38 @@ public final class DiskSpace {
         }
     }
 
+    /**
+     * Grows a side file that several processes open and grow without a lock (the writers and topics files) to
+     * {@code to} bytes without writing over a byte: posix_fallocate through the JNI library (blocks allocated, so a
+     * full tmpfs is an error here, not a fault later), else ftruncate (through {@code /proc/self/fd}: the same file).
+     * {@link #preallocate}'s zeros would wipe what a racing opener wrote after growing the file first (its
+     * initialisation, a topic it named, a writer's claim): only an opener that holds the open lock may write them.
+     *
+     * @param ch   the file, opened for writing
+     * @param path its path, for messages
+     * @param to   the size it must have at least
+     * @throws IOException if it cannot be grown (no space)
+     */
+    public static void growShared(FileChannel ch, String path, long to) throws IOException {
+        int err = fallocate(ch, 0, to);
+        if (err == 0) {
+            return;
+        }
+        if (err == ENOSPC) {
+            throw new IOException("no space to grow " + path + " to " + to + " bytes (the device is full or too small)");
+        }
+        int fd = UnsafeAccess.descriptor(ch);
+        if (err > 0 && err != EINVAL && err != ENOSYS && err != EOPNOTSUPP || fd < 0) {
+            throw new IOException("cannot grow " + path + " to " + to + " bytes"
+                    + (err > 0 ? ": posix_fallocate failed with error " + err : ": no descriptor to ftruncate"));
+        }
+        try (java.io.RandomAccessFile same = new java.io.RandomAccessFile("/proc/self/fd/" + fd, "rw")) {
+            if (same.length() < to) {
+                same.setLength(to); // ftruncate: zeros past the end only, never over a byte already there
+            }
+        }
+    }
+
     // A rolling segment's file (RollingDir.makeTemporary), preallocated with posix_fallocate through the JNI library
     // where it can (64 MiB on tmpfs: 20 ms of CPU against 40 for zeros), else as preallocate does. tmpfs leaves
     // fallocated pages not up to date, so a load maps one of them a fault, not 16 (preallocate writes zeros for the

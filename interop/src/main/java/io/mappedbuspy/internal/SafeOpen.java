@@ -166,7 +166,11 @@ final class SafeOpen {
             if (o.grow) {
                 DiskSpace.checkSpace(path, want - have);
                 try {
-                    DiskSpace.preallocate(ch, path, have, want);
+                    if (o.lock) {
+                        DiskSpace.preallocate(ch, path, have, want); // serialised by the open lock
+                    } else {
+                        DiskSpace.growShared(ch, path, want); // racing openers: never a byte written over
+                    }
                 } catch (IOException e) {
                     throw new IOException("cannot grow " + path + " to " + want + " bytes: " + e.getMessage(), e);
                 }

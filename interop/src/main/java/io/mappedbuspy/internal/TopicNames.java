@@ -96,6 +96,18 @@ public final class TopicNames implements AutoCloseable {
         return file;
     }
 
+    /** What the filter decided of each id met so far, with the names known (for a message about a wait). */
+    public String describe() {
+        StringBuilder b = new StringBuilder("filter ").append(wanted).append(':');
+        for (int id = 0; id <= Layout.TOPICS_MAX; id++) {
+            if (decided[id] != UNKNOWN) {
+                b.append(' ').append(id).append('=').append(file == null ? "?" : file.knownName(id))
+                        .append(decided[id] == WANTED ? " wanted" : " not");
+            }
+        }
+        return b.toString();
+    }
+
     @Override
     public void close() {
         if (file != null) {

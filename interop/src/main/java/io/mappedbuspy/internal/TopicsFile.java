@@ -136,6 +136,11 @@ public final class TopicsFile implements AutoCloseable {
         return names[id];
     }
 
+    /** The name of {@code id} as this view last read it (null: not seen published), without reading the file. */
+    public String knownName(int id) {
+        return id < 1 || id > Layout.TOPICS_MAX ? null : names[id];
+    }
+
     /** Every published id of {@code name} (a topic is the set of its ids), as of now. */
     public List<Integer> idsOf(String name) throws CorruptBusException {
         refresh();
