@@ -66,9 +66,9 @@ def parse_objects(out):
 def test_python_and_java_writer_processes_share_a_bus_and_both_readers_see_one_order(
         bus_path, tmp_path):
     # Every race must give both readers one order, whole and intact; the writers must also have
-    # overlapped in one of them (the two languages' records not two solid blocks). Whether they
-    # do is up to the scheduler (a warm JVM can write its 40,000 records before the Python
-    # processes see their gate on a loaded machine): up to three races, each on a fresh bus.
+    # overlapped in one of them (the two languages' records not two solid blocks): the Python
+    # writers are paced so that they are still writing when the Java ones start, and a race is
+    # run up to three times, each on a fresh bus, should a loaded machine still separate them.
     switches = []
     for attempt in range(3):
         path = f"{bus_path}-{attempt}"
@@ -93,18 +93,26 @@ def _race_python_and_java_writers(bus_path, gates):
     MappedBusWriter(bus_path, fsize, 8).open().close()
     readers = [start("read", bus_path, fsize, 8, total, "--idle-exit", 60000),
                start_java("read", bus_path, fsize, 8, total, "--idle-exit", 60000)]
-    # A cold JVM writes far slower than Python, whose 10,000 records take milliseconds: gated,
-    # the Java writers start first and the Python ones join once Java records are arriving.
+    # Overlap by design: the Python writers pace themselves (2 ms every 10 records: two seconds
+    # or more for their 10,000, longer than a JVM takes from its gate to its first record), and
+    # the Java writers, started and waiting at their gate, are let go once Python records are
+    # arriving. (Java first, then Python, left a loaded machine's warm
+    # JVMs done before the Python processes saw their gate: two solid blocks in three races.)
     go_java, go_py = str(gates / "go-java"), str(gates / "go-py")
     java_writers = [start_java("write-bytes", bus_path, fsize, 8, per, wid, go=go_java)
                     for wid in java_ids]
-    py_writers = [start("write", bus_path, fsize, 8, per, wid, go=go_py) for wid in py_ids]
+    py_writers = [start("stream", bus_path, fsize, 8, per, wid, "--progress", 10, "--pause-ms", 2,
+                        go=go_py) for wid in py_ids]
     writers = java_writers + py_writers
-    open_gate(go_java, java_writers)
-    wait_for_limit(bus_path, 8 + 100 * 16, timeout=60)
+    for w in java_writers:
+        line = w.stdout.readline()
+        assert line.strip() == "ready", f"{w.args}: {line!r}"
     open_gate(go_py, py_writers)
+    wait_for_limit(bus_path, 8 + 100 * 16, timeout=60)
+    with open(go_java, "w"):
+        pass
     for w in writers:
-        assert finish(w, 300).strip() == f"wrote {per} committed {per}"
+        assert finish(w, 300).strip().splitlines()[-1] == f"wrote {per} committed {per}"
     (py_recs, py_end), (java_recs, java_end) = [parse_reader(finish(r, 300)) for r in readers]
     for recs, end in ((py_recs, py_end), (java_recs, java_end)):
         assert end_counts(end) == (total, 0, 0)
