@@ -18,6 +18,9 @@ Python side's; this one shares its setup):
    writer's rate without an archive beside it (what the archiver costs the write path).
 2. **Java reading from the archive against memory**: BusTool rolling-bench-read over the same
    records all hot, and archived (none, lz4, zstd): records/s, decompression included.
+2b. **What opening an archived segment costs alone** (ArchiveOpenCost: the file read and
+   decompressed into memory, no record read), for lz4 and zstd, beside what reading a segment
+   takes from the archive and from memory: how much of the gap to memory is the codec's.
 3. **Java writer, sync="interval" (10 ms) against "none"** on a disk directory, and **the time
    index's cost** (off, on) in /dev/shm.
 
@@ -52,6 +55,7 @@ from mappedbus_py import RollingBusWriter, jvm  # noqa: E402
 from mappedbus_py.formats.archive import list_archived  # noqa: E402
 
 TOOL = "io.mappedbuspy.tools.BusTool"
+OPEN_COST = "io.mappedbuspy.perf.ArchiveOpenCost"
 #: 1c's segment size: one a Java writer at full speed (5 to 10 M records/s, 20-byte slots) fills
 #: in 0.1 to 0.2 s, against the 1 MiB of 1. and 1b. that it fills 100 to 300 times a second.
 BIG_SEG = 16 << 20
@@ -73,6 +77,17 @@ def java(*args):
     if out.returncode:
         raise RuntimeError(f"{args}: exit {out.returncode}\n{out.stdout[-2000:]}{out.stderr[-2000:]}")
     return out.stdout.splitlines()
+
+
+def open_cost(archive):
+    """ArchiveOpenCost over ``archive``: seconds a segment (pass READ_PASSES of a JVM)."""
+    out = subprocess.run(jvm.java_command(OPEN_COST, archive, SEG, RS, READ_PASSES,
+                                          jvm_args=("-Xmx256m",)),
+                         capture_output=True, text=True, timeout=900)
+    if out.returncode:
+        raise RuntimeError(f"{OPEN_COST} {archive}: exit {out.returncode}\n{out.stderr[-2000:]}")
+    _, n, secs = out.stdout.split()
+    return float(secs) / int(n)
 
 
 def rate(lines, word):
@@ -222,6 +237,13 @@ def measure(quick=False):
         res["java_read_msgs_per_s"] = reads
         res["java_read_rounds_msgs_per_s"] = rounds
         print("read", reads, flush=True)
+        # 2b. what opening each archived segment costs alone (reading and decompressing it)
+        opens = {c: [] for c in ("lz4", "zstd")}
+        for _ in range(READ_ROUNDS):
+            for c in opens:
+                opens[c].append(open_cost(os.path.join(disk, f"archive-{c}-{SEG}")))
+        res["java_open_ms_per_segment"] = {c: statistics.median(v) * 1000 for c, v in opens.items()}
+        print("open", res["java_open_ms_per_segment"], flush=True)
         # 3. sync policies on a disk directory; the time index in /dev/shm
         d = os.path.join(disk, "syncbus")
         shm = f"/dev/shm/mbjournal-jbench-{os.getpid()}-tix"
@@ -301,6 +323,15 @@ def report(res, started):
     for k in ("memory", "archive_none", "archive_lz4", "archive_zstd"):
         each = ", ".join(f"{x / 1e6:.1f}" for x in rounds.get(k, ()))
         lines.append(f"| {k.replace('_', ' ')} | {_f(rd[k])} | {rd[k] / rd['memory']:.2f} | {each} |")
+    if "java_open_ms_per_segment" in res:
+        per_segment = (SEG - 8) // (RS + 8)
+        lines += ["", f"| Java, a segment ({per_segment:,} records) | opening it alone (ArchiveOpenCost: "
+                  "the file read and decompressed into memory; median of the rounds) | reading it "
+                  "from the archive (from the medians above) | reading it from memory |",
+                  "| --- | ---: | ---: | ---: |"]
+        for c, ms in res["java_open_ms_per_segment"].items():
+            lines.append(f"| {c} | {ms:.2f} ms | {per_segment / rd['archive_' + c] * 1000:.2f} ms "
+                         f"| {per_segment / rd['memory'] * 1000:.2f} ms |")
     w = res["java_writer_msgs_per_s"]
     lines += ["", "| Java writer | msgs/s |", "| --- | ---: |",
               f"| disk directory, sync none | {_f(w['none'])} |",
