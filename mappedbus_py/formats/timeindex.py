@@ -115,6 +115,18 @@ class TimeIndex:
             return None
         return int(self.positions[i:].min())
 
+    def union(self, other):
+        """This index's entries and ``other``'s (the same segment's index from the other
+        tier), sorted by time: entries are facts about slots, so an entry in either file holds.
+        A segment's hot index can gain entries after its archived copy was made (a writer
+        stalled between its write and its append, docs/design/journal.md), and both files
+        exist while the segment moves or when such an append made the hot one again."""
+        times = numpy.concatenate((self.times, other.times))
+        positions = numpy.concatenate((self.positions, other.positions))
+        order = numpy.argsort(times, kind="stable")
+        return TimeIndex(f"{self.path} + {other.path}", self.segment, times[order],
+                         positions[order], self.torn + other.torn)
+
 
 def read_index(path, bus_id, segment, segment_size, record_size, *, allow_foreign=False):
     """Read and check the index file ``path`` of segment ``segment`` of bus ``bus_id``

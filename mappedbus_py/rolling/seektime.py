@@ -48,16 +48,22 @@ def time_ns_of(t):
 
 
 def _load(hot, tier, meta, k, allow_foreign):
-    for d in (hot, tier.cfg.dir if tier is not None else None):
-        if d is None:
-            continue
+    # Segment k's index: the union of the hot directory's file and the archive's when both
+    # exist (TimeIndex.union: the hot one may hold entries appended after the archived copy
+    # was made); either alone; None without one. The hot file is read first: a move writes
+    # the archive's before it unlinks the hot one, so one of the two reads finds it.
+    def read(d):
         p = os.path.join(d, TIME_INDEX_DIR, time_index_name(k))
         try:
             return read_index(p, meta.id, k, meta.segment_size, meta.record_size,
                               allow_foreign=allow_foreign)
         except FileNotFoundError:
-            continue
-    return None
+            return None
+    hot_ix = read(hot)
+    arch_ix = read(tier.cfg.dir) if tier is not None else None
+    if hot_ix is not None and arch_ix is not None:
+        return hot_ix.union(arch_ix)
+    return hot_ix if hot_ix is not None else arch_ix
 
 
 def _filled_before(hot, tier, meta, k, newest, x):

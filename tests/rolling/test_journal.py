@@ -262,6 +262,58 @@ def test_seek_time_against_the_writers_timestamps_at_every_boundary(dirs):
             r.seek_time("10:00")
 
 
+def test_seek_time_reads_entries_a_stalled_writer_appended_after_its_segment_moved(
+        dirs, monkeypatch):
+    # Writer w writes its first record of segment 0, then stalls before appending its time
+    # index entry (monkeypatched: as a preempted or stopped process would), while writer v
+    # fills segment 0 and more, and the archiver moves segment 0 with the index as it was.
+    # w's late append then makes a hot index of segment 0 again, holding only its entry: a
+    # seek_time that took that file alone found no entry after w's and skipped the whole
+    # segment (v's records written after t, in segment 0, were never read).
+    import threading
+    from mappedbus_py.rolling import writer as writer_mod
+    hot, arch = dirs
+    w = RollingBusWriter(hot, SEG, RS, archive=arch, archive_after=0, time_index=True).open()
+    v = RollingBusWriter(hot, SEG, RS, time_index=True).open()
+    stalled, release = threading.Event(), threading.Event()
+    note = writer_mod.RollingBusWriter._note_time
+
+    def stalling_note(self, time_ns, offset):
+        if self is w and not release.is_set():
+            stalled.set()
+            release.wait(30)
+        return note(self, time_ns, offset)
+    monkeypatch.setattr(writer_mod.RollingBusWriter, "_note_time", stalling_note)
+    try:
+        th = threading.Thread(target=lambda: w.write(struct.pack("<qq", -1, time.time_ns())))
+        th.start()
+        assert stalled.wait(10)
+        time.sleep(0.003)
+        t = time.time_ns()          # after w's record, before any of v's
+        time.sleep(0.003)
+        _write(v, 0, PER_SEG * 3)
+        deadline = time.monotonic() + 20
+        while 0 not in list_archived(arch):
+            assert time.monotonic() < deadline, "segment 0 never moved"
+            time.sleep(0.01)
+        release.set()
+        th.join(10)
+        # the late append made segment 0's hot index again, beside the archived one
+        assert os.path.exists(os.path.join(hot, TIME_INDEX_DIR, time_index_name(0)))
+        assert 0 not in list_segments(hot)
+        with RollingBusReader(hot) as r:
+            r.seek_time(t / 1e9)
+            first = r.read(0)
+            assert first is not None and r.segment == 0
+            assert struct.unpack_from("<q", first.data)[0] == 0     # v's first record
+            r.seek_time(0)
+            assert struct.unpack_from("<q", r.read(0).data)[0] == -1    # w's record
+    finally:
+        release.set()
+        v.close()
+        w.close()
+
+
 def test_dump_since_and_stat_read_archived_segments(dirs):
     hot, arch = dirs
     stamps = []
