@@ -634,7 +634,9 @@ CONSTANTS.update({name: value for name, value in globals().items()
 #
 # seek_time(t): the smallest position among the entries with time_ns >= floor_ms(t), in the
 # first segment that has one: every record allocated at or after t is delivered, and none
-# allocated before floor_ms(t) (resolution TIME_INDEX_RESOLUTION_NS, 1 ms).
+# allocated before floor_ms(t) (resolution TIME_INDEX_RESOLUTION_NS, 1 ms). A segment's
+# entries are its hot index file's and its archived one's together (a late append can make the
+# hot one again after the move: docs/design/journal.md).
 #
 # The ARCHIVE directory (bus.meta key archive_dir: absolute path; mode 0700):
 #

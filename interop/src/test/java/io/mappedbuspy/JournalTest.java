@@ -203,6 +203,33 @@ public final class JournalTest {
         }
     }
 
+    @Test
+    void seekTimeReadsEntriesAStalledWriterAppendedAfterItsSegmentMoved() throws Exception {
+        // A writer that stalled between its write and its index append, while its segment moved to the archive,
+        // appends late: it makes the segment's hot index again, holding only its entry (made here as its appender
+        // does). seekTime took that file alone, found no entry after it and skipped the whole segment.
+        Path dir = tmp.resolve("bus");
+        int n = PER_SEGMENT * 3 + 5;
+        List<Long> pauses = writeRecords(dir, n, 20);
+        archive(dir, 2, ArchiveFiles.Compression.NONE);
+        RollingDir d = RollingDir.open(dir.toString(), false);
+        long late = pauses.get(0) - 1_000_000L; // before every record: the stalled writer's clock read
+        try (TimeIndex.Appender ap = TimeIndex.Appender.open(dir, d.meta().id(), 0, SEGMENT, RECORD, false)) {
+            ap.append(late, Layout.joinPosition(0, Layout.FIRST_RECORD_OFFSET, SEGMENT));
+        }
+        assertTrue(Files.exists(TimeIndex.path(dir, 0)));
+        try (RollingBusReader r = new RollingBusReader(dir.toString()).open()) {
+            r.seekTime(pauses.get(1)); // records from 20 on were written after it: in segment 0
+            List<String> got = readAll(r);
+            int first = Integer.parseInt(got.get(0).substring(4));
+            assertTrue(first <= 20 && first > 0, "seekTime(" + pauses.get(1) + ") starts at " + first);
+            assertEquals(expected(first, n), got);
+        }
+        TimeIndex both = d.timeIndex(0);
+        assertEquals(late, both.firstTime(), "the hot file's entry");
+        assertTrue(both.times().length > 1, "and the archived file's");
+    }
+
     @ParameterizedTest
     @ValueSource(strings = {"zstd", "lz4", "none"})
     void aTruncatedOrCorruptArchiveFileIsAClearError(String how) throws Exception {

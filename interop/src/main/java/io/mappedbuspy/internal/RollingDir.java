@@ -315,31 +315,30 @@ public final class RollingDir {
     }
 
     /**
-     * Segment {@code index}'s time index, from the hot directory, else from the archive.
+     * Segment {@code index}'s time index: the union of the hot directory's file and the archive's when both exist
+     * ({@link TimeIndex#union}: the hot one may hold entries appended after the archived copy was made), else either.
+     * The hot file is read first: a move writes the archive's before it unlinks the hot one, so one of the reads finds
+     * it (Python's {@code seektime._load}).
      *
      * @return it, or null when neither has one (a segment written by the Java original, or its index lost)
-     * @throws CorruptBusException if the file is not this segment's index
+     * @throws CorruptBusException if a file is not this segment's index
      */
     public TimeIndex timeIndex(long index) throws IOException {
+        TimeIndex hot = readTimeIndex(dir, index);
+        ArchiveFiles.Config a = archive();
+        TimeIndex archived = a == null ? null : readTimeIndex(a.dir(), index);
+        if (hot != null && archived != null) {
+            return hot.union(archived);
+        }
+        return hot != null ? hot : archived;
+    }
+
+    // Segment index's time index in directory d (hot or archive), or null if it has none.
+    private TimeIndex readTimeIndex(Path d, long index) throws IOException {
         try {
-            return TimeIndex.read(TimeIndex.path(dir, index), meta.id(), index, segmentSize, recordSize, allowForeign);
+            return TimeIndex.read(TimeIndex.path(d, index), meta.id(), index, segmentSize, recordSize, allowForeign);
         } catch (NoSuchFileException e) {
-            ArchiveFiles.Config a = archive();
-            if (a == null) {
-                return null;
-            }
-            try {
-                return TimeIndex.read(TimeIndex.path(a.dir(), index), meta.id(), index, segmentSize, recordSize,
-                        allowForeign);
-            } catch (NoSuchFileException gone) {
-                // moved meanwhile: the hot one's again, else none
-                try {
-                    return TimeIndex.read(TimeIndex.path(dir, index), meta.id(), index, segmentSize, recordSize,
-                            allowForeign);
-                } catch (NoSuchFileException none) {
-                    return null;
-                }
-            }
+            return null;
         }
     }
 

@@ -113,6 +113,34 @@ public final class TimeIndex {
     }
 
     /**
+     * This index's entries and {@code other}'s (the same segment's index from the other tier), sorted by time: entries
+     * are facts about slots, so an entry in either file holds. A segment's hot index can gain entries after its
+     * archived copy was made (a writer stalled between its write and its append: docs/design/journal.md), and both
+     * files exist while the segment moves or when such an append made the hot one again. Python's
+     * {@code TimeIndex.union}.
+     *
+     * @param other the segment's index from the other tier
+     * @return the union
+     */
+    public TimeIndex union(TimeIndex other) {
+        int n = times.length + other.times.length;
+        long[] t = new long[n];
+        long[] p = new long[n];
+        int i = 0;
+        int j = 0;
+        for (int k = 0; k < n; k++) { // a merge of two sorted runs, this one's first on equal times
+            if (j >= other.times.length || (i < times.length && times[i] <= other.times[j])) {
+                t[k] = times[i];
+                p[k] = positions[i++];
+            } else {
+                t[k] = other.times[j];
+                p[k] = other.positions[j++];
+            }
+        }
+        return new TimeIndex(path, segment, t, p, torn + other.torn);
+    }
+
+    /**
      * A time rounded down to the index's resolution.
      *
      * @param timeNs Unix ns
