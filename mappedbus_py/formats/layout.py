@@ -670,6 +670,8 @@ CONSTANTS.update({name: value for name, value in globals().items()
 #   MOVE_COPIED    ARCHIVE/.tmp-* written (compressed or not), fsync
 #   MOVE_RENAMED   rename to ARCHIVE/<k>.bus[.zst|.lz4], fsync ARCHIVE      (both tiers hold k)
 #   MOVE_UNLINKED  unlink DIR/<k>.bus, then DIR/index/<k>.time, fsync DIR    (archive only)
+#                  (the index read after its unlink: entries appended since MOVE_INDEX
+#                  merged into ARCHIVE/index/<k>.time; docs/design/journal.md)
 #
 # WHEN a segment moves: each full hot segment beyond archive_after (oldest first), and each
 # filled longer than archive_age_ms ago (0: no age). So that the hot directory never holds more

@@ -25,7 +25,8 @@ from ..formats.files import open_file
 from ..formats.layout import (ARCHIVER_ACTIVE_POLL_MS, ARCHIVER_EARLY_FILL_PERCENT,
                               ARCHIVER_IDLE_AFTER_MS, ARCHIVER_IDLE_POLL_MS,
                               ARCHIVER_LOCK_BYTE, archive_index, FIRST_RECORD_OFFSET, META_FILE,
-                              TIME_INDEX_DIR, TMP_PREFIX, TOPICS_FILE,
+                              TIME_INDEX_DIR, TIME_INDEX_ENTRIES_OFFSET,
+                              TIME_INDEX_ENTRY_SIZE, TMP_PREFIX, TOPICS_FILE,
                               WRITERS_FILE,
                               join_position, mapped_size, slot_size, time_index_name)
 from ..formats.positions import end_boundary
@@ -234,18 +235,10 @@ def move_segments(hot, cfg, indices, segment_size, *, mode=0o600, allow_foreign=
     fsync_dir(cfg.dir)
     _stall(MoveState.MOVE_RENAMED)
     for index, (index_bytes, _) in copied.items():
-        # A writer's entry appended after the copy (it appends after its commit): copy again.
-        if index_bytes is not None:
-            hix = os.path.join(hot, TIME_INDEX_DIR, time_index_name(index))
-            try:
-                again = _read_all(hix, allow_foreign)
-            except FileNotFoundError:
-                again = index_bytes
-            if len(again) > len(index_bytes):
-                tmp = _write_tmp(aix_dir, time_index_name(index), again, mode)
-                os.rename(tmp, os.path.join(aix_dir, time_index_name(index)))
-                fsync_dir(aix_dir)
-        _unlink_hot(hot, index, sync=False)
+        _unlink_hot_segment(hot, index)
+        # A writer's entries appended after the copy (it appends after its commit): its hot
+        # index read after its unlink, and merged into the archive's.
+        _merge_hot_index(hot, cfg, index, mode, allow_foreign, copied=index_bytes)
     fsync_dir(hot)
     if os.path.isdir(os.path.join(hot, TIME_INDEX_DIR)):
         fsync_dir(os.path.join(hot, TIME_INDEX_DIR))
@@ -329,23 +322,81 @@ def _fsync_path(path):
         os.close(fd)
 
 
-def _unlink_hot(hot, index, sync=True):
-    for p in (segment_path(hot, index), os.path.join(hot, TIME_INDEX_DIR, time_index_name(index))):
+def _unlink_hot_segment(hot, index):
+    try:
+        os.unlink(segment_path(hot, index))
+    except FileNotFoundError:
+        pass
+
+
+def _merge_hot_index(hot, cfg, index, mode, allow_foreign, copied=None):
+    """Segment ``index``'s hot time index (moved, or being moved: its segment archived) taken
+    out of the hot directory: unlinked, then read through a descriptor opened before, and any
+    entry of it the archive's index lacks appended there (a temporary file, fsynced, renamed,
+    the directory fsynced; ``copied``: the bytes the move copied, when nothing can be new).
+    So a writer's append racing the unlink is read here (before it) or appended again by path
+    by the writer (after it: journal.note_time), never lost; a kill between the unlink and the
+    merge loses the entries appended since the copy (docs/design/journal.md, "late entries")."""
+    hix = os.path.join(hot, TIME_INDEX_DIR, time_index_name(index))
+    try:
+        fd, _ = open_file(hix, os.O_RDONLY, allow_foreign=allow_foreign)
+    except FileNotFoundError:
+        return
+    try:
         try:
-            os.unlink(p)
+            os.unlink(hix)
         except FileNotFoundError:
             pass
-    if not sync:
+        parts = []
+        while True:
+            b = os.read(fd, 1 << 20)
+            if not b:
+                break
+            parts.append(b)
+    finally:
+        os.close(fd)
+    late = b"".join(parts)
+    if copied is not None and late == copied:
         return
-    fsync_dir(hot)
-    if os.path.isdir(os.path.join(hot, TIME_INDEX_DIR)):
-        fsync_dir(os.path.join(hot, TIME_INDEX_DIR))
+    aix_dir = os.path.join(cfg.dir, TIME_INDEX_DIR)
+    aix = os.path.join(aix_dir, time_index_name(index))
+    try:
+        have = _read_all(aix, allow_foreign)
+    except FileNotFoundError:
+        have = None
+    merged = _merged_index(have, late)
+    if merged is None:
+        return
+    os.makedirs(aix_dir, mode=0o700, exist_ok=True)
+    tmp = _write_tmp(aix_dir, time_index_name(index), merged, mode)
+    os.rename(tmp, aix)
+    fsync_dir(aix_dir)
 
 
-def complete_moves(hot, cfg):
+def _merged_index(have, late):
+    # An index file's bytes holding every entry of ``have`` (the archive's, or None) and of
+    # ``late`` (a hot one of the same segment), or None when ``have`` holds them all already
+    # (or ``late`` is not an index of the same header: left out). Whole entries only.
+    head = TIME_INDEX_ENTRIES_OFFSET
+    if len(late) < head or (have is not None and have[:head] != late[:head]):
+        return None
+    size = TIME_INDEX_ENTRY_SIZE
+
+    def entries(b):
+        return [b[i:i + size] for i in range(head, len(b) - size + 1, size)]
+    base = [] if have is None else entries(have)
+    known = set(base)
+    extra = [e for e in entries(late) if e not in known and any(e)]
+    if have is not None and not extra:
+        return None
+    return late[:head] + b"".join(base) + b"".join(dict.fromkeys(extra))
+
+
+def complete_moves(hot, cfg, *, mode=0o600, allow_foreign=False):
     """What a killed archiver left (the caller holds the archiver's lock): temporary files
     removed; a segment in both tiers (MOVE_RENAMED) removed from the hot one; a hot index
-    whose segment is archived removed. Returns the segments it completed."""
+    whose segment is archived (a killed move's, or one a writer's late append made again)
+    merged into the archive's and removed. Returns the segments it completed."""
     for d in (cfg.dir, os.path.join(cfg.dir, TIME_INDEX_DIR)):
         try:
             with os.scandir(d) as it:
@@ -361,17 +412,17 @@ def complete_moves(hot, cfg):
     done = []
     for k in list_segments(hot):
         if k in archived:
-            _unlink_hot(hot, k)
+            _unlink_hot_segment(hot, k)
             done.append(k)
     hidx = os.path.join(hot, TIME_INDEX_DIR)
     if os.path.isdir(hidx):
         for name in os.listdir(hidx):
             if name.endswith(".time") and name[:-5].isdigit() and int(name[:-5]) in archived \
                     and not os.path.lexists(segment_path(hot, int(name[:-5]))):
-                try:
-                    os.unlink(os.path.join(hidx, name))
-                except FileNotFoundError:
-                    pass
+                _merge_hot_index(hot, cfg, int(name[:-5]), mode, allow_foreign)
+        fsync_dir(hidx)
+    if done:
+        fsync_dir(hot)
     return done
 
 
@@ -589,7 +640,8 @@ class Archiver:
             self._live = LiveFile(fd)
         self._holding = self._live.hold(ARCHIVER_LOCK_BYTE) is Hold.TAKEN
         if self._holding:
-            complete_moves(self.hot, self.cfg)
+            complete_moves(self.hot, self.cfg, mode=self._mode,
+                           allow_foreign=self._allow_foreign)
         return self._holding
 
     def candidates(self):

@@ -158,6 +158,15 @@ class WriterJournal:
         if tix is None or tix[0] != index:
             tix = self._open_index(index)
         _append_entry(tix[1], time_ns, position)
+        if os.fstat(tix[1]).st_nlink == 0:
+            # The segment moved to the archive since this descriptor was opened (this writer
+            # stalled between its write and this append): the entry went to the unlinked file.
+            # Appended again by path, it makes the segment's hot index again, which seek_time
+            # reads with the archived one and the next archiver merges into it
+            # (docs/design/journal.md, "late entries"). An append before the move's unlink is
+            # read by the move after its unlink.
+            tix = self._open_index(index)
+            _append_entry(tix[1], time_ns, position)
 
     def _open_index(self, index):
         meta = self._meta

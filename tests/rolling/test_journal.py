@@ -314,6 +314,75 @@ def test_seek_time_reads_entries_a_stalled_writer_appended_after_its_segment_mov
         w.close()
 
 
+def _stall_writer_entries(monkeypatch, writer, after=0):
+    # Writer ``writer``'s time index appends after its first ``after`` stall until released
+    # (as a preempted or stopped process's would): (stalled, release) Events.
+    import threading
+    from mappedbus_py.rolling import writer as writer_mod
+    stalled, release = threading.Event(), threading.Event()
+    note = writer_mod.RollingBusWriter._note_time
+    seen = [0]
+
+    def stalling_note(self, time_ns, offset):
+        if self is writer and not release.is_set():
+            seen[0] += 1
+            if seen[0] > after:
+                stalled.set()
+                release.wait(30)
+        return note(self, time_ns, offset)
+    monkeypatch.setattr(writer_mod.RollingBusWriter, "_note_time", stalling_note)
+    return stalled, release
+
+
+def _wait_moved(hot, arch, k):
+    # Until segment k's move is over: archived, and its hot segment and index unlinked.
+    deadline = time.monotonic() + 20
+    while k not in list_archived(arch) or k in list_segments(hot) or \
+            os.path.exists(os.path.join(hot, TIME_INDEX_DIR, time_index_name(k))):
+        assert time.monotonic() < deadline, f"segment {k} never moved"
+        time.sleep(0.01)
+
+
+def test_an_entry_appended_to_an_index_the_move_unlinked_is_appended_again(dirs, monkeypatch):
+    # Writer w has segment 0's index open (its first record's entry), writes record r, and
+    # stalls before r's entry; writer v fills segment 0 and the archiver moves it, unlinking
+    # the hot index w holds open. w's append then went to the unlinked file and was lost, and
+    # seek_time(t), t before r's write, started at v's first record after r: r was skipped.
+    import threading
+    hot, arch = dirs
+    w = RollingBusWriter(hot, SEG, RS, archive=arch, archive_after=0, time_index=True).open()
+    v = RollingBusWriter(hot, SEG, RS, time_index=True).open()
+    stalled, release = _stall_writer_entries(monkeypatch, w, after=1)
+    try:
+        w.write(struct.pack("<qq", -2, 0))      # its entry opens segment 0's index
+        time.sleep(0.003)
+        t = time.time_ns()
+        th = threading.Thread(target=lambda: w.write(struct.pack("<qq", -1, 0)))
+        th.start()
+        assert stalled.wait(10)
+        time.sleep(0.003)
+        _write(v, 0, PER_SEG * 3)
+        _wait_moved(hot, arch, 0)
+        release.set()
+        th.join(10)
+        with RollingBusReader(hot) as r:
+            r.seek_time(t / 1e9)
+            assert r.segment == 0
+            assert struct.unpack_from("<q", r.read(0).data)[0] == -1      # r, not v's first
+    finally:
+        release.set()
+        v.close()
+        w.close()
+    # The next archiver merges the hot index the late append made into the archive's.
+    assert os.path.exists(os.path.join(hot, TIME_INDEX_DIR, time_index_name(0)))
+    with RollingBusWriter(hot, SEG, RS, archive=arch, archive_after=0) as w2:
+        assert w2.archiver.wait_idle(10)
+    assert not os.path.exists(os.path.join(hot, TIME_INDEX_DIR, time_index_name(0)))
+    with RollingBusReader(hot) as r:
+        r.seek_time(t / 1e9)
+        assert struct.unpack_from("<q", r.read(0).data)[0] == -1
+
+
 def test_dump_since_and_stat_read_archived_segments(dirs):
     hot, arch = dirs
     stamps = []
