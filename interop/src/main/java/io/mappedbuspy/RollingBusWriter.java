@@ -813,6 +813,20 @@ public final class RollingBusWriter implements AutoCloseable {
     private void indexEntry(long ms, long position) {
         lastIndexMs = ms;
         long seg = Math.floorDiv(position, segmentSize);
+        appendIndexEntry(ms, position, seg);
+        TimeIndex.Appender a = indexAppender;
+        if (a != null && a.segment() == seg && !a.stillLinked()) {
+            // The segment moved to the archive since its index was opened here (this writer stalled between its write
+            // and this append): the entry went to the unlinked file. Appended again by path, it makes the segment's
+            // hot index again (docs/design/journal.md, "late entries"); an append before the move's unlink is read by
+            // the move after its unlink.
+            a.close();
+            indexAppender = null;
+            appendIndexEntry(ms, position, seg);
+        }
+    }
+
+    private void appendIndexEntry(long ms, long position, long seg) {
         TimeIndex.Appender a = indexAppender;
         if (a == null || a.segment() != seg) {
             if (a != null) {

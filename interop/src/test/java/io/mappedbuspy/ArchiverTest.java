@@ -389,6 +389,47 @@ public final class ArchiverTest {
     }
 
     @Test
+    void completingMovesMergesAHotIndexALateAppendMadeIntoTheArchivedOne() throws Exception {
+        // Segment 0 moved (its index with it); then a writer that had stalled between its write and its append made
+        // segment 0's hot index again with its late entry. The next archiver merges it into the archive's index.
+        Path hot = tmp.resolve("hot");
+        Path arch = tmp.resolve("archive");
+        String id;
+        try (RollingBusWriter w = new RollingBusWriter(hot.toString(), SEGMENT, RECORD).setArchive(arch.toString())
+                .setArchiveAfter(100).setTimeIndex(true).open()) {
+            write(w, 0, PER_SEGMENT * 2 + 1);
+            id = w.busId();
+        }
+        var cfg = new ArchiveFiles.Config(arch, 100, 0, ArchiveFiles.Compression.NONE, 0, 0, 0);
+        Files.copy(Archiver.segmentPath(hot, 0), arch.resolve(ArchiveFiles.name(0, ArchiveFiles.Compression.NONE)));
+        Files.createDirectories(arch.resolve(Layout.TIME_INDEX_DIR));
+        Files.move(TimeIndex.path(hot, 0), TimeIndex.path(arch, 0));
+        Files.delete(Archiver.segmentPath(hot, 0));
+        long[] before = TimeIndex.read(TimeIndex.path(arch, 0), id, 0, SEGMENT, RECORD, false).times();
+        long late = before[0] - 5_000_000L;
+        long at = Layout.joinPosition(0, Layout.FIRST_RECORD_OFFSET + Layout.slotSize(RECORD), SEGMENT);
+        try (TimeIndex.Appender a = TimeIndex.Appender.open(hot, id, 0, SEGMENT, RECORD, false)) {
+            a.append(late, at);
+            a.append(before[0], TimeIndex.read(TimeIndex.path(arch, 0), id, 0, SEGMENT, RECORD, false)
+                    .positions()[0]); // one the archive has already: not twice
+        }
+        assertArrayEquals(new long[0], Archiver.completeMoves(hot, cfg));
+        assertFalse(Files.exists(TimeIndex.path(hot, 0)), "merged, then removed");
+        TimeIndex merged = TimeIndex.read(TimeIndex.path(arch, 0), id, 0, SEGMENT, RECORD, false);
+        assertEquals(before.length + 1, merged.times().length);
+        assertEquals(late, merged.firstTime());
+        assertEquals(at, merged.positions()[0]);
+        // Nothing new: the archive's index is left as it is.
+        try (TimeIndex.Appender a = TimeIndex.Appender.open(hot, id, 0, SEGMENT, RECORD, false)) {
+            a.append(late, at);
+        }
+        Object key = fileKey(TimeIndex.path(arch, 0));
+        Archiver.completeMoves(hot, cfg);
+        assertEquals(key, fileKey(TimeIndex.path(arch, 0)));
+        assertFalse(Files.exists(TimeIndex.path(hot, 0)));
+    }
+
+    @Test
     void completingAMoveRemovesTemporariesAndTheHotCopyOfAnArchivedSegment() throws Exception {
         Path hot = tmp.resolve("hot");
         Path arch = tmp.resolve("archive");

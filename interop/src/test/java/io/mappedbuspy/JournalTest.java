@@ -18,6 +18,7 @@ import org.junit.jupiter.api.io.TempDir;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
@@ -200,6 +201,29 @@ public final class JournalTest {
         long at = Layout.joinPosition(1, Layout.FIRST_RECORD_OFFSET, SEGMENT);
         try (RollingBusReader r = new RollingBusReader(dir.toString()).setConsumer("c", at).open()) {
             assertEquals(expected(PER_SEGMENT, n), readAll(r));
+        }
+    }
+
+    @Test
+    void aWriterWhoseIndexFileWasUnlinkedAppendsItsEntryAgainByPath() throws Exception {
+        // The move unlinks a segment's hot index; a writer that holds it open (it stalled between its write and its
+        // append) appended to the unlinked file, and its entry was lost. It appends again by path now.
+        Path dir = tmp.resolve("bus");
+        try (RollingBusWriter w = new RollingBusWriter(dir.toString(), SEGMENT, RECORD).setTimeIndex(true).open()) {
+            byte[] p = payload(0);
+            assertTrue(w.write(p, 0, p.length)); // the index of segment 0 opened, its first entry
+            Files.delete(TimeIndex.path(dir, 0)); // as a move unlinks it
+            Thread.sleep(2); // a new millisecond: an entry
+            p = payload(1);
+            assertTrue(w.write(p, 0, p.length));
+            TimeIndex again = TimeIndex.read(TimeIndex.path(dir, 0), w.busId(), 0, SEGMENT, RECORD, false);
+            assertArrayEquals(new long[] {Layout.joinPosition(0, Layout.FIRST_RECORD_OFFSET + Layout.slotSize(RECORD),
+                    SEGMENT)}, again.positions());
+            Thread.sleep(2);
+            p = payload(2);
+            assertTrue(w.write(p, 0, p.length)); // to the new file, once
+            assertEquals(2, TimeIndex.read(TimeIndex.path(dir, 0), w.busId(), 0, SEGMENT, RECORD, false)
+                    .positions().length);
         }
     }
 

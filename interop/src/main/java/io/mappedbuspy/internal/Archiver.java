@@ -395,7 +395,7 @@ public final class Archiver {
         }
         holding = h == Liveness.Hold.TAKEN;
         if (holding) {
-            completeMoves(hot, cfg);
+            completeMoves(hot, cfg, allowForeign);
         }
         return holding;
     }
@@ -979,21 +979,10 @@ public final class Archiver {
         stall(MoveState.MOVE_RENAMED);
         for (Map.Entry<Long, byte[]> e : indexBytes.entrySet()) {
             long index = e.getKey();
-            byte[] ix = e.getValue();
-            // A writer's entry appended after the copy (it appends after its commit): copy again.
-            if (ix != null) {
-                byte[] again;
-                try {
-                    again = readAll(TimeIndex.path(hot, index), allowForeign);
-                } catch (NoSuchFileException x) {
-                    again = ix;
-                }
-                if (again.length > ix.length) {
-                    rename(writeTmp(aix, TimeIndex.name(index), again, true), aix.resolve(TimeIndex.name(index)));
-                    WriterSync.forceDir(aix);
-                }
-            }
-            unlinkHot(hot, index, false);
+            Files.deleteIfExists(segmentPath(hot, index));
+            // A writer's entries appended after the copy (it appends after its commit): its hot index read after its
+            // unlink, and merged into the archive's.
+            mergeHotIndex(hot, cfg, index, e.getValue(), allowForeign);
         }
         WriterSync.forceDir(hot);
         WriterSync.forceDir(hot.resolve(Layout.TIME_INDEX_DIR));
@@ -1138,23 +1127,97 @@ public final class Archiver {
         }
     }
 
-    private static void unlinkHot(Path hot, long index, boolean sync) throws IOException {
-        Files.deleteIfExists(segmentPath(hot, index));
-        Files.deleteIfExists(TimeIndex.path(hot, index));
-        if (sync) {
-            WriterSync.forceDir(hot);
-            WriterSync.forceDir(hot.resolve(Layout.TIME_INDEX_DIR));
+    /**
+     * Segment {@code index}'s hot time index (moved, or being moved: its segment archived) taken out of the hot
+     * directory: unlinked, then read through a channel opened before, and any entry of it the archive's index lacks
+     * appended there (a temporary file, forced, renamed, the directory forced; {@code copied}: the bytes the move
+     * copied, when nothing can be new). So a writer's append racing the unlink is read here (before it) or appended
+     * again by path by the writer (after it: {@link TimeIndex.Appender#append}), never lost; a kill between the unlink
+     * and the merge loses the entries appended since the copy (docs/design/journal.md, "late entries"). Python's
+     * {@code _merge_hot_index}.
+     */
+    private static void mergeHotIndex(Path hot, ArchiveFiles.Config cfg, long index, byte[] copied,
+            boolean allowForeign) throws IOException {
+        Path hix = TimeIndex.path(hot, index);
+        byte[] late;
+        try (FileChannel ch = FileChannel.open(hix, StandardOpenOption.READ, LinkOption.NOFOLLOW_LINKS)) {
+            BusFiles.checkTrusted(hix, allowForeign);
+            Files.deleteIfExists(hix);
+            late = Channels.newInputStream(ch).readAllBytes();
+        } catch (NoSuchFileException e) {
+            return;
         }
+        if (copied != null && Arrays.equals(late, copied)) {
+            return;
+        }
+        Path aixDir = cfg.dir().resolve(Layout.TIME_INDEX_DIR);
+        Path aix = aixDir.resolve(TimeIndex.name(index));
+        byte[] have;
+        try {
+            have = readAll(aix, allowForeign);
+        } catch (NoSuchFileException e) {
+            have = null;
+        }
+        byte[] merged = mergedIndex(have, late);
+        if (merged == null) {
+            return;
+        }
+        Files.createDirectories(aixDir);
+        rename(writeTmp(aixDir, TimeIndex.name(index), merged, true), aix);
+        WriterSync.forceDir(aixDir);
+    }
+
+    // An index file's bytes holding every entry of `have` (the archive's, or null) and of `late` (a hot one of the same
+    // segment), or null when `have` holds them all already (or `late` is not an index of the same header: left out).
+    // Whole entries only. Python's _merged_index.
+    static byte[] mergedIndex(byte[] have, byte[] late) {
+        int head = Layout.TIME_INDEX_ENTRIES_OFFSET;
+        int size = Layout.TIME_INDEX_ENTRY_SIZE;
+        if (late.length < head || (have != null && (have.length < head
+                || !Arrays.equals(have, 0, head, late, 0, head)))) {
+            return null;
+        }
+        java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream();
+        out.write(late, 0, head);
+        java.util.Set<java.nio.ByteBuffer> known = new java.util.HashSet<>();
+        if (have != null) {
+            for (int i = head; i + size <= have.length; i += size) {
+                known.add(java.nio.ByteBuffer.wrap(have, i, size).slice());
+                out.write(have, i, size);
+            }
+        }
+        boolean added = false;
+        for (int i = head; i + size <= late.length; i += size) {
+            java.nio.ByteBuffer e = java.nio.ByteBuffer.wrap(late, i, size).slice();
+            boolean zero = true;
+            for (int j = i; j < i + size && zero; j++) {
+                zero = late[j] == 0;
+            }
+            if (!zero && known.add(e)) {
+                out.write(late, i, size);
+                added = true;
+            }
+        }
+        return have != null && !added ? null : out.toByteArray();
     }
 
     /**
      * What a killed archiver left (the caller holds the archiver's lock): temporary files removed; a segment in both
-     * tiers (MOVE_RENAMED) removed from the hot one; a hot index whose segment is archived removed. Python's
-     * {@code complete_moves}.
+     * tiers (MOVE_RENAMED) removed from the hot one; a hot index whose segment is archived (a killed move's, or one a
+     * writer's late append made again) merged into the archive's and removed. Python's {@code complete_moves}.
      *
      * @return the segments it completed
      */
     public static long[] completeMoves(Path hot, ArchiveFiles.Config cfg) throws IOException {
+        return completeMoves(hot, cfg, false);
+    }
+
+    /**
+     * {@link #completeMoves(Path, ArchiveFiles.Config)}, with files of another user accepted or not.
+     *
+     * @return the segments it completed
+     */
+    public static long[] completeMoves(Path hot, ArchiveFiles.Config cfg, boolean allowForeign) throws IOException {
         for (Path d : new Path[] {cfg.dir(), cfg.dir().resolve(Layout.TIME_INDEX_DIR)}) {
             try (DirectoryStream<Path> s = Files.newDirectoryStream(d, Layout.TMP_PREFIX + "*")) {
                 for (Path p : s) {
@@ -1168,22 +1231,32 @@ public final class Archiver {
         List<Long> done = new ArrayList<>();
         for (long k : hotSegments(hot)) {
             if (archived.containsKey(k)) {
-                unlinkHot(hot, k, true);
+                Files.deleteIfExists(segmentPath(hot, k));
                 done.add(k);
             }
         }
         Path hix = hot.resolve(Layout.TIME_INDEX_DIR);
+        List<Long> merge = new ArrayList<>();
         try (DirectoryStream<Path> s = Files.newDirectoryStream(hix, "*" + Layout.TIME_INDEX_SUFFIX)) {
             for (Path p : s) {
                 String n = p.getFileName().toString();
                 String digits = n.substring(0, n.length() - Layout.TIME_INDEX_SUFFIX.length());
                 long k = Layout.segmentIndex(digits + Layout.SEGMENT_SUFFIX);
                 if (k >= 0 && archived.containsKey(k) && !Files.exists(segmentPath(hot, k), LinkOption.NOFOLLOW_LINKS)) {
-                    Files.deleteIfExists(p);
+                    merge.add(k);
                 }
             }
         } catch (NoSuchFileException e) {
             // no hot index directory
+        }
+        for (long k : merge) {
+            mergeHotIndex(hot, cfg, k, null, allowForeign);
+        }
+        if (!done.isEmpty()) {
+            WriterSync.forceDir(hot);
+        }
+        if (!merge.isEmpty()) {
+            WriterSync.forceDir(hix);
         }
         return done.stream().mapToLong(Long::longValue).toArray();
     }

@@ -11,6 +11,7 @@ import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
+import java.nio.file.attribute.BasicFileAttributes;
 import java.nio.file.StandardOpenOption;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.security.SecureRandom;
@@ -344,9 +345,15 @@ public final class TimeIndex {
                 .order(ByteOrder.LITTLE_ENDIAN);
         private boolean failed;
 
-        private Appender(long segment, FileChannel channel) {
+        private final Path path;
+        // The file's identity (inode) when opened: whether the path still names it (stillLinked).
+        private final Object fileKey;
+
+        private Appender(long segment, FileChannel channel, Path path, Object fileKey) {
             this.segment = segment;
             this.channel = channel;
+            this.path = path;
+            this.fileKey = fileKey;
         }
 
         /**
@@ -360,13 +367,33 @@ public final class TimeIndex {
             Path p = create(dir, busId, segment, segmentSize, recordSize);
             FileChannel ch = FileChannel.open(p, StandardOpenOption.WRITE, StandardOpenOption.APPEND,
                     LinkOption.NOFOLLOW_LINKS);
+            Object key;
             try {
                 BusFiles.checkTrusted(p, allowForeign);
+                key = Files.readAttributes(p, BasicFileAttributes.class, LinkOption.NOFOLLOW_LINKS).fileKey();
             } catch (IOException | RuntimeException e) {
                 ch.close();
                 throw e;
             }
-            return new Appender(segment, ch);
+            return new Appender(segment, ch, p, key);
+        }
+
+        /**
+         * Whether the index path still names the file this appender writes. Not when the segment moved to the
+         * archive since it was opened (the move unlinks the hot index): a writer that stalled between its write and
+         * its append then appends again through a new appender, which makes the hot index again; seekTime reads it
+         * with the archived one and the next archiver merges it there (docs/design/journal.md, "late entries").
+         * Python's writer checks {@code fstat}'s link count.
+         *
+         * @return false once the file is unlinked or replaced
+         */
+        public boolean stillLinked() {
+            try {
+                Object now = Files.readAttributes(path, BasicFileAttributes.class, LinkOption.NOFOLLOW_LINKS).fileKey();
+                return fileKey == null || fileKey.equals(now);
+            } catch (IOException e) {
+                return false;
+            }
         }
 
         /** @return the segment whose index this appends to */
