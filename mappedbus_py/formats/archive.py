@@ -9,7 +9,7 @@ import dataclasses
 import os
 
 from ..errors import CorruptBusError
-from .files import open_file
+from .files import open_file, read_to_end
 from .layout import (ARCHIVE_COMPRESS, ARCHIVE_ZSTD_LEVEL, FIRST_RECORD_OFFSET, archive_index,
                      archive_name, mapped_size)
 
@@ -159,12 +159,7 @@ def read_archived(directory, index, name, segment_size, *, allow_foreign=False):
         raise ValueError(f"{name!r} is not an archive name of segment {index}")
     fd, st = open_file(path, os.O_RDONLY, allow_foreign=allow_foreign)
     try:
-        chunks = []
-        while True:
-            chunk = os.read(fd, 1 << 22)
-            if not chunk:
-                break
-            chunks.append(chunk)
+        data = read_to_end(fd)
     finally:
         os.close(fd)
-    return decompress(b"".join(chunks), found[1], mapped_size(segment_size), path)
+    return decompress(data, found[1], mapped_size(segment_size), path)

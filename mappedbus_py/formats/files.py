@@ -14,7 +14,8 @@ import stat
 from ..errors import UnsafeBusFileError
 from .layout import SIDE_FILES, SIDE_SUFFIXES, TMP_PREFIX
 
-__all__ = ("file_kind", "check_trusted", "open_file", "write_atomic", "side_files", "remove_bus")
+__all__ = ("file_kind", "check_trusted", "open_file", "read_to_end", "write_atomic", "side_files",
+           "remove_bus")
 
 _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
           (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
@@ -85,6 +86,16 @@ def open_file(path, flags, mode=0o600, *, allow_foreign=False):
         os.close(fd)
         raise
     return fd, fst
+
+
+def read_to_end(fd):
+    """The bytes from ``fd``'s offset to its end (reads of up to 4 MiB)."""
+    chunks = []
+    while True:
+        chunk = os.read(fd, 1 << 22)
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
 
 
 def write_atomic(path, data, mode=0o600, *, exclusive):

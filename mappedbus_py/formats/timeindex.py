@@ -16,7 +16,7 @@ import struct
 import numpy
 
 from ..errors import CorruptBusError
-from .files import open_file
+from .files import open_file, read_to_end
 from .layout import (FIRST_RECORD_OFFSET, TIME_INDEX_BUS_ID_SIZE, TIME_INDEX_DIR,
                      TIME_INDEX_ENTRIES_OFFSET, TIME_INDEX_ENTRY_SIZE, TIME_INDEX_MAGIC,
                      TIME_INDEX_RESOLUTION_NS, TIME_INDEX_VERSION, TMP_PREFIX, slot_size,
@@ -134,12 +134,7 @@ def read_index(path, bus_id, segment, segment_size, record_size, *, allow_foreig
     UnsafeBusFileError for a link or a file of another user)."""
     fd, st = open_file(path, os.O_RDONLY, allow_foreign=allow_foreign)
     try:
-        data = b""
-        while True:
-            chunk = os.read(fd, 1 << 20)
-            if not chunk:
-                break
-            data += chunk
+        data = read_to_end(fd)
     finally:
         os.close(fd)
 

@@ -21,7 +21,7 @@ from ..errors import BusFullError, BusMismatchError, MappedBusError
 from ..formats.archive import (ArchiveConfig, archived_path, compress as _compress,
                                decompress, find_archived, list_archived)
 from ..formats.busmeta import read_meta, write_meta
-from ..formats.files import open_file
+from ..formats.files import open_file, read_to_end
 from ..formats.layout import (ARCHIVER_ACTIVE_POLL_MS, ARCHIVER_EARLY_FILL_PERCENT,
                               ARCHIVER_IDLE_AFTER_MS, ARCHIVER_IDLE_POLL_MS,
                               ARCHIVER_LOCK_BYTE, archive_index, FIRST_RECORD_OFFSET, META_FILE,
@@ -154,12 +154,7 @@ def _write_tmp(directory, name, data, mode, sync=True):
 def _read_all(path, allow_foreign):
     fd, _ = open_file(path, os.O_RDONLY, allow_foreign=allow_foreign)
     try:
-        parts = []
-        while True:
-            b = os.read(fd, 1 << 22)
-            if not b:
-                return b"".join(parts)
-            parts.append(b)
+        return read_to_end(fd)
     finally:
         os.close(fd)
 
@@ -347,15 +342,9 @@ def _merge_hot_index(hot, cfg, index, mode, allow_foreign, copied=None):
             os.unlink(hix)
         except FileNotFoundError:
             pass
-        parts = []
-        while True:
-            b = os.read(fd, 1 << 20)
-            if not b:
-                break
-            parts.append(b)
+        late = read_to_end(fd)
     finally:
         os.close(fd)
-    late = b"".join(parts)
     if copied is not None and late == copied:
         return
     aix_dir = os.path.join(cfg.dir, TIME_INDEX_DIR)
