@@ -12,10 +12,13 @@ import glob
 import os
 import threading
 
+from ..errors import MappedBusError
+from ..formats.archive import archive_config, find_archived
 from ..formats.layout import (CONSUMERS_FILE, GROUP_DIR, GROUP_SUFFIX, SYNC_POLICIES,
                               TIME_INDEX_DIR, TIME_INDEX_META_KEY, segment_name,
                               time_index_name)
 from ..formats.timeindex import append as _append_entry, create_index, open_for_append
+from .directory import read_bus_meta, segment_path
 
 __all__ = ("SyncPolicy", "check_sync", "WriterJournal", "fsync_dir", "add_meta_keys",
            "keeps_time_index", "settle_time_index")
@@ -158,7 +161,7 @@ class WriterJournal:
         if tix is None or tix[0] != index:
             tix = self._open_index(index)
         _append_entry(tix[1], time_ns, position)
-        if os.fstat(tix[1]).st_nlink == 0:
+        if os.fstat(tix[1]).st_nlink == 0 and self._kept(index):
             # The segment moved to the archive since this descriptor was opened (this writer
             # stalled between its write and this append): the entry went to the unlinked file.
             # Appended again by path, it makes the segment's hot index again, which seek_time
@@ -167,6 +170,18 @@ class WriterJournal:
             # read by the move after its unlink.
             tix = self._open_index(index)
             _append_entry(tix[1], time_ns, position)
+
+    def _kept(self, index):
+        # Whether segment ``index`` is still hot or in the archive: its late entry belongs in
+        # its index. Not when retention removed it (no index made for a segment that is gone).
+        if os.path.lexists(segment_path(self.path, index)):
+            return True
+        try:
+            meta = read_bus_meta(self.path, allow_foreign=self._allow_foreign)
+            cfg = archive_config(meta) if meta is not None else None
+            return cfg is not None and find_archived(cfg.dir, index) is not None
+        except (OSError, MappedBusError):
+            return False
 
     def _open_index(self, index):
         meta = self._meta

@@ -5,6 +5,7 @@ languages by tests/vectors/rolling.json) and their application to a directory.""
 import os
 import time
 
+from ..formats.layout import TIME_INDEX_DIR, time_index_name
 from ..formats.positions import consumer_segment
 from .directory import list_segments, segment_path
 
@@ -45,9 +46,10 @@ def _full_ms(path, index):
 
 
 def apply_retention(path, meta, newest, keep_from, now_ns=None, hold_from=None):
-    """Remove the oldest segments of history beyond ``meta``'s retention (``retention_plan``:
-    the segments below ``keep_from``, the one being written, and below ``hold_from``, the
-    oldest segment a consumer still needs). Returns the removed indices."""
+    """Remove the oldest segments of history beyond ``meta``'s retention, each with its time
+    index (``retention_plan``: the segments below ``keep_from``, the one being written, and
+    below ``hold_from``, the oldest segment a consumer still needs). Returns the removed
+    indices."""
     if not (meta.retain_segments or meta.retain_bytes or meta.retain_age_ms):
         return []
     now_ms = (time.time_ns() if now_ns is None else now_ns) // 1_000_000
@@ -58,6 +60,12 @@ def apply_retention(path, meta, newest, keep_from, now_ns=None, hold_from=None):
         try:
             os.unlink(segment_path(path, index))
             removed.append(index)
+        except FileNotFoundError:
+            pass
+        try:
+            # its time index goes with it (a writer's late entry is not appended again for a
+            # segment that is gone: journal.WriterJournal.note_time)
+            os.unlink(os.path.join(path, TIME_INDEX_DIR, time_index_name(index)))
         except FileNotFoundError:
             pass
     return removed

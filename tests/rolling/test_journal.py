@@ -383,6 +383,34 @@ def test_an_entry_appended_to_an_index_the_move_unlinked_is_appended_again(dirs,
         assert struct.unpack_from("<q", r.read(0).data)[0] == -1
 
 
+def test_a_late_entry_of_a_segment_retention_removed_makes_no_index(dirs, monkeypatch):
+    # Without an archive, the index a stalled writer holds open is unlinked by retention with
+    # its segment: the late entry has nowhere to go, and no index is made for a segment that
+    # is gone (the appending again by path is for a segment moved to the archive).
+    import threading
+    hot, _ = dirs
+    w = RollingBusWriter(hot, SEG, RS, time_index=True, retain_segments=2).open()
+    v = RollingBusWriter(hot, SEG, RS, time_index=True, retain_segments=2).open()
+    stalled, release = _stall_writer_entries(monkeypatch, w, after=1)
+    try:
+        w.write(struct.pack("<qq", -2, 0))
+        time.sleep(0.003)
+        th = threading.Thread(target=lambda: w.write(struct.pack("<qq", -1, 0)))
+        th.start()
+        assert stalled.wait(10)
+        time.sleep(0.003)
+        _write(v, 0, PER_SEG * 5)
+        assert 0 not in list_segments(hot)
+        assert not os.path.exists(os.path.join(hot, TIME_INDEX_DIR, time_index_name(0)))
+        release.set()
+        th.join(10)
+        assert not os.path.exists(os.path.join(hot, TIME_INDEX_DIR, time_index_name(0)))
+    finally:
+        release.set()
+        v.close()
+        w.close()
+
+
 def test_dump_since_and_stat_read_archived_segments(dirs):
     hot, arch = dirs
     stamps = []

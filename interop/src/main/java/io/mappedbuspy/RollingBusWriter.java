@@ -815,7 +815,7 @@ public final class RollingBusWriter implements AutoCloseable {
         long seg = Math.floorDiv(position, segmentSize);
         appendIndexEntry(ms, position, seg);
         TimeIndex.Appender a = indexAppender;
-        if (a != null && a.segment() == seg && !a.stillLinked()) {
+        if (a != null && a.segment() == seg && !a.stillLinked() && kept(seg)) {
             // The segment moved to the archive since its index was opened here (this writer stalled between its write
             // and this append): the entry went to the unlinked file. Appended again by path, it makes the segment's
             // hot index again (docs/design/journal.md, "late entries"); an append before the move's unlink is read by
@@ -823,6 +823,16 @@ public final class RollingBusWriter implements AutoCloseable {
             a.close();
             indexAppender = null;
             appendIndexEntry(ms, position, seg);
+        }
+    }
+
+    // Whether segment seg is still hot or in the archive: its late entry belongs in its index. Not when retention
+    // removed it (no index made for a segment that is gone).
+    private boolean kept(long seg) {
+        try {
+            return bus.exists(seg) || bus.archived(seg) != null;
+        } catch (IOException | RuntimeException e) {
+            return false;
         }
     }
 

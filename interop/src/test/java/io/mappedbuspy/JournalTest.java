@@ -228,6 +228,26 @@ public final class JournalTest {
     }
 
     @Test
+    void retentionRemovesEachSegmentWithItsTimeIndex() throws Exception {
+        // Retention removed segments and left their indexes: a bus kept one file per segment ever written.
+        Path dir = tmp.resolve("bus");
+        try (RollingBusWriter w = new RollingBusWriter(dir.toString(), SEGMENT, RECORD).setTimeIndex(true)
+                .setRetention(2, 0, 0).open()) {
+            for (int i = 0; i < PER_SEGMENT * 6; i++) {
+                byte[] p = payload(i);
+                assertTrue(w.write(p, 0, p.length));
+            }
+            RollingDir d = RollingDir.open(dir.toString(), false);
+            long oldest = d.segments()[0];
+            assertTrue(oldest >= 3, "retention removed segments, the oldest now " + oldest);
+            for (long k = 0; k < oldest; k++) {
+                assertFalse(Files.exists(TimeIndex.path(dir, k)), "segment " + k + "'s index");
+            }
+            assertTrue(Files.exists(TimeIndex.path(dir, oldest)));
+        }
+    }
+
+    @Test
     void seekTimeReadsEntriesAStalledWriterAppendedAfterItsSegmentMoved() throws Exception {
         // A writer that stalled between its write and its index append, while its segment moved to the archive,
         // appends late: it makes the segment's hot index again, holding only its entry (made here as its appender

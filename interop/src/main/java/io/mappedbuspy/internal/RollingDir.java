@@ -518,10 +518,11 @@ public final class RollingDir {
     }
 
     /**
-     * Removes the oldest segments of history beyond the bus's retention ({@link RollingLayout#retentionPlan}, with
-     * the consumers' hold). History is the segments below {@code keepFrom} (the segment being written): those at or
-     * above it (the current and the spare, up to {@code newest}) are neither counted nor removed. Age: segment k's
-     * modification time is set when a writer rolls out of it (it is full), so k goes once that is older than the age.
+     * Removes the oldest segments of history beyond the bus's retention, each with its time index
+     * ({@link RollingLayout#retentionPlan}, with the consumers' hold). History is the segments below {@code keepFrom}
+     * (the segment being written): those at or above it (the current and the spare, up to {@code newest}) are neither
+     * counted nor removed. Age: segment k's modification time is set when a writer rolls out of it (it is full), so k
+     * goes once that is older than the age.
      */
     public void applyRetention(long newest, long keepFrom) throws IOException {
         if (!RollingLayout.retains(meta)) {
@@ -538,6 +539,8 @@ public final class RollingDir {
         }
         for (long index : plan) {
             Files.deleteIfExists(segmentPath(index));
+            // its time index goes with it (a writer's late entry is not appended again for a segment that is gone)
+            Files.deleteIfExists(TimeIndex.path(dir, index));
         }
     }
 
