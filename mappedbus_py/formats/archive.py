@@ -1,20 +1,110 @@
 """A rolling bus's archive directory (the layout is in ``layout``, "the journal"): its
 settings as ``bus.meta`` keeps them (``ArchiveConfig``), the names of archived segments,
-and their bytes: kept as they were, or one zstd or LZ4 frame of them (the zstandard and lz4
-libraries' standard frames, content size in the header).
+and their bytes: kept as they were, zstd frames of them in zstd's seekable format (a frame
+per ``ARCHIVE_ZSTD_FRAME_BYTES`` and a seek table: ``ZstdSeekTable``; layout.py, "ZSTD
+SEEKABLE"), or one LZ4 frame of them (the lz4 library's standard frame, content size in the
+header). A .zst file of one frame, as the first archivers wrote, reads too.
 
-``interop/.../ArchiveFiles.java`` reads the same files.
+``interop/.../ArchiveFiles.java`` reads the same files (``ZstdSeekTable.java`` the table).
 """
 import dataclasses
 import os
+import struct
 
 from ..errors import CorruptBusError
 from .files import open_file, read_to_end
-from .layout import (ARCHIVE_COMPRESS, ARCHIVE_ZSTD_LEVEL, FIRST_RECORD_OFFSET, archive_index,
-                     archive_name, mapped_size)
+from .layout import (ARCHIVE_COMPRESS, ARCHIVE_ZSTD_FRAME_BYTES, ARCHIVE_ZSTD_LEVEL,
+                     ARCHIVE_ZSTD_MAX_FRAMES, ARCHIVE_ZSTD_SEEK_DESCRIPTOR,
+                     ARCHIVE_ZSTD_SEEK_ENTRY_SIZE, ARCHIVE_ZSTD_SEEK_FOOTER_SIZE,
+                     ARCHIVE_ZSTD_SEEKABLE_MAGIC, ARCHIVE_ZSTD_SKIPPABLE_MAGIC, FIRST_RECORD_OFFSET,
+                     archive_index, archive_name, mapped_size)
 
 __all__ = ("ArchiveConfig", "archive_config", "list_archived", "find_archived", "archived_path", "compress",
-           "decompress", "read_archived")
+           "decompress", "decompress_into", "read_archived", "ZstdFrame", "ZstdSeekTable")
+
+_SKIPPABLE_HEADER = 8       # u32 magic, u32 the frame's size after these 8 bytes
+
+
+@dataclasses.dataclass(frozen=True)
+class ZstdFrame:
+    """One zstd frame of an archived segment: ``src_size`` bytes at ``src_offset`` of the
+    file, decompressing to ``dst_size`` bytes at ``dst_offset`` of the segment."""
+    src_offset: int
+    src_size: int
+    dst_offset: int
+    dst_size: int
+
+
+@dataclasses.dataclass(frozen=True)
+class ZstdSeekTable:
+    """The seek table of a seekable .zst segment (layout.py, "ZSTD SEEKABLE"): its frames in
+    order. ``read`` parses and checks one at the end of a file's bytes; ``encode`` makes the
+    table's skippable frame."""
+    frames: tuple
+
+    @classmethod
+    def of_sizes(cls, sizes):
+        """The table of frames of ``sizes``: (compressed, decompressed) pairs, in order."""
+        frames, src, dst = [], 0, 0
+        for c, d in sizes:
+            frames.append(ZstdFrame(src, c, dst, d))
+            src, dst = src + c, dst + d
+        return cls(tuple(frames))
+
+    def encode(self):
+        """The seek table's bytes: the skippable frame that ends the file."""
+        n = len(self.frames)
+        body = b"".join(struct.pack("<II", f.src_size, f.dst_size) for f in self.frames)
+        return (struct.pack("<II", ARCHIVE_ZSTD_SKIPPABLE_MAGIC,
+                            n * ARCHIVE_ZSTD_SEEK_ENTRY_SIZE + ARCHIVE_ZSTD_SEEK_FOOTER_SIZE)
+                + body + struct.pack("<IBI", n, ARCHIVE_ZSTD_SEEK_DESCRIPTOR,
+                                     ARCHIVE_ZSTD_SEEKABLE_MAGIC))
+
+    @classmethod
+    def read(cls, data, expected, path):
+        """The table at the end of ``data`` (a .zst segment's bytes), or None when they do not
+        end in the seekable magic (one frame, as the first archivers wrote);
+        CorruptBusError naming ``path`` and the rule when the table is not one of a segment
+        of ``expected`` bytes."""
+        end = len(data)
+        footer = ARCHIVE_ZSTD_SEEK_FOOTER_SIZE
+        if end < footer or struct.unpack_from("<I", data, end - 4)[0] != ARCHIVE_ZSTD_SEEKABLE_MAGIC:
+            return None
+
+        def bad(why):
+            return CorruptBusError(f"{path!r}: its zstd seek table {why} (truncated, corrupt, "
+                                   f"or not a segment's; layout.py, ZSTD SEEKABLE)")
+
+        n, descriptor = struct.unpack_from("<IB", data, end - footer)
+        if descriptor != ARCHIVE_ZSTD_SEEK_DESCRIPTOR:
+            raise bad(f"has descriptor {descriptor:#x}, not {ARCHIVE_ZSTD_SEEK_DESCRIPTOR} "
+                      f"(no checksums)")
+        if not 1 <= n <= ARCHIVE_ZSTD_MAX_FRAMES:
+            raise bad(f"lists {n} frames, not 1 to {ARCHIVE_ZSTD_MAX_FRAMES}")
+        size = n * ARCHIVE_ZSTD_SEEK_ENTRY_SIZE + footer
+        start = end - size - _SKIPPABLE_HEADER
+        if start < 0:
+            raise bad(f"of {n} frames needs {size + _SKIPPABLE_HEADER} bytes, the file has {end}")
+        magic, said = struct.unpack_from("<II", data, start)
+        if magic != ARCHIVE_ZSTD_SKIPPABLE_MAGIC:
+            raise bad(f"starts with {magic:#010x}, not the skippable magic "
+                      f"{ARCHIVE_ZSTD_SKIPPABLE_MAGIC:#010x}")
+        if said != size:
+            raise bad(f"says it is {said} bytes long, not {size} for {n} frames")
+        sizes = list(struct.iter_unpack("<II", bytes(data[start + _SKIPPABLE_HEADER:
+                                                          start + _SKIPPABLE_HEADER + size - footer])))
+        for i, (c, d) in enumerate(sizes):
+            if c == 0 or d == 0:
+                raise bad(f"gives frame {i} a size of 0 ({c} compressed, {d} decompressed)")
+        table = cls.of_sizes(sizes)
+        last = table.frames[-1]
+        if last.src_offset + last.src_size != start:
+            raise bad(f"lists {last.src_offset + last.src_size} bytes of frames, the file has "
+                      f"{start} before the table")
+        if last.dst_offset + last.dst_size != expected:
+            raise bad(f"decompresses to {last.dst_offset + last.dst_size} bytes, not a "
+                      f"segment's {expected} (mapped_size(segment_size))")
+        return table
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,15 +197,25 @@ def archived_path(directory, index, compress):
     return os.path.join(os.fspath(directory), archive_name(index, compress))
 
 
-def compress(data, how):
-    """``data`` (a segment's bytes) as stored for ``how``: itself, one zstd frame or one LZ4
-    frame, each with the content size in its header."""
+def compress(data, how, *, frame_bytes=ARCHIVE_ZSTD_FRAME_BYTES):
+    """``data`` (a segment's bytes) as stored for ``how``: itself; zstd frames of
+    ``frame_bytes`` pieces (the last the rest), each with its content size and checksum, and
+    their seek table (``ZstdSeekTable``); or one LZ4 frame with the content size in its
+    header."""
     if how == "none":
         return bytes(data)
     if how == "zstd":
         import zstandard
-        return zstandard.ZstdCompressor(level=ARCHIVE_ZSTD_LEVEL,
-                                        write_content_size=True).compress(data)
+        if frame_bytes < 1:
+            raise ValueError(f"frame_bytes must be positive, got {frame_bytes}")
+        cctx = zstandard.ZstdCompressor(level=ARCHIVE_ZSTD_LEVEL, write_content_size=True,
+                                        write_checksum=True)
+        view = memoryview(data)
+        frames = [cctx.compress(view[i:i + frame_bytes])
+                  for i in range(0, max(len(view), 1), frame_bytes)]
+        table = ZstdSeekTable.of_sizes(
+            (len(f), len(view[i * frame_bytes:(i + 1) * frame_bytes])) for i, f in enumerate(frames))
+        return b"".join(frames) + table.encode()
     if how == "lz4":
         import lz4.frame
         # Independent blocks: lz4-java (the Java readers') refuses linked ones, which lz4 makes
@@ -124,10 +224,67 @@ def compress(data, how):
     raise ValueError(f"compress must be one of {ARCHIVE_COMPRESS}, got {how!r}")
 
 
-def decompress(data, how, expected, path):
-    """The segment bytes stored in ``data`` (``how`` from the file's name), checked to be
+def _zstd_frames_into(data, table, out, path, threads):
+    # The table's frames into their places of `out`: each frame's header checked to say its
+    # entry's size (no frame allocates more than its entry says), then one call of the
+    # library that lets the GIL go for all of them (on `threads` threads of its own), then
+    # the copies, with the GIL held: a read-ahead thread waits for the GIL at most twice.
+    import zstandard
+    view = memoryview(data)
+    srcs = [view[f.src_offset:f.src_offset + f.src_size] for f in table.frames]
+    n = len(srcs)
+    for i, (f, src) in enumerate(zip(table.frames, srcs)):
+        try:
+            said = zstandard.frame_content_size(src)
+        except zstandard.ZstdError as e:
+            raise CorruptBusError(f"{path!r}: zstd frame {i} of {n} has no frame header "
+                                  f"(corrupt, or its seek table is): {e}") from None
+        if said != f.dst_size:
+            raise CorruptBusError(f"{path!r}: zstd frame {i} of {n} holds {said} bytes, its "
+                                  f"seek table says {f.dst_size} (corrupt, or not a segment's)")
+    sizes = struct.pack(f"<{n}Q", *(f.dst_size for f in table.frames))
+    try:
+        got = zstandard.ZstdDecompressor().multi_decompress_to_buffer(
+            srcs, decompressed_sizes=sizes, threads=threads)
+    except zstandard.ZstdError as e:
+        raise CorruptBusError(f"{path!r}: its {n} zstd frames do not decompress to their seek "
+                              f"table's sizes (truncated or corrupt): {e}") from None
+    for i, f in enumerate(table.frames):
+        piece = got[i]
+        if len(piece) != f.dst_size:
+            raise CorruptBusError(f"{path!r}: zstd frame {i} of {n} decompresses to "
+                                  f"{len(piece)} bytes, not {f.dst_size} (corrupt)")
+        out[f.dst_offset:f.dst_offset + f.dst_size] = piece
+
+
+def decompress_into(data, how, expected, path, out, *, threads=1):
+    """The segment bytes stored in ``data`` (``how`` from the file's name) written into
+    ``out`` (a writable buffer of ``expected`` bytes: a mapping), checked to be
     ``expected`` bytes long with a limit on the record grid's side of the file;
-    CorruptBusError naming ``path`` otherwise (a truncated or foreign file)."""
+    CorruptBusError naming ``path`` otherwise (a truncated or foreign file). The frames of a
+    seekable .zst are decompressed on ``threads`` threads (-1: one per CPU)."""
+    table = ZstdSeekTable.read(data, expected, path) if how == "zstd" else None
+    if table is None:
+        out[:] = _decompress_whole(data, how, expected, path)
+    else:
+        _zstd_frames_into(data, table, out, path, threads)
+    _check_limit(out, path)
+
+
+def decompress(data, how, expected, path):
+    """The segment bytes stored in ``data`` (``decompress_into``'s checks), as bytes (or
+    ``data`` itself when stored as it was)."""
+    if how == "zstd" and ZstdSeekTable.read(data, expected, path) is not None:
+        out = bytearray(expected)
+        decompress_into(data, how, expected, path, out)
+        return bytes(out)
+    out = _decompress_whole(data, how, expected, path)
+    _check_limit(out, path)
+    return out
+
+
+def _decompress_whole(data, how, expected, path):
+    # One frame (zstd without a seek table; LZ4) or the bytes as they were, of `expected` bytes.
     try:
         if how == "none":
             out = data
@@ -144,10 +301,13 @@ def decompress(data, how, expected, path):
     if len(out) != expected:
         raise CorruptBusError(f"{path!r} holds {len(out)} bytes of segment, not {expected} "
                               f"(mapped_size(segment_size)): truncated, or another bus's")
+    return out
+
+
+def _check_limit(out, path):
     limit = int.from_bytes(out[:8], "little", signed=True)
     if limit not in (0,) and limit < FIRST_RECORD_OFFSET:
         raise CorruptBusError(f"{path!r}: its limit {limit} is not a segment's")
-    return out
 
 
 def read_archived(directory, index, name, segment_size, *, allow_foreign=False):

@@ -645,8 +645,8 @@ CONSTANTS.update({name: value for name, value in globals().items()
 #   ARCHIVE/<20 digits>.bus           uncompressed: the exact bytes of the hot segment
 #                                     (mapped_size(segment_size) long): the Java original and
 #                                     `mappedbus dump` read it as a single-file bus
-#   ARCHIVE/<20 digits>.bus.zst       or: those bytes as one zstd frame (the zstandard
-#                                     library's standard frame, content size in its header)
+#   ARCHIVE/<20 digits>.bus.zst       or: those bytes as zstd frames in zstd's seekable
+#                                     format (ZSTD SEEKABLE, below; `zstd -d` restores them)
 #   ARCHIVE/<20 digits>.bus.lz4       or: those bytes as one LZ4 frame (lz4.frame, content
 #                                     size in its header)
 #   ARCHIVE/TIME_INDEX_DIR/<20>.time  the segment's time index, moved with it
@@ -688,6 +688,31 @@ CONSTANTS.update({name: value for name, value in globals().items()
 # ARCHIVER_ACTIVE_POLL_MS (a writer in another process or language does not wake it); after
 # ARCHIVER_IDLE_AFTER_MS without a change it looks every ARCHIVER_IDLE_POLL_MS.
 #
+# ZSTD SEEKABLE: an archived .zst segment is its bytes cut into pieces of
+# ARCHIVE_ZSTD_FRAME_BYTES (the last one the rest), each compressed as one zstd frame with its
+# content size in its header and its content checksum (zstd's, XXH64: a flipped byte on disk
+# is an error, not other records), followed by a seek table: one skippable frame of zstd's
+# seekable format (zstd's contrib/seekable_format/zstd_seekable_compression_format.md), with
+# no checksums of its own (descriptor 0):
+#
+#   frame 0 | frame 1 | ... | frame n-1 | seek table
+#   seek table (little-endian):
+#     +0                     u32  ARCHIVE_ZSTD_SKIPPABLE_MAGIC (0x184D2A5E)
+#     +4                     u32  n * ARCHIVE_ZSTD_SEEK_ENTRY_SIZE + ARCHIVE_ZSTD_SEEK_FOOTER_SIZE
+#     +8 + 8 i               u32  frame i's compressed size; u32 its decompressed size
+#     +8 + 8 n               u32  n (frames)
+#     +12 + 8 n              u8   descriptor: ARCHIVE_ZSTD_SEEK_DESCRIPTOR (0: no checksums)
+#     +13 + 8 n              u32  ARCHIVE_ZSTD_SEEKABLE_MAGIC (0x8F92EAB1): the file's last bytes
+#
+# Frame i starts at the sum of the compressed sizes before it and decompresses to exactly its
+# size at the sum of the decompressed sizes before it, so readers decompress the frames in
+# parallel (Java: the reader's thread and a small daemon pool). A reader takes a file ending in
+# ARCHIVE_ZSTD_SEEKABLE_MAGIC as seekable and refuses (CorruptBusError) a table whose
+# skippable magic or size is not as above, whose descriptor is not 0, with n = 0 or more than
+# ARCHIVE_ZSTD_MAX_FRAMES, a size 0, compressed sizes not summing to the table's start, or
+# decompressed sizes not summing to mapped_size(segment_size). Any other .zst file is read as
+# one frame: what the archivers of sessions 17-18 wrote.
+#
 # A kill leaves one of these states; a segment present in both tiers holds the same records
 # in both, and readers take the HOT one (HOT_WINS); the next archiver resumes at
 # MOVE_UNLINKED for it and removes the temporary files. Never both forms of one segment
@@ -721,6 +746,18 @@ ARCHIVE_COMPRESS = ("none", "zstd", "lz4")
 #: 250 MB/s kept archive_after + 1 in 25 rounds of 25 with it, 21 of 25 with 3
 #: (perf/results/history.md, session 17). Any level reads the same: readers never need it.
 ARCHIVE_ZSTD_LEVEL = 1
+#: The piece of a segment each zstd frame of an archived segment holds (ZSTD SEEKABLE, above):
+#: 512 KiB, two frames of a 1 MiB segment for a reader's two threads. (zstd level 1's window is
+#: 512 KiB: a frame loses at most the matches across its start.)
+ARCHIVE_ZSTD_FRAME_BYTES = 512 * 1024
+ARCHIVE_ZSTD_SKIPPABLE_MAGIC = 0x184D2A5E
+ARCHIVE_ZSTD_SEEKABLE_MAGIC = 0x8F92EAB1
+ARCHIVE_ZSTD_SEEK_ENTRY_SIZE = 8
+ARCHIVE_ZSTD_SEEK_FOOTER_SIZE = 9
+ARCHIVE_ZSTD_SEEK_DESCRIPTOR = 0
+#: The most frames a seek table may list (a 2 GiB segment in ARCHIVE_ZSTD_FRAME_BYTES pieces,
+#: and more): a larger count is corrupt, not a reason to allocate.
+ARCHIVE_ZSTD_MAX_FRAMES = 1 << 16
 #: The archiver's lock: an OFD lock (_liveness.h) on this byte of ARCHIVE/bus.meta (the
 #: archive's copy, never replaced), far past its end.
 ARCHIVER_LOCK_BYTE = SEGMENT_CLAIM_BASE - 1

@@ -19,7 +19,7 @@ from .._core._liveness import Hold, LiveFile
 from .._core._reader import MappedBusReader
 from ..errors import BusFullError, BusMismatchError, MappedBusError
 from ..formats.archive import (ArchiveConfig, archived_path, compress as _compress,
-                               decompress, find_archived, list_archived)
+                               decompress_into, find_archived, list_archived)
 from ..formats.busmeta import read_meta, write_meta
 from ..formats.files import open_file, read_to_end
 from ..formats.layout import (ARCHIVER_ACTIVE_POLL_MS, ARCHIVER_EARLY_FILL_PERCENT,
@@ -983,9 +983,10 @@ def _memory_file(name, size):
 
 
 def _decompress_into(src, how, expected, path, mapping):
-    # In the read-ahead thread: one call that lets the GIL go (the library's), then a copy
-    # into the mapping with the GIL held; no system call that would wait for the GIL again.
-    mapping[:] = decompress(src, how, expected, path)
+    # In the read-ahead thread: one call that lets the GIL go (the library's, for every frame
+    # of a seekable .zst), then copies into the mapping with the GIL held; no system call that
+    # would wait for the GIL again. One thread: the reader's is the other core's.
+    decompress_into(src, how, expected, path, mapping)
 
 
 class ArchiveTier:

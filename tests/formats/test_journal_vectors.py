@@ -10,7 +10,7 @@ import struct
 import pytest
 
 from mappedbus_py.errors import CorruptBusError
-from mappedbus_py.formats.archive import archive_config, list_archived, read_archived
+from mappedbus_py.formats.archive import ZstdSeekTable, archive_config, list_archived, read_archived
 from mappedbus_py.formats.busmeta import read_meta
 from mappedbus_py.formats.layout import STATUS_COMMITTED, TIME_INDEX_DIR, slot_size, time_index_name
 from mappedbus_py.formats.timeindex import floor_ms, read_index
@@ -18,7 +18,8 @@ from mappedbus_py.formats.timeindex import floor_ms, read_index
 VDIR = pathlib.Path(__file__).parent.parent / "vectors"
 JDIR = VDIR / "journal"
 DOC = json.loads((JDIR / "journal.json").read_text())
-FORMS = ("none", "zstd", "lz4")
+# The vector directories (archive-<form>) and the compression each one's bus.meta names.
+FORMS = {"none": "none", "zstd": "zstd", "zstd-oneframe": "zstd", "lz4": "lz4"}
 
 
 def _maker():
@@ -64,7 +65,7 @@ def test_archived_segments_hold_the_records(how):
         assert (status, meta) == (STATUS_COMMITTED, r["meta"])
         assert data[off + 8:off + 8 + meta].decode() == r["payload"]
     meta = read_meta(str(JDIR / f"archive-{how}" / "bus.meta"))
-    assert meta.id == DOC["bus_id"] and archive_config(meta).compress == how
+    assert meta.id == DOC["bus_id"] and archive_config(meta).compress == FORMS[how]
 
 
 @pytest.mark.parametrize("how", FORMS)
@@ -73,6 +74,16 @@ def test_time_index_entries_and_torn_tail(how):
     assert [(int(t), int(p)) for t, p in zip(ix.times, ix.positions)] == \
         [(e["time_ns"], e["position"]) for e in DOC["index_entries"]]
     assert ix.torn == DOC["torn_bytes"][f"archive-{how}"]
+
+
+def test_the_zstd_vector_is_seekable_and_the_old_one_is_one_frame():
+    d = JDIR / "archive-zstd"
+    data = (d / list_archived(d)[DOC["segment"]]).read_bytes()
+    table = ZstdSeekTable.read(data, DOC["mapped_size"], "archive-zstd")
+    assert [f.dst_size for f in table.frames] == DOC["zstd_frames"] and len(DOC["zstd_frames"]) > 1
+    old = JDIR / "archive-zstd-oneframe"
+    assert ZstdSeekTable.read((old / list_archived(old)[DOC["segment"]]).read_bytes(),
+                              DOC["mapped_size"], "archive-zstd-oneframe") is None
 
 
 @pytest.mark.parametrize("case", DOC["seek_time"], ids=lambda c: str(c["t_ns"]))

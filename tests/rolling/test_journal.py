@@ -15,8 +15,8 @@ import pytest
 
 from mappedbus_py import RollingBusReader, RollingBusWriter
 from mappedbus_py.errors import BusMismatchError, CorruptBusError, UnsafeBusFileError
-from mappedbus_py.formats.archive import list_archived, read_archived
-from mappedbus_py.formats.layout import TIME_INDEX_DIR, time_index_name
+from mappedbus_py.formats.archive import ZstdSeekTable, list_archived, read_archived
+from mappedbus_py.formats.layout import ARCHIVE_ZSTD_FRAME_BYTES, TIME_INDEX_DIR, time_index_name
 from mappedbus_py.formats.timeindex import floor_ms
 from mappedbus_py.rolling import archive as archive_mod
 from mappedbus_py.rolling.directory import list_segments, segment_path
@@ -62,11 +62,40 @@ def test_full_segments_move_and_readers_read_both_tiers(dirs, compress):
         assert sorted(archived) == list(range(min(hot_segs)))
         suffix = {None: ".bus", "zstd": ".bus.zst", "lz4": ".bus.lz4"}[compress]
         assert all(name.endswith(suffix) for name in archived.values())
+        if compress == "zstd":      # zstd's seekable format: one frame of a 16 KiB segment
+            assert all(len(ZstdSeekTable.read(open(os.path.join(arch, name), "rb").read(),
+                                              SEG, name).frames) == 1
+                       for name in archived.values())
         assert all(os.path.exists(os.path.join(arch, TIME_INDEX_DIR, time_index_name(k)))
                    for k in archived)
         assert _read_all(hot) == list(range(n))
         with RollingBusReader(hot, start=PER_SEG * 0 + SEG + 8) as r:     # in segment 1
             assert struct.unpack_from("<q", r.read(0).data)[0] == PER_SEG
+
+
+def test_a_segment_archived_in_several_zstd_frames_reads_whole(dirs):
+    # 1 MiB + 4 KiB: frames of 512 KiB, 512 KiB and 4 KiB, and their seek table; readers
+    # (the rolling reader, the tools' read_archived) and the zstd tool restore every record.
+    hot, arch = dirs
+    seg = (1 << 20) + 4096
+    per = (seg - 8) // (RS + 8)
+    n = per * 2 + 5
+    with RollingBusWriter(hot, seg, RS, archive=arch, archive_after=0, compress="zstd") as w:
+        _write(w, 0, n)
+        assert w.archiver.wait_idle(20)
+    archived = list_archived(arch)
+    assert sorted(archived) == [0, 1]
+    for k, name in archived.items():
+        data = open(os.path.join(arch, name), "rb").read()
+        table = ZstdSeekTable.read(data, seg, name)
+        assert [f.dst_size for f in table.frames] == [ARCHIVE_ZSTD_FRAME_BYTES] * 2 + [4096]
+        whole = read_archived(arch, k, name, seg)
+        assert struct.unpack_from("<q", whole, 8 + 8)[0] == k * per
+        if shutil.which("zstd"):
+            out = subprocess.run(["zstd", "-d", "-c", os.path.join(arch, name)],
+                                 capture_output=True, check=True).stdout
+            assert out == whole
+    assert _read_all(hot) == list(range(n))
 
 
 def test_uncompressed_archive_keeps_the_exact_segment_bytes(dirs):

@@ -2,7 +2,10 @@
 alone (no writer involved), so that any implementation can be checked against them:
 
   journal/archive-none/   bus.meta, 00000000000000000001.bus        (the exact segment bytes)
-  journal/archive-zstd/   bus.meta, 00000000000000000001.bus.zst    (one zstd frame of them)
+  journal/archive-zstd/   bus.meta, 00000000000000000001.bus.zst    (zstd's seekable format:
+                          ZSTD_FRAMES frames of 1024 bytes and their seek table)
+  journal/archive-zstd-oneframe/  the same segment as one zstd frame, as the archivers of
+                          sessions 17-18 wrote it (readers still read it)
   journal/archive-lz4/    bus.meta, 00000000000000000001.bus.lz4    (one LZ4 frame of them)
   each with index/00000000000000000001.time (two writers' entries, interleaved, with a torn
   last entry in archive-lz4 only)
@@ -21,7 +24,7 @@ import sys
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent.parent))
 
-from mappedbus_py.formats.archive import compress  # noqa: E402
+from mappedbus_py.formats.archive import ZstdSeekTable, compress  # noqa: E402
 from mappedbus_py.formats.busmeta import BusMeta  # noqa: E402
 from mappedbus_py.formats.layout import (FIRST_RECORD_OFFSET, STATUS_COMMITTED,  # noqa: E402
                                          STATUS_ROLLED_BACK, TIME_INDEX_DIR, archive_name,
@@ -44,6 +47,9 @@ RECORDS = [
     (8, "A", 3_000_000), (9, "B", 7_000_123),
 ]
 ROLLED_BACK = 10          # one more slot, rolled back (no entry: it was never committed)
+ZSTD_FRAME_BYTES = 1024   # archive-zstd's frames: four of the 4096-byte segment
+# The vector directories: their name after "archive-", the compression bus.meta names.
+FORMS = {"none": "none", "zstd": "zstd", "zstd-oneframe": "zstd", "lz4": "lz4"}
 
 
 def _meta(compress_how):
@@ -104,23 +110,32 @@ def build(out):
     entries = _entries()
     index = encode_header(BUS_ID, SEGMENT, SEGMENT_SIZE, RECORD_SIZE) + b"".join(
         entry_bytes(t, p) for t, p in entries)
-    for how in ("none", "zstd", "lz4"):
-        d = out / f"archive-{how}"
+    stored = {}
+    for form, how in FORMS.items():
+        d = out / f"archive-{form}"
         (d / TIME_INDEX_DIR).mkdir(parents=True, exist_ok=True)
         (d / "bus.meta").write_bytes(_meta(how).encode())
-        (d / archive_name(SEGMENT, how)).write_bytes(compress(seg, how))
-        torn = b"\x01\x02\x03\x04\x05\x06\x07" if how == "lz4" else b""
+        if form == "zstd-oneframe":
+            import zstandard
+            data = zstandard.ZstdCompressor(level=1, write_content_size=True).compress(seg)
+        else:
+            data = compress(seg, how, frame_bytes=ZSTD_FRAME_BYTES)
+        stored[form] = data
+        (d / archive_name(SEGMENT, how)).write_bytes(data)
+        torn = b"\x01\x02\x03\x04\x05\x06\x07" if form == "lz4" else b""
         (d / TIME_INDEX_DIR / time_index_name(SEGMENT)).write_bytes(index + torn)
     doc = {
-        "why": "issue 37: archived segments (none/zstd/lz4) and a time index; layout.py, "
-               "'the journal'",
+        "why": "issue 37: archived segments (none, zstd seekable, zstd of one frame, lz4) and a "
+               "time index; layout.py, 'the journal' and 'ZSTD SEEKABLE'",
         "bus_id": BUS_ID, "segment": SEGMENT, "segment_size": SEGMENT_SIZE,
         "record_size": RECORD_SIZE, "mapped_size": mapped_size(SEGMENT_SIZE),
         "records": [{"position": _position(n), "meta": len(f"rec{n}-{w}"),
                      "payload": f"rec{n}-{w}"} for n, w, _ in RECORDS],
         "rolled_back": [_position(ROLLED_BACK)],
         "index_entries": [{"time_ns": t, "position": p} for t, p in entries],
-        "torn_bytes": {"archive-none": 0, "archive-zstd": 0, "archive-lz4": 7},
+        "torn_bytes": {f"archive-{form}": 7 if form == "lz4" else 0 for form in FORMS},
+        "zstd_frames": [f.dst_size for f in ZstdSeekTable.read(
+            stored["zstd"], len(seg), "archive-zstd").frames],
         "seek_time": _cases(entries),
     }
     (out / "journal.json").write_text(json.dumps(doc, indent=1) + "\n")

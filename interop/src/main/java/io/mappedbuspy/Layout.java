@@ -572,6 +572,26 @@ public final class Layout {
     public static final String ARCHIVE_SUFFIX_LZ4 = ".lz4";
     /** zstd's level for archived segments: 1, the fastest that keeps the ratio (layout.py says why). */
     public static final int ARCHIVE_ZSTD_LEVEL = 1;
+    /**
+     * The piece of a segment each zstd frame of an archived segment holds (layout.py, "ZSTD SEEKABLE"): 512 KiB, two
+     * frames of a 1 MiB segment for a reader's two threads.
+     */
+    public static final int ARCHIVE_ZSTD_FRAME_BYTES = 512 * 1024;
+    /** The seek table's skippable-frame magic (zstd's seekable format). */
+    public static final int ARCHIVE_ZSTD_SKIPPABLE_MAGIC = 0x184D2A5E;
+    /**
+     * The seek table's last four bytes, the file's last: zstd's seekable format's magic, a u32 (a long: as an int it
+     * would read negative, not layout.py's value).
+     */
+    public static final long ARCHIVE_ZSTD_SEEKABLE_MAGIC = 0x8F92EAB1L;
+    /** A seek-table entry: u32 compressed size, u32 decompressed size (no checksums). */
+    public static final int ARCHIVE_ZSTD_SEEK_ENTRY_SIZE = 8;
+    /** The seek table's footer: u32 frames, u8 descriptor, u32 seekable magic. */
+    public static final int ARCHIVE_ZSTD_SEEK_FOOTER_SIZE = 9;
+    /** The only descriptor written and read: no checksums. */
+    public static final int ARCHIVE_ZSTD_SEEK_DESCRIPTOR = 0;
+    /** The most frames a seek table may list: a larger count is corrupt. */
+    public static final int ARCHIVE_ZSTD_MAX_FRAMES = 1 << 16;
     /** The bus.meta key ({@code time_index=1}) of a bus that keeps a time index: every writer appends to it. */
     public static final String TIME_INDEX_META_KEY = "time_index";
     /** The archiver's lock: an OFD lock on this byte of DIR/bus.meta. */

@@ -2,15 +2,21 @@ package io.mappedbuspy;
 
 import io.mappedbuspy.internal.*;
 
+import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Optional;
 import java.util.OptionalLong;
+import java.util.stream.Collectors;
 
 import com.google.gson.JsonElement;
 import com.google.gson.JsonObject;
 import com.google.gson.JsonParser;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
@@ -20,8 +26,9 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 /**
  * The journal's shared vectors (tests/vectors/journal, made by tests/vectors/make_journal.py;
  * tests/formats/test_journal_vectors.py runs them against Python): each archive form read by {@link ArchiveFiles}
- * gives the records of the vector, and the time index read by {@link TimeIndex} gives the vector's entries and
- * seek_time answers.
+ * (none; zstd, the seekable format of four frames; zstd-oneframe, one frame as the first archivers wrote; lz4) gives
+ * the records of the vector, the seekable file's {@link ZstdSeekTable} lists the vector's frames, and the time index
+ * read by {@link TimeIndex} gives the vector's entries and seek_time answers.
  */
 public final class JournalVectorsTest {
     private static Path root() {
@@ -43,8 +50,13 @@ public final class JournalVectorsTest {
                 .getAsJsonObject();
     }
 
+    // The compression of a vector's archive directory (archive-<how>): zstd-oneframe is zstd too.
+    private static ArchiveFiles.Compression compression(String how) {
+        return ArchiveFiles.Compression.of(how.equals("zstd-oneframe") ? "zstd" : how);
+    }
+
     @ParameterizedTest
-    @ValueSource(strings = {"none", "zstd", "lz4"})
+    @ValueSource(strings = {"none", "zstd", "zstd-oneframe", "lz4"})
     void archivedSegmentReadsAsTheVectorsRecords(String how) throws Exception {
         JsonObject v = vectors();
         Path dir = root().resolve("archive-" + how);
@@ -53,9 +65,9 @@ public final class JournalVectorsTest {
         int recordSize = v.get("record_size").getAsInt();
         BusMeta meta = BusMeta.read(dir.resolve(Layout.META_FILE), true);
         ArchiveFiles.Config cfg = ArchiveFiles.config(meta, dir.toString());
-        assertEquals(ArchiveFiles.Compression.of(how), cfg.compress());
+        assertEquals(compression(how), cfg.compress());
         ArchiveFiles.Archived a = ArchiveFiles.find(dir, segment);
-        assertEquals(ArchiveFiles.Compression.of(how), a.compression());
+        assertEquals(compression(how), a.compression());
         assertEquals(a, ArchiveFiles.list(dir).get(segment));
         try (MemoryMappedFile m = ArchiveFiles.open(a, segmentSize, recordSize, true)) {
             assertEquals(v.get("mapped_size").getAsLong(), m.size());
@@ -76,8 +88,34 @@ public final class JournalVectorsTest {
         }
     }
 
+    @Test
+    void theSeekableZstdVectorsTableListsItsFrames() throws Exception {
+        JsonObject v = vectors();
+        long segment = v.get("segment").getAsLong();
+        long mapped = v.get("mapped_size").getAsLong();
+        Path seekable = ArchiveFiles.find(root().resolve("archive-zstd"), segment).path();
+        byte[] stored = Files.readAllBytes(seekable);
+        ZstdSeekTable t = ZstdSeekTable.read(ByteBuffer.wrap(stored), mapped, seekable).orElseThrow();
+        List<Integer> want = new ArrayList<>();
+        v.getAsJsonArray("zstd_frames").forEach(e -> want.add(e.getAsInt()));
+        assertEquals(want, t.frames().stream().map(ZstdSeekTable.Frame::dstSize).collect(Collectors.toList()));
+        long src = 0;
+        long dst = 0;
+        for (ZstdSeekTable.Frame f : t.frames()) {
+            assertEquals(src, f.srcOffset());
+            assertEquals(dst, f.dstOffset());
+            src += f.srcSize();
+            dst += f.dstSize();
+        }
+        assertEquals(mapped, dst);
+        assertEquals(stored.length, src + ZstdSeekTable.encodedSize(t.frames().size()));
+        // The one-frame file has no table: read as one frame.
+        Path one = ArchiveFiles.find(root().resolve("archive-zstd-oneframe"), segment).path();
+        assertEquals(Optional.empty(), ZstdSeekTable.read(ByteBuffer.wrap(Files.readAllBytes(one)), mapped, one));
+    }
+
     @ParameterizedTest
-    @ValueSource(strings = {"none", "zstd", "lz4"})
+    @ValueSource(strings = {"none", "zstd", "zstd-oneframe", "lz4"})
     void timeIndexGivesTheVectorsEntriesAndSeekAnswers(String how) throws Exception {
         JsonObject v = vectors();
         long segment = v.get("segment").getAsLong();

@@ -61,7 +61,7 @@ public final class LayoutTest {
         assertContains(d, "SEGMENT_CLAIM_BASE=1099511627776\n");
         assertContains(d, "TIME_INDEX_MAGIC=" + 0x315849545355424DL + "\n"); // "MBUSTIX1"
         assertContains(d, "ARCHIVE_SUFFIX_ZSTD=.zst\n");
-        assertEquals(188 + 23 + 4, d.split("\n").length,
+        assertEquals(188 + 30 + 4, d.split("\n").length,
                 "lines (188 with the frames' constants and GROUP_ENTRY_SLOTS_OFFSET; 23: the journal's; 4: the archiver's"
                 + " polls and early fill)");
     }

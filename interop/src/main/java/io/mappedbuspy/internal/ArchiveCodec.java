@@ -4,20 +4,34 @@ import io.mappedbuspy.*;
 
 import java.io.IOException;
 import java.io.InputStream;
+import java.io.InterruptedIOException;
 import java.net.URISyntaxException;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.security.CodeSource;
+import java.util.Optional;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.ThreadPoolExecutor;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReference;
 
 /**
- * The decompression of archived segments (docs/design/journal.md): one zstd frame or one LZ4 frame of a segment's
- * bytes, as the Python archiver writes them with the zstandard and lz4 libraries. The only class that touches the
- * compression libraries, zstd-jni ({@code com.github.luben.zstd}) and lz4-java ({@code net.jpountz.lz4}): the system's
- * packages (Debian: libzstd-jni-java, liblz4-java), which {@code interop/codec-libs.sh} copies beside the library jar
- * and the wheel carries. Without them on the class path, reading a compressed archive fails naming what to install;
- * everything else works.
+ * The decompression of archived segments (docs/design/journal.md): zstd frames of a segment's bytes with their seek
+ * table (zstd's seekable format, layout.py "ZSTD SEEKABLE"; {@link ZstdSeekTable}), one zstd frame (what the first
+ * archivers wrote) or one LZ4 frame, as the archivers write them (Python's with the zstandard and lz4 libraries). The
+ * only class that touches the compression libraries, zstd-jni ({@code com.github.luben.zstd}) and lz4-java
+ * ({@code net.jpountz.lz4}): the system's packages (Debian: libzstd-jni-java, liblz4-java), which
+ * {@code interop/codec-libs.sh} copies beside the library jar and the wheel carries. Without them on the class path,
+ * reading a compressed archive fails naming what to install; everything else works.
+ *
+ * <p>The frames of a seekable zstd segment are decompressed by the reader's thread and a small shared pool of daemon
+ * threads ({@code mappedbus-archive-zstd-N}: {@code min(3, CPUs - 1)}, none on one CPU; made at the first segment
+ * of several frames, each thread ending after {@link #ZSTD_POOL_IDLE_SECONDS} idle), each frame straight into its
+ * place of the segment: zstd decompresses about 1.3 ms a MiB on one core of the bench machine, which a reader of the
+ * archive pays at each segment it opens.
  *
  * <p>zstd-jni needs its JNI library: when no zstd-jni is loaded yet and {@code libzstd-jni.so} lies beside the
  * zstd-jni jar in use (the wheel's and build/jvm's layout), it is loaded from there (zstd-jni's own
@@ -26,21 +40,32 @@ import java.security.CodeSource;
 final class ArchiveCodec {
     /** zstd-jni's JNI library, beside its jar. */
     static final String ZSTD_LIBRARY = "libzstd-jni.so";
+    /** The most threads of the zstd pool (fewer on fewer CPUs: one less than the CPUs). */
+    static final int ZSTD_POOL_MAX_THREADS = 3;
+    /** How long a thread of the zstd pool waits for work before it ends. */
+    static final int ZSTD_POOL_IDLE_SECONDS = 5;
+    /** The zstd pool's thread names: this and a number from 1. */
+    static final String ZSTD_THREAD_PREFIX = "mappedbus-archive-zstd-";
 
     private ArchiveCodec() {
     }
 
     /**
-     * Decompresses one frame into {@code dst} (a direct buffer, position 0): fills it exactly, straight from the
-     * compressed bytes into {@code dst} through the libraries' direct-buffer calls (zstd-jni's
-     * {@code decompressDirectByteBuffer}; lz4-java's block decompressor, block by block, for the frames the archivers
-     * write: independent blocks), without streams or copies. {@code dst} is left little-endian, position 0.
+     * Decompresses an archived segment's file into {@code dst} (a direct buffer, position 0): fills it exactly,
+     * straight from the compressed bytes into {@code dst} through the libraries' direct-buffer calls (zstd-jni's
+     * {@code decompressDirectByteBuffer}, frame by frame into each frame's place for a seekable zstd segment, on the
+     * calling thread and the pool; lz4-java's block decompressor, block by block, for the frames the archivers write:
+     * independent blocks), without streams or copies. {@code dst} is left little-endian, position 0.
      *
      * @param src         the compressed bytes (a direct buffer, position 0 to its limit)
      * @param compression how they were compressed (not {@link ArchiveFiles.Compression#NONE})
      * @param dst         the segment's bytes, {@code dst.capacity()} long
      * @param path        the file, for messages
-     * @throws CorruptBusException if the bytes are not one frame of exactly {@code dst.capacity()} bytes
+     * @throws CorruptBusException if the bytes are not frames of exactly {@code dst.capacity()} bytes (with a seek
+     *                             table: one that breaks a rule of it, or the first frame, by frame order, that does
+     *                             not decompress to its size)
+     * @throws java.io.InterruptedIOException if the thread is interrupted while it waits for the pool's frames (its
+     *                                        interrupt flag set again; no frame is written into {@code dst} after)
      * @throws IllegalStateException naming the package to install if the library is not on the class path
      */
     static void decompress(ByteBuffer src, ArchiveFiles.Compression compression, ByteBuffer dst, Path path)
@@ -118,6 +143,16 @@ final class ArchiveCodec {
         }
 
         static void decompress(ByteBuffer src, ByteBuffer dst, Path path) throws IOException {
+            Optional<ZstdSeekTable> table = ZstdSeekTable.read(src, dst.capacity(), path);
+            if (table.isPresent()) {
+                frames(table.get(), src, dst, path);
+            } else {
+                oneFrame(src, dst, path);
+            }
+        }
+
+        // A .zst file without a seek table: one frame of the whole segment (what the first archivers wrote).
+        private static void oneFrame(ByteBuffer src, ByteBuffer dst, Path path) throws IOException {
             int want = dst.capacity();
             long n;
             try {
@@ -126,7 +161,9 @@ final class ArchiveCodec {
                 long said = com.github.luben.zstd.Zstd.decompressedDirectByteBufferSize(src, 0, src.limit());
                 if (said > 0 && said != want) {
                     throw new CorruptBusException(path + " holds a zstd frame of " + said + " bytes, not a segment's "
-                            + want + " (mapped_size(segment_size)): another bus's, or not a segment");
+                            + want + " (mapped_size(segment_size)): " + (said < want ? "the first frame of a "
+                            + "seekable segment whose seek table is cut off (truncated), " : "") + "another bus's, "
+                            + "or not a segment");
                 }
                 n = com.github.luben.zstd.Zstd.decompressDirectByteBuffer(dst, 0, want, src, 0, src.limit());
             } catch (UnsatisfiedLinkError | ExceptionInInitializerError e) {
@@ -138,6 +175,47 @@ final class ArchiveCodec {
             if (n != want) {
                 throw new CorruptBusException(path + " holds " + n + " bytes of segment, not " + want
                         + " (mapped_size(segment_size)): truncated, or another bus's");
+            }
+        }
+
+        // The frames of a seekable segment, each into its place of dst: the pool's threads help the caller's.
+        private static void frames(ZstdSeekTable table, ByteBuffer src, ByteBuffer dst, Path path)
+                throws IOException {
+            FrameJob job = new FrameJob(table, src, dst, path);
+            int frames = table.frames().size();
+            ThreadPoolExecutor pool = frames > 1 ? ZstdPool.POOL : null;
+            int helpers = pool == null ? 0 : Math.min(pool.getMaximumPoolSize(), frames - 1);
+            for (int h = 0; h < helpers; h++) {
+                pool.execute(job::help);
+            }
+            job.work();
+            job.await();
+        }
+
+        // Frame i of the job's table into its place of dst, or why not.
+        static void frame(FrameJob job, int i) throws CorruptBusException {
+            ZstdSeekTable.Frame f = job.table.frames().get(i);
+            int frames = job.table.frames().size();
+            int srcOff = (int) f.srcOffset();
+            int dstOff = (int) f.dstOffset();
+            long n;
+            try {
+                long said = com.github.luben.zstd.Zstd.decompressedDirectByteBufferSize(job.src, srcOff, f.srcSize());
+                if (said > 0 && said != f.dstSize()) {
+                    throw new CorruptBusException(job.path + ": zstd frame " + i + " of " + frames + " holds " + said
+                            + " bytes, its seek table says " + f.dstSize() + " (corrupt, or not a segment's)");
+                }
+                n = com.github.luben.zstd.Zstd.decompressDirectByteBuffer(job.dst, dstOff, f.dstSize(), job.src,
+                        srcOff, f.srcSize());
+            } catch (UnsatisfiedLinkError | ExceptionInInitializerError | NoClassDefFoundError e) {
+                throw missing(ArchiveFiles.Compression.ZSTD, e);
+            } catch (RuntimeException e) {
+                throw new CorruptBusException(job.path + ": zstd frame " + i + " of " + frames + " is not a frame of "
+                        + f.dstSize() + " bytes (truncated or corrupt): " + e.getMessage());
+            }
+            if (n != f.dstSize()) {
+                throw new CorruptBusException(job.path + ": zstd frame " + i + " of " + frames + " decompresses to "
+                        + n + " bytes, its seek table says " + f.dstSize() + " (corrupt)");
             }
         }
 
@@ -159,6 +237,135 @@ final class ArchiveCodec {
             } catch (URISyntaxException | RuntimeException e) {
                 // zstd-jni finds its library itself (the system's), or says why not at the first use
             }
+        }
+    }
+
+    /**
+     * The frames of one seekable zstd segment being decompressed: claimed one at a time, in order, by the reader's
+     * thread ({@link #work}) and the pool's helpers ({@link #help}); after a failure no frame is claimed, and the first
+     * failure by frame order is what the reader throws ({@link #await}). The buffers are the reader's: no helper
+     * touches them once {@link #await} returned.
+     */
+    private static final class FrameJob {
+        final ZstdSeekTable table;
+        final ByteBuffer src;
+        final ByteBuffer dst;
+        final Path path;
+        private final AtomicInteger next = new AtomicInteger();            // the next frame to claim
+        private final AtomicReference<FrameFailure> failure = new AtomicReference<>();
+        private volatile boolean stopped;  // a failure, or the reader interrupted: no frame is claimed after
+        private int running;               // helpers in work() (guarded by this)
+        private boolean closed;            // the reader waits or returned: no helper starts (guarded by this)
+
+        FrameJob(ZstdSeekTable table, ByteBuffer src, ByteBuffer dst, Path path) {
+            this.table = table;
+            this.src = src;
+            this.dst = dst;
+            this.path = path;
+        }
+
+        /** Decompresses frames until none is left to claim (or one failed). */
+        void work() {
+            int frames = table.frames().size();
+            while (!stopped) {
+                int i = next.getAndIncrement();
+                if (i >= frames) {
+                    return;
+                }
+                try {
+                    Zstd.frame(this, i);
+                } catch (CorruptBusException | RuntimeException | Error e) {
+                    failure.accumulateAndGet(new FrameFailure(i, e),
+                            (had, now) -> had == null || now.frame() < had.frame() ? now : had);
+                    stopped = true;
+                }
+            }
+        }
+
+        /** A pool thread's share: {@link #work}, unless the reader has stopped waiting for helpers. */
+        void help() {
+            synchronized (this) {
+                if (closed) {
+                    return;
+                }
+                running++;
+            }
+            try {
+                work();
+            } finally {
+                synchronized (this) {
+                    if (--running == 0) {
+                        notifyAll();
+                    }
+                }
+            }
+        }
+
+        /**
+         * The reader's wait, after its own {@link #work} (every frame is claimed then): until the helpers that started
+         * are done (a helper that starts later does nothing); then the first failure by frame order is thrown. An
+         * interrupt stops the claims and the wait goes on (a frame under way writes into the reader's buffer), then
+         * the interrupt flag is set again and {@link InterruptedIOException} thrown.
+         */
+        void await() throws IOException {
+            boolean interrupted = false;
+            synchronized (this) {
+                closed = true;
+                while (running > 0) {
+                    try {
+                        wait();
+                    } catch (InterruptedException e) {
+                        interrupted = true;
+                        stopped = true;
+                    }
+                }
+            }
+            if (interrupted) {
+                Thread.currentThread().interrupt();
+                throw new InterruptedIOException(path + ": interrupted while its zstd frames were decompressed");
+            }
+            FrameFailure f = failure.get();
+            if (f == null) {
+                return;
+            }
+            Throwable e = f.error();
+            if (e instanceof CorruptBusException c) {
+                throw c;
+            }
+            if (e instanceof RuntimeException r) {
+                throw r;
+            }
+            throw (Error) e;
+        }
+    }
+
+    /**
+     * A frame that did not decompress.
+     *
+     * @param frame its index in the seek table
+     * @param error why: a CorruptBusException, the missing library's IllegalStateException, or what else was thrown
+     */
+    private record FrameFailure(int frame, Throwable error) { }
+
+    /** The zstd pool, made at the first segment of several frames (a class of its own: lazily, once). */
+    private static final class ZstdPool {
+        private static final AtomicInteger THREADS = new AtomicInteger();
+        /** The pool, or null on one CPU. */
+        static final ThreadPoolExecutor POOL = make();
+
+        private static ThreadPoolExecutor make() {
+            int n = Math.min(ZSTD_POOL_MAX_THREADS, Runtime.getRuntime().availableProcessors() - 1);
+            if (n < 1) {
+                return null;
+            }
+            ThreadPoolExecutor p = new ThreadPoolExecutor(n, n, ZSTD_POOL_IDLE_SECONDS, TimeUnit.SECONDS,
+                    new LinkedBlockingQueue<>(), r -> {
+                        Thread t = new Thread(r, ZSTD_THREAD_PREFIX + THREADS.incrementAndGet());
+                        t.setDaemon(true);
+                        return t;
+                    });
+            p.allowCoreThreadTimeOut(true);
+            return p;
         }
     }
 

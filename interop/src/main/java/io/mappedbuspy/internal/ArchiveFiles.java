@@ -19,8 +19,9 @@ import java.util.TreeMap;
  * A rolling bus's archive directory (docs/design/journal.md; the layout is Layout's "the journal", Python's
  * {@code mappedbus_py/formats/archive.py}): its settings as bus.meta keeps them ({@link Config}), the names of
  * archived segments, and their bytes: the segment's own bytes ({@code ARCHIVE/<20 digits>.bus}, which the Java
- * original reads as a single-file bus), or one zstd or LZ4 frame of them ({@code .bus.zst}, {@code .bus.lz4};
- * {@link ArchiveCodec}). An archived segment is full and settled: it is read, never written.
+ * original reads as a single-file bus), zstd frames of them with their seek table ({@code .bus.zst}: zstd's seekable
+ * format, {@link ZstdSeekTable}; one zstd frame, as the first archivers wrote, reads too) or one LZ4 frame of them
+ * ({@code .bus.lz4}; {@link ArchiveCodec}). An archived segment is full and settled: it is read, never written.
  */
 public final class ArchiveFiles {
     private ArchiveFiles() {
@@ -30,7 +31,7 @@ public final class ArchiveFiles {
     public enum Compression {
         /** The segment's bytes as they were. */
         NONE("none", Layout.ARCHIVE_SUFFIX_NONE),
-        /** One zstd frame. */
+        /** zstd frames and their seek table (zstd's seekable format), or one zstd frame (the first archivers'). */
         ZSTD("zstd", Layout.ARCHIVE_SUFFIX_ZSTD),
         /** One LZ4 frame. */
         LZ4("lz4", Layout.ARCHIVE_SUFFIX_LZ4);
@@ -226,7 +227,7 @@ public final class ArchiveFiles {
     }
 
     // A compressed archived segment's file, whole, in a direct buffer (position 0, limit its length): what the
-    // codecs decompress from without streams. A file larger than any frame of a segment of `size` bytes could be is
+    // codecs decompress from without streams. A file larger than any frames of a segment of `size` bytes could be is
     // named before it is read.
     private static ByteBuffer readCompressed(Path path, long size) throws IOException {
         try (FileChannel ch = FileChannel.open(path, StandardOpenOption.READ, LinkOption.NOFOLLOW_LINKS)) {

@@ -1354,16 +1354,18 @@ public final class Archiver {
     }
 
     /**
-     * The compression of archived segments (a class of its own: the libraries are loaded only when compressing). One
-     * per archiver, on its thread: the zstd context, the output buffer and the lz4 staging array are kept from move to
-     * move (a new zstd context per segment costs its tables; a new direct buffer, an allocation and an unmap).
+     * The compression of archived segments (a class of its own: the libraries are loaded only when compressing): zstd
+     * in zstd's seekable format (frames of {@link Layout#ARCHIVE_ZSTD_FRAME_BYTES} and their {@link ZstdSeekTable}),
+     * LZ4 as one frame. One per archiver, on its thread: the zstd context, the output buffer and the lz4 staging array
+     * are kept from move to move (a new zstd context per segment costs its tables; a new direct buffer, an allocation
+     * and an unmap).
      */
     public static final class ArchiveCompressor implements AutoCloseable {
         // lz4 frames of 64 KiB blocks (lz4.frame's default, as Python's archiver writes them): each block's input and
         // hash table stay in cache, faster than one block of the whole segment.
         private static final int LZ4_BLOCK = 1 << 16;
         private Object zstdCtx;        // com.github.luben.zstd.ZstdCompressCtx, made at the first zstd segment
-        private ByteBuffer zstdOut;    // direct, compressBound of the segment
+        private ByteBuffer zstdOut;    // direct: the compressBound of each frame of the segment, and its seek table
         private byte[] lz4Chunk;
 
         private ArchiveCompressor() {
@@ -1384,7 +1386,9 @@ public final class Archiver {
             }
         }
 
-        // One zstd frame with the content size in its header (ZSTD_compress2's one-shot frame), direct to direct.
+        // zstd's seekable format (layout.py, "ZSTD SEEKABLE"): a frame per ARCHIVE_ZSTD_FRAME_BYTES of the segment (the
+        // last the rest), each with its content size in its header (ZSTD_compress2's one-shot frame), direct to direct,
+        // then their seek table, the whole file written from one buffer.
         private void zstd(ByteBuffer src, WritableByteChannel out) throws IOException {
             com.github.luben.zstd.ZstdCompressCtx ctx = (com.github.luben.zstd.ZstdCompressCtx) zstdCtx;
             if (ctx == null) {
@@ -1392,10 +1396,20 @@ public final class Archiver {
                 ctx = new com.github.luben.zstd.ZstdCompressCtx();
                 ctx.setLevel(Layout.ARCHIVE_ZSTD_LEVEL);
                 ctx.setContentSize(true);
+                ctx.setChecksum(true); // each frame's content checksum (layout.py, "ZSTD SEEKABLE")
                 zstdCtx = ctx;
             }
             int n = src.remaining();
-            long bound = com.github.luben.zstd.Zstd.compressBound(n);
+            int piece = Layout.ARCHIVE_ZSTD_FRAME_BYTES;
+            int frames = Math.max(1, (int) (((long) n + piece - 1) / piece));
+            long bound = ZstdSeekTable.encodedSize(frames);
+            for (int i = 0; i < frames; i++) {
+                bound += com.github.luben.zstd.Zstd.compressBound(Math.min(piece, n - (long) i * piece));
+            }
+            if (bound > Integer.MAX_VALUE) {
+                throw new IllegalArgumentException("a segment of " + n + " bytes compresses into at most " + bound
+                        + " bytes, more than a buffer holds: archive such a bus uncompressed");
+            }
             if (zstdOut == null || zstdOut.capacity() < bound) {
                 if (zstdOut != null) {
                     UnsafeAccess.unmap(zstdOut);
@@ -1405,11 +1419,21 @@ public final class Archiver {
             }
             ByteBuffer dst = zstdOut;
             dst.clear();
-            try {
-                ctx.compress(dst, src.duplicate()); // throws ZstdException on an error
-            } catch (com.github.luben.zstd.ZstdException e) {
-                throw new IOException("zstd: " + e.getMessage(), e);
+            ZstdSeekTable.Builder table = new ZstdSeekTable.Builder();
+            ByteBuffer s = src.duplicate();
+            int from = src.position();
+            for (int i = 0; i < frames; i++) {
+                int len = Math.min(piece, n - i * piece);
+                s.limit(from + i * piece + len).position(from + i * piece);
+                int made;
+                try {
+                    made = ctx.compress(dst, s); // throws ZstdException on an error
+                } catch (com.github.luben.zstd.ZstdException e) {
+                    throw new IOException("zstd: " + e.getMessage(), e);
+                }
+                table.add(made, len);
             }
+            table.build().write(dst);
             dst.flip();
             while (dst.hasRemaining()) {
                 out.write(dst);
