@@ -17,6 +17,7 @@ from mappedbus_py.formats.layout import (ARCHIVE_ZSTD_FRAME_BYTES, ARCHIVE_ZSTD_
                                          ARCHIVE_ZSTD_SKIPPABLE_MAGIC)
 
 MIB = 1 << 20
+THREE = 2 * ARCHIVE_ZSTD_FRAME_BYTES + 4096     # a segment of three frames
 
 
 def _segment(size, seed=7):
@@ -75,7 +76,7 @@ def _with(data, off, fmt, value):
 
 
 def _cases():
-    seg = _segment(MIB + 4096)
+    seg = _segment(THREE)
     data = compress(seg, "zstd")
     n = 3
     t = _table_start(data, n)
@@ -107,7 +108,7 @@ def _cases():
 
 @pytest.mark.parametrize("name, data, match", list(_cases()), ids=[c[0] for c in _cases()])
 def test_each_rule_of_the_seek_table_is_named(name, data, match):
-    size = MIB + 4096
+    size = THREE
     with pytest.raises(CorruptBusError, match=match):
         out = decompress(data, "zstd", size, "/archive/00000000000000000003.bus.zst")
         # a corruption zstd cannot see (no checksums: a flipped literal) must still differ
@@ -116,7 +117,7 @@ def test_each_rule_of_the_seek_table_is_named(name, data, match):
 
 
 def test_single_flips_in_the_table_are_refused_never_another_error():
-    size = MIB + 4096
+    size = THREE
     data = compress(_segment(size), "zstd")
     t = _table_start(data, 3)
     rnd = random.Random(3)

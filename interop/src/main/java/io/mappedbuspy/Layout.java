@@ -573,10 +573,10 @@ public final class Layout {
     /** zstd's level for archived segments: 1, the fastest that keeps the ratio (layout.py says why). */
     public static final int ARCHIVE_ZSTD_LEVEL = 1;
     /**
-     * The piece of a segment each zstd frame of an archived segment holds (layout.py, "ZSTD SEEKABLE"): 512 KiB, two
-     * frames of a 1 MiB segment for a reader's two threads.
+     * The piece of a segment each zstd frame of an archived segment holds (layout.py, "ZSTD SEEKABLE"): 128 KiB, eight
+     * frames of a 1 MiB segment that a reader and the pool decompressing ahead share as they come.
      */
-    public static final int ARCHIVE_ZSTD_FRAME_BYTES = 512 * 1024;
+    public static final int ARCHIVE_ZSTD_FRAME_BYTES = 128 * 1024;
     /** The seek table's skippable-frame magic (zstd's seekable format). */
     public static final int ARCHIVE_ZSTD_SKIPPABLE_MAGIC = 0x184D2A5E;
     /**

@@ -52,6 +52,10 @@ final class RollingCursor {
     private long filteredBefore;
     private long skippedBefore;
     private long rollbacksBefore;
+    // The next archived segment, decompressed ahead while one is read from the archive (readAhead), or null.
+    private ArchiveFiles.ReadAhead ahead;
+    // The buffers archived segments are decompressed into, kept from segment to segment while reading the archive.
+    private final ArchiveFiles.SegmentBuffers buffers = ArchiveFiles.SegmentBuffers.kept();
 
     RollingCursor(RollingDir bus, boolean readOnly, boolean allowForeign, boolean failOnGap, int timeoutMs) {
         this.bus = bus;
@@ -108,14 +112,17 @@ final class RollingCursor {
     // Segment index from the hot directory, else (gone from there: moved) from the archive, if the bus has one
     // (docs/design/journal.md: the hot one wins while both hold it). NoSuchFileException when in neither.
     private MappedBusReader openSegment(long index) throws IOException {
+        MappedBusReader hot;
         try {
-            return openHot(index);
+            hot = openHot(index);
         } catch (NoSuchFileException e) {
             ArchiveFiles.Archived a = bus.archived(index);
             if (a == null) {
+                dropAhead();
                 throw e;
             }
-            MemoryMappedFile m = ArchiveFiles.open(a, segmentSize, recordSize, allowForeign);
+            MemoryMappedFile m = openArchived(a);
+            MappedBusReader read;
             try {
                 // a framed bus's archived segment is read as frames, with the bus's topics file and filter
                 MappedBusReader x = MappedBusReader.forSegment(m.path, segmentSize, recordSize, true)
@@ -126,11 +133,51 @@ final class RollingCursor {
                 }
                 x.setTimeout(timeoutMs);
                 x.setStallLimit(stallLimitMs);
-                return x.openArchived(m);
+                read = x.openArchived(m);
             } catch (RuntimeException bad) {
                 m.closeAndUnmap();
                 throw bad;
             }
+            readAhead(index + 1);
+            return read;
+        }
+        dropAhead();
+        buffers.close(); // reading hot segments: no spare kept
+        return hot;
+    }
+
+    // Archived segment a: the one read ahead when it is that one (its errors are this segment's), else opened now.
+    private MemoryMappedFile openArchived(ArchiveFiles.Archived a) throws IOException {
+        ArchiveFiles.ReadAhead had = ahead;
+        ahead = null;
+        if (had != null) {
+            if (had.archived().equals(a)) {
+                return had.take(segmentSize, recordSize);
+            }
+            had.close();
+        }
+        return ArchiveFiles.open(a, segmentSize, recordSize, allowForeign, buffers);
+    }
+
+    // Reading an archived segment: the next one, when it too is archived (and not hot: the hot one wins) and
+    // compressed in frames, is decompressed ahead by the decompression pool while this one is read (Python's
+    // ArchiveTier does the same in a thread). What fails here fails again, and is thrown, when it is opened.
+    private void readAhead(long index) {
+        dropAhead();
+        try {
+            ArchiveFiles.Archived a = bus.archived(index);
+            if (a != null && a.compression() == ArchiveFiles.Compression.ZSTD && !bus.exists(index)) {
+                ahead = ArchiveFiles.ReadAhead.start(a, segmentSize, allowForeign, buffers).orElse(null);
+            }
+        } catch (IOException | RuntimeException e) {
+            // opened (or its error thrown) when it is needed
+        }
+    }
+
+    private void dropAhead() {
+        if (ahead != null) {
+            ahead.close();
+            ahead = null;
         }
     }
 
@@ -433,8 +480,10 @@ final class RollingCursor {
         return rollbacksBefore + (r == null ? 0 : r.rollbacks());
     }
 
-    /** Releases the current segment; the counts stay. */
+    /** Releases the current segment and one read ahead; the counts stay. */
     void close() {
         switchTo(segment, null);
+        dropAhead();
+        buffers.close();
     }
 }

@@ -27,7 +27,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 /**
  * The journal on the JVM side (docs/journal.md): a rolling writer's time index and {@link RollingBusReader#seekTime},
  * {@link RollingBusWriter#sync()}, and readers that go on from the hot directory into the archive (segments moved
- * there as the Python archiver moves them: the bytes as they were, or one zstd or LZ4 frame of them).
+ * there as the Python archiver moves them: the bytes as they were, zstd frames with their seek table, or one LZ4
+ * frame of them), the next archived segment decompressed ahead.
  */
 public final class JournalTest {
     private static final long SEGMENT = 4096;
@@ -150,6 +151,28 @@ public final class JournalTest {
     }
 
     // Segments 0..moved-1 of a bus moved to an archive as the Python archiver leaves them, bus.meta told.
+    // `bytes` in zstd's seekable format (layout.py, "ZSTD SEEKABLE") of `frame`-byte frames with their checksums: what
+    // the archivers write, in smaller frames (a 4 KiB segment in four).
+    static byte[] seekable(byte[] bytes, int frame) throws IOException {
+        java.io.ByteArrayOutputStream out = new java.io.ByteArrayOutputStream();
+        ZstdSeekTable.Builder table = new ZstdSeekTable.Builder();
+        try (com.github.luben.zstd.ZstdCompressCtx ctx = new com.github.luben.zstd.ZstdCompressCtx()) {
+            ctx.setLevel(Layout.ARCHIVE_ZSTD_LEVEL);
+            ctx.setContentSize(true);
+            ctx.setChecksum(true);
+            for (int at = 0; at < bytes.length; at += frame) {
+                byte[] piece = ctx.compress(java.util.Arrays.copyOfRange(bytes, at, Math.min(bytes.length, at + frame)));
+                out.write(piece);
+                table.add(piece.length, Math.min(frame, bytes.length - at));
+            }
+        }
+        ZstdSeekTable t = table.build();
+        java.nio.ByteBuffer tail = java.nio.ByteBuffer.allocate(ZstdSeekTable.encodedSize(t.frames().size()));
+        t.write(tail);
+        out.write(tail.array());
+        return out.toByteArray();
+    }
+
     private static Path archive(Path dir, int moved, ArchiveFiles.Compression how) throws Exception {
         Path arch = dir.resolveSibling("archive");
         Files.createDirectories(arch.resolve(Layout.TIME_INDEX_DIR));
@@ -160,7 +183,7 @@ public final class JournalTest {
             try (OutputStream out = Files.newOutputStream(to)) {
                 switch (how) {
                     case NONE -> out.write(bytes);
-                    case ZSTD -> out.write(com.github.luben.zstd.Zstd.compress(bytes, 3));
+                    case ZSTD -> out.write(seekable(bytes, 1024));
                     case LZ4 -> {
                         try (net.jpountz.lz4.LZ4FrameOutputStream z = new net.jpountz.lz4.LZ4FrameOutputStream(out)) {
                             z.write(bytes);
@@ -272,6 +295,65 @@ public final class JournalTest {
         TimeIndex both = d.timeIndex(0);
         assertEquals(late, both.firstTime(), "the hot file's entry");
         assertTrue(both.times().length > 1, "and the archived file's");
+    }
+
+    @Test
+    void aReaderDecompressesTheNextArchivedSegmentAheadAndNamesACorruptOneWhenItGetsThere() throws Exception {
+        Path dir = tmp.resolve("bus");
+        int n = PER_SEGMENT * 6 + 5;
+        writeRecords(dir, n, 0);
+        Path arch = archive(dir, 5, ArchiveFiles.Compression.ZSTD);
+        // Every record across five archived segments, each but the first read ahead, and on into the hot ones.
+        try (RollingBusReader r = new RollingBusReader(dir.toString()).open()) {
+            assertEquals(expected(0, n), readAll(r));
+        }
+        // A read-ahead taken gives what an open gives; one dropped frees its buffers; neither is taken twice.
+        ArchiveFiles.Archived two = ArchiveFiles.find(arch, 2);
+        byte[] opened = new byte[(int) SEGMENT];
+        try (MemoryMappedFile m = ArchiveFiles.open(two, SEGMENT, RECORD, false)) {
+            m.getBytes(0, opened, 0, opened.length);
+            m.closeAndUnmap();
+        }
+        boolean pool = Runtime.getRuntime().availableProcessors() > 1;
+        java.util.Optional<ArchiveFiles.ReadAhead> ahead = ArchiveFiles.ReadAhead.start(two, SEGMENT, false);
+        assertEquals(pool, ahead.isPresent(), "a read-ahead starts where there is a pool (more than one CPU)");
+        if (ahead.isPresent()) {
+            try (ArchiveFiles.ReadAhead a = ahead.get(); MemoryMappedFile m = a.take(SEGMENT, RECORD)) {
+                byte[] got = new byte[(int) SEGMENT];
+                m.getBytes(0, got, 0, got.length);
+                m.closeAndUnmap();
+                assertArrayEquals(opened, got);
+                assertThrows(IllegalStateException.class, () -> a.take(SEGMENT, RECORD));
+            }
+            ArchiveFiles.ReadAhead.start(two, SEGMENT, false).orElseThrow().close();
+        }
+        // An LZ4 segment, or one zstd frame as the first archivers wrote: opened when needed, nothing ahead.
+        Path one = arch.resolve("one").resolve(ArchiveFiles.name(2, ArchiveFiles.Compression.ZSTD));
+        Files.createDirectories(one.getParent());
+        Files.write(one, com.github.luben.zstd.Zstd.compress(opened, 1));
+        assertTrue(ArchiveFiles.ReadAhead.start(new ArchiveFiles.Archived(2, one, ArchiveFiles.Compression.ZSTD),
+                SEGMENT, false).isEmpty());
+        // Segment 3 corrupt (a bit flipped in its second frame: its checksum): the records before it are read, the
+        // error names its file when the reader gets there, not when segment 2 is opened and 3 read ahead.
+        Path three = arch.resolve(ArchiveFiles.name(3, ArchiveFiles.Compression.ZSTD));
+        byte[] bytes = Files.readAllBytes(three);
+        ZstdSeekTable t = ZstdSeekTable.read(java.nio.ByteBuffer.wrap(bytes), SEGMENT, three).orElseThrow();
+        ZstdSeekTable.Frame f = t.frames().get(1);
+        bytes[(int) (f.srcOffset() + f.srcSize() / 2)] ^= 0x10;
+        Files.write(three, bytes);
+        try (RollingBusReader r = new RollingBusReader(dir.toString()).open()) {
+            List<String> got = new ArrayList<>();
+            byte[] buf = new byte[RECORD];
+            CorruptBusException e = assertThrows(CorruptBusException.class, () -> {
+                while (r.next()) {
+                    int len = r.readBuffer(buf, 0);
+                    got.add(new String(buf, 0, len, StandardCharsets.UTF_8));
+                }
+            });
+            assertTrue(e.getMessage().contains(three.toString()) && e.getMessage().contains("zstd frame 1"),
+                    e.getMessage());
+            assertEquals(expected(0, PER_SEGMENT * 3), got);
+        }
     }
 
     @ParameterizedTest

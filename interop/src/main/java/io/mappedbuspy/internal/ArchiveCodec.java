@@ -138,6 +138,15 @@ final class ArchiveCodec {
             loadBesideJar();
         }
 
+        /**
+         * Each thread's decompression context, kept from frame to frame: a one-shot call makes and frees one per frame,
+         * which costs 15 % of a 1 MiB segment's decompression in 128 KiB frames and nothing with a kept one (the
+         * session-19 measurement, perf/results/history.md). zstd-jni frees it when the thread is gone and it is
+         * collected.
+         */
+        private static final ThreadLocal<com.github.luben.zstd.ZstdDecompressCtx> CONTEXT =
+                ThreadLocal.withInitial(com.github.luben.zstd.ZstdDecompressCtx::new);
+
         static void ready() {
             // the static initializer did it
         }
@@ -205,8 +214,8 @@ final class ArchiveCodec {
                     throw new CorruptBusException(job.path + ": zstd frame " + i + " of " + frames + " holds " + said
                             + " bytes, its seek table says " + f.dstSize() + " (corrupt, or not a segment's)");
                 }
-                n = com.github.luben.zstd.Zstd.decompressDirectByteBuffer(job.dst, dstOff, f.dstSize(), job.src,
-                        srcOff, f.srcSize());
+                n = CONTEXT.get().decompressDirectByteBuffer(job.dst, dstOff, f.dstSize(), job.src, srcOff,
+                        f.srcSize());
             } catch (UnsatisfiedLinkError | ExceptionInInitializerError | NoClassDefFoundError e) {
                 throw missing(ArchiveFiles.Compression.ZSTD, e);
             } catch (RuntimeException e) {
@@ -302,6 +311,28 @@ final class ArchiveCodec {
         }
 
         /**
+         * Stops the claims and waits, without a limit, for the helpers under way (a dropped read-ahead: the buffers are
+         * freed next); an interrupt meanwhile is kept in the flag.
+         */
+        void stop() {
+            stopped = true;
+            boolean interrupted = false;
+            synchronized (this) {
+                closed = true;
+                while (running > 0) {
+                    try {
+                        wait();
+                    } catch (InterruptedException e) {
+                        interrupted = true;
+                    }
+                }
+            }
+            if (interrupted) {
+                Thread.currentThread().interrupt();
+            }
+        }
+
+        /**
          * The reader's wait, after its own {@link #work} (every frame is claimed then): until the helpers that started
          * are done (a helper that starts later does nothing); then the first failure by frame order is thrown. An
          * interrupt stops the claims and the wait goes on (a frame under way writes into the reader's buffer), then
@@ -337,6 +368,69 @@ final class ArchiveCodec {
             }
             throw (Error) e;
         }
+    }
+
+    /**
+     * A seekable zstd segment being decompressed ahead of its reader by the pool's threads alone
+     * ({@link ArchiveFiles.ReadAhead}): the reader later takes it ({@link #finish}), doing the frames no pool thread
+     * has claimed yet itself, or drops it ({@link #drop}). Never slower than decompressing when needed: a pool thread
+     * that got no CPU meanwhile leaves every frame to the reader.
+     */
+    static final class Ahead {
+        private final FrameJob job;
+
+        private Ahead(FrameJob job) {
+            this.job = job;
+        }
+
+        /**
+         * The segment in the buffer given to {@link #startAhead}, or why not (as {@link #decompress}): the frames not
+         * claimed yet decompressed by the calling thread, then a wait for those under way.
+         */
+        void finish() throws IOException {
+            job.work();
+            job.await();
+            job.dst.clear();
+            job.dst.order(ByteOrder.LITTLE_ENDIAN);
+        }
+
+        /** Stops the claims and waits for the frames under way (they write into the buffer the caller frees next). */
+        void drop() {
+            job.stop();
+        }
+    }
+
+    /**
+     * Starts decompressing a seekable zstd segment ahead of its reader, on the pool's threads alone.
+     *
+     * @param src  the compressed bytes (a direct buffer, position 0 to its limit), kept until finished or dropped
+     * @param dst  the segment's bytes, {@code dst.capacity()} long, kept likewise
+     * @param path the file, for messages
+     * @return the job, or empty when the bytes have no seek table (one frame: nothing to share) or there is no pool
+     *         (one CPU: nothing gained by starting early)
+     * @throws CorruptBusException   if the seek table breaks a rule of it
+     * @throws IllegalStateException naming the package to install if zstd-jni is not on the class path
+     */
+    static Optional<Ahead> startAhead(ByteBuffer src, ByteBuffer dst, Path path) throws IOException {
+        Optional<ZstdSeekTable> table = ZstdSeekTable.read(src, dst.capacity(), path);
+        ThreadPoolExecutor pool;
+        try {
+            pool = table.isEmpty() ? null : ZstdPool.POOL;
+            if (pool != null) {
+                Zstd.ready(); // zstd-jni's JNI library, loaded here rather than named missing on a pool thread
+            }
+        } catch (NoClassDefFoundError | UnsatisfiedLinkError | ExceptionInInitializerError e) {
+            throw missing(ArchiveFiles.Compression.ZSTD, e);
+        }
+        if (pool == null) {
+            return Optional.empty();
+        }
+        FrameJob job = new FrameJob(table.get(), src, dst, path);
+        int helpers = Math.min(pool.getMaximumPoolSize(), table.get().frames().size());
+        for (int h = 0; h < helpers; h++) {
+            pool.execute(job::help);
+        }
+        return Optional.of(new Ahead(job));
     }
 
     /**

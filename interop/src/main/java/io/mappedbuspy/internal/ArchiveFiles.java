@@ -13,6 +13,7 @@ import java.nio.file.LinkOption;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.nio.file.StandardOpenOption;
+import java.util.Optional;
 import java.util.TreeMap;
 
 /**
@@ -229,7 +230,7 @@ public final class ArchiveFiles {
     // A compressed archived segment's file, whole, in a direct buffer (position 0, limit its length): what the
     // codecs decompress from without streams. A file larger than any frames of a segment of `size` bytes could be is
     // named before it is read.
-    private static ByteBuffer readCompressed(Path path, long size) throws IOException {
+    private static ByteBuffer readCompressed(Path path, long size, SegmentBuffers buffers) throws IOException {
         try (FileChannel ch = FileChannel.open(path, StandardOpenOption.READ, LinkOption.NOFOLLOW_LINKS)) {
             long len = ch.size();
             long most = size + (size >> 6) + (1 << 16); // zstd's and LZ4's bound of incompressible bytes, and more
@@ -237,7 +238,7 @@ public final class ArchiveFiles {
                 throw new CorruptBusException(path + " holds " + len + " bytes, more than any compressed segment of "
                         + size + " bytes (mapped_size(segment_size)): another bus's, or not a segment");
             }
-            ByteBuffer src = ByteBuffer.allocateDirect((int) len);
+            ByteBuffer src = buffers.compressed((int) len);
             try {
                 while (src.hasRemaining()) {
                     if (ch.read(src) < 0) {
@@ -246,7 +247,7 @@ public final class ArchiveFiles {
                     }
                 }
             } catch (IOException | RuntimeException e) {
-                UnsafeAccess.unmap(src);
+                buffers.giveCompressed(src);
                 throw e;
             }
             return src.flip();
@@ -298,6 +299,23 @@ public final class ArchiveFiles {
      */
     public static MemoryMappedFile open(Archived a, long segmentSize, int recordSize, boolean allowForeign)
             throws IOException {
+        return open(a, segmentSize, recordSize, allowForeign, SegmentBuffers.NONE);
+    }
+
+    /**
+     * As {@link #open(Archived, long, int, boolean)}, a compressed segment decompressed into a buffer of
+     * {@code buffers} (a reader's, which takes it back when the bytes are closed).
+     *
+     * @param a            the archived segment
+     * @param segmentSize  the bus's segment size
+     * @param recordSize   the bus's record size
+     * @param allowForeign accept a file of another user, or writable by group or others
+     * @param buffers      where the buffers come from and go back to
+     * @return its bytes; the caller closes them
+     * @throws IOException as {@link #open(Archived, long, int, boolean)}
+     */
+    public static MemoryMappedFile open(Archived a, long segmentSize, int recordSize, boolean allowForeign,
+            SegmentBuffers buffers) throws IOException {
         long size = Layout.mappedSize(segmentSize);
         MemoryMappedFile m;
         if (a.compression() == Compression.NONE) {
@@ -317,21 +335,112 @@ public final class ArchiveFiles {
                 throw new IllegalArgumentException("a compressed archive of " + size + "-byte segments cannot be read "
                         + "into memory (at most " + Integer.MAX_VALUE + " bytes): archive such a bus uncompressed");
             }
-            ByteBuffer dst = ByteBuffer.allocateDirect((int) size);
+            ByteBuffer dst = buffers.segment((int) size);
             ByteBuffer src = null;
             try {
-                src = readCompressed(a.path(), size);
+                src = readCompressed(a.path(), size, buffers);
                 ArchiveCodec.decompress(src, a.compression(), dst, a.path());
             } catch (IOException | RuntimeException e) {
-                UnsafeAccess.unmap(dst);
+                buffers.giveSegment(dst);
                 throw e;
             } finally {
                 if (src != null) {
-                    UnsafeAccess.unmap(src);
+                    buffers.giveCompressed(src);
                 }
             }
-            m = MemoryMappedFile.inMemory(a.path().toString(), dst);
+            m = buffers.inMemory(a.path().toString(), dst);
         }
+        return checkedLimit(m, a, segmentSize, recordSize);
+    }
+
+    /**
+     * The buffers a reader decompresses archived segments into and reads their files into, kept from segment to
+     * segment: one spare of each, so that a reader going through the archive (with a segment read ahead,
+     * {@link ReadAhead}) allocates nothing after its first segments and touches pages already faulted in: a fresh
+     * direct buffer of a segment costs its zeroing and a page fault a page (a quarter of a 1 MiB segment's
+     * decompression on the bench machine, perf/results/history.md, session 19). {@link #NONE} keeps nothing: every
+     * buffer is allocated and freed. A reader's thread uses its own; {@link #close} frees the spares.
+     */
+    public static final class SegmentBuffers implements AutoCloseable {
+        /** Keeps nothing: what {@link ArchiveFiles#open(Archived, long, int, boolean)} uses. */
+        public static final SegmentBuffers NONE = new SegmentBuffers(false);
+        private final boolean keep;
+        private ByteBuffer spareSegment;
+        private ByteBuffer spareCompressed;
+
+        private SegmentBuffers(boolean keep) {
+            this.keep = keep;
+        }
+
+        /** @return buffers that keep a spare of each kind */
+        public static SegmentBuffers kept() {
+            return new SegmentBuffers(true);
+        }
+
+        // A buffer of exactly `size` bytes (contents undefined: the decompression writes every byte).
+        synchronized ByteBuffer segment(int size) {
+            ByteBuffer b = spareSegment;
+            spareSegment = null;
+            if (b != null && b.capacity() == size) {
+                return b.clear();
+            }
+            if (b != null) {
+                UnsafeAccess.unmap(b);
+            }
+            return ByteBuffer.allocateDirect(size);
+        }
+
+        // A buffer of at least `len` bytes, position 0 and limit `len`.
+        synchronized ByteBuffer compressed(int len) {
+            ByteBuffer b = spareCompressed;
+            spareCompressed = null;
+            if (b != null && b.capacity() >= len) {
+                return b.clear().limit(len);
+            }
+            if (b != null) {
+                UnsafeAccess.unmap(b);
+            }
+            return ByteBuffer.allocateDirect(len);
+        }
+
+        synchronized void giveSegment(ByteBuffer b) {
+            if (keep && spareSegment == null) {
+                spareSegment = b;
+            } else {
+                UnsafeAccess.unmap(b);
+            }
+        }
+
+        synchronized void giveCompressed(ByteBuffer b) {
+            if (keep && spareCompressed == null) {
+                spareCompressed = b;
+            } else {
+                UnsafeAccess.unmap(b);
+            }
+        }
+
+        // A segment's bytes in `dst`, handed back here when closed.
+        MemoryMappedFile inMemory(String path, ByteBuffer dst) {
+            return keep ? MemoryMappedFile.inMemory(path, dst, this::giveSegment) : MemoryMappedFile.inMemory(path, dst);
+        }
+
+        /** Frees the spares (the buffers in use are freed when handed back, later). */
+        @Override
+        public synchronized void close() {
+            if (spareSegment != null) {
+                UnsafeAccess.unmap(spareSegment);
+                spareSegment = null;
+            }
+            if (spareCompressed != null) {
+                UnsafeAccess.unmap(spareCompressed);
+                spareCompressed = null;
+            }
+        }
+    }
+
+    // m, once its limit is on the record grid; else CorruptBusException (m closed).
+    private static MemoryMappedFile checkedLimit(MemoryMappedFile m, Archived a, long segmentSize, int recordSize)
+            throws CorruptBusException {
         long limit = m.getLongAcquire(Layout.LIMIT_OFFSET);
         // (A full segment's limit may lie past its end: the writers' fetch-and-adds that found it full.)
         if (limit != 0 && !Layout.isRecordBoundary(limit, recordSize)) {
@@ -340,5 +449,124 @@ public final class ArchiveFiles {
                     + "of segmentSize " + segmentSize + " and recordSize " + recordSize + " (corrupt, or another bus's)");
         }
         return m;
+    }
+
+    /**
+     * An archived zstd segment decompressed ahead of its reader (a Java rolling reader's next segment while it reads one
+     * from the archive: Python's {@code ArchiveTier} read-ahead, docs/design/journal.md): its file read and its frames
+     * handed to the decompression pool's threads at {@link #start}; {@link #take} gives the segment, decompressing
+     * itself the frames no pool thread has claimed yet; {@link #close} drops it. On one CPU, or for a file of one
+     * frame, nothing starts early ({@link #start} is empty) and the reader opens the segment when it needs it.
+     */
+    public static final class ReadAhead implements AutoCloseable {
+        private final Archived archived;
+        private final ByteBuffer src;
+        private final ByteBuffer dst;
+        private final ArchiveCodec.Ahead job;
+        private final SegmentBuffers buffers;
+        private boolean over; // taken or dropped: the buffers are the caller's or handed back
+
+        private ReadAhead(Archived archived, ByteBuffer src, ByteBuffer dst, ArchiveCodec.Ahead job,
+                SegmentBuffers buffers) {
+            this.archived = archived;
+            this.src = src;
+            this.dst = dst;
+            this.job = job;
+            this.buffers = buffers;
+        }
+
+        /**
+         * Starts decompressing an archived segment ahead, into buffers allocated for it.
+         *
+         * @param a            the archived segment
+         * @param segmentSize  the bus's segment size
+         * @param allowForeign accept a file of another user, or writable by group or others
+         * @return it, or empty when nothing is gained by starting early (not zstd, one frame, one CPU, too large)
+         * @throws IOException as {@link #open} (the file gone, foreign, or its seek table corrupt)
+         */
+        public static Optional<ReadAhead> start(Archived a, long segmentSize, boolean allowForeign)
+                throws IOException {
+            return start(a, segmentSize, allowForeign, SegmentBuffers.NONE);
+        }
+
+        /**
+         * Starts decompressing an archived segment ahead, into buffers of {@code buffers} (handed back when the
+         * segment's bytes are closed, or when this is dropped).
+         *
+         * @param a            the archived segment
+         * @param segmentSize  the bus's segment size
+         * @param allowForeign accept a file of another user, or writable by group or others
+         * @param buffers      the reader's buffers
+         * @return it, or empty when nothing is gained by starting early (not zstd, one frame, one CPU, too large)
+         * @throws IOException as {@link #open} (the file gone, foreign, or its seek table corrupt)
+         */
+        public static Optional<ReadAhead> start(Archived a, long segmentSize, boolean allowForeign,
+                SegmentBuffers buffers) throws IOException {
+            long size = Layout.mappedSize(segmentSize);
+            if (a.compression() != Compression.ZSTD || size > Integer.MAX_VALUE) {
+                return Optional.empty();
+            }
+            BusFiles.checkTrusted(a.path(), allowForeign);
+            ByteBuffer src = readCompressed(a.path(), size, buffers);
+            ByteBuffer dst = null;
+            try {
+                dst = buffers.segment((int) size);
+                Optional<ArchiveCodec.Ahead> job = ArchiveCodec.startAhead(src, dst, a.path());
+                if (job.isPresent()) {
+                    return Optional.of(new ReadAhead(a, src, dst, job.get(), buffers));
+                }
+            } catch (IOException | RuntimeException | Error e) {
+                buffers.giveCompressed(src);
+                if (dst != null) {
+                    buffers.giveSegment(dst);
+                }
+                throw e;
+            }
+            buffers.giveCompressed(src);
+            buffers.giveSegment(dst);
+            return Optional.empty();
+        }
+
+        /** @return the archived segment it reads */
+        public Archived archived() {
+            return archived;
+        }
+
+        /**
+         * The segment's bytes, as {@link #open} gives them (the caller closes them); once only.
+         *
+         * @param segmentSize the bus's segment size
+         * @param recordSize  the bus's record size
+         * @return them
+         * @throws CorruptBusException if a frame does not decompress to its size, or the limit is not a segment's
+         */
+        public MemoryMappedFile take(long segmentSize, int recordSize) throws IOException {
+            if (over) {
+                throw new IllegalStateException("segment " + archived.segment() + " read ahead was taken or dropped");
+            }
+            over = true;
+            try {
+                job.finish();
+            } catch (IOException | RuntimeException | Error e) {
+                buffers.giveSegment(dst); // finish() returned or threw only once no pool thread writes into it
+                throw e;
+            } finally {
+                buffers.giveCompressed(src);
+            }
+            return checkedLimit(buffers.inMemory(archived.path().toString(), dst), archived, segmentSize,
+                    recordSize);
+        }
+
+        /** Drops it unless taken: waits for the frames under way, hands the buffers back. */
+        @Override
+        public void close() {
+            if (over) {
+                return;
+            }
+            over = true;
+            job.drop();
+            buffers.giveCompressed(src);
+            buffers.giveSegment(dst);
+        }
     }
 }

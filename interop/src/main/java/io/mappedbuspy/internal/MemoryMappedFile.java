@@ -11,6 +11,7 @@ import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.util.Map;
+import java.util.function.Consumer;
 import io.mappedbuspy.BusReplacedException;
 import io.mappedbuspy.BusTruncatedException;
 import io.mappedbuspy.Layout;
@@ -44,6 +45,8 @@ public final class MemoryMappedFile extends MappedAtomics implements AutoCloseab
     private boolean created;
     // Bytes held in memory, not a mapping of a file (inMemory).
     private boolean inMemory;
+    // Takes the buffer of bytes held in memory back at the close, instead of freeing it (or null).
+    private Consumer<ByteBuffer> release;
 
     /** How a file is opened; see {@link #open(String, long, OpenOptions)} and {@link SafeOpen}. */
     public static final class OpenOptions {
@@ -157,6 +160,23 @@ public final class MemoryMappedFile extends MappedAtomics implements AutoCloseab
             throw new IllegalArgumentException("not a direct buffer");
         }
         return new MemoryMappedFile(path, buf);
+    }
+
+    /**
+     * As {@link #inMemory(String, ByteBuffer)}, but {@link #close()} hands the buffer to {@code release} instead of
+     * freeing it (a reader's {@link ArchiveFiles.SegmentBuffers}: the next archived segment decompressed into the same
+     * pages, no allocation, no page faults). Every access after the close fails its bounds check, as for any closed
+     * mapping, before the buffer is used again.
+     *
+     * @param path    the file the bytes came from, for messages
+     * @param buf     a direct buffer, all of it the bytes
+     * @param release takes the buffer back when this is closed
+     * @return them
+     */
+    public static MemoryMappedFile inMemory(String path, ByteBuffer buf, Consumer<ByteBuffer> release) {
+        MemoryMappedFile m = inMemory(path, buf);
+        m.release = release;
+        return m;
     }
 
     /**
@@ -401,10 +421,16 @@ public final class MemoryMappedFile extends MappedAtomics implements AutoCloseab
         ByteBuffer[] wins = windows;
         dropWindows();
         if (inMemory && wins != null && path != null && !path.equals("<warm-up>")) {
-            // An archived segment's bytes: freed now (64 MiB a segment), not when the collector gets to them.
-            // Every later access fails its bounds check first (dropWindows).
+            // An archived segment's bytes: freed now (64 MiB a segment), not when the collector gets to them, or
+            // handed back for the next segment. Every later access fails its bounds check first (dropWindows).
+            Consumer<ByteBuffer> back = release;
+            release = null;
             for (ByteBuffer b : wins) {
-                UnsafeAccess.unmap(b);
+                if (back != null) {
+                    back.accept(b);
+                } else {
+                    UnsafeAccess.unmap(b);
+                }
             }
         }
     }
