@@ -316,29 +316,14 @@ final class ArchiveCodec {
          */
         void stop() {
             stopped = true;
-            boolean interrupted = false;
-            synchronized (this) {
-                closed = true;
-                while (running > 0) {
-                    try {
-                        wait();
-                    } catch (InterruptedException e) {
-                        interrupted = true;
-                    }
-                }
-            }
-            if (interrupted) {
+            if (closeAndWait()) {
                 Thread.currentThread().interrupt();
             }
         }
 
-        /**
-         * The reader's wait, after its own {@link #work} (every frame is claimed then): until the helpers that started
-         * are done (a helper that starts later does nothing); then the first failure by frame order is thrown. An
-         * interrupt stops the claims and the wait goes on (a frame under way writes into the reader's buffer), then
-         * the interrupt flag is set again and {@link InterruptedIOException} thrown.
-         */
-        void await() throws IOException {
+        // No helper starts from now on; waits for those under way, an interrupt stopping the claims (a frame under way
+        // writes into the reader's buffer: the wait goes on). Whether the thread was interrupted meanwhile.
+        private boolean closeAndWait() {
             boolean interrupted = false;
             synchronized (this) {
                 closed = true;
@@ -351,7 +336,17 @@ final class ArchiveCodec {
                     }
                 }
             }
-            if (interrupted) {
+            return interrupted;
+        }
+
+        /**
+         * The reader's wait, after its own {@link #work} (every frame is claimed then): until the helpers that started
+         * are done (a helper that starts later does nothing); then the first failure by frame order is thrown. An
+         * interrupt stops the claims and the wait goes on (a frame under way writes into the reader's buffer), then
+         * the interrupt flag is set again and {@link InterruptedIOException} thrown.
+         */
+        void await() throws IOException {
+            if (closeAndWait()) {
                 Thread.currentThread().interrupt();
                 throw new InterruptedIOException(path + ": interrupted while its zstd frames were decompressed");
             }
