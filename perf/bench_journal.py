@@ -27,6 +27,9 @@ other way round.
 6. **With Java writers and readers** (``perf/bench_journal_java.py``'s figures, run here unless
    ``--no-java`` or no ``java``): both archivers against a Java writer at full speed (1 MiB and
    16 MiB segments), Java reading the archive, Java's sync and time-index costs.
+7. **Spark reading from the archive against memory** (unless ``--no-spark``): a batch read of
+   the buses of 3. (``format("mappedbus")``, ``layout=PriceUpdate``, ``local[2]``) summing two
+   fields of every record, the median of ``READ_ROUNDS`` interleaved rounds after a warm-up each.
 
 The machine is shared: figures are of the minute they were taken. Results: perf/results/
 journal-<date>.md and .json.
@@ -182,6 +185,8 @@ def main():
     ap.add_argument("--report", metavar="JSON", help="write the .md of a run's .json again")
     ap.add_argument("--no-java", action="store_true",
                     help="leave out 6. (Java writers and readers: about a minute and a half)")
+    ap.add_argument("--no-spark", action="store_true",
+                    help="leave out 7. (Spark reading the archive: about a minute)")
     a = ap.parse_args()
     if a.report:
         with open(a.report) as f:
@@ -242,6 +247,11 @@ def main():
             ons.append(writer_rate(shm, n // 2, time_index=True))
         res["time_index_msgs_per_s"] = {"off": max(offs), "on": max(ons)}
         print("time index", res["time_index_msgs_per_s"], flush=True)
+        if not a.no_spark and _has_java():
+            res["spark_read_rounds_msgs_per_s"] = spark_reads(paths, n)
+            res["spark_read_msgs_per_s"] = {k: statistics.median(v) for k, v in
+                                            res["spark_read_rounds_msgs_per_s"].items()}
+            print("spark read", res["spark_read_msgs_per_s"], flush=True)
         if not a.no_java and _has_java():
             import bench_journal_java       # 6. (it imports this module's setup)
             res["java"] = bench_journal_java.measure(a.quick)
@@ -252,6 +262,34 @@ def main():
     res["machine"] = machine()
     res["load_average_start"], res["load_average_end"] = load0, os.getloadavg()[0]
     write_dated_results("journal", started, res, report(res, started))
+
+
+def spark_reads(paths, n):
+    """7.: ``{name: [records/s a round]}``: a Spark batch read summing two fields of every record
+    of each bus of ``paths``, in READ_ROUNDS interleaved rounds after one warm-up read each."""
+    from pyspark.sql import functions as F
+    from mappedbus_py.spark import session
+    spark = session("bench_journal", "local[2]", spark_sql_shuffle_partitions=2,
+                    spark_driver_memory="1g")
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        def read(path):
+            df = spark.read.format("mappedbus").option("path", path).option("layout", "PriceUpdate").load()
+            t0 = time.perf_counter()
+            row = df.agg(F.count("*").alias("n"), F.sum("price"), F.sum("quantity")).first()
+            took = time.perf_counter() - t0
+            if row["n"] != n:
+                raise RuntimeError(f"Spark read {row['n']} records of {path}, not {n}")
+            return n / took
+        for p in paths.values():
+            read(p)                 # warm-up: the JIT, Spark's code generation
+        rounds = {name: [] for name in paths}
+        for _ in range(READ_ROUNDS):
+            for name, p in paths.items():
+                rounds[name].append(read(p))
+        return rounds
+    finally:
+        spark.stop()
 
 
 def _has_java():
@@ -310,6 +348,15 @@ def report(res, started):
               f"| disk directory, sync=\"interval\", 10 ms | {_f(s['interval_10ms'])} |",
               f"| /dev/shm, time_index=False | {_f(t['off'])} |",
               f"| /dev/shm, time_index=True | {_f(t['on'])} |", ""]
+    if "spark_read_msgs_per_s" in res:
+        sp, sr = res["spark_read_msgs_per_s"], res["spark_read_rounds_msgs_per_s"]
+        lines += [f"| Spark batch read (local[2], sum of two fields of every record), median of "
+                  f"{READ_ROUNDS} interleaved rounds | records/s | against memory | rounds, M records/s |",
+                  "| --- | ---: | ---: | --- |"]
+        for k in ("memory", "archive_none", "archive_lz4", "archive_zstd"):
+            each = ", ".join(f"{x / 1e6:.2f}" for x in sr[k])
+            lines.append(f"| {k.replace('_', ' ')} | {_f(sp[k])} | {sp[k] / sp['memory']:.2f} | {each} |")
+        lines.append("")
     if "java" in res:
         import bench_journal_java
         java = bench_journal_java.report(res["java"], started).splitlines()
