@@ -274,11 +274,13 @@ def decompress_into(data, how, expected, path, out, *, threads=1):
 def decompress(data, how, expected, path):
     """The segment bytes stored in ``data`` (``decompress_into``'s checks), as bytes (or
     ``data`` itself when stored as it was)."""
-    if how == "zstd" and ZstdSeekTable.read(data, expected, path) is not None:
-        out = bytearray(expected)
-        decompress_into(data, how, expected, path, out)
-        return bytes(out)
-    out = _decompress_whole(data, how, expected, path)
+    table = ZstdSeekTable.read(data, expected, path) if how == "zstd" else None
+    if table is None:
+        out = _decompress_whole(data, how, expected, path)
+    else:
+        frames = bytearray(expected)
+        _zstd_frames_into(data, table, frames, path, 1)
+        out = bytes(frames)
     _check_limit(out, path)
     return out
 

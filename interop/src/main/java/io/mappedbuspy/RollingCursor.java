@@ -166,7 +166,7 @@ final class RollingCursor {
         dropAhead();
         try {
             ArchiveFiles.Archived a = bus.archived(index);
-            if (a != null && a.compression() == ArchiveFiles.Compression.ZSTD && !bus.exists(index)) {
+            if (a != null && !bus.exists(index)) {
                 ahead = ArchiveFiles.ReadAhead.start(a, segmentSize, allowForeign, buffers).orElse(null);
             }
         } catch (IOException | RuntimeException e) {

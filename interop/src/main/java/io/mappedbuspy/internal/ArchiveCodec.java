@@ -395,6 +395,11 @@ final class ArchiveCodec {
         }
     }
 
+    /** @return whether there is a pool to decompress ahead on (more than one CPU) */
+    static boolean canDecompressAhead() {
+        return ZstdPool.POOL != null;
+    }
+
     /**
      * Starts decompressing a seekable zstd segment ahead of its reader, on the pool's threads alone.
      *
@@ -407,6 +412,9 @@ final class ArchiveCodec {
      * @throws IllegalStateException naming the package to install if zstd-jni is not on the class path
      */
     static Optional<Ahead> startAhead(ByteBuffer src, ByteBuffer dst, Path path) throws IOException {
+        if (!canDecompressAhead()) {
+            return Optional.empty();
+        }
         Optional<ZstdSeekTable> table = ZstdSeekTable.read(src, dst.capacity(), path);
         ThreadPoolExecutor pool;
         try {

@@ -503,8 +503,8 @@ public final class ArchiveFiles {
         public static Optional<ReadAhead> start(Archived a, long segmentSize, boolean allowForeign,
                 SegmentBuffers buffers) throws IOException {
             long size = Layout.mappedSize(segmentSize);
-            if (a.compression() != Compression.ZSTD || size > Integer.MAX_VALUE) {
-                return Optional.empty();
+            if (a.compression() != Compression.ZSTD || size > Integer.MAX_VALUE || !ArchiveCodec.canDecompressAhead()) {
+                return Optional.empty(); // (one CPU: the file is read once, when the segment is opened)
             }
             BusFiles.checkTrusted(a.path(), allowForeign);
             ByteBuffer src = readCompressed(a.path(), size, buffers);
